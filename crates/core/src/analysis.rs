@@ -1,0 +1,470 @@
+//! One entry point for every method: a probe stream in, a decision (single-
+//! rate streams) or an estimate (multi-rate streams) out, with the reason
+//! when the stream cannot say.
+//!
+//! Methods and the paper sections they follow:
+//! - `prcmt`: PRC-MT on raw gaps (BASS IV-B);
+//! - `prcmt+bass`: PRC-MT on the gaps BASS kept (BASS V);
+//! - `pathload`: Pathload's trend test (IMR-Pathload 3; Pathload 1.3.2);
+//! - `imr-avg`, `imr-wavelet`: PCT/PDT after IMR de-noising (IMR 4);
+//! - `multirate`: multi-pass smoothing + window (BASS VI-B);
+//! - `multirate-single-pass`: single-pass BASS + window (BASS VI-B, Fig. 14);
+//! - `multirate-prcmt-dp1`, `-dp2`: Multi-rate PRC-MT (BASS VI-D).
+
+use crate::decision::multirate::{
+    apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Policy,
+};
+use crate::decision::prcmt::{prcmt, DEFAULT_TOLERANCE};
+use crate::decision::trend::{pathload_trend, trend_of_series, PathloadParams, TrendOutcome};
+use crate::decision::{Bound, Decision};
+use crate::smoothing::bass::{bass_events, bass_smooth, BassParams};
+use crate::smoothing::imr::{d4_approximation, window_average, ImrWindow};
+use crate::smoothing::multipass::{multipass_smooth, single_pass_smooth, MultipassParams};
+use crate::stream::{GapTolerance, ProbeStream, StreamKind};
+
+/// An analysis method (names as on the command line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    Prcmt,
+    PrcmtBass,
+    Pathload,
+    ImrAvg,
+    ImrWavelet,
+    Multirate,
+    MultirateSinglePass,
+    MultiratePrcmtDp1,
+    MultiratePrcmtDp2,
+}
+
+impl Method {
+    pub const ALL: [Method; 9] = [
+        Method::Prcmt,
+        Method::PrcmtBass,
+        Method::Pathload,
+        Method::ImrAvg,
+        Method::ImrWavelet,
+        Method::Multirate,
+        Method::MultirateSinglePass,
+        Method::MultiratePrcmtDp1,
+        Method::MultiratePrcmtDp2,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Prcmt => "prcmt",
+            Method::PrcmtBass => "prcmt+bass",
+            Method::Pathload => "pathload",
+            Method::ImrAvg => "imr-avg",
+            Method::ImrWavelet => "imr-wavelet",
+            Method::Multirate => "multirate",
+            Method::MultirateSinglePass => "multirate-single-pass",
+            Method::MultiratePrcmtDp1 => "multirate-prcmt-dp1",
+            Method::MultiratePrcmtDp2 => "multirate-prcmt-dp2",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The kind of stream the method answers for.
+    pub fn kind(self) -> StreamKind {
+        match self {
+            Method::Prcmt
+            | Method::PrcmtBass
+            | Method::Pathload
+            | Method::ImrAvg
+            | Method::ImrWavelet => StreamKind::SingleRate,
+            _ => StreamKind::MultiRate,
+        }
+    }
+
+    /// The best method for a kind (BASS paper: PRC-MT + BASS for single
+    /// rates, multi-pass smoothing for multi-rate streams).
+    pub fn default_for(kind: StreamKind) -> Method {
+        match kind {
+            StreamKind::SingleRate => Method::PrcmtBass,
+            StreamKind::MultiRate => Method::Multirate,
+        }
+    }
+}
+
+/// Every tunable of every method, with the documented defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AnalysisParams {
+    pub bass: BassParams,
+    pub prcmt_tolerance: f64,
+    pub pathload: PathloadParams,
+    pub imr_window: ImrWindow,
+    pub wavelet_levels: usize,
+    /// Window, pass limit and exceed tolerance of multi-rate smoothing.
+    pub multipass: MultipassParams,
+    pub gap_tolerance: GapTolerance,
+    /// Gap methods give up above this loss share.
+    pub max_loss: f64,
+}
+
+impl Default for AnalysisParams {
+    fn default() -> Self {
+        AnalysisParams {
+            bass: BassParams::default(),
+            prcmt_tolerance: DEFAULT_TOLERANCE,
+            pathload: PathloadParams::default(),
+            imr_window: ImrWindow::default(),
+            wavelet_levels: 3,
+            multipass: MultipassParams::default(),
+            gap_tolerance: GapTolerance::default(),
+            max_loss: 0.5,
+        }
+    }
+}
+
+/// What a method said about one stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysis {
+    pub stream_id: u64,
+    pub method: Method,
+    pub kind: StreamKind,
+    pub packets: usize,
+    pub received: usize,
+    pub avg_rate_bps: Option<f64>,
+    /// Single-rate streams only.
+    pub decision: Option<Decision>,
+    /// Multi-rate streams only.
+    pub abw_bps: Option<f64>,
+    pub bound: Bound,
+    /// Why the stream could not say, or what limited the answer.
+    pub reason: Option<String>,
+    pub detail: Detail,
+}
+
+/// What the method measured on the way (for JSON output and debugging).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Detail {
+    pub send_rate_bps: Option<f64>,
+    pub recv_rate_bps: Option<f64>,
+    pub pct: Option<f64>,
+    pub pdt: Option<f64>,
+    /// Gaps the smoother kept (of `gaps_total`).
+    pub kept_gaps: Option<usize>,
+    pub gaps_total: Option<usize>,
+    pub passes: Option<usize>,
+    /// Multi-rate PRC-MT: (rate, decision) per sub-stream.
+    pub per_rate: Vec<(f64, Option<Decision>)>,
+}
+
+fn none_with(base: Analysis, reason: impl Into<String>) -> Analysis {
+    Analysis {
+        bound: Bound::None,
+        reason: Some(reason.into()),
+        ..base
+    }
+}
+
+/// Bound implied by a single-rate decision, relative to the stream's rate.
+fn single_bound(d: Decision) -> Bound {
+    match d {
+        Decision::Above => Bound::AtMost,
+        Decision::Below => Bound::AtLeast,
+        Decision::Ambiguous => Bound::None,
+    }
+}
+
+/// Runs `method` on `stream`, read as a stream of `kind`.
+pub fn analyze(
+    stream: &ProbeStream,
+    kind: StreamKind,
+    method: Method,
+    params: &AnalysisParams,
+) -> Analysis {
+    let received = stream.received_count();
+    let base = Analysis {
+        stream_id: stream.id,
+        method,
+        kind,
+        packets: stream.len(),
+        received,
+        avg_rate_bps: stream.avg_rate_bps(),
+        decision: None,
+        abw_bps: None,
+        bound: Bound::None,
+        reason: None,
+        detail: Detail::default(),
+    };
+    if method.kind() != kind {
+        return none_with(
+            base,
+            format!("{} needs a {}-rate stream", method.name(), method.kind().as_str()),
+        );
+    }
+    if stream.len() < 3 || received < 2 {
+        let b = none_with(base, "too short: needs 3 packets with 2 received");
+        return match kind {
+            StreamKind::SingleRate => Analysis {
+                decision: Some(Decision::Ambiguous),
+                ..b
+            },
+            StreamKind::MultiRate => b,
+        };
+    }
+    if base.avg_rate_bps.is_none() {
+        return none_with(base, "send times do not advance: no probing rate");
+    }
+    match kind {
+        StreamKind::SingleRate => single_rate(stream, method, params, base),
+        StreamKind::MultiRate => multi_rate(stream, method, params, base),
+    }
+}
+
+fn from_trend(base: Analysis, t: TrendOutcome) -> Analysis {
+    Analysis {
+        decision: Some(t.decision),
+        bound: single_bound(t.decision),
+        reason: t.reason.map(str::to_string),
+        detail: Detail {
+            pct: t.pct,
+            pdt: t.pdt,
+            kept_gaps: Some(t.values),
+            ..Detail::default()
+        },
+        ..base
+    }
+}
+
+fn single_rate(
+    stream: &ProbeStream,
+    method: Method,
+    params: &AnalysisParams,
+    base: Analysis,
+) -> Analysis {
+    let ambiguous = |b: Analysis, why: &str| Analysis {
+        decision: Some(Decision::Ambiguous),
+        ..none_with(b, why)
+    };
+    match method {
+        Method::Prcmt | Method::PrcmtBass => {
+            if stream.loss_fraction() > params.max_loss {
+                return ambiguous(base, "too many losses (over half the stream)");
+            }
+            let gaps = stream.gaps();
+            let total = gaps.len();
+            let used = if method == Method::PrcmtBass {
+                let ev = bass_events(&gaps, params.bass);
+                if ev.spikes_found && ev.events.is_empty() {
+                    return ambiguous(base, "no complete buffering event in the stream");
+                }
+                bass_smooth(&gaps, params.bass)
+            } else {
+                gaps
+            };
+            match prcmt(&used, params.prcmt_tolerance) {
+                None => ambiguous(base, "receive times do not advance"),
+                Some(o) => Analysis {
+                    decision: Some(o.decision),
+                    bound: single_bound(o.decision),
+                    detail: Detail {
+                        send_rate_bps: Some(o.send_rate_bps),
+                        recv_rate_bps: Some(o.recv_rate_bps),
+                        kept_gaps: Some(used.len()),
+                        gaps_total: Some(total),
+                        ..Detail::default()
+                    },
+                    ..base
+                },
+            }
+        }
+        Method::Pathload => from_trend(base, pathload_trend(stream, &params.pathload)),
+        Method::ImrAvg | Method::ImrWavelet => {
+            if stream.loss_fraction() >= params.pathload.high_loss {
+                // IMR-Pathload keeps Pathload's fleet logic.
+                return from_trend(base, pathload_trend(stream, &params.pathload));
+            }
+            let owd: Vec<f64> = stream.relative_owds().into_iter().map(|o| o.1).collect();
+            let series = if method == Method::ImrAvg {
+                window_average(&owd, params.imr_window.length(owd.len()))
+            } else {
+                d4_approximation(&owd, params.wavelet_levels)
+            };
+            from_trend(base, trend_of_series(&series, &params.pathload))
+        }
+        _ => unreachable!("multi-rate methods are dispatched by kind"),
+    }
+}
+
+fn multi_rate(
+    stream: &ProbeStream,
+    method: Method,
+    params: &AnalysisParams,
+    base: Analysis,
+) -> Analysis {
+    if stream.loss_fraction() > params.max_loss {
+        return none_with(base, "too many losses (over half the stream)");
+    }
+    let subs = stream.sub_streams(params.gap_tolerance);
+    if !rates_increase(&subs) {
+        return none_with(base, "sub-stream rates do not increase through the stream");
+    }
+    let mp_params = MultipassParams {
+        bass: params.bass,
+        ..params.multipass
+    };
+    match method {
+        Method::Multirate | Method::MultirateSinglePass => {
+            let gaps = stream.gaps();
+            let smoothed = if method == Method::Multirate {
+                multipass_smooth(&gaps, mp_params)
+            } else {
+                single_pass_smooth(&gaps, mp_params)
+            };
+            let detail = Detail {
+                kept_gaps: Some(smoothed.gaps.len()),
+                gaps_total: Some(gaps.len()),
+                passes: Some(smoothed.passes),
+                ..Detail::default()
+            };
+            if smoothed.gaps.len() < 2 {
+                return Analysis {
+                    detail,
+                    ..none_with(base, "no complete buffering event in the stream")
+                };
+            }
+            match estimate_from_smoothed(&smoothed, mp_params.exceed_tolerance) {
+                None => Analysis {
+                    detail,
+                    ..none_with(base, "smoothed gaps give no probing rate")
+                },
+                Some(e) => Analysis {
+                    abw_bps: Some(e.abw_bps),
+                    bound: e.bound,
+                    detail,
+                    ..base
+                },
+            }
+        }
+        Method::MultiratePrcmtDp1 | Method::MultiratePrcmtDp2 => {
+            let decisions = per_rate_decisions(stream, &subs, params.bass, params.prcmt_tolerance);
+            let rates: Vec<f64> = subs.iter().map(|s| s.rate_bps).collect();
+            let policy = if method == Method::MultiratePrcmtDp1 {
+                Policy::Dp1
+            } else {
+                Policy::Dp2
+            };
+            let detail = Detail {
+                per_rate: rates.iter().copied().zip(decisions.iter().copied()).collect(),
+                ..Detail::default()
+            };
+            match apply_policy(&rates, &decisions, policy) {
+                None => Analysis {
+                    detail,
+                    ..none_with(base, "no sub-stream could be decided")
+                },
+                Some(e) => Analysis {
+                    abw_bps: Some(e.abw_bps),
+                    bound: e.bound,
+                    detail,
+                    ..base
+                },
+            }
+        }
+        _ => unreachable!("single-rate methods are dispatched by kind"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{multi_rate_schedule, rates_around, single_rate_schedule, SynthPath};
+
+    fn coalesced(cross_bps: f64) -> SynthPath {
+        SynthPath {
+            coalescence_ns: Some(125_000.0),
+            ..SynthPath::ten_gig(cross_bps)
+        }
+    }
+
+    #[test]
+    fn method_names_round_trip() {
+        for m in Method::ALL {
+            assert_eq!(Method::from_name(m.name()), Some(m));
+        }
+        assert_eq!(Method::from_name("nope"), None);
+    }
+
+    /// Clean self-congested stream: 9 Gbit/s into 7.5 available is above;
+    /// 6 Gbit/s is below; for every single-rate method on an ideal receiver.
+    #[test]
+    fn clean_streams_decide_right_for_every_single_rate_method() {
+        let p = AnalysisParams::default();
+        let path = SynthPath::ten_gig(2.5e9);
+        for (rate, want) in [(9e9, Decision::Above), (6e9, Decision::Below)] {
+            let s = path.stream(1, &single_rate_schedule(rate, 100, 9000, 0), 9000);
+            for m in [Method::Prcmt, Method::PrcmtBass, Method::Pathload, Method::ImrAvg, Method::ImrWavelet] {
+                let a = analyze(&s, StreamKind::SingleRate, m, &p);
+                assert_eq!(a.decision, Some(want), "{} at {rate}: {a:?}", m.name());
+            }
+        }
+    }
+
+    /// With 125 us coalescence and a stream whose ends fall mid-batch, raw
+    /// PRC-MT is fooled and BASS is not: 6.9 Gbit/s into 7.5 available.
+    #[test]
+    fn bass_fixes_prcmt_under_coalescence() {
+        let p = AnalysisParams::default();
+        let mut wrong_raw = 0;
+        let mut wrong_bass = 0;
+        for phase in 0..25 {
+            let path = SynthPath {
+                coalescence_phase_ns: phase as f64 * 5_000.0,
+                ..coalesced(2.5e9)
+            };
+            for (rate, want) in [(6.9e9, Decision::Below), (8.1e9, Decision::Above)] {
+                let s = path.stream(1, &single_rate_schedule(rate, 64, 9000, 0), 9000);
+                let raw = analyze(&s, StreamKind::SingleRate, Method::Prcmt, &p);
+                let bass = analyze(&s, StreamKind::SingleRate, Method::PrcmtBass, &p);
+                wrong_raw += (raw.decision != Some(want)) as u32;
+                wrong_bass += (bass.decision != Some(want)) as u32;
+            }
+        }
+        assert!(wrong_bass < wrong_raw, "bass {wrong_bass} raw {wrong_raw}");
+        assert!(wrong_bass <= 5, "bass wrong {wrong_bass} of 50");
+    }
+
+    #[test]
+    fn multirate_estimates_within_ten_percent_under_coalescence() {
+        let p = AnalysisParams::default();
+        for (cross, avg) in [(2.5e9, 7.5e9), (4e9, 6e9), (2.0e9, 7.0e9)] {
+            let path = coalesced(cross);
+            let truth = path.available_bps();
+            let sched = multi_rate_schedule(&rates_around(avg, 0.3, 5), 64, 9000);
+            let s = path.stream(3, &sched, 9000);
+            let a = analyze(&s, StreamKind::MultiRate, Method::Multirate, &p);
+            let abw = a.abw_bps.expect("an estimate");
+            assert_eq!(a.bound, Bound::Exact);
+            assert!(((abw - truth) / truth).abs() < 0.10, "abw {abw} truth {truth}");
+        }
+    }
+
+    #[test]
+    fn multirate_bounds_outside_the_probed_range() {
+        let p = AnalysisParams::default();
+        let path = coalesced(2.5e9);
+        let low = path.stream(0, &multi_rate_schedule(&rates_around(4e9, 0.3, 5), 64, 9000), 9000);
+        let a = analyze(&low, StreamKind::MultiRate, Method::Multirate, &p);
+        assert_eq!(a.bound, Bound::AtLeast);
+        let high = path.stream(0, &multi_rate_schedule(&rates_around(9.5e9, 0.1, 5), 64, 9000), 9000);
+        let a = analyze(&high, StreamKind::MultiRate, Method::Multirate, &p);
+        assert_eq!(a.bound, Bound::AtMost);
+    }
+
+    #[test]
+    fn wrong_kind_and_short_streams_say_why() {
+        let p = AnalysisParams::default();
+        let s = SynthPath::ten_gig(0.0).stream(0, &single_rate_schedule(5e9, 2, 9000, 0), 9000);
+        let a = analyze(&s, StreamKind::SingleRate, Method::PrcmtBass, &p);
+        assert_eq!(a.bound, Bound::None);
+        assert_eq!(a.decision, Some(Decision::Ambiguous));
+        assert!(a.reason.unwrap().contains("too short"));
+        let a = analyze(&s, StreamKind::SingleRate, Method::Multirate, &p);
+        assert!(a.reason.unwrap().contains("multi-rate"));
+    }
+}

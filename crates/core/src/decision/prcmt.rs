@@ -1,0 +1,108 @@
+//! PRC-MT's decision (BASS paper, section IV-B): a probing rate is above the
+//! available bandwidth when the packet arrival rate at the receiver is lower
+//! than the probing rate.
+//!
+//! Rates are taken over the same gaps: the send rate is the bytes that went
+//! in over the send time, the receive rate the bytes that came out over the
+//! receive time, so a lost packet lowers the receive rate. The tolerance
+//! absorbs timestamp quantisation (a 1 us receiver clock over a 64-packet,
+//! 9000-byte stream at 6 Gbit/s is 0.13 % per end) and clock drift (tens of
+//! ppm): `above` when `recv_rate < send_rate * (1 - tolerance)`.
+
+use super::Decision;
+use crate::stream::{rate_bps, Gap};
+
+/// Default relative tolerance of the rate comparison.
+pub const DEFAULT_TOLERANCE: f64 = 0.005;
+
+/// The rates PRC-MT compared and what it decided.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrcmtOutcome {
+    pub send_rate_bps: f64,
+    pub recv_rate_bps: f64,
+    pub decision: Decision,
+}
+
+/// PRC-MT over a gap series (raw, or the gaps BASS kept). `None` when the
+/// gaps cannot give both rates (fewer than two gaps, no receive time span).
+pub fn prcmt(gaps: &[Gap], tolerance: f64) -> Option<PrcmtOutcome> {
+    if gaps.len() < 2 {
+        return None;
+    }
+    let (mut s, mut r, mut sb, mut rb) = (0.0, 0.0, 0.0, 0.0);
+    for g in gaps {
+        s += g.send_ns;
+        r += g.recv_ns;
+        sb += g.sent_bytes;
+        rb += g.recv_bytes;
+    }
+    let send_rate_bps = rate_bps(sb, s)?;
+    let recv_rate_bps = rate_bps(rb, r)?;
+    let decision = if recv_rate_bps < send_rate_bps * (1.0 - tolerance) {
+        Decision::Above
+    } else {
+        Decision::Below
+    };
+    Some(PrcmtOutcome {
+        send_rate_bps,
+        recv_rate_bps,
+        decision,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gaps(send: f64, recv: &[f64]) -> Vec<Gap> {
+        recv.iter()
+            .enumerate()
+            .map(|(i, &r)| Gap {
+                send_ns: send,
+                recv_ns: r,
+                sent_bytes: 1000.0,
+                recv_bytes: 1000.0,
+                end_packet: i as u32 + 1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn self_congested_stream_is_above() {
+        // 1000 B every 1000 ns (8 Gbit/s) out at 1250 ns (6.4 Gbit/s).
+        let o = prcmt(&gaps(1000.0, &[1250.0; 10]), DEFAULT_TOLERANCE).unwrap();
+        assert_eq!(o.decision, Decision::Above);
+        assert_eq!(o.send_rate_bps, 8e9);
+        assert_eq!(o.recv_rate_bps, 6.4e9);
+    }
+
+    #[test]
+    fn flat_stream_is_below_and_tolerance_holds() {
+        let o = prcmt(&gaps(1000.0, &[1000.0; 10]), DEFAULT_TOLERANCE).unwrap();
+        assert_eq!(o.decision, Decision::Below);
+        // 0.4 % slower out: inside the 0.5 % tolerance.
+        let o = prcmt(&gaps(1000.0, &[1004.0; 10]), DEFAULT_TOLERANCE).unwrap();
+        assert_eq!(o.decision, Decision::Below);
+        let o = prcmt(&gaps(1000.0, &[1006.0; 10]), DEFAULT_TOLERANCE).unwrap();
+        assert_eq!(o.decision, Decision::Above);
+    }
+
+    #[test]
+    fn loss_counts_against_the_receive_rate() {
+        let mut g = gaps(1000.0, &[1000.0; 10]);
+        // One gap spans a lost packet: twice the time, bytes of two in, one out.
+        g[3].send_ns = 2000.0;
+        g[3].recv_ns = 2000.0;
+        g[3].sent_bytes = 2000.0;
+        let o = prcmt(&g, DEFAULT_TOLERANCE).unwrap();
+        assert_eq!(o.decision, Decision::Above);
+        assert!(o.recv_rate_bps < o.send_rate_bps);
+    }
+
+    #[test]
+    fn degenerate_inputs_give_none() {
+        assert!(prcmt(&[], DEFAULT_TOLERANCE).is_none());
+        assert!(prcmt(&gaps(1000.0, &[5.0]), DEFAULT_TOLERANCE).is_none());
+        assert!(prcmt(&gaps(1000.0, &[0.0, 0.0]), DEFAULT_TOLERANCE).is_none());
+    }
+}

@@ -1,0 +1,25 @@
+//! tightlink-core: the pure estimation core of tightlink.
+//!
+//! Probe streams in; smoothed gaps, decisions and estimates out. No sockets,
+//! clocks or files: every time is a number handed in by the caller, so every
+//! result is deterministic and testable.
+//!
+//! - [`stream`]: the probe-stream model (send/receive gaps, rates, one-way
+//!   delays, sub-streams, losses).
+//! - [`smoothing`]: BASS, multi-pass spike smoothing, IMR window average
+//!   and wavelet.
+//! - [`decision`]: PRC-MT, Pathload's trend test, multi-rate estimates and
+//!   Multi-rate PRC-MT (DP1, DP2).
+//! - [`analysis`]: one entry point per method, as the CLI names them.
+//! - [`synth`]: closed-form streams with known answers, for tests and
+//!   benchmarks.
+
+pub mod analysis;
+pub mod decision;
+pub mod smoothing;
+pub mod stream;
+pub mod synth;
+
+pub use analysis::{analyze, Analysis, AnalysisParams, Method};
+pub use decision::{Bound, Decision};
+pub use stream::{ProbePacket, ProbeStream, StreamKind};

@@ -1,0 +1,383 @@
+//! The probe-stream model: packets with a size, a send time on the sender's
+//! clock and an optional receive time on the receiver's clock (BASS paper,
+//! section II: probing rate `r_i = p_i / g_i`).
+//!
+//! The two clocks have an unknown offset and a small drift, so only
+//! differences taken on one clock are used: send gaps, receive gaps, and
+//! one-way delays relative to the stream's minimum. All differences are taken
+//! in integer nanoseconds before any conversion to `f64`, so a clock offset
+//! cancels exactly.
+//!
+//! Losses: a gap is always taken between two *received* packets. When packets
+//! were lost in between, the gap spans them: its send gap is the sum of the
+//! send gaps it covers, its `sent_bytes` counts the lost packets too and its
+//! `recv_bytes` only the one that arrived. Rate comparisons (PRC-MT) therefore
+//! see a loss as bytes that went in and did not come out; gap smoothing (BASS)
+//! treats a spanning gap as one observation. Trend tests (Pathload, IMR) use
+//! the one-way delays of received packets only.
+
+/// One probe packet as recorded in a probe trace (format v1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbePacket {
+    /// Packet size used for rate arithmetic, in bytes (one layer per trace).
+    pub size_bytes: u32,
+    /// Departure time on the sender's clock, ns.
+    pub send_ns: i64,
+    /// Arrival time on the receiver's clock, ns; `None` when lost.
+    pub recv_ns: Option<i64>,
+}
+
+/// A probe stream: packets in send order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProbeStream {
+    pub id: u64,
+    pub packets: Vec<ProbePacket>,
+}
+
+/// Single-rate streams ask "is this rate above the available bandwidth?";
+/// multi-rate streams ask "what is the available bandwidth?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StreamKind {
+    SingleRate,
+    MultiRate,
+}
+
+impl StreamKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamKind::SingleRate => "single",
+            StreamKind::MultiRate => "multi",
+        }
+    }
+}
+
+/// One observation between two consecutive *received* packets `j < k`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Gap {
+    /// `send_ns[k] - send_ns[j]`.
+    pub send_ns: f64,
+    /// `recv_ns[k] - recv_ns[j]`.
+    pub recv_ns: f64,
+    /// Bytes of packets `j+1 ..= k`, lost ones included.
+    pub sent_bytes: f64,
+    /// Bytes of packet `k` (the one that arrived).
+    pub recv_bytes: f64,
+    /// Index of packet `k` in the stream.
+    pub end_packet: u32,
+}
+
+impl Gap {
+    /// Probing rate of this gap, bit/s (`None` for a zero send gap).
+    pub fn send_rate_bps(&self) -> Option<f64> {
+        rate_bps(self.sent_bytes, self.send_ns)
+    }
+}
+
+/// `8 * bytes / ns` in bit/s, `None` when the time is not positive or the
+/// result is not finite.
+pub fn rate_bps(bytes: f64, ns: f64) -> Option<f64> {
+    if ns > 0.0 {
+        let r = bytes * 8.0e9 / ns;
+        r.is_finite().then_some(r)
+    } else {
+        None
+    }
+}
+
+/// Difference of two clock readings in ns, exact for any `i64` inputs.
+#[inline]
+pub fn diff_ns(later: i64, earlier: i64) -> f64 {
+    (later as i128 - earlier as i128) as f64
+}
+
+/// A run of consecutive packets sent at one rate inside a stream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SubStream {
+    /// First packet index (inclusive).
+    pub start: usize,
+    /// One past the last packet index.
+    pub end: usize,
+    /// Probing rate of the run, bit/s (bytes after the first packet of the
+    /// run over the run's send span; the first gap of a run is at its rate).
+    pub rate_bps: f64,
+}
+
+/// Tolerance for "equal send gaps" when splitting a stream into sub-streams:
+/// the trace format rounds intended gaps to 1 ns, so allow a few ns plus a
+/// small relative slack for senders that record rounded microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GapTolerance {
+    pub abs_ns: f64,
+    pub rel: f64,
+}
+
+impl Default for GapTolerance {
+    fn default() -> Self {
+        GapTolerance {
+            abs_ns: 2.0,
+            rel: 0.002,
+        }
+    }
+}
+
+/// Sub-streams shorter than this many packets are not counted as a rate
+/// step when inferring the kind (a jittery single-rate stream stays single).
+pub const MIN_SUB_STREAM_PACKETS: usize = 4;
+
+impl ProbeStream {
+    pub fn new(id: u64, packets: Vec<ProbePacket>) -> Self {
+        ProbeStream { id, packets }
+    }
+
+    pub fn len(&self) -> usize {
+        self.packets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.packets.is_empty()
+    }
+
+    pub fn received_count(&self) -> usize {
+        self.packets.iter().filter(|p| p.recv_ns.is_some()).count()
+    }
+
+    /// Share of packets lost, 0 for an empty stream.
+    pub fn loss_fraction(&self) -> f64 {
+        if self.packets.is_empty() {
+            0.0
+        } else {
+            1.0 - self.received_count() as f64 / self.packets.len() as f64
+        }
+    }
+
+    /// Send gaps `send_ns[i] - send_ns[i-1]` for `i >= 1`, ns.
+    pub fn send_gaps_ns(&self) -> Vec<f64> {
+        self.packets
+            .windows(2)
+            .map(|w| diff_ns(w[1].send_ns, w[0].send_ns))
+            .collect()
+    }
+
+    /// Average probing rate: bytes after the first packet over the send span.
+    pub fn avg_rate_bps(&self) -> Option<f64> {
+        self.rate_of(0, self.packets.len())
+    }
+
+    /// Probing rate of packets `start..end` (bytes after `start` over span).
+    pub fn rate_of(&self, start: usize, end: usize) -> Option<f64> {
+        if end <= start + 1 || end > self.packets.len() {
+            return None;
+        }
+        let span = diff_ns(self.packets[end - 1].send_ns, self.packets[start].send_ns);
+        let bytes: f64 = self.packets[start + 1..end]
+            .iter()
+            .map(|p| p.size_bytes as f64)
+            .sum();
+        rate_bps(bytes, span)
+    }
+
+    /// Gaps between consecutive received packets (see the module docs for
+    /// gaps that span losses).
+    pub fn gaps(&self) -> Vec<Gap> {
+        let mut out = Vec::with_capacity(self.packets.len().saturating_sub(1));
+        self.gaps_into(0, self.packets.len(), &mut out);
+        out
+    }
+
+    /// Gaps whose end packet lies in `start..end`, appended to `out`. The
+    /// first gap may start before `start` (it links the run to the packet
+    /// received before it), so a sub-stream's gaps are all at its own rate.
+    pub fn gaps_into(&self, start: usize, end: usize, out: &mut Vec<Gap>) {
+        let mut prev: Option<(usize, i64)> = None;
+        // Find the last received packet before `start`.
+        for j in (0..start.min(self.packets.len())).rev() {
+            if let Some(r) = self.packets[j].recv_ns {
+                prev = Some((j, r));
+                break;
+            }
+        }
+        let mut sent_bytes = 0.0;
+        for k in start..end.min(self.packets.len()) {
+            let p = self.packets[k];
+            sent_bytes += p.size_bytes as f64;
+            let Some(recv) = p.recv_ns else { continue };
+            if let Some((j, prev_recv)) = prev {
+                out.push(Gap {
+                    send_ns: diff_ns(p.send_ns, self.packets[j].send_ns),
+                    recv_ns: diff_ns(recv, prev_recv),
+                    sent_bytes: if j + 1 >= start {
+                        sent_bytes
+                    } else {
+                        // Losses before `start` belong to the previous run.
+                        sent_bytes
+                            + self.packets[j + 1..start]
+                                .iter()
+                                .map(|q| q.size_bytes as f64)
+                                .sum::<f64>()
+                    },
+                    recv_bytes: p.size_bytes as f64,
+                    end_packet: k as u32,
+                });
+            }
+            prev = Some((k, recv));
+            sent_bytes = 0.0;
+        }
+    }
+
+    /// One-way delays of received packets relative to the smallest, ns, with
+    /// the packet index. Offset-free; drift shows as a tiny linear trend.
+    pub fn relative_owds(&self) -> Vec<(usize, f64)> {
+        let raw: Vec<(usize, i128)> = self
+            .packets
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.recv_ns.map(|r| (i, r as i128 - p.send_ns as i128)))
+            .collect();
+        let min = raw.iter().map(|&(_, d)| d).min().unwrap_or(0);
+        raw.into_iter().map(|(i, d)| (i, (d - min) as f64)).collect()
+    }
+
+    /// Splits the stream into runs of equal send gaps (within `tol` of the
+    /// run's first gap). Packet 0 belongs to the first run; the gap ending at
+    /// packet `i` decides which run `i` belongs to.
+    pub fn sub_streams(&self, tol: GapTolerance) -> Vec<SubStream> {
+        let n = self.packets.len();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut start = 0usize;
+        let mut reference: Option<f64> = None;
+        for i in 1..n {
+            let g = diff_ns(self.packets[i].send_ns, self.packets[i - 1].send_ns);
+            match reference {
+                None => reference = Some(g),
+                Some(r) if (g - r).abs() > tol.abs_ns.max(tol.rel * r.abs()) => {
+                    runs.push((start, i));
+                    start = i;
+                    reference = Some(g);
+                }
+                Some(_) => {}
+            }
+        }
+        runs.push((start, n));
+        runs.into_iter()
+            .map(|(s, e)| {
+                // The run's first gap links it to the previous run's last packet.
+                let from = s.saturating_sub(1);
+                SubStream {
+                    start: s,
+                    end: e,
+                    rate_bps: self.rate_of(from, e).unwrap_or(0.0),
+                }
+            })
+            .collect()
+    }
+
+    /// Kind inferred from the send gaps: multi-rate when it has at least two
+    /// runs of equal gaps and every run is long enough to be a rate step.
+    pub fn infer_kind(&self, tol: GapTolerance) -> StreamKind {
+        let runs = self.sub_streams(tol);
+        if runs.len() >= 2
+            && runs
+                .iter()
+                .all(|r| r.end - r.start >= MIN_SUB_STREAM_PACKETS)
+        {
+            StreamKind::MultiRate
+        } else {
+            StreamKind::SingleRate
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A stream from (send_ns, recv_ns) pairs, 1000-byte packets.
+    pub(crate) fn stream_of(times: &[(i64, Option<i64>)]) -> ProbeStream {
+        ProbeStream::new(
+            0,
+            times
+                .iter()
+                .map(|&(s, r)| ProbePacket {
+                    size_bytes: 1000,
+                    send_ns: s,
+                    recv_ns: r,
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn gaps_and_rates_of_a_simple_stream() {
+        // 1000 B every 1000 ns = 8 Gbit/s.
+        let s = stream_of(&[(0, Some(50)), (1000, Some(1100)), (2000, Some(2300))]);
+        assert_eq!(s.send_gaps_ns(), vec![1000.0, 1000.0]);
+        assert_eq!(s.avg_rate_bps(), Some(8.0e9));
+        let g = s.gaps();
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[0].recv_ns, 1050.0);
+        assert_eq!(g[1].recv_ns, 1200.0);
+        assert_eq!(g[1].end_packet, 2);
+        let owd = s.relative_owds();
+        assert_eq!(owd, vec![(0, 0.0), (1, 50.0), (2, 250.0)]);
+    }
+
+    #[test]
+    fn a_gap_spans_a_loss() {
+        let s = stream_of(&[(0, Some(0)), (1000, None), (2000, Some(2500))]);
+        let g = s.gaps();
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].send_ns, 2000.0);
+        assert_eq!(g[0].recv_ns, 2500.0);
+        assert_eq!(g[0].sent_bytes, 2000.0);
+        assert_eq!(g[0].recv_bytes, 1000.0);
+        assert!((s.loss_fraction() - 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn offset_cancels_exactly_even_at_the_clock_limits() {
+        let s = stream_of(&[(i64::MIN, Some(i64::MAX - 10)), (i64::MAX, Some(i64::MAX))]);
+        let g = s.gaps();
+        assert_eq!(g[0].recv_ns, 10.0);
+        assert_eq!(g[0].send_ns, u64::MAX as f64);
+    }
+
+    #[test]
+    fn sub_streams_follow_the_send_gaps() {
+        // 3 packets at gap 1000 (pkt 0..3), then 3 at gap 500 (pkt 3..6).
+        let times = [0, 1000, 2000, 2500, 3000, 3501];
+        let s = stream_of(&times.map(|t| (t, Some(t))));
+        let runs = s.sub_streams(GapTolerance::default());
+        assert_eq!(runs.len(), 2);
+        assert_eq!((runs[0].start, runs[0].end), (0, 3));
+        assert_eq!((runs[1].start, runs[1].end), (3, 6));
+        assert_eq!(runs[0].rate_bps, 8.0e9);
+        // 3000 bytes over 1501 ns (packet 2 -> 5).
+        assert!((runs[1].rate_bps - 3000.0 * 8.0e9 / 1501.0).abs() < 1.0);
+        // Runs of 3 packets are too short to call this multi-rate.
+        assert_eq!(s.infer_kind(GapTolerance::default()), StreamKind::SingleRate);
+    }
+
+    #[test]
+    fn kind_inference() {
+        let mut t = 0;
+        let mut times = vec![];
+        for gap in [1000, 800, 600] {
+            for _ in 0..8 {
+                t += gap;
+                times.push((t, Some(t)));
+            }
+        }
+        assert_eq!(
+            stream_of(&times).infer_kind(GapTolerance::default()),
+            StreamKind::MultiRate
+        );
+        let single: Vec<_> = (0..20).map(|i| (i * 1000 + i % 2, Some(0))).collect();
+        assert_eq!(
+            stream_of(&single).infer_kind(GapTolerance::default()),
+            StreamKind::SingleRate
+        );
+    }
+}
