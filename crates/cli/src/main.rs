@@ -1,1 +1,44 @@
-fn main(){}
+//! `tightlink`: the command line. Thin: parsing flags, reading files and
+//! printing reports; the work is in tightlink-core and tightlink-trace.
+
+mod analyze;
+mod report;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "tightlink",
+    version,
+    about = "Available bandwidth and capacity of network paths, measured without filling them."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Analyze a recorded probe trace (format v1, plain or gzip): one
+    /// decision or estimate per stream and method.
+    Analyze(analyze::AnalyzeArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(args) => analyze::run(args),
+    };
+    if let Err(e) = result {
+        // A reader that went away (`| head`) is not an error of ours.
+        let broken_pipe = e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        });
+        if broken_pipe {
+            std::process::exit(0);
+        }
+        eprintln!("tightlink: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -14,10 +14,10 @@
 use crate::decision::multirate::{
     apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Policy,
 };
-use crate::decision::prcmt::{prcmt, DEFAULT_TOLERANCE};
+use crate::decision::prcmt::{prcmt, prcmt_after_bass, BassPrcmtError, DEFAULT_TOLERANCE};
 use crate::decision::trend::{pathload_trend, trend_of_series, PathloadParams, TrendOutcome};
 use crate::decision::{Bound, Decision};
-use crate::smoothing::bass::{bass_events, bass_smooth, BassParams};
+use crate::smoothing::bass::BassParams;
 use crate::smoothing::imr::{d4_approximation, window_average, ImrWindow};
 use crate::smoothing::multipass::{multipass_smooth, single_pass_smooth, MultipassParams};
 use crate::stream::{GapTolerance, ProbeStream, StreamKind};
@@ -194,7 +194,11 @@ pub fn analyze(
     if method.kind() != kind {
         return none_with(
             base,
-            format!("{} needs a {}-rate stream", method.name(), method.kind().as_str()),
+            format!(
+                "{} needs a {}-rate stream",
+                method.name(),
+                method.kind().as_str()
+            ),
         );
     }
     if stream.len() < 3 || received < 2 {
@@ -248,24 +252,26 @@ fn single_rate(
             }
             let gaps = stream.gaps();
             let total = gaps.len();
-            let used = if method == Method::PrcmtBass {
-                let ev = bass_events(&gaps, params.bass);
-                if ev.spikes_found && ev.events.is_empty() {
-                    return ambiguous(base, "no complete buffering event in the stream");
+            let outcome = if method == Method::PrcmtBass {
+                match prcmt_after_bass(&gaps, params.bass, params.prcmt_tolerance) {
+                    Ok(x) => Some(x),
+                    Err(BassPrcmtError::NoCompleteEvent) => {
+                        return ambiguous(base, "no complete buffering event in the stream")
+                    }
+                    Err(BassPrcmtError::NoRates) => None,
                 }
-                bass_smooth(&gaps, params.bass)
             } else {
-                gaps
+                prcmt(&gaps, params.prcmt_tolerance).map(|o| (o, total))
             };
-            match prcmt(&used, params.prcmt_tolerance) {
+            match outcome {
                 None => ambiguous(base, "receive times do not advance"),
-                Some(o) => Analysis {
+                Some((o, kept)) => Analysis {
                     decision: Some(o.decision),
                     bound: single_bound(o.decision),
                     detail: Detail {
                         send_rate_bps: Some(o.send_rate_bps),
                         recv_rate_bps: Some(o.recv_rate_bps),
-                        kept_gaps: Some(used.len()),
+                        kept_gaps: Some(kept),
                         gaps_total: Some(total),
                         ..Detail::default()
                     },
@@ -328,7 +334,8 @@ fn multi_rate(
                     ..none_with(base, "no complete buffering event in the stream")
                 };
             }
-            match estimate_from_smoothed(&smoothed, mp_params.exceed_tolerance) {
+            let min_suffix = (mp_params.window / 2).max(1);
+            match estimate_from_smoothed(&smoothed, mp_params.exceed_tolerance, min_suffix) {
                 None => Analysis {
                     detail,
                     ..none_with(base, "smoothed gaps give no probing rate")
@@ -350,7 +357,11 @@ fn multi_rate(
                 Policy::Dp2
             };
             let detail = Detail {
-                per_rate: rates.iter().copied().zip(decisions.iter().copied()).collect(),
+                per_rate: rates
+                    .iter()
+                    .copied()
+                    .zip(decisions.iter().copied())
+                    .collect(),
                 ..Detail::default()
             };
             match apply_policy(&rates, &decisions, policy) {
@@ -398,7 +409,13 @@ mod tests {
         let path = SynthPath::ten_gig(2.5e9);
         for (rate, want) in [(9e9, Decision::Above), (6e9, Decision::Below)] {
             let s = path.stream(1, &single_rate_schedule(rate, 100, 9000, 0), 9000);
-            for m in [Method::Prcmt, Method::PrcmtBass, Method::Pathload, Method::ImrAvg, Method::ImrWavelet] {
+            for m in [
+                Method::Prcmt,
+                Method::PrcmtBass,
+                Method::Pathload,
+                Method::ImrAvg,
+                Method::ImrWavelet,
+            ] {
                 let a = analyze(&s, StreamKind::SingleRate, m, &p);
                 assert_eq!(a.decision, Some(want), "{} at {rate}: {a:?}", m.name());
             }
@@ -440,7 +457,10 @@ mod tests {
             let a = analyze(&s, StreamKind::MultiRate, Method::Multirate, &p);
             let abw = a.abw_bps.expect("an estimate");
             assert_eq!(a.bound, Bound::Exact);
-            assert!(((abw - truth) / truth).abs() < 0.10, "abw {abw} truth {truth}");
+            assert!(
+                ((abw - truth) / truth).abs() < 0.10,
+                "abw {abw} truth {truth}"
+            );
         }
     }
 
@@ -448,10 +468,18 @@ mod tests {
     fn multirate_bounds_outside_the_probed_range() {
         let p = AnalysisParams::default();
         let path = coalesced(2.5e9);
-        let low = path.stream(0, &multi_rate_schedule(&rates_around(4e9, 0.3, 5), 64, 9000), 9000);
+        let low = path.stream(
+            0,
+            &multi_rate_schedule(&rates_around(4e9, 0.3, 5), 64, 9000),
+            9000,
+        );
         let a = analyze(&low, StreamKind::MultiRate, Method::Multirate, &p);
         assert_eq!(a.bound, Bound::AtLeast);
-        let high = path.stream(0, &multi_rate_schedule(&rates_around(9.5e9, 0.1, 5), 64, 9000), 9000);
+        let high = path.stream(
+            0,
+            &multi_rate_schedule(&rates_around(9.5e9, 0.1, 5), 64, 9000),
+            9000,
+        );
         let a = analyze(&high, StreamKind::MultiRate, Method::Multirate, &p);
         assert_eq!(a.bound, Bound::AtMost);
     }

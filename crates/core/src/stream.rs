@@ -234,7 +234,9 @@ impl ProbeStream {
             .filter_map(|(i, p)| p.recv_ns.map(|r| (i, r as i128 - p.send_ns as i128)))
             .collect();
         let min = raw.iter().map(|&(_, d)| d).min().unwrap_or(0);
-        raw.into_iter().map(|(i, d)| (i, (d - min) as f64)).collect()
+        raw.into_iter()
+            .map(|(i, d)| (i, (d - min) as f64))
+            .collect()
     }
 
     /// Splits the stream into runs of equal send gaps (within `tol` of the
@@ -357,7 +359,10 @@ pub(crate) mod tests {
         // 3000 bytes over 1501 ns (packet 2 -> 5).
         assert!((runs[1].rate_bps - 3000.0 * 8.0e9 / 1501.0).abs() < 1.0);
         // Runs of 3 packets are too short to call this multi-rate.
-        assert_eq!(s.infer_kind(GapTolerance::default()), StreamKind::SingleRate);
+        assert_eq!(
+            s.infer_kind(GapTolerance::default()),
+            StreamKind::SingleRate
+        );
     }
 
     #[test]

@@ -1,1 +1,397 @@
+//! Probe trace format, version 1: reader and writer.
+//!
+//! The one format tightlink uses for everything that records or reads probe
+//! packets (see `docs/probe-trace.md`): UTF-8 CSV, `# key=value` metadata
+//! before the header, header `stream_id,seq,size_bytes,send_ns,recv_ns`,
+//! one row per packet, empty `recv_ns` for a lost packet, optionally gzip
+//! (detected by its magic bytes, not the file name).
+//!
+//! The reader is strict: any line it cannot use stops it with the file
+//! name, line number and reason. It never skips data.
 
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+use tightlink_core::{ProbePacket, ProbeStream, StreamKind};
+
+/// The header line, exactly.
+pub const HEADER: &str = "stream_id,seq,size_bytes,send_ns,recv_ns";
+
+/// A parsed trace: metadata in file order, then streams in file order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Trace {
+    pub metadata: Vec<(String, String)>,
+    pub streams: Vec<ProbeStream>,
+}
+
+impl Trace {
+    /// The last value given for a metadata key.
+    pub fn meta(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The kind declared by `# stream_kinds=single|multi`, if any.
+    pub fn declared_kind(&self) -> Option<StreamKind> {
+        match self.meta("stream_kinds")? {
+            "single" => Some(StreamKind::SingleRate),
+            "multi" => Some(StreamKind::MultiRate),
+            _ => None,
+        }
+    }
+
+    pub fn packet_count(&self) -> usize {
+        self.streams.iter().map(|s| s.len()).sum()
+    }
+}
+
+/// Why a trace could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("cannot read {file}")]
+    Io {
+        file: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{file}:{line}: {reason}")]
+    Line {
+        file: String,
+        line: usize,
+        reason: String,
+    },
+    #[error("{file}: {reason}")]
+    File { file: String, reason: String },
+}
+
+/// Reads a trace file, plain or gzip.
+pub fn read_path(path: &Path) -> Result<Trace, TraceError> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| TraceError::Io {
+        file: name.clone(),
+        source,
+    })?;
+    parse_bytes(&name, &bytes)
+}
+
+/// Parses trace bytes (plain or gzip); `name` is used in error messages.
+pub fn parse_bytes(name: &str, bytes: &[u8]) -> Result<Trace, TraceError> {
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut plain = Vec::with_capacity(bytes.len() * 4);
+        flate2::read::MultiGzDecoder::new(bytes)
+            .read_to_end(&mut plain)
+            .map_err(|e| TraceError::File {
+                file: name.to_string(),
+                reason: format!("bad gzip data: {e}"),
+            })?;
+        parse_text(name, &plain)
+    } else {
+        parse_text(name, bytes)
+    }
+}
+
+/// Parses an unsigned decimal; `None` on anything else (sign, space, overflow).
+#[inline]
+fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in s {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(d as u64)?;
+    }
+    Some(v)
+}
+
+#[inline]
+fn parse_i64(s: &[u8]) -> Option<i64> {
+    match s.first() {
+        Some(b'-') => {
+            let v = parse_u64(&s[1..])?;
+            if v <= i64::MAX as u64 + 1 {
+                Some((v as i128).wrapping_neg() as i64)
+            } else {
+                None
+            }
+        }
+        Some(b'+') => i64::try_from(parse_u64(&s[1..])?).ok(),
+        _ => i64::try_from(parse_u64(s)?).ok(),
+    }
+}
+
+struct Field<'a>(&'a [u8]);
+
+impl fmt::Display for Field<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = String::from_utf8_lossy(self.0);
+        if s.chars().count() > 40 {
+            write!(f, "'{}...'", s.chars().take(40).collect::<String>())
+        } else {
+            write!(f, "'{s}'")
+        }
+    }
+}
+
+fn parse_text(name: &str, text: &[u8]) -> Result<Trace, TraceError> {
+    let err = |line: usize, reason: String| TraceError::Line {
+        file: name.to_string(),
+        line,
+        reason,
+    };
+    let mut trace = Trace::default();
+    let mut seen_header = false;
+    // First line of each stream, to report non-contiguous rows.
+    let mut first_line: HashMap<u64, usize> = HashMap::new();
+    let mut cur: Option<(ProbeStream, u64)> = None; // stream, last seq
+    let mut lineno = 0usize;
+    for raw in text.split(|&b| b == b'\n') {
+        lineno += 1;
+        let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if line.is_empty() {
+            continue;
+        }
+        if line[0] == b'#' {
+            if !seen_header {
+                let body = std::str::from_utf8(&line[1..])
+                    .map_err(|_| err(lineno, "comment is not UTF-8".into()))?
+                    .trim();
+                if let Some((k, v)) = body.split_once('=') {
+                    let k = k.trim();
+                    if !k.is_empty() && !k.contains(char::is_whitespace) {
+                        trace.metadata.push((k.to_string(), v.trim().to_string()));
+                    }
+                }
+            }
+            continue;
+        }
+        if !seen_header {
+            if line != HEADER.as_bytes() {
+                return Err(err(
+                    lineno,
+                    format!("expected the header '{HEADER}', found {}", Field(line)),
+                ));
+            }
+            seen_header = true;
+            continue;
+        }
+        let mut fields = [&[][..]; 5];
+        let mut count = 0;
+        for f in line.split(|&b| b == b',') {
+            if count < 5 {
+                fields[count] = f;
+            }
+            count += 1;
+        }
+        if count != 5 {
+            return Err(err(lineno, format!("expected 5 columns, found {count}")));
+        }
+        let bad = |col: &str, f: &[u8], what: &str| {
+            err(lineno, format!("{col} {} is not {what}", Field(f)))
+        };
+        let stream_id = parse_u64(fields[0])
+            .ok_or_else(|| bad("stream_id", fields[0], "an unsigned integer"))?;
+        let seq =
+            parse_u64(fields[1]).ok_or_else(|| bad("seq", fields[1], "an unsigned integer"))?;
+        let size = parse_u64(fields[2])
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|&v| v > 0)
+            .ok_or_else(|| bad("size_bytes", fields[2], "a positive integer below 2^32"))?;
+        let send_ns = parse_i64(fields[3])
+            .ok_or_else(|| bad("send_ns", fields[3], "a signed 64-bit integer"))?;
+        let recv_ns = if fields[4].is_empty() {
+            None
+        } else {
+            Some(
+                parse_i64(fields[4])
+                    .ok_or_else(|| bad("recv_ns", fields[4], "a signed 64-bit integer or empty"))?,
+            )
+        };
+        let packet = ProbePacket {
+            size_bytes: size,
+            send_ns,
+            recv_ns,
+        };
+        match &mut cur {
+            Some((s, last_seq)) if s.id == stream_id => {
+                if seq <= *last_seq {
+                    return Err(err(
+                        lineno,
+                        format!("seq {seq} does not increase (previous {last_seq} in stream {stream_id})"),
+                    ));
+                }
+                let prev_send = s.packets.last().map(|p| p.send_ns).unwrap_or(i64::MIN);
+                if send_ns < prev_send {
+                    return Err(err(
+                        lineno,
+                        format!("send_ns {send_ns} goes back in time (previous {prev_send} in stream {stream_id})"),
+                    ));
+                }
+                *last_seq = seq;
+                s.packets.push(packet);
+            }
+            _ => {
+                if let Some(&first) = first_line.get(&stream_id) {
+                    return Err(err(
+                        lineno,
+                        format!("stream {stream_id} is split: its rows began at line {first} and other streams came between"),
+                    ));
+                }
+                first_line.insert(stream_id, lineno);
+                if let Some((s, _)) = cur.take() {
+                    trace.streams.push(s);
+                }
+                let mut s = ProbeStream::new(stream_id, Vec::with_capacity(64));
+                s.packets.push(packet);
+                cur = Some((s, seq));
+            }
+        }
+    }
+    if !seen_header {
+        return Err(TraceError::File {
+            file: name.to_string(),
+            reason: format!("no header line '{HEADER}' (empty or not a probe trace)"),
+        });
+    }
+    if let Some((s, _)) = cur {
+        trace.streams.push(s);
+    }
+    Ok(trace)
+}
+
+/// Writes a trace (plain text) with its metadata and streams. Each stream's
+/// packets get `seq` 0, 1, 2, ... in order.
+pub fn write<W: Write>(mut w: W, trace: &Trace) -> io::Result<()> {
+    for (k, v) in &trace.metadata {
+        writeln!(w, "# {k}={v}")?;
+    }
+    writeln!(w, "{HEADER}")?;
+    for s in &trace.streams {
+        for (i, p) in s.packets.iter().enumerate() {
+            match p.recv_ns {
+                Some(r) => writeln!(w, "{},{},{},{},{}", s.id, i, p.size_bytes, p.send_ns, r)?,
+                None => writeln!(w, "{},{},{},{},", s.id, i, p.size_bytes, p.send_ns)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Trace, TraceError> {
+        parse_bytes("t.csv", s.as_bytes())
+    }
+
+    fn line_error(s: &str) -> (usize, String) {
+        match parse(s) {
+            Err(TraceError::Line { line, reason, .. }) => (line, reason),
+            other => panic!("expected a line error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_metadata_streams_and_losses() {
+        let t = parse(
+            "# stream_kinds=multi\n# capacity_bps=10000000000\n# a plain comment\n\
+             stream_id,seq,size_bytes,send_ns,recv_ns\n\
+             7,0,9000,-5,100\n7,1,9000,10,\r\n9,0,1500,20,30\n",
+        )
+        .unwrap();
+        assert_eq!(t.meta("capacity_bps"), Some("10000000000"));
+        assert_eq!(t.declared_kind(), Some(StreamKind::MultiRate));
+        assert_eq!(t.streams.len(), 2);
+        assert_eq!(t.streams[0].id, 7);
+        assert_eq!(t.streams[0].packets[0].send_ns, -5);
+        assert_eq!(t.streams[0].packets[1].recv_ns, None);
+        assert_eq!(t.streams[1].packets[0].size_bytes, 1500);
+    }
+
+    #[test]
+    fn errors_name_the_line_and_reason() {
+        let h = "stream_id,seq,size_bytes,send_ns,recv_ns\n";
+        assert_eq!(line_error("x,y\n").0, 1);
+        assert!(line_error("x,y\n").1.contains("expected the header"));
+        let (l, r) = line_error(&format!("{h}0,0,9000,1,2\n0,1,9000,3\n"));
+        assert_eq!((l, r.as_str()), (3, "expected 5 columns, found 4"));
+        let (l, r) = line_error(&format!("{h}0,0,9000,1x,2\n"));
+        assert_eq!(l, 2);
+        assert!(r.contains("send_ns '1x'"), "{r}");
+        let (l, r) = line_error(&format!("{h}0,0,9000,1,2\n0,0,9000,3,4\n"));
+        assert_eq!(l, 3);
+        assert!(r.contains("does not increase"), "{r}");
+        let (l, r) = line_error(&format!("{h}0,0,9000,1,2\n1,0,9000,3,4\n0,1,9000,5,6\n"));
+        assert_eq!(l, 4);
+        assert!(r.contains("split") && r.contains("line 2"), "{r}");
+        let (_, r) = line_error(&format!("{h}0,0,0,1,2\n"));
+        assert!(r.contains("size_bytes"), "{r}");
+        let (_, r) = line_error(&format!("{h}0,0,9000,10,2\n0,1,9000,5,6\n"));
+        assert!(r.contains("back in time"), "{r}");
+        let (_, r) = line_error(&format!("{h}0,0,9000,99999999999999999999,2\n"));
+        assert!(r.contains("signed 64-bit"), "{r}");
+        assert!(matches!(parse(""), Err(TraceError::File { .. })));
+        assert!(matches!(
+            parse_bytes("g", &[0x1f, 0x8b, 1, 2]),
+            Err(TraceError::File { .. })
+        ));
+    }
+
+    #[test]
+    fn integer_limits() {
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"-"), None);
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+    }
+
+    #[test]
+    fn write_then_read_round_trips_plain_and_gzip() {
+        let t = Trace {
+            metadata: vec![("source".into(), "test".into())],
+            streams: vec![ProbeStream::new(
+                3,
+                vec![
+                    ProbePacket {
+                        size_bytes: 9000,
+                        send_ns: i64::MIN,
+                        recv_ns: Some(i64::MAX),
+                    },
+                    ProbePacket {
+                        size_bytes: 9000,
+                        send_ns: 0,
+                        recv_ns: None,
+                    },
+                ],
+            )],
+        };
+        let mut buf = Vec::new();
+        write(&mut buf, &t).unwrap();
+        assert_eq!(parse_bytes("x", &buf).unwrap(), t);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&buf).unwrap();
+        assert_eq!(parse_bytes("x.gz", &gz.finish().unwrap()).unwrap(), t);
+    }
+
+    #[test]
+    fn the_shipped_samples_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples");
+        let multi = read_path(&dir.join("multi-rate-10g.csv.gz")).unwrap();
+        assert_eq!(multi.declared_kind(), Some(StreamKind::MultiRate));
+        assert_eq!(multi.streams.len(), 12);
+        assert_eq!(multi.streams[0].len(), 320);
+        let single = read_path(&dir.join("single-rate-10g.csv.gz")).unwrap();
+        assert_eq!(single.streams.len(), 12);
+        assert_eq!(single.packet_count(), 1376);
+    }
+}

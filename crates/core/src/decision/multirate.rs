@@ -6,18 +6,20 @@
 //! which all receive gaps consistently exceed the corresponding sending
 //! gaps"): after smoothing, find the unbroken run of gaps at the end of the
 //! stream whose receive gap exceeds the send gap; the estimate is the
-//! smoothed probing rate of the gap just before that run. When no gap at the
-//! end exceeds, the available bandwidth is at least the highest smoothed
+//! smoothed probing rate of the gap just before that run. The run must be at
+//! least half a smoothing window long (8 gaps by default): a shorter run is
+//! what one noisy gap leaves after the window average, not queueing. When no
+//! such run exists, the available bandwidth is at least the highest smoothed
 //! rate; when every gap exceeds, it is at most the lowest.
 //! Sub-stream rates must increase through the stream (as in the paper and
 //! in pathChirp); other orders are reported as unusable.
 
 use super::{Bound, Decision};
-use crate::smoothing::bass::{bass_smooth, BassParams};
+use crate::smoothing::bass::BassParams;
 use crate::smoothing::multipass::{exceeding_suffix, Multipass};
 use crate::stream::{Gap, ProbeStream, SubStream};
 
-use super::prcmt::prcmt;
+use super::prcmt::prcmt_after_bass;
 
 /// An available-bandwidth estimate with how it bounds the truth.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,12 +34,19 @@ fn smoothed_rate(g: &Gap) -> Option<f64> {
 }
 
 /// The estimate from smoothed gaps (see the module docs).
-pub fn estimate_from_smoothed(smoothed: &Multipass, exceed_tolerance: f64) -> Option<Estimate> {
+pub fn estimate_from_smoothed(
+    smoothed: &Multipass,
+    exceed_tolerance: f64,
+    min_suffix: usize,
+) -> Option<Estimate> {
     let g = &smoothed.gaps;
     if g.len() < 2 {
         return None;
     }
-    let suffix = exceeding_suffix(g, exceed_tolerance);
+    let mut suffix = exceeding_suffix(g, exceed_tolerance);
+    if suffix < min_suffix.min(g.len()) {
+        suffix = 0;
+    }
     let k = g.len() - suffix;
     let rates = || g.iter().filter_map(smoothed_rate);
     if suffix == 0 {
@@ -78,7 +87,9 @@ pub fn per_rate_decisions(
         .map(|s| {
             buf.clear();
             stream.gaps_into(s.start, s.end, &mut buf);
-            prcmt(&bass_smooth(&buf, bass), tolerance).map(|o| o.decision)
+            prcmt_after_bass(&buf, bass, tolerance)
+                .ok()
+                .map(|(o, _)| o.decision)
         })
         .collect()
 }
@@ -94,7 +105,11 @@ pub enum Policy {
 
 /// Applies a policy to per-rate decisions (`rates` ascending). Undecided
 /// rates are skipped; with no decided rate there is no estimate.
-pub fn apply_policy(rates: &[f64], decisions: &[Option<Decision>], policy: Policy) -> Option<Estimate> {
+pub fn apply_policy(
+    rates: &[f64],
+    decisions: &[Option<Decision>],
+    policy: Policy,
+) -> Option<Estimate> {
     let decided: Vec<(f64, Decision)> = rates
         .iter()
         .zip(decisions)
@@ -141,7 +156,13 @@ mod tests {
     #[test]
     fn dp1_and_dp2_on_fig_12b() {
         let rates = [5e9, 6e9, 7e9, 8e9, 9e9];
-        let d = [Some(Below), Some(Above), Some(Below), Some(Above), Some(Above)];
+        let d = [
+            Some(Below),
+            Some(Above),
+            Some(Below),
+            Some(Above),
+            Some(Above),
+        ];
         let e1 = apply_policy(&rates, &d, Policy::Dp1).unwrap();
         let e2 = apply_policy(&rates, &d, Policy::Dp2).unwrap();
         assert_eq!((e1.abw_bps, e1.bound), (5e9, Bound::Exact));

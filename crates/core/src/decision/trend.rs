@@ -144,7 +144,11 @@ impl TrendOutcome {
 /// PCT and PDT on a series, classified with Pathload's thresholds.
 pub fn trend_of_series(x: &[f64], params: &PathloadParams) -> TrendOutcome {
     if x.len() < params.min_metric_len {
-        return TrendOutcome::undecided("too few values for PCT/PDT (Pathload needs 5)", x.len(), false);
+        return TrendOutcome::undecided(
+            "too few values for PCT/PDT (Pathload needs 5)",
+            x.len(),
+            false,
+        );
     }
     let (Some(c), Some(d)) = (pct(x), pdt(x)) else {
         return TrendOutcome::undecided("too few values for PCT/PDT", x.len(), false);
@@ -194,7 +198,9 @@ pub fn pathload_trend(stream: &ProbeStream, params: &PathloadParams) -> TrendOut
             pdt: None,
             values: 0,
             coalescence: false,
-            reason: Some("loss >= 15 %: Pathload aborts the fleet as above the available bandwidth"),
+            reason: Some(
+                "loss >= 15 %: Pathload aborts the fleet as above the available bandwidth",
+            ),
         };
     }
     let owd = stream.relative_owds();

@@ -154,23 +154,28 @@ pub fn bass_events(gaps: &[Gap], params: BassParams) -> BassEvents {
 /// rate of every gap in an event is the event's rate.
 pub fn average_ranges(gaps: &mut [Gap], ranges: &[Range<usize>]) {
     for r in ranges {
-        if r.len() < 2 {
-            continue;
-        }
-        let k = r.len() as f64;
-        let (mut s, mut v, mut sb, mut rb) = (0.0, 0.0, 0.0, 0.0);
-        for g in &gaps[r.clone()] {
-            s += g.send_ns;
-            v += g.recv_ns;
-            sb += g.sent_bytes;
-            rb += g.recv_bytes;
-        }
-        for g in &mut gaps[r.clone()] {
-            g.send_ns = s / k;
-            g.recv_ns = v / k;
-            g.sent_bytes = sb / k;
-            g.recv_bytes = rb / k;
-        }
+        average_range(gaps, r.clone());
+    }
+}
+
+/// Averages one range in place (see [`average_ranges`]).
+pub fn average_range(gaps: &mut [Gap], r: Range<usize>) {
+    if r.len() < 2 {
+        return;
+    }
+    let k = r.len() as f64;
+    let (mut s, mut v, mut sb, mut rb) = (0.0, 0.0, 0.0, 0.0);
+    for g in &gaps[r.clone()] {
+        s += g.send_ns;
+        v += g.recv_ns;
+        sb += g.sent_bytes;
+        rb += g.recv_bytes;
+    }
+    for g in &mut gaps[r] {
+        g.send_ns = s / k;
+        g.recv_ns = v / k;
+        g.sent_bytes = sb / k;
+        g.recv_bytes = rb / k;
     }
 }
 
@@ -187,7 +192,7 @@ pub fn bass_smooth(gaps: &[Gap], params: BassParams) -> Vec<Gap> {
         let start = out.len();
         out.extend_from_slice(&gaps[r.clone()]);
         let end = out.len();
-        average_ranges(&mut out, &[start..end]);
+        average_range(&mut out, start..end);
     }
     out
 }

@@ -52,7 +52,12 @@ pub fn window_average(values: &[f64], k: usize) -> Vec<f64> {
 pub fn d4_scale_filter() -> [f64; 4] {
     let s3 = 3f64.sqrt();
     let d = 4.0 * 2f64.sqrt();
-    [(1.0 + s3) / d, (3.0 + s3) / d, (3.0 - s3) / d, (1.0 - s3) / d]
+    [
+        (1.0 + s3) / d,
+        (3.0 + s3) / d,
+        (3.0 - s3) / d,
+        (1.0 - s3) / d,
+    ]
 }
 
 /// Wavelet filter: g0 = h3, g1 = -h2, g2 = h1, g3 = -h0.

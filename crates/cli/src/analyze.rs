@@ -1,0 +1,138 @@
+//! `tightlink analyze TRACE`: every stream of a probe trace through the
+//! chosen methods.
+
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use tightlink_core::smoothing::imr::ImrWindow;
+use tightlink_core::{analyze, AnalysisParams, Method, StreamKind};
+
+use crate::report::{self, Format};
+
+#[derive(Args)]
+pub struct AnalyzeArgs {
+    /// Probe trace file (v1, plain or gzip); `-` reads standard input.
+    pub trace: PathBuf,
+    /// Method: prcmt, prcmt+bass, pathload, imr-avg, imr-wavelet, multirate,
+    /// multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2;
+    /// `default` picks the best for each stream's kind; `all` runs every one.
+    #[arg(long, short, default_value = "default", env = "TIGHTLINK_METHOD")]
+    pub method: String,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Format::Table, env = "TIGHTLINK_FORMAT")]
+    pub format: Format,
+    /// Stream kind: `auto` takes the trace's `# stream_kinds=` metadata, else
+    /// infers each stream's kind from its send gaps.
+    #[arg(long, value_enum, default_value_t = KindArg::Auto)]
+    pub kind: KindArg,
+    /// BASS SPIKE_UP, in mean send gaps.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub spike_up: f64,
+    /// BASS SPIKE_DOWN, in mean send gaps.
+    #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
+    pub spike_down: f64,
+    /// Relative rate tolerance of PRC-MT and of the multi-rate "exceeds" test.
+    #[arg(long, default_value_t = 0.005, allow_negative_numbers = true)]
+    pub tolerance: f64,
+    /// IMR window: a packet count, or `tenth` for a tenth of the stream.
+    #[arg(long, default_value = "10")]
+    pub imr_window: String,
+    /// Sliding window after multi-rate smoothing, in gaps.
+    #[arg(long, default_value_t = 16)]
+    pub window: usize,
+    /// Most spike-smoothing passes for `multirate`.
+    #[arg(long, default_value_t = 8)]
+    pub max_passes: usize,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum KindArg {
+    Auto,
+    Single,
+    Multi,
+}
+
+fn check_fraction(flag: &str, v: f64, max: f64) -> Result<f64> {
+    if !v.is_finite() || v < 0.0 || v > max {
+        bail!("--{flag} {v}: must be a number from 0 to {max}");
+    }
+    Ok(v)
+}
+
+fn params_from(args: &AnalyzeArgs) -> Result<AnalysisParams> {
+    let mut p = AnalysisParams::default();
+    p.bass.spike_up = check_fraction("spike-up", args.spike_up, 1000.0)?;
+    p.bass.spike_down = check_fraction("spike-down", args.spike_down, 1000.0)?;
+    p.prcmt_tolerance = check_fraction("tolerance", args.tolerance, 0.5)?;
+    p.multipass.exceed_tolerance = p.prcmt_tolerance;
+    p.imr_window = match args.imr_window.as_str() {
+        "tenth" => ImrWindow::TenthOfStream,
+        n => match n.parse::<usize>() {
+            Ok(k) if k >= 1 => ImrWindow::Packets(k),
+            _ => bail!("--imr-window {n}: must be a packet count of 1 or more, or `tenth`"),
+        },
+    };
+    if args.window == 0 {
+        bail!("--window 0: must be 1 or more gaps");
+    }
+    p.multipass.window = args.window;
+    if args.max_passes == 0 {
+        bail!("--max-passes 0: must be 1 or more");
+    }
+    p.multipass.max_passes = args.max_passes;
+    Ok(p)
+}
+
+/// Which methods run on a stream of `kind`.
+fn methods_for(choice: &str, kind: StreamKind) -> Result<Vec<Method>> {
+    Ok(match choice {
+        "default" => vec![Method::default_for(kind)],
+        "all" => Method::ALL.to_vec(),
+        name => vec![Method::from_name(name).with_context(|| {
+            format!(
+                "--method {name}: unknown; choose default, all, or one of {}",
+                Method::ALL.map(|m| m.name()).join(", ")
+            )
+        })?],
+    })
+}
+
+pub fn run(args: AnalyzeArgs) -> Result<()> {
+    let params = params_from(&args)?;
+    // Validate the method before reading a possibly large file.
+    methods_for(&args.method, StreamKind::SingleRate)?;
+    let trace = if args.trace.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        io::stdin()
+            .read_to_end(&mut buf)
+            .context("reading standard input")?;
+        tightlink_trace::parse_bytes("<stdin>", &buf)?
+    } else {
+        tightlink_trace::read_path(&args.trace)?
+    };
+    let told = match args.kind {
+        KindArg::Auto => trace.declared_kind(),
+        KindArg::Single => Some(StreamKind::SingleRate),
+        KindArg::Multi => Some(StreamKind::MultiRate),
+    };
+    let mut results = Vec::new();
+    for s in &trace.streams {
+        let kind = told.unwrap_or_else(|| s.infer_kind(params.gap_tolerance));
+        for m in methods_for(&args.method, kind)? {
+            results.push(analyze(s, kind, m, &params));
+        }
+    }
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    report::write(
+        &mut out,
+        args.format,
+        &args.trace.display().to_string(),
+        &trace,
+        &results,
+    )?;
+    out.flush()?;
+    Ok(())
+}
