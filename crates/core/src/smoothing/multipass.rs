@@ -128,23 +128,34 @@ pub fn single_pass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
 
 /// Multi-pass spike smoothing followed by the window.
 pub fn multipass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
+    let (smoothed, passes, robust) = run_passes(gaps, params);
+    Multipass {
+        gaps: window_average(&smoothed, params.window),
+        passes,
+        robust,
+    }
+}
+
+/// The spike-smoothing passes alone, before the window: the kept gaps and
+/// the number of passes. Each pass only averages, so the total send and
+/// receive time of what pass 1 kept never changes.
+pub fn multipass_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, usize) {
+    let (smoothed, passes, _) = run_passes(gaps, params);
+    (smoothed, passes)
+}
+
+fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, usize, bool) {
     let mut cur = bass_smooth(gaps, params.bass);
     let mut passes = 1;
     loop {
-        let windowed = window_average(&cur, params.window);
-        if is_robust(&windowed, params.exceed_tolerance) {
-            return Multipass {
-                gaps: windowed,
-                passes,
-                robust: true,
-            };
+        if is_robust(
+            &window_average(&cur, params.window),
+            params.exceed_tolerance,
+        ) {
+            return (cur, passes, true);
         }
         if passes >= params.max_passes || cur.len() < 2 {
-            return Multipass {
-                gaps: windowed,
-                passes,
-                robust: false,
-            };
+            return (cur, passes, false);
         }
         let scale = mean_send_gap_ns(&cur).abs();
         let found = find_events(
@@ -164,11 +175,7 @@ pub fn multipass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
             })
             .collect();
         if merging.is_empty() {
-            return Multipass {
-                gaps: windowed,
-                passes,
-                robust: false,
-            };
+            return (cur, passes, false);
         }
         average_ranges(&mut cur, &merging);
         passes += 1;

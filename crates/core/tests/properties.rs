@@ -1,0 +1,238 @@
+//! Property tests of the core: any stream is analysed without panic or NaN,
+//! smoothing never invents time, and clock offset and small drift do not
+//! change decisions.
+
+use proptest::prelude::*;
+use tightlink_core::smoothing::bass::{bass_events, bass_smooth, BassParams};
+use tightlink_core::smoothing::multipass::{multipass_passes, MultipassParams};
+use tightlink_core::stream::Gap;
+use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_schedule, SynthPath};
+use tightlink_core::{
+    analyze, Analysis, AnalysisParams, Method, ProbePacket, ProbeStream, StreamKind,
+};
+
+fn finite_or_none(v: Option<f64>) -> bool {
+    v.is_none_or(f64::is_finite)
+}
+
+fn check_finite(a: &Analysis) {
+    assert!(finite_or_none(a.avg_rate_bps), "{a:?}");
+    assert!(finite_or_none(a.abw_bps), "{a:?}");
+    let d = &a.detail;
+    for v in [d.send_rate_bps, d.recv_rate_bps, d.pct, d.pdt] {
+        assert!(finite_or_none(v), "{a:?}");
+    }
+    assert!(d.per_rate.iter().all(|(r, _)| r.is_finite()), "{a:?}");
+    if let Some(abw) = a.abw_bps {
+        assert!(abw > 0.0, "{a:?}");
+    }
+}
+
+fn run_all(s: &ProbeStream) {
+    let p = AnalysisParams::default();
+    for kind in [StreamKind::SingleRate, StreamKind::MultiRate] {
+        for m in Method::ALL {
+            check_finite(&analyze(s, kind, m, &p));
+        }
+    }
+    let _ = s.infer_kind(Default::default());
+}
+
+/// Times that are mostly ordinary, sometimes equal, huge or at the limits.
+fn time() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        6 => 0i64..10_000_000,
+        1 => Just(0i64),
+        1 => any::<i64>(),
+        1 => prop_oneof![Just(i64::MIN), Just(i64::MAX)],
+    ]
+}
+
+fn packet() -> impl Strategy<Value = ProbePacket> {
+    (1u32..=65_535, time(), prop::option::weighted(0.8, time())).prop_map(
+        |(size_bytes, send_ns, recv_ns)| ProbePacket {
+            size_bytes,
+            send_ns,
+            recv_ns,
+        },
+    )
+}
+
+/// Streams in send order (the trace reader guarantees it), random receive.
+fn ordered_stream() -> impl Strategy<Value = ProbeStream> {
+    (prop::collection::vec(packet(), 0..120), 0i64..1_000_000_000).prop_map(|(mut pk, base)| {
+        let mut t = base;
+        for p in &mut pk {
+            t = t.saturating_add(p.send_ns.rem_euclid(50_000));
+            p.send_ns = t;
+        }
+        ProbeStream::new(1, pk)
+    })
+}
+
+/// Streams in send order with receive times a plausible delay after.
+fn bounded_stream() -> impl Strategy<Value = ProbeStream> {
+    prop::collection::vec(
+        (
+            1u32..=9000,
+            0i64..50_000,
+            prop::option::weighted(0.9, 0i64..500_000),
+        ),
+        0..150,
+    )
+    .prop_map(|v| {
+        let mut t = 1_000_000_000i64;
+        let pk = v
+            .into_iter()
+            .map(|(size_bytes, gap, delay)| {
+                t += gap;
+                ProbePacket {
+                    size_bytes,
+                    send_ns: t,
+                    recv_ns: delay.map(|d| t + d),
+                }
+            })
+            .collect();
+        ProbeStream::new(2, pk)
+    })
+}
+
+fn gaps() -> impl Strategy<Value = Vec<Gap>> {
+    prop::collection::vec((1.0f64..100_000.0, 0.0f64..200_000.0), 0..300).prop_map(|v| {
+        v.into_iter()
+            .enumerate()
+            .map(|(i, (s, r))| Gap {
+                send_ns: s,
+                recv_ns: r,
+                sent_bytes: 9000.0,
+                recv_bytes: 9000.0,
+                end_packet: i as u32 + 1,
+            })
+            .collect()
+    })
+}
+
+fn sums(g: &[Gap]) -> (f64, f64) {
+    (
+        g.iter().map(|x| x.send_ns).sum(),
+        g.iter().map(|x| x.recv_ns).sum(),
+    )
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+proptest! {
+    #[test]
+    fn any_stream_analyses_without_panic_or_nan(pk in prop::collection::vec(packet(), 0..80)) {
+        run_all(&ProbeStream::new(0, pk));
+    }
+
+    #[test]
+    fn any_ordered_stream_analyses_without_panic_or_nan(s in ordered_stream()) {
+        run_all(&s);
+    }
+
+    #[test]
+    fn bass_keeps_the_time_of_its_events(g in gaps(), up in 0.1f64..5.0, down in 0.1f64..5.0) {
+        let p = BassParams { spike_up: up, spike_down: down };
+        let ev = bass_events(&g, p);
+        let out = bass_smooth(&g, p);
+        let (s_in, r_in) = if ev.spikes_found {
+            ev.events.iter().fold((0.0, 0.0), |(s, r), e| {
+                let (a, b) = sums(&g[e.clone()]);
+                (s + a, r + b)
+            })
+        } else {
+            sums(&g)
+        };
+        let (s_out, r_out) = sums(&out);
+        prop_assert!(close(s_in, s_out) && close(r_in, r_out));
+        // Events never overlap and stay in order.
+        for w in ev.events.windows(2) {
+            prop_assert!(w[0].end <= w[1].start);
+        }
+    }
+
+    #[test]
+    fn multipass_keeps_the_time_pass_one_kept(g in gaps()) {
+        let p = MultipassParams::default();
+        let after_one = bass_smooth(&g, p.bass);
+        let (passes, n) = multipass_passes(&g, p);
+        prop_assert_eq!(passes.len(), after_one.len());
+        prop_assert!(n >= 1);
+        let (a, b) = sums(&after_one);
+        let (c, d) = sums(&passes);
+        prop_assert!(close(a, c) && close(b, d));
+    }
+
+    /// A clock offset cancels exactly: every method answers the same.
+    #[test]
+    fn clock_offset_changes_nothing(s in bounded_stream(), offset in -1_000_000_000_000i64..1_000_000_000_000) {
+        let shifted = ProbeStream::new(s.id, s.packets.iter().map(|p| ProbePacket {
+            recv_ns: p.recv_ns.map(|r| r + offset),
+            ..*p
+        }).collect());
+        let p = AnalysisParams::default();
+        for kind in [StreamKind::SingleRate, StreamKind::MultiRate] {
+            for m in Method::ALL {
+                prop_assert_eq!(analyze(&s, kind, m, &p), analyze(&shifted, kind, m, &p));
+            }
+        }
+    }
+
+    /// Drift of up to 50 ppm does not change a rate-based decision on
+    /// streams whose rate is clearly (15 %) above or below the available
+    /// bandwidth, under 125 us coalescence; nor the bound of a multi-rate
+    /// estimate, which moves by less than 1 %.
+    #[test]
+    fn small_drift_changes_no_rate_decision(
+        drift in -50.0f64..50.0,
+        phase in 0.0f64..125_000.0,
+        cross in 1.0e9f64..4.0e9,
+        above in any::<bool>(),
+    ) {
+        let base = SynthPath { coalescence_ns: Some(125_000.0), coalescence_phase_ns: phase, ..SynthPath::ten_gig(cross) };
+        let drifted = SynthPath { drift_ppm: drift, ..base.clone() };
+        let abw = base.available_bps();
+        let rate = if above { abw * 1.15 } else { abw * 0.85 };
+        let p = AnalysisParams::default();
+        let sched = single_rate_schedule(rate, 128, 9000, 0);
+        let (a, b) = (base.stream(0, &sched, 9000), drifted.stream(0, &sched, 9000));
+        for m in [Method::Prcmt, Method::PrcmtBass] {
+            let (x, y) = (analyze(&a, StreamKind::SingleRate, m, &p), analyze(&b, StreamKind::SingleRate, m, &p));
+            prop_assert_eq!(x.decision, y.decision, "{}", m.name());
+        }
+        let sched = multi_rate_schedule(&rates_around(abw, 0.3, 5), 64, 9000);
+        let (a, b) = (base.stream(0, &sched, 9000), drifted.stream(0, &sched, 9000));
+        for m in [Method::Multirate, Method::MultirateSinglePass] {
+            let (x, y) = (
+                analyze(&a, StreamKind::MultiRate, m, &p),
+                analyze(&b, StreamKind::MultiRate, m, &p),
+            );
+            prop_assert_eq!(x.bound, y.bound);
+            let (ex, ey) = (x.abw_bps.unwrap(), y.abw_bps.unwrap());
+            prop_assert!((ex - ey).abs() / ex < 0.01, "{} vs {}", ex, ey);
+        }
+    }
+
+    /// Drift does not change a trend-test decision where the delays have a
+    /// trend: a self-congested stream reads "above" with or without drift.
+    /// (On flat or coalesced delays PCT and PDT sit near their thresholds
+    /// and any perturbation, drift included, can flip them: the failure the
+    /// BASS paper measures in Fig. 6.)
+    #[test]
+    fn small_drift_keeps_a_real_trend(drift in -50.0f64..50.0, cross in 1.0e9f64..4.0e9) {
+        let base = SynthPath::ten_gig(cross);
+        let drifted = SynthPath { drift_ppm: drift, ..base.clone() };
+        let sched = single_rate_schedule(base.available_bps() * 1.15, 128, 9000, 0);
+        let p = AnalysisParams::default();
+        let (a, b) = (base.stream(0, &sched, 9000), drifted.stream(0, &sched, 9000));
+        for m in [Method::Pathload, Method::ImrAvg, Method::ImrWavelet] {
+            let (x, y) = (analyze(&a, StreamKind::SingleRate, m, &p), analyze(&b, StreamKind::SingleRate, m, &p));
+            prop_assert_eq!(x.decision, Some(tightlink_core::Decision::Above), "{}", m.name());
+            prop_assert_eq!(x.decision, y.decision, "{}", m.name());
+        }
+    }
+}
