@@ -63,33 +63,41 @@ pub fn window_average(gaps: &[Gap], window: usize) -> Vec<Gap> {
     if window <= 1 || n == 0 {
         return gaps.to_vec();
     }
-    // Prefix sums keep this O(n) whatever the window.
-    let mut ps = Vec::with_capacity(n + 1);
-    let mut acc = [0.0f64; 4];
-    ps.push(acc);
-    for g in gaps {
-        acc[0] += g.send_ns;
-        acc[1] += g.recv_ns;
-        acc[2] += g.sent_bytes;
-        acc[3] += g.recv_bytes;
-        ps.push(acc);
-    }
     let half = window / 2;
-    gaps.iter()
-        .enumerate()
-        .map(|(j, g)| {
-            let lo = j.saturating_sub(half);
-            let hi = (j + window - half).min(n);
-            let k = (hi - lo) as f64;
-            Gap {
-                send_ns: (ps[hi][0] - ps[lo][0]) / k,
-                recv_ns: (ps[hi][1] - ps[lo][1]) / k,
-                sent_bytes: (ps[hi][2] - ps[lo][2]) / k,
-                recv_bytes: (ps[hi][3] - ps[lo][3]) / k,
-                end_packet: g.end_packet,
-            }
-        })
-        .collect()
+    let ahead = window - half;
+    // Running sums over [lo, hi): O(n) whatever the window, one allocation.
+    let (mut lo, mut hi) = (0usize, 0usize);
+    let mut acc = [0.0f64; 4];
+    let mut out = Vec::with_capacity(n);
+    for (j, g) in gaps.iter().enumerate() {
+        let want_hi = (j + ahead).min(n);
+        while hi < want_hi {
+            let x = &gaps[hi];
+            acc[0] += x.send_ns;
+            acc[1] += x.recv_ns;
+            acc[2] += x.sent_bytes;
+            acc[3] += x.recv_bytes;
+            hi += 1;
+        }
+        let want_lo = j.saturating_sub(half);
+        while lo < want_lo {
+            let x = &gaps[lo];
+            acc[0] -= x.send_ns;
+            acc[1] -= x.recv_ns;
+            acc[2] -= x.sent_bytes;
+            acc[3] -= x.recv_bytes;
+            lo += 1;
+        }
+        let k = (hi - lo) as f64;
+        out.push(Gap {
+            send_ns: acc[0] / k,
+            recv_ns: acc[1] / k,
+            sent_bytes: acc[2] / k,
+            recv_bytes: acc[3] / k,
+            end_packet: g.end_packet,
+        });
+    }
+    out
 }
 
 /// Whether gap `g` shows queueing: its receive gap exceeds its send gap.
@@ -128,9 +136,9 @@ pub fn single_pass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
 
 /// Multi-pass spike smoothing followed by the window.
 pub fn multipass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
-    let (smoothed, passes, robust) = run_passes(gaps, params);
+    let (_, windowed, passes, robust) = run_passes(gaps, params);
     Multipass {
-        gaps: window_average(&smoothed, params.window),
+        gaps: windowed,
         passes,
         robust,
     }
@@ -140,22 +148,21 @@ pub fn multipass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
 /// the number of passes. Each pass only averages, so the total send and
 /// receive time of what pass 1 kept never changes.
 pub fn multipass_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, usize) {
-    let (smoothed, passes, _) = run_passes(gaps, params);
+    let (smoothed, _, passes, _) = run_passes(gaps, params);
     (smoothed, passes)
 }
 
-fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, usize, bool) {
+/// The passes: (smoothed gaps, their window average, passes, robust).
+fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, Vec<Gap>, usize, bool) {
     let mut cur = bass_smooth(gaps, params.bass);
     let mut passes = 1;
     loop {
-        if is_robust(
-            &window_average(&cur, params.window),
-            params.exceed_tolerance,
-        ) {
-            return (cur, passes, true);
+        let windowed = window_average(&cur, params.window);
+        if is_robust(&windowed, params.exceed_tolerance) {
+            return (cur, windowed, passes, true);
         }
         if passes >= params.max_passes || cur.len() < 2 {
-            return (cur, passes, false);
+            return (cur, windowed, passes, false);
         }
         let scale = mean_send_gap_ns(&cur).abs();
         let found = find_events(
@@ -175,7 +182,7 @@ fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, usize, bool) 
             })
             .collect();
         if merging.is_empty() {
-            return (cur, passes, false);
+            return (cur, windowed, passes, false);
         }
         average_ranges(&mut cur, &merging);
         passes += 1;
