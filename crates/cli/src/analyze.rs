@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use tightlink_core::decision::multirate::Consistency;
 use tightlink_core::smoothing::imr::ImrWindow;
 use tightlink_core::{analyze, AnalysisParams, Method, StreamKind};
 
@@ -45,6 +46,17 @@ pub struct AnalyzeArgs {
     /// Most spike-smoothing passes for `multirate`.
     #[arg(long, default_value_t = 8)]
     pub max_passes: usize,
+    /// What "smoothed receive gaps consistently exceed send gaps" means for
+    /// multi-rate estimates: every gap of the final run (the paper), or the
+    /// cumulative excess staying positive (the queue never drains back).
+    #[arg(long, value_enum, default_value_t = ConsistencyArg::EveryGap)]
+    pub consistency: ConsistencyArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ConsistencyArg {
+    EveryGap,
+    Cumulative,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -82,6 +94,10 @@ fn params_from(args: &AnalyzeArgs) -> Result<AnalysisParams> {
         bail!("--max-passes 0: must be 1 or more");
     }
     p.multipass.max_passes = args.max_passes;
+    p.consistency = match args.consistency {
+        ConsistencyArg::EveryGap => Consistency::EveryGap,
+        ConsistencyArg::Cumulative => Consistency::Cumulative,
+    };
     Ok(p)
 }
 

@@ -12,7 +12,7 @@
 //! - `multirate-prcmt-dp1`, `-dp2`: Multi-rate PRC-MT (BASS VI-D).
 
 use crate::decision::multirate::{
-    apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Policy,
+    apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Consistency, Policy,
 };
 use crate::decision::prcmt::{prcmt, prcmt_after_bass, BassPrcmtError, DEFAULT_TOLERANCE};
 use crate::decision::trend::{pathload_trend, trend_of_series, PathloadParams, TrendOutcome};
@@ -99,6 +99,8 @@ pub struct AnalysisParams {
     pub wavelet_levels: usize,
     /// Window, pass limit and exceed tolerance of multi-rate smoothing.
     pub multipass: MultipassParams,
+    /// What "consistently exceed" means for `multirate*` estimates.
+    pub consistency: Consistency,
     pub gap_tolerance: GapTolerance,
     /// Gap methods give up above this loss share.
     pub max_loss: f64,
@@ -113,6 +115,7 @@ impl Default for AnalysisParams {
             imr_window: ImrWindow::default(),
             wavelet_levels: 3,
             multipass: MultipassParams::default(),
+            consistency: Consistency::default(),
             gap_tolerance: GapTolerance::default(),
             max_loss: 0.5,
         }
@@ -335,7 +338,12 @@ fn multi_rate(
                 };
             }
             let min_suffix = (mp_params.window / 2).max(1);
-            match estimate_from_smoothed(&smoothed, mp_params.exceed_tolerance, min_suffix) {
+            match estimate_from_smoothed(
+                &smoothed,
+                params.consistency,
+                mp_params.exceed_tolerance,
+                min_suffix,
+            ) {
                 None => Analysis {
                     detail,
                     ..none_with(base, "smoothed gaps give no probing rate")

@@ -18,6 +18,9 @@ pub struct SynthPath {
     /// Cross-traffic bursts: (time after the stream start in ns, bits) added
     /// to the queue at once.
     pub bursts: Vec<(f64, f64)>,
+    /// Extra cross traffic as a rate that changes over time: (time after
+    /// the stream start in ns, rate from then on in bit/s), in time order.
+    pub rate_steps: Vec<(f64, f64)>,
     /// Interrupt interval: arrivals are stamped at the next interrupt.
     pub coalescence_ns: Option<f64>,
     /// Phase of the first interrupt after the stream starts, ns.
@@ -39,6 +42,7 @@ impl SynthPath {
             capacity_bps: 10e9,
             cross_bps,
             bursts: Vec::new(),
+            rate_steps: Vec::new(),
             coalescence_ns: None,
             coalescence_phase_ns: 37_000.0,
             per_packet_ns: 300.0,
@@ -50,6 +54,100 @@ impl SynthPath {
 
     pub fn available_bps(&self) -> f64 {
         self.capacity_bps - self.cross_bps
+    }
+
+    /// Adds cross-traffic bursts of `min_bytes..max_bytes` at exponential
+    /// intervals averaging `mean_bps`, over `horizon_ns` after the stream
+    /// start; deterministic from `seed`.
+    pub fn with_bursts(
+        mut self,
+        seed: u64,
+        mean_bps: f64,
+        min_bytes: f64,
+        max_bytes: f64,
+        horizon_ns: f64,
+    ) -> Self {
+        let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mean_bits = 4.0 * (min_bytes + max_bytes);
+        let mean_interval_ns = mean_bits / mean_bps * 1e9;
+        let mut t = 0.0;
+        loop {
+            t += -mean_interval_ns * (1.0 - rng.unit()).ln();
+            if t > horizon_ns {
+                break;
+            }
+            let bytes = min_bytes + (max_bytes - min_bytes) * rng.unit();
+            self.bursts.push((t, bytes * 8.0));
+        }
+        self
+    }
+
+    /// Adds `sources` ON/OFF sources, each sending at `peak_bps` while ON,
+    /// with exponential ON and OFF periods (means in ns), over `horizon_ns`;
+    /// deterministic from `seed`. Like the paper's cross traffic from 1
+    /// Gbit/s hosts, no single source can build a queue on its own.
+    pub fn with_on_off(
+        mut self,
+        seed: u64,
+        sources: usize,
+        peak_bps: f64,
+        mean_on_ns: f64,
+        mean_off_ns: f64,
+        horizon_ns: f64,
+    ) -> Self {
+        let mut rng = XorShift(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
+        let mut changes: Vec<(f64, f64)> = Vec::new();
+        for _ in 0..sources {
+            // Start in a random phase of the cycle.
+            let mut on = rng.unit() < mean_on_ns / (mean_on_ns + mean_off_ns);
+            let mut t = 0.0;
+            if on {
+                changes.push((0.0, peak_bps));
+            }
+            while t < horizon_ns {
+                let mean = if on { mean_on_ns } else { mean_off_ns };
+                t += -mean * (1.0 - rng.unit()).ln();
+                on = !on;
+                changes.push((t, if on { peak_bps } else { -peak_bps }));
+            }
+        }
+        changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut rate = 0.0;
+        self.rate_steps = changes
+            .into_iter()
+            .map(|(t, d)| {
+                rate += d;
+                (t, rate.max(0.0))
+            })
+            .collect();
+        self
+    }
+
+    /// Bits the time-varying cross traffic sends in `[a, b]` after the start.
+    fn step_bits(&self, a: f64, b: f64) -> f64 {
+        let mut bits = 0.0;
+        for (i, &(t, r)) in self.rate_steps.iter().enumerate() {
+            let end = self.rate_steps.get(i + 1).map_or(f64::INFINITY, |x| x.0);
+            let (lo, hi) = (t.max(a), end.min(b));
+            if hi > lo {
+                bits += r * (hi - lo) / 1e9;
+            }
+        }
+        bits
+    }
+
+    /// Ground truth over `[0, span_ns]` after the stream start: capacity
+    /// minus the cross-traffic bits that arrived in it, over its length.
+    pub fn available_over_bps(&self, span_ns: f64) -> f64 {
+        let burst_bits: f64 = self
+            .bursts
+            .iter()
+            .filter(|b| b.0 >= 0.0 && b.0 <= span_ns)
+            .map(|b| b.1)
+            .sum();
+        self.capacity_bps
+            - self.cross_bps
+            - (burst_bits + self.step_bits(0.0, span_ns)) / span_ns * 1e9
     }
 
     /// Sends packets of `size_bytes` at the given send times (ns, sender
@@ -71,12 +169,13 @@ impl SynthPath {
             let t = s as f64;
             while next_burst < bursts.len() && t0 + bursts[next_burst].0 <= t {
                 let tb = t0 + bursts[next_burst].0;
-                backlog = (backlog - (c - x) * (tb - last_t)).max(0.0) + bursts[next_burst].1;
+                backlog = self.advance(backlog, last_t - t0, tb - t0, c, x) + bursts[next_burst].1;
                 last_t = tb;
                 next_burst += 1;
             }
-            // Cross traffic fills at x while the link drains at c.
-            backlog = (backlog - (c - x) * (t - last_t)).max(0.0);
+            // Cross traffic fills at x (plus any time-varying part) while the
+            // link drains at c.
+            backlog = self.advance(backlog, last_t - t0, t - t0, c, x);
             last_t = t;
             // Our packet leaves once the backlog ahead of it and itself are
             // served; the cross traffic arriving meanwhile queues behind.
@@ -115,6 +214,49 @@ impl SynthPath {
             })
             .collect();
         ProbeStream::new(id, packets)
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so synthetic streams need
+/// no randomness crate and are the same on every machine.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+impl SynthPath {
+    /// Backlog at `b` given the backlog at `a` (times after the start, ns),
+    /// with fluid cross traffic `x` plus the rate steps, drained at `c`
+    /// (bits per ns).
+    fn advance(&self, mut backlog: f64, a: f64, b: f64, c: f64, x: f64) -> f64 {
+        let mut t = a;
+        // Rate in force at `a`, then each change up to `b`.
+        let idx = self.rate_steps.partition_point(|s| s.0 <= a);
+        let mut rate = if idx == 0 {
+            0.0
+        } else {
+            self.rate_steps[idx - 1].1 / 1e9
+        };
+        for &(ts, r) in &self.rate_steps[idx..] {
+            if ts >= b {
+                break;
+            }
+            backlog = (backlog - (c - x - rate) * (ts - t)).max(0.0);
+            t = ts;
+            rate = r / 1e9;
+        }
+        (backlog - (c - x - rate) * (b - t)).max(0.0)
     }
 }
 
@@ -178,6 +320,33 @@ mod tests {
         let out = late.iter().map(|g| g.recv_bytes).sum::<f64>() * 8e9
             / late.iter().map(|g| g.recv_ns).sum::<f64>();
         assert!((out / 1e9 - 90.0 / 11.5).abs() < 0.01, "{out}");
+    }
+
+    #[test]
+    fn bursts_average_their_mean_rate_and_count_in_the_truth() {
+        let p = SynthPath::ten_gig(1e9).with_bursts(7, 1e9, 9_000.0, 63_000.0, 1e9);
+        let bits: f64 = p.bursts.iter().map(|b| b.1).sum();
+        assert!((bits / 1.0 - 1e9).abs() < 0.05e9, "{bits}");
+        let truth = p.available_over_bps(1e9);
+        assert!((truth - 8e9).abs() < 0.05e9, "{truth}");
+        assert_eq!(SynthPath::ten_gig(1e9).available_over_bps(1e6), 9e9);
+    }
+
+    #[test]
+    fn on_off_sources_average_their_duty_cycle() {
+        // 10 sources of 1 Gbit/s, ON 25 % of the time: 2.5 Gbit/s on average.
+        let p = SynthPath::ten_gig(0.0).with_on_off(3, 10, 1e9, 200_000.0, 600_000.0, 1e9);
+        let truth = p.available_over_bps(1e9);
+        assert!((truth - 7.5e9).abs() < 0.1e9, "{truth}");
+        // With the steps taking 2.5 Gbit/s on average, a 6 Gbit/s stream
+        // mostly passes unqueued.
+        let s = p.stream(0, &single_rate_schedule(6e9, 200, 9000, 0), 9000);
+        let same = s
+            .gaps()
+            .iter()
+            .filter(|g| (g.recv_ns - g.send_ns).abs() < 1.0)
+            .count();
+        assert!(same > 100, "{same}");
     }
 
     #[test]

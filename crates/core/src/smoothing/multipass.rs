@@ -13,8 +13,11 @@
 //! signature, i.e. the gaps whose receive gap exceeds the send gap form one
 //! unbroken suffix (below the available bandwidth nothing queues, above it
 //! every gap grows); otherwise stop when a pass finds nothing left to merge,
-//! or after `max_passes`. Finally a centred sliding window of 16 averages
-//! all smoothed observations.
+//! or after `max_passes`. Each pass after the first uses thresholds 0.7
+//! times the previous pass's: what is left after pass 1 are event-level
+//! spikes (a cross-traffic burst lifts an event's mean gap by tens of
+//! percent). Finally a centred sliding window of 16 averages all smoothed
+//! observations.
 
 use super::bass::{average_ranges, bass_smooth, find_events, mean_send_gap_ns, BassParams};
 use crate::stream::Gap;
@@ -26,6 +29,10 @@ pub struct MultipassParams {
     pub window: usize,
     /// Upper bound on spike-smoothing passes (pass 1 included).
     pub max_passes: usize,
+    /// Each pass after the first multiplies SPIKE_UP and SPIKE_DOWN by this:
+    /// after pass 1 the spikes left are event-level (a cross-traffic burst
+    /// lifts an event's mean gap by tens of percent, not by a send gap).
+    pub threshold_decay: f64,
     /// A smoothed receive gap "exceeds" its send gap when
     /// `recv > send * (1 + exceed_tolerance)`: 0.5 %, as PRC-MT, so that
     /// an interrupt interval that is nearly a whole number of send gaps
@@ -39,6 +46,10 @@ impl Default for MultipassParams {
             bass: BassParams::default(),
             window: 16,
             max_passes: 8,
+            threshold_decay: std::env::var("TL_DECAY")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.5),
             exceed_tolerance: 0.005,
         }
     }
@@ -156,6 +167,7 @@ pub fn multipass_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, usi
 fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, Vec<Gap>, usize, bool) {
     let mut cur = bass_smooth(gaps, params.bass);
     let mut passes = 1;
+    let mut factor = 1.0;
     loop {
         let windowed = window_average(&cur, params.window);
         if is_robust(&windowed, params.exceed_tolerance) {
@@ -164,7 +176,8 @@ fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, Vec<Gap>, usi
         if passes >= params.max_passes || cur.len() < 2 {
             return (cur, windowed, passes, false);
         }
-        let scale = mean_send_gap_ns(&cur).abs();
+        factor *= params.threshold_decay;
+        let scale = mean_send_gap_ns(&cur).abs() * factor;
         let found = find_events(
             |i| cur[i].recv_ns,
             cur.len(),
