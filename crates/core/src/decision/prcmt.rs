@@ -62,12 +62,16 @@ pub enum BassPrcmtError {
 
 /// PRC-MT on the gaps BASS kept, and how many it kept.
 ///
-/// Under coalescence every complete event receives in one interrupt
-/// interval while it sends a whole number of send gaps, so the kept span is
-/// only known to about one send gap: the tolerance is widened to
-/// `mean send gap / kept send span` when BASS found buffering events (at
-/// 2.4 Gbit/s over 64 packets of 9000 bytes that is 2 %, where a fixed
-/// 0.5 % called a third of clearly uncongested sub-streams "above").
+/// Under coalescence the kept span runs from the last packet of one batch
+/// to the last packet of another, and each of those arrived somewhere in
+/// the send gap before its interrupt: the kept receive span differs from the
+/// send span by up to one send gap, plus the per-packet stamping cost of
+/// unequal batches. So when BASS found buffering events the tolerance is
+/// widened to `1.5 * mean send gap / kept send span` (one gap, and half a
+/// gap for stamping costs). At 2.4 Gbit/s over 64 packets of 9000 bytes
+/// that is 3 %, where a fixed 0.5 % called a third of clearly uncongested
+/// sub-streams "above"; with exactly one gap, property tests still found
+/// streams 15 % below the truth called "above".
 pub fn prcmt_after_bass(
     gaps: &[Gap],
     bass: BassParams,
@@ -81,7 +85,7 @@ pub fn prcmt_after_bass(
     let tol = if events.spikes_found {
         let span: f64 = kept.iter().map(|g| g.send_ns).sum();
         if span > 0.0 {
-            tolerance.max(mean_send_gap_ns(gaps) / span)
+            tolerance.max(1.5 * mean_send_gap_ns(gaps) / span)
         } else {
             tolerance
         }
