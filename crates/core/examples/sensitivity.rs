@@ -123,13 +123,7 @@ fn main() {
         .iter()
         .map(|&n| cases(false, n, bursts))
         .collect();
-    for m in [
-        Method::Prcmt,
-        Method::PrcmtBass,
-        Method::Pathload,
-        Method::ImrAvg,
-        Method::ImrWavelet,
-    ] {
+    for m in Method::SINGLE_RATE {
         let cells: Vec<String> = by_len
             .iter()
             .map(|c| {

@@ -49,6 +49,15 @@ impl Method {
         Method::MultiratePrcmtDp2,
     ];
 
+    /// The methods that answer for single-rate streams.
+    pub const SINGLE_RATE: [Method; 5] = [
+        Method::Prcmt,
+        Method::PrcmtBass,
+        Method::Pathload,
+        Method::ImrAvg,
+        Method::ImrWavelet,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Method::Prcmt => "prcmt",
@@ -417,13 +426,7 @@ mod tests {
         let path = SynthPath::ten_gig(2.5e9);
         for (rate, want) in [(9e9, Decision::Above), (6e9, Decision::Below)] {
             let s = path.stream(1, &single_rate_schedule(rate, 100, 9000, 0), 9000);
-            for m in [
-                Method::Prcmt,
-                Method::PrcmtBass,
-                Method::Pathload,
-                Method::ImrAvg,
-                Method::ImrWavelet,
-            ] {
+            for m in Method::SINGLE_RATE {
                 let a = analyze(&s, StreamKind::SingleRate, m, &p);
                 assert_eq!(a.decision, Some(want), "{} at {rate}: {a:?}", m.name());
             }

@@ -73,6 +73,22 @@ impl Gap {
     }
 }
 
+/// Gaps with one send gap and the given receive gaps, 1000-byte packets:
+/// hand-made streams for tests and examples.
+pub fn uniform_gaps(send_ns: f64, recv_ns: &[f64]) -> Vec<Gap> {
+    recv_ns
+        .iter()
+        .enumerate()
+        .map(|(i, &r)| Gap {
+            send_ns,
+            recv_ns: r,
+            sent_bytes: 1000.0,
+            recv_bytes: 1000.0,
+            end_packet: i as u32 + 1,
+        })
+        .collect()
+}
+
 /// `8 * bytes / ns` in bit/s, `None` when the time is not positive or the
 /// result is not finite.
 pub fn rate_bps(bytes: f64, ns: f64) -> Option<f64> {

@@ -101,18 +101,7 @@ pub fn prcmt_after_bass(
 mod tests {
     use super::*;
 
-    fn gaps(send: f64, recv: &[f64]) -> Vec<Gap> {
-        recv.iter()
-            .enumerate()
-            .map(|(i, &r)| Gap {
-                send_ns: send,
-                recv_ns: r,
-                sent_bytes: 1000.0,
-                recv_bytes: 1000.0,
-                end_packet: i as u32 + 1,
-            })
-            .collect()
-    }
+    use crate::stream::uniform_gaps as gaps;
 
     #[test]
     fn self_congested_stream_is_above() {

@@ -201,17 +201,10 @@ pub fn bass_smooth(gaps: &[Gap], params: BassParams) -> Vec<Gap> {
 mod tests {
     use super::*;
 
+    use crate::stream::uniform_gaps;
+
     fn gaps_of(recv: &[f64], send: f64) -> Vec<Gap> {
-        recv.iter()
-            .enumerate()
-            .map(|(i, &r)| Gap {
-                send_ns: send,
-                recv_ns: r,
-                sent_bytes: 1000.0,
-                recv_bytes: 1000.0,
-                end_packet: i as u32 + 1,
-            })
-            .collect()
+        uniform_gaps(send, recv)
     }
 
     /// Worked by hand: send gap 10, so SPIKE_UP = 10 and SPIKE_DOWN = 5.
