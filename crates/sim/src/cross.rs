@@ -1,0 +1,399 @@
+//! Cross-traffic models for one hop, each a time-ordered packet generator
+//! with a given mean rate (BASS paper, section III-c: bursty web traffic
+//! from ten 1 Gbit/s hosts, and the same smoothed by a token bucket).
+//!
+//! - `Cbr`: fixed-size packets at fixed intervals.
+//! - `Poisson`: exponential inter-arrival times, mixed sizes.
+//! - `Bursty`: many ON/OFF sources; ON and OFF periods are Pareto (shape
+//!   1.5, heavy-tailed); an ON source sends back-to-back at its peak rate.
+//!   Defaults: 10 sources, each ON a quarter of the time (so 2.5 Gbit/s
+//!   comes from ten 1 Gbit/s sources), mean ON period 500 us.
+//! - `Smoothed`: the bursty sources, each passed through its own token
+//!   bucket at 1.05 times its mean rate with a 3000-byte bucket and no loss
+//!   (the paper: "limited to 5 percent of the average sending rate").
+
+use crate::rng::Rng;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Packet-size mix: (size in bytes, share).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeMix {
+    sizes: Vec<(u32, f64)>,
+}
+
+impl SizeMix {
+    /// Web-like traffic: mostly full 1500-byte frames, some 576 and small.
+    pub fn web() -> Self {
+        SizeMix::new(vec![(1500, 0.6), (576, 0.15), (64, 0.25)])
+    }
+
+    pub fn fixed(size: u32) -> Self {
+        SizeMix::new(vec![(size, 1.0)])
+    }
+
+    /// Shares are normalised.
+    pub fn new(sizes: Vec<(u32, f64)>) -> Self {
+        let total: f64 = sizes.iter().map(|s| s.1).sum();
+        SizeMix {
+            sizes: sizes.into_iter().map(|(s, w)| (s, w / total)).collect(),
+        }
+    }
+
+    pub fn mean_bytes(&self) -> f64 {
+        self.sizes.iter().map(|&(s, w)| s as f64 * w).sum()
+    }
+
+    fn sample(&self, rng: &mut Rng) -> u32 {
+        let mut u = rng.unit();
+        for &(s, w) in &self.sizes {
+            if u < w {
+                return s;
+            }
+            u -= w;
+        }
+        self.sizes[self.sizes.len() - 1].0
+    }
+}
+
+/// What kind of cross traffic, and its parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CrossModel {
+    Cbr { size_bytes: u32 },
+    Poisson { sizes: SizeMix },
+    Bursty(OnOffParams),
+    Smoothed(OnOffParams),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnOffParams {
+    pub sources: usize,
+    /// Share of time each source is ON.
+    pub duty: f64,
+    pub mean_on_ns: f64,
+    pub shape: f64,
+    pub sizes: SizeMix,
+}
+
+impl Default for OnOffParams {
+    fn default() -> Self {
+        OnOffParams {
+            sources: 10,
+            duty: 0.25,
+            mean_on_ns: 500_000.0,
+            shape: 1.5,
+            sizes: SizeMix::web(),
+        }
+    }
+}
+
+/// Cross traffic on one hop: a model at a mean rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CrossSpec {
+    pub model: CrossModel,
+    pub rate_bps: f64,
+}
+
+impl CrossSpec {
+    pub fn name(&self) -> &'static str {
+        match self.model {
+            CrossModel::Cbr { .. } => "cbr",
+            CrossModel::Poisson { .. } => "poisson",
+            CrossModel::Bursty(_) => "bursty",
+            CrossModel::Smoothed(_) => "smoothed",
+        }
+    }
+}
+
+/// One source's state.
+#[derive(Debug, Clone)]
+enum Source {
+    Cbr {
+        next_ns: f64,
+        interval_ns: f64,
+        size: u32,
+    },
+    Poisson {
+        next_ns: f64,
+        mean_interval_ns: f64,
+        sizes: SizeMix,
+        next_size: u32,
+    },
+    OnOff(OnOff),
+}
+
+#[derive(Debug, Clone)]
+struct OnOff {
+    ns_per_byte: f64,
+    on: bool,
+    period_end_ns: f64,
+    mean_on_ns: f64,
+    mean_off_ns: f64,
+    shape: f64,
+    sizes: SizeMix,
+    /// Next packet after shaping: (time, size).
+    next: (f64, u32),
+    /// The source's own last packet, before shaping: (time, size).
+    last_raw: (f64, u32),
+    /// Token bucket (smoothed model): bytes per ns, bucket bytes, tokens,
+    /// time of `tokens`, last output time.
+    bucket: Option<(f64, f64, f64, f64, f64)>,
+}
+
+impl OnOff {
+    fn new(rng: &mut Rng, peak_bps: f64, p: &OnOffParams, smooth: bool) -> Self {
+        let mean_off_ns = p.mean_on_ns * (1.0 - p.duty) / p.duty;
+        // Start in a random phase of the cycle.
+        let on = rng.unit() < p.duty;
+        let period_end_ns = if on {
+            rng.pareto(p.mean_on_ns, p.shape) * rng.unit()
+        } else {
+            rng.pareto(mean_off_ns, p.shape) * rng.unit()
+        };
+        let mean_bps = peak_bps * p.duty;
+        let mut s = OnOff {
+            ns_per_byte: 8e9 / peak_bps,
+            on,
+            period_end_ns,
+            mean_on_ns: p.mean_on_ns,
+            mean_off_ns,
+            shape: p.shape,
+            sizes: p.sizes.clone(),
+            next: (0.0, 0),
+            last_raw: (0.0, 0),
+            bucket: smooth.then_some((1.05 * mean_bps / 8e9, 3000.0, 3000.0, 0.0, 0.0)),
+        };
+        s.last_raw = s.raw_next(rng, 0.0);
+        if let Some(b) = s.bucket.as_mut() {
+            b.3 = s.last_raw.0;
+        }
+        s.next = s.shape_packet(s.last_raw);
+        s
+    }
+
+    /// The source's next packet at or after `t` (before shaping).
+    fn raw_next(&mut self, rng: &mut Rng, mut t: f64) -> (f64, u32) {
+        loop {
+            if self.on && t < self.period_end_ns {
+                return (t, self.sizes.sample(rng));
+            }
+            if self.on {
+                self.on = false;
+                t = t.max(self.period_end_ns);
+                self.period_end_ns = t + rng.pareto(self.mean_off_ns, self.shape);
+            } else {
+                self.on = true;
+                t = t.max(self.period_end_ns);
+                self.period_end_ns = t + rng.pareto(self.mean_on_ns, self.shape);
+            }
+        }
+    }
+
+    fn shape_packet(&mut self, (t, size): (f64, u32)) -> (f64, u32) {
+        let Some((rate, cap, tokens, at, last_out)) = self.bucket.as_mut() else {
+            return (t, size);
+        };
+        let mut out = t.max(*last_out);
+        *tokens = (*tokens + *rate * (out - *at)).min(*cap);
+        *at = out;
+        let need = size as f64;
+        if *tokens < need {
+            out += (need - *tokens) / *rate;
+            *tokens = need;
+            *at = out;
+        }
+        *tokens -= need;
+        *last_out = out;
+        (out, size)
+    }
+
+    /// Emits the pending packet and prepares the next one. The source
+    /// keeps its own clock (back-to-back at its peak rate while ON); the
+    /// bucket only delays what it sends, it never slows the source.
+    fn pop(&mut self, rng: &mut Rng) -> (f64, u32) {
+        let emitted = self.next;
+        let (t, size) = self.last_raw;
+        self.last_raw = self.raw_next(rng, t + size as f64 * self.ns_per_byte);
+        self.next = self.shape_packet(self.last_raw);
+        emitted
+    }
+}
+
+impl Source {
+    fn next_time(&self) -> f64 {
+        match self {
+            Source::Cbr { next_ns, .. } => *next_ns,
+            Source::Poisson { next_ns, .. } => *next_ns,
+            Source::OnOff(s) => s.next.0,
+        }
+    }
+
+    fn pop(&mut self, rng: &mut Rng) -> (f64, u32) {
+        match self {
+            Source::Cbr {
+                next_ns,
+                interval_ns,
+                size,
+            } => {
+                let t = *next_ns;
+                *next_ns += *interval_ns;
+                (t, *size)
+            }
+            Source::Poisson {
+                next_ns,
+                mean_interval_ns,
+                sizes,
+                next_size,
+            } => {
+                let out = (*next_ns, *next_size);
+                *next_ns += rng.exp(*mean_interval_ns);
+                *next_size = sizes.sample(rng);
+                out
+            }
+            Source::OnOff(s) => s.pop(rng),
+        }
+    }
+}
+
+/// Time-ordered cross packets of one hop: (arrival time in ns, size).
+#[derive(Debug, Clone)]
+pub struct CrossTraffic {
+    rng: Rng,
+    sources: Vec<Source>,
+    /// Min-heap of (next time as ordered bits, source index).
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+}
+
+/// Orders non-negative times (f64 bit patterns order like the values).
+fn key(t: f64) -> u64 {
+    t.max(0.0).to_bits()
+}
+
+impl CrossTraffic {
+    pub fn new(spec: &CrossSpec, mut rng: Rng) -> Self {
+        let mut sources = Vec::new();
+        if spec.rate_bps > 0.0 {
+            match &spec.model {
+                CrossModel::Cbr { size_bytes } => {
+                    let interval_ns = *size_bytes as f64 * 8e9 / spec.rate_bps;
+                    sources.push(Source::Cbr {
+                        next_ns: rng.unit() * interval_ns,
+                        interval_ns,
+                        size: *size_bytes,
+                    });
+                }
+                CrossModel::Poisson { sizes } => {
+                    let mean_interval_ns = sizes.mean_bytes() * 8e9 / spec.rate_bps;
+                    let next_size = sizes.sample(&mut rng);
+                    sources.push(Source::Poisson {
+                        next_ns: rng.exp(mean_interval_ns),
+                        mean_interval_ns,
+                        sizes: sizes.clone(),
+                        next_size,
+                    });
+                }
+                CrossModel::Bursty(p) | CrossModel::Smoothed(p) => {
+                    let smooth = matches!(spec.model, CrossModel::Smoothed(_));
+                    let peak = spec.rate_bps / (p.sources.max(1) as f64 * p.duty);
+                    for _ in 0..p.sources.max(1) {
+                        let mut r = rng.fork();
+                        sources.push(Source::OnOff(OnOff::new(&mut r, peak, p, smooth)));
+                    }
+                }
+            }
+        }
+        let heap = sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Reverse((key(s.next_time()), i)))
+            .collect();
+        CrossTraffic { rng, sources, heap }
+    }
+
+    /// Time of the next packet (infinite when there is no traffic).
+    pub fn peek_ns(&self) -> f64 {
+        self.heap.peek().map_or(f64::INFINITY, |Reverse((_, i))| {
+            self.sources[*i].next_time()
+        })
+    }
+
+    /// The next packet: (arrival time in ns, size in bytes).
+    pub fn pop(&mut self) -> Option<(f64, u32)> {
+        let Reverse((_, i)) = self.heap.pop()?;
+        let out = self.sources[i].pop(&mut self.rng);
+        self.heap
+            .push(Reverse((key(self.sources[i].next_time()), i)));
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mean_rate(spec: CrossSpec, horizon_ns: f64) -> f64 {
+        let mut c = CrossTraffic::new(&spec, Rng::new(9));
+        let mut bits = 0.0;
+        let mut last = 0.0;
+        while c.peek_ns() < horizon_ns {
+            let (t, s) = c.pop().unwrap();
+            assert!(t >= last, "time order");
+            last = t;
+            bits += s as f64 * 8.0;
+        }
+        bits / horizon_ns * 1e9
+    }
+
+    #[test]
+    fn every_model_keeps_its_mean_rate() {
+        let cases = [
+            (CrossModel::Cbr { size_bytes: 1500 }, 0.01),
+            (
+                CrossModel::Poisson {
+                    sizes: SizeMix::web(),
+                },
+                0.02,
+            ),
+            // Pareto ON/OFF with shape 1.5 converges slowly: 10 s of traffic.
+            (CrossModel::Bursty(OnOffParams::default()), 0.08),
+            (CrossModel::Smoothed(OnOffParams::default()), 0.08),
+        ];
+        for (model, tol) in cases {
+            let r = mean_rate(
+                CrossSpec {
+                    model: model.clone(),
+                    rate_bps: 2.5e9,
+                },
+                if tol > 0.05 { 10e9 } else { 0.2e9 },
+            );
+            assert!((r / 2.5e9 - 1.0).abs() < tol, "{model:?}: {r}");
+        }
+    }
+
+    #[test]
+    fn smoothed_traffic_never_exceeds_its_buckets() {
+        // 10 sources x 1.05 x 0.25 Gbit/s = 2.625 Gbit/s plus a 3000-byte
+        // bucket each: over any 100 us no more than that.
+        let spec = CrossSpec {
+            model: CrossModel::Smoothed(OnOffParams::default()),
+            rate_bps: 2.5e9,
+        };
+        let mut c = CrossTraffic::new(&spec, Rng::new(3));
+        let mut pk = Vec::new();
+        while c.peek_ns() < 50e6 {
+            pk.push(c.pop().unwrap());
+        }
+        let window = 100_000.0;
+        let limit = 2.625e9 * window / 1e9 + 10.0 * 3000.0 * 8.0;
+        let mut lo = 0;
+        let mut bits = 0.0;
+        for hi in 0..pk.len() {
+            bits += pk[hi].1 as f64 * 8.0;
+            while pk[hi].0 - pk[lo].0 > window {
+                bits -= pk[lo].1 as f64 * 8.0;
+                lo += 1;
+            }
+            assert!(bits <= limit + 1500.0 * 8.0, "{bits} > {limit}");
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! tightlink-sim: a packet-level simulated network path, deterministic from
+//! a seed. The embedded default target of tightlink: every probing strategy
+//! runs here before it meets real packets.
+//!
+//! - [`cross`]: cross-traffic models (CBR, Poisson, bursty Pareto ON/OFF,
+//!   smoothed by token buckets).
+//! - [`hop`]: a FIFO hop with a tail-drop buffer.
+//! - [`receiver`]: receiver timestamping (coalescence, quantisation,
+//!   clock offset and drift).
+//! - [`path`]: sender jitter + hops + receiver, streams in, recorded streams
+//!   and ground truth out.
+//! - [`spec`]: the `sim:` target syntax.
+
+pub mod cross;
+pub mod hop;
+pub mod path;
+pub mod receiver;
+pub mod rng;
+pub mod spec;
+
+pub use path::{PathSpec, SimPath, SimStream, Truth};
+pub use spec::parse_sim_target;

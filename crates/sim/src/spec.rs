@@ -1,0 +1,342 @@
+//! The `sim:` target syntax: a simulated path in one word.
+//!
+//! `sim:KEY=VALUE,KEY=VALUE,...`; every key is optional (the defaults are
+//! the BASS paper's testbed: a 10 Gbit/s sender link, then a 10 Gbit/s
+//! link shared with 2.5 Gbit/s of bursty cross traffic, 125 us receiver
+//! interrupt coalescence). Per-hop values are joined with `+`, one per hop.
+//!
+//! | key | value | default |
+//! |---|---|---|
+//! | `hops` | capacities, e.g. `40G+10G` | `10G+10G` |
+//! | `capacity` | one capacity for the last hop (shorthand) | |
+//! | `cross` | per hop `none`, `cbr:RATE`, `poisson:RATE`, `bursty:RATE`, `smoothed:RATE`; one value applies to the last hop | `bursty:2.5G` on the last hop |
+//! | `buffer` | bytes per hop (`1MB`, `64KB`) | `1MB` |
+//! | `delay` | propagation per hop (`50us`) | `1us` |
+//! | `coalescence` | interrupt interval, or `off` | `125us` |
+//! | `quantum` | receiver timestamp resolution, or `off` | `off` |
+//! | `jitter` | `on` or `off` | `on` |
+//! | `drift` | receiver clock drift (`20ppm`) | `0ppm` |
+//! | `idle` | idle time after each stream | `10ms` |
+//! | `seed` | integer | `1` |
+//!
+//! Rates take `G`, `M`, `K` suffixes (bit/s), times `ns`, `us`, `ms`, `s`,
+//! sizes `B`, `KB`, `MB` (1000-based).
+
+use crate::cross::{CrossModel, CrossSpec, OnOffParams, SizeMix};
+use crate::hop::HopSpec;
+use crate::path::{HopConfig, JitterSpec, PathSpec};
+use crate::receiver::ReceiverSpec;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("sim target: {0}")]
+pub struct SpecError(pub String);
+
+fn err<T>(msg: impl Into<String>) -> Result<T, SpecError> {
+    Err(SpecError(msg.into()))
+}
+
+fn number_with_suffix(s: &str, suffixes: &[(&str, f64)], what: &str) -> Result<f64, SpecError> {
+    let s = s.trim();
+    for (suf, mult) in suffixes {
+        if let Some(num) = s.strip_suffix(suf) {
+            if let Ok(v) = num.trim().parse::<f64>() {
+                if v.is_finite() && v >= 0.0 {
+                    return Ok(v * mult);
+                }
+            }
+        }
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => err(format!("'{s}' is not a {what}")),
+    }
+}
+
+/// `10G`, `2.5G`, `800M`, `1e9` -> bit/s.
+pub fn parse_rate(s: &str) -> Result<f64, SpecError> {
+    number_with_suffix(
+        s,
+        &[
+            ("Gbps", 1e9),
+            ("Mbps", 1e6),
+            ("G", 1e9),
+            ("M", 1e6),
+            ("K", 1e3),
+            ("g", 1e9),
+            ("m", 1e6),
+            ("k", 1e3),
+        ],
+        "rate (like 10G or 800M)",
+    )
+}
+
+/// `125us`, `1ms`, `500ns`, `2s` -> ns.
+pub fn parse_time_ns(s: &str) -> Result<f64, SpecError> {
+    number_with_suffix(
+        s,
+        &[("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)],
+        "time (like 125us or 10ms)",
+    )
+}
+
+/// `1MB`, `64KB`, `9000` -> bytes.
+pub fn parse_bytes(s: &str) -> Result<u64, SpecError> {
+    number_with_suffix(
+        s,
+        &[("MB", 1e6), ("KB", 1e3), ("B", 1.0)],
+        "size (like 64KB)",
+    )
+    .map(|v| v.round() as u64)
+}
+
+fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
+    if s == "none" || s == "0" {
+        return Ok(None);
+    }
+    let Some((kind, rate)) = s.split_once(':') else {
+        return err(format!(
+            "cross '{s}': expected MODEL:RATE, e.g. bursty:2.5G"
+        ));
+    };
+    let rate_bps = parse_rate(rate)?;
+    let model = match kind {
+        "cbr" => CrossModel::Cbr { size_bytes: 1500 },
+        "poisson" => CrossModel::Poisson {
+            sizes: SizeMix::web(),
+        },
+        "bursty" => CrossModel::Bursty(OnOffParams::default()),
+        "smoothed" => CrossModel::Smoothed(OnOffParams::default()),
+        _ => {
+            return err(format!(
+                "cross model '{kind}': expected cbr, poisson, bursty or smoothed"
+            ))
+        }
+    };
+    Ok(Some(CrossSpec { model, rate_bps }))
+}
+
+fn on_off(key: &str, v: &str) -> Result<bool, SpecError> {
+    match v {
+        "on" | "yes" | "true" => Ok(true),
+        "off" | "no" | "false" | "0" => Ok(false),
+        _ => err(format!("{key}={v}: expected on or off")),
+    }
+}
+
+impl Default for PathSpec {
+    fn default() -> Self {
+        PathSpec {
+            hops: vec![
+                HopConfig {
+                    hop: HopSpec {
+                        capacity_bps: 10e9,
+                        buffer_bytes: 1_000_000,
+                        propagation_ns: 1_000.0,
+                    },
+                    cross: None,
+                },
+                HopConfig {
+                    hop: HopSpec {
+                        capacity_bps: 10e9,
+                        buffer_bytes: 1_000_000,
+                        propagation_ns: 1_000.0,
+                    },
+                    cross: Some(CrossSpec {
+                        model: CrossModel::Bursty(OnOffParams::default()),
+                        rate_bps: 2.5e9,
+                    }),
+                },
+            ],
+            jitter: JitterSpec::default(),
+            receiver: ReceiverSpec::default(),
+            sender_offset_ns: 1_000_000_000_000,
+            seed: 1,
+            warmup_ns: 20e6,
+            idle_ns: 10e6,
+            truth_splits: 4,
+        }
+    }
+}
+
+/// Parses `sim:...` (or the part after `sim:`); an empty spec is the
+/// default path.
+pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
+    let body = target.strip_prefix("sim:").unwrap_or(target);
+    if body == "sim" {
+        return Ok(PathSpec::default());
+    }
+    let mut spec = PathSpec::default();
+    let mut capacities: Option<Vec<f64>> = None;
+    let mut cross: Option<Vec<Option<CrossSpec>>> = None;
+    let mut buffers: Option<Vec<u64>> = None;
+    let mut delays: Option<Vec<f64>> = None;
+    for item in body.split(',').filter(|s| !s.is_empty()) {
+        let Some((key, value)) = item.split_once('=') else {
+            return err(format!("'{item}': expected KEY=VALUE"));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let per_hop = || value.split('+').map(str::trim);
+        match key {
+            "hops" => capacities = Some(per_hop().map(parse_rate).collect::<Result<_, _>>()?),
+            "capacity" => capacities = Some(vec![parse_rate(value)?]),
+            "cross" => cross = Some(per_hop().map(parse_cross).collect::<Result<_, _>>()?),
+            "buffer" => buffers = Some(per_hop().map(parse_bytes).collect::<Result<_, _>>()?),
+            "delay" => delays = Some(per_hop().map(parse_time_ns).collect::<Result<_, _>>()?),
+            "coalescence" => {
+                spec.receiver.coalescence_ns = if value == "off" || value == "0" {
+                    None
+                } else {
+                    Some(parse_time_ns(value)?)
+                }
+            }
+            "quantum" => {
+                spec.receiver.quantum_ns = if value == "off" || value == "0" {
+                    None
+                } else {
+                    Some(parse_time_ns(value)?)
+                }
+            }
+            "jitter" => {
+                if !on_off(key, value)? {
+                    spec.jitter = JitterSpec::none();
+                }
+            }
+            "drift" => {
+                let v = value.strip_suffix("ppm").unwrap_or(value);
+                spec.receiver.drift_ppm = match v.parse::<f64>() {
+                    Ok(d) if d.is_finite() && d.abs() <= 1000.0 => d,
+                    _ => return err(format!("drift={value}: expected parts per million, like 20ppm")),
+                };
+            }
+            "idle" => spec.idle_ns = parse_time_ns(value)?,
+            "seed" => {
+                spec.seed = value
+                    .parse()
+                    .map_err(|_| SpecError(format!("seed={value}: expected an unsigned integer")))?
+            }
+            _ => {
+                return err(format!(
+                    "unknown key '{key}' (known: hops, capacity, cross, buffer, delay, coalescence, quantum, jitter, drift, idle, seed)"
+                ))
+            }
+        }
+    }
+    if let Some(caps) = capacities {
+        if caps.iter().any(|&c| c <= 0.0) {
+            return err("capacities must be positive");
+        }
+        let default_cross = spec.hops.last().and_then(|h| h.cross.clone());
+        spec.hops = caps
+            .iter()
+            .map(|&c| HopConfig {
+                hop: HopSpec {
+                    capacity_bps: c,
+                    buffer_bytes: 1_000_000,
+                    propagation_ns: 1_000.0,
+                },
+                cross: None,
+            })
+            .collect();
+        spec.hops.last_mut().expect("at least one hop").cross = default_cross;
+    }
+    let n = spec.hops.len();
+    let spread = |v: usize, key: &str| -> Result<Vec<usize>, SpecError> {
+        if v == n {
+            Ok((0..n).collect())
+        } else if v == 1 {
+            Ok(vec![n - 1])
+        } else {
+            err(format!(
+                "{key} has {v} values for {n} hops (give one, or one per hop)"
+            ))
+        }
+    };
+    if let Some(c) = cross {
+        let idx = spread(c.len(), "cross")?;
+        if c.len() == 1 {
+            spec.hops[n - 1].cross = c[0].clone();
+        } else {
+            for (i, x) in idx.into_iter().zip(c) {
+                spec.hops[i].cross = x;
+            }
+        }
+    }
+    if let Some(b) = buffers {
+        if b.len() == 1 {
+            spec.hops.iter_mut().for_each(|h| h.hop.buffer_bytes = b[0]);
+        } else {
+            for (i, x) in spread(b.len(), "buffer")?.into_iter().zip(b) {
+                spec.hops[i].hop.buffer_bytes = x;
+            }
+        }
+    }
+    if let Some(d) = delays {
+        if d.len() == 1 {
+            spec.hops
+                .iter_mut()
+                .for_each(|h| h.hop.propagation_ns = d[0]);
+        } else {
+            for (i, x) in spread(d.len(), "delay")?.into_iter().zip(d) {
+                spec.hops[i].hop.propagation_ns = x;
+            }
+        }
+    }
+    for h in &spec.hops {
+        if let Some(c) = &h.cross {
+            if c.rate_bps >= h.hop.capacity_bps {
+                return err(format!(
+                    "cross traffic of {:.3} Gbit/s fills a {:.3} Gbit/s hop",
+                    c.rate_bps / 1e9,
+                    h.hop.capacity_bps / 1e9
+                ));
+            }
+        }
+    }
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_rate("10G"), Ok(10e9));
+        assert_eq!(parse_rate("2.5G"), Ok(2.5e9));
+        assert_eq!(parse_rate("800M"), Ok(800e6));
+        assert_eq!(parse_time_ns("125us"), Ok(125_000.0));
+        assert_eq!(parse_time_ns("10ms"), Ok(10e6));
+        assert_eq!(parse_bytes("64KB"), Ok(64_000));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("-1G").is_err());
+    }
+
+    #[test]
+    fn default_and_shorthands() {
+        let d = parse_sim_target("sim:").unwrap();
+        assert_eq!(d, PathSpec::default());
+        assert_eq!(d.nominal_available_bps(), 7.5e9);
+        let s = parse_sim_target("sim:capacity=1G,cross=cbr:300M,coalescence=off,seed=7").unwrap();
+        assert_eq!(s.hops.len(), 1);
+        assert_eq!(s.nominal_available_bps(), 700e6);
+        assert_eq!(s.receiver.coalescence_ns, None);
+        assert_eq!(s.seed, 7);
+        let m = parse_sim_target("sim:hops=40G+10G+10G,cross=none+smoothed:3G+cbr:1G,buffer=2MB")
+            .unwrap();
+        assert_eq!(m.hops.len(), 3);
+        assert_eq!(m.narrow_capacity_bps(), 10e9);
+        assert_eq!(m.nominal_available_bps(), 7e9);
+        assert!(m.hops.iter().all(|h| h.hop.buffer_bytes == 2_000_000));
+    }
+
+    #[test]
+    fn errors_say_what() {
+        let e = parse_sim_target("sim:capacity=10G,colour=blue").unwrap_err();
+        assert!(e.0.contains("unknown key 'colour'"), "{e}");
+        let e = parse_sim_target("sim:hops=10G+10G,cross=cbr:1G+cbr:1G+cbr:1G").unwrap_err();
+        assert!(e.0.contains("3 values for 2 hops"), "{e}");
+        let e = parse_sim_target("sim:capacity=1G,cross=cbr:2G").unwrap_err();
+        assert!(e.0.contains("fills"), "{e}");
+        assert!(parse_sim_target("sim:cross=wavy:1G").is_err());
+    }
+}

@@ -1,0 +1,220 @@
+//! The simulated path end to end: FIFO order, conservation, truth, drops,
+//! determinism and the shape of coalesced receive gaps.
+
+use tightlink_sim::cross::{CrossModel, CrossSpec, OnOffParams, SizeMix};
+use tightlink_sim::hop::HopSpec;
+use tightlink_sim::path::{HopConfig, JitterSpec, PathSpec};
+use tightlink_sim::receiver::ReceiverSpec;
+use tightlink_sim::{parse_sim_target, SimPath};
+
+fn schedule(rate_bps: f64, n: usize, size: u32) -> (Vec<i64>, Vec<u32>) {
+    let gap = size as f64 * 8e9 / rate_bps;
+    (
+        (0..n).map(|i| (i as f64 * gap).round() as i64).collect(),
+        vec![size; n],
+    )
+}
+
+fn one_hop(capacity: f64, cross: Option<CrossSpec>, buffer: u64) -> PathSpec {
+    PathSpec {
+        hops: vec![HopConfig {
+            hop: HopSpec {
+                capacity_bps: capacity,
+                buffer_bytes: buffer,
+                propagation_ns: 10_000.0,
+            },
+            cross,
+        }],
+        jitter: JitterSpec::none(),
+        receiver: ReceiverSpec {
+            coalescence_ns: None,
+            ..Default::default()
+        },
+        ..PathSpec::default()
+    }
+}
+
+#[test]
+fn fifo_order_is_kept_through_every_hop() {
+    let mut p = SimPath::new(
+        parse_sim_target("sim:hops=40G+10G+10G,cross=poisson:5G+bursty:3G+cbr:2G,coalescence=off")
+            .unwrap(),
+    );
+    for id in 0..20 {
+        let (o, s) = schedule(9e9, 200, 9000);
+        let st = p.send_stream(id, &o, &s).stream;
+        let recv: Vec<i64> = st.packets.iter().filter_map(|x| x.recv_ns).collect();
+        assert!(
+            recv.windows(2).all(|w| w[0] <= w[1]),
+            "stream {id} reordered"
+        );
+    }
+}
+
+#[test]
+fn bits_are_conserved_at_every_hop() {
+    let mut p = SimPath::new(
+        parse_sim_target("sim:hops=10G+10G,cross=bursty:4G+smoothed:3G,buffer=200KB").unwrap(),
+    );
+    for id in 0..30 {
+        let (o, s) = schedule(9.5e9, 300, 9000);
+        p.send_stream(id, &o, &s);
+    }
+    let stats = p.hop_stats();
+    for (k, h) in stats.iter().enumerate() {
+        // Offered = departed + dropped + still queued; nothing appears or vanishes.
+        let queued = h.offered_bytes - h.departed_bytes - h.dropped_bytes;
+        assert!(queued <= 200_000, "hop {k}: {queued} bytes queued > buffer");
+        assert!(h.offered_packets > 1000);
+    }
+    // What left hop 0 as probes is what hop 1 was offered as probes.
+    let probe_out_0 = stats[0].offered_bytes - stats[0].dropped_bytes;
+    assert!(stats[1].offered_bytes >= probe_out_0 - 300 * 9000 * 30);
+}
+
+#[test]
+fn without_probe_load_the_truth_is_capacity_minus_cross() {
+    for (model, tol) in [
+        (CrossModel::Cbr { size_bytes: 1500 }, 0.01),
+        (
+            CrossModel::Poisson {
+                sizes: SizeMix::web(),
+            },
+            0.02,
+        ),
+    ] {
+        let spec = one_hop(
+            10e9,
+            Some(CrossSpec {
+                model: model.clone(),
+                rate_bps: 3e9,
+            }),
+            1_000_000,
+        );
+        let mut p = SimPath::new(spec);
+        // Two packets 50 ms apart: a window of cross traffic, no probe load.
+        let t = p.send_stream(0, &[0, 50_000_000], &[64, 64]).truth.unwrap();
+        assert!(
+            (t.available_bps / 7e9 - 1.0).abs() < tol,
+            "{model:?}: {}",
+            t.available_bps
+        );
+        assert!(t.min_bps <= t.available_bps && t.available_bps <= t.max_bps);
+    }
+}
+
+#[test]
+fn probe_congestion_does_not_change_the_truth() {
+    // CBR 2.4 Gbit/s: truth 7.6 whether the probe is at 5 or at 9.5 Gbit/s.
+    let spec = one_hop(
+        10e9,
+        Some(CrossSpec {
+            model: CrossModel::Cbr { size_bytes: 1500 },
+            rate_bps: 2.4e9,
+        }),
+        10_000_000,
+    );
+    let mut p = SimPath::new(spec);
+    for rate in [5e9, 9.5e9] {
+        let (o, s) = schedule(rate, 500, 9000);
+        let t = p.send_stream(0, &o, &s).truth.unwrap();
+        assert!(
+            (t.available_bps / 7.6e9 - 1.0).abs() < 0.01,
+            "{rate}: {}",
+            t.available_bps
+        );
+    }
+}
+
+#[test]
+fn drops_happen_only_when_the_buffer_is_full() {
+    // 20 Gbit/s of probes into 10 Gbit/s: a 90 KB buffer overflows, 10 MB does not.
+    for (buffer, want_drops) in [(90_000u64, true), (10_000_000, false)] {
+        let mut p = SimPath::new(one_hop(10e9, None, buffer));
+        let (o, s) = schedule(20e9, 400, 9000);
+        let st = p.send_stream(0, &o, &s).stream;
+        let lost = st.packets.iter().filter(|x| x.recv_ns.is_none()).count();
+        let h = p.hop_stats()[0];
+        assert_eq!(lost > 0, want_drops, "buffer {buffer}: {lost} lost");
+        assert!(h.max_backlog_bytes <= buffer);
+        if want_drops {
+            // A drop leaves the buffer within one packet of full.
+            assert!(
+                h.max_backlog_bytes > buffer - 9000,
+                "{}",
+                h.max_backlog_bytes
+            );
+            // The first loss comes once the queue has grown: 400 packets at
+            // twice the capacity queue half of what arrived.
+            let first_lost = st.packets.iter().position(|x| x.recv_ns.is_none()).unwrap();
+            assert!(
+                first_lost >= (buffer / 9000) as usize,
+                "first loss at {first_lost}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace() {
+    let run = |seed: u64| {
+        let mut p = SimPath::new(parse_sim_target(&format!("sim:seed={seed}")).unwrap());
+        (0..5)
+            .map(|id| {
+                let (o, s) = schedule(7e9, 64, 9000);
+                p.send_stream(id, &o, &s)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(3), run(3));
+    assert_ne!(run(3), run(4));
+}
+
+#[test]
+fn coalescence_makes_spikes_and_dips() {
+    let mut spec = one_hop(10e9, None, 1_000_000);
+    spec.receiver = ReceiverSpec {
+        coalescence_ns: Some(125_000.0),
+        per_packet_ns: 300.0,
+        ..Default::default()
+    };
+    let mut p = SimPath::new(spec);
+    // 6 Gbit/s, 9000 B: 12 us send gaps, about 10 packets per interrupt.
+    let (o, s) = schedule(6e9, 320, 9000);
+    let st = p.send_stream(0, &o, &s).stream;
+    let gaps: Vec<f64> = st.gaps().iter().map(|g| g.recv_ns).collect();
+    let spikes = gaps.iter().filter(|&&g| g > 100_000.0).count();
+    let dips = gaps.iter().filter(|&&g| (g - 300.0).abs() < 1.0).count();
+    // Every gap is one or the other.
+    assert_eq!(spikes + dips, gaps.len());
+    // One spike per interrupt interval: span 3.83 ms / 125 us = 30.6.
+    assert!((29..=32).contains(&spikes), "{spikes} spikes");
+    // Each spike is followed by dips: a spike never follows a spike.
+    assert!(gaps
+        .windows(2)
+        .all(|w| !(w[0] > 100_000.0 && w[1] > 100_000.0)));
+}
+
+#[test]
+fn bursty_cross_traffic_moves_the_truth_between_streams() {
+    let spec = one_hop(
+        10e9,
+        Some(CrossSpec {
+            model: CrossModel::Bursty(OnOffParams::default()),
+            rate_bps: 2.5e9,
+        }),
+        1_000_000,
+    );
+    let mut p = SimPath::new(spec);
+    let truths: Vec<f64> = (0..200)
+        .map(|id| {
+            let (o, s) = schedule(5e9, 64, 9000);
+            p.send_stream(id, &o, &s).truth.unwrap().available_bps
+        })
+        .collect();
+    let mean = truths.iter().sum::<f64>() / truths.len() as f64;
+    let spread = truths.iter().map(|t| (t - mean).abs()).sum::<f64>() / truths.len() as f64;
+    // Around 7.5 on average, and visibly varying from stream to stream.
+    assert!((mean / 7.5e9 - 1.0).abs() < 0.08, "mean {mean}");
+    assert!(spread > 0.2e9, "mean deviation {spread}");
+}
