@@ -139,19 +139,18 @@ proptest! {
         let p = BassParams { spike_up: up, spike_down: down };
         let ev = bass_events(&g, p);
         let out = bass_smooth(&g, p);
-        let (s_in, r_in) = if ev.spikes_found {
-            ev.events.iter().fold((0.0, 0.0), |(s, r), e| {
-                let (a, b) = sums(&g[e.clone()]);
-                (s + a, r + b)
-            })
-        } else {
-            sums(&g)
-        };
+        let (s_in, r_in) = ev.kept.iter().fold((0.0, 0.0), |(s, r), e| {
+            let (a, b) = sums(&g[e.clone()]);
+            (s + a, r + b)
+        });
         let (s_out, r_out) = sums(&out);
         prop_assert!(close(s_in, s_out) && close(r_in, r_out));
-        // Events never overlap and stay in order.
-        for w in ev.events.windows(2) {
+        // Kept ranges never overlap and stay in order; events are kept.
+        for w in ev.kept.windows(2) {
             prop_assert!(w[0].end <= w[1].start);
+        }
+        for e in &ev.events {
+            prop_assert!(ev.kept.contains(e));
         }
     }
 

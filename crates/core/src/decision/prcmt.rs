@@ -78,7 +78,9 @@ pub fn prcmt_after_bass(
     tolerance: f64,
 ) -> Result<(PrcmtOutcome, usize), BassPrcmtError> {
     let events = bass_events(gaps, bass);
-    if events.spikes_found && events.events.is_empty() {
+    if events.kept.is_empty()
+        || (events.spikes_found && events.events.is_empty() && events.kept_gaps() < 2)
+    {
         return Err(BassPrcmtError::NoCompleteEvent);
     }
     let kept = bass_smooth(gaps, bass);

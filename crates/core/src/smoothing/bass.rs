@@ -49,14 +49,17 @@ impl Default for BassParams {
 pub struct BassEvents {
     /// Complete buffering events, as index ranges into the input gaps.
     pub events: Vec<Range<usize>>,
+    /// Everything kept, in order: the events and the ordinary gaps between
+    /// them (gaps outside any buffering event are kept as they are).
+    pub kept: Vec<Range<usize>>,
     /// Whether any spike was seen at all.
     pub spikes_found: bool,
 }
 
 impl BassEvents {
-    /// Number of input gaps covered by complete events.
+    /// Number of input gaps kept.
     pub fn kept_gaps(&self) -> usize {
-        self.events.iter().map(|r| r.len()).sum()
+        self.kept.iter().map(|r| r.len()).sum()
     }
 }
 
@@ -68,63 +71,136 @@ enum State {
     Valid,
 }
 
-/// Finds buffering events in `recv` given absolute thresholds (ns).
-/// With `keep_tail`, a trailing event that reached a dip is reported too
-/// (used by later passes of multi-pass smoothing, where the ends were already
-/// cleaned).
+/// A head before the first spike whose receive time is under this share of
+/// its send time is the dips of an earlier buffering event (incomplete).
+pub const HEAD_DIP_SHARE: f64 = 0.5;
+
+/// Finds buffering events given absolute thresholds (ns).
+///
+/// An event starts at a spike, becomes valid at its first dip, and ends at
+/// the next spike (Algorithm 1), or at the first ordinary gap (not a dip:
+/// receive gap at least half the send gap) after it has drained, i.e. once
+/// the receive time since the spike no longer exceeds the send time: the
+/// backlog the spike stood for is gone. Under coalescence every gap of a
+/// batch is a dip, so events run to the next spike as in the paper; where
+/// spikes are rare (a late-sent packet, one burst) this keeps one spike from
+/// swallowing the rest of the stream. A trailing event is complete once it
+/// has drained.
+///
+/// With `keep_ends` (later multi-pass passes, where the ends were already
+/// cleaned) the head and a valid trailing event are kept; otherwise a head
+/// that looks like dips and a trailing event that never drained are
+/// dropped as incomplete.
 pub fn find_events(
-    recv: impl Fn(usize) -> f64,
-    n: usize,
+    gaps: &[Gap],
     spike_up_ns: f64,
     spike_down_ns: f64,
-    keep_tail: bool,
+    keep_ends: bool,
 ) -> BassEvents {
+    let n = gaps.len();
     let mut out = BassEvents::default();
     if n < 2 {
+        out.kept.push(0..n);
         return out;
     }
+    let recv = |i: usize| gaps[i].recv_ns;
     let mut state = State::None;
     let mut begin = 0usize;
     let mut spike_max = 0.0f64;
+    let mut excess = 0.0f64;
+    let mut drained = false;
+    // Start of the ordinary run in progress (outside events).
+    let mut plain_start = 0usize;
+    let mut first_spike: Option<usize> = None;
     let mut start = 0usize;
     // The stream may open on a spike: gap 0 followed by a dip is complete.
     if recv(0) > recv(1) + spike_down_ns {
         state = State::Valid;
         spike_max = recv(0);
-        out.spikes_found = true;
+        excess = gaps[0].recv_ns - gaps[0].send_ns;
+        first_spike = Some(0);
         start = 1;
     }
+    let close_plain = |out: &mut BassEvents, from: usize, to: usize| {
+        if to > from {
+            out.kept.push(from..to);
+        }
+    };
     for i in start..n {
         let r = recv(i);
         match state {
-            State::None => {
-                if i + 1 < n && r + spike_up_ns < recv(i + 1) {
-                    state = State::Pending;
-                    begin = i + 1;
-                    spike_max = recv(i + 1);
-                    out.spikes_found = true;
-                }
-            }
+            State::None => {}
             State::Pending => {
+                if i > begin {
+                    excess += gaps[i].recv_ns - gaps[i].send_ns;
+                }
                 spike_max = spike_max.max(r);
                 if r + spike_down_ns < spike_max {
                     state = State::Valid;
                 }
             }
-            State::Valid => {}
+            State::Valid => {
+                if drained && gaps[i].recv_ns >= HEAD_DIP_SHARE * gaps[i].send_ns {
+                    // Drained and no longer dipping: ordinary gaps again.
+                    out.events.push(begin..i);
+                    out.kept.push(begin..i);
+                    state = State::None;
+                    plain_start = i;
+                } else {
+                    if i > begin {
+                        excess += gaps[i].recv_ns - gaps[i].send_ns;
+                    }
+                    drained |= excess <= 0.0;
+                }
+            }
         }
-        // A new spike closes a valid event (checked after the dip test so a
-        // gap can be the dip of one event and the prelude of the next).
-        if state == State::Valid && i + 1 < n && r + spike_up_ns < recv(i + 1) {
-            out.events.push(begin..i + 1);
+        // A new spike ends what came before it.
+        if i + 1 < n && r + spike_up_ns < recv(i + 1) && state != State::Pending {
+            match state {
+                State::Valid => {
+                    out.events.push(begin..i + 1);
+                    out.kept.push(begin..i + 1);
+                }
+                State::None => {
+                    if first_spike.is_none() {
+                        // The head: incomplete if it looks like dips.
+                        let (s, v) = gaps[..i + 1]
+                            .iter()
+                            .fold((0.0, 0.0), |(s, v), g| (s + g.send_ns, v + g.recv_ns));
+                        if keep_ends || v >= HEAD_DIP_SHARE * s {
+                            close_plain(&mut out, 0, i + 1);
+                        }
+                    } else {
+                        close_plain(&mut out, plain_start, i + 1);
+                    }
+                }
+                State::Pending => unreachable!(),
+            }
+            first_spike.get_or_insert(i + 1);
+            out.spikes_found = true;
             state = State::Pending;
             begin = i + 1;
             spike_max = recv(i + 1);
+            excess = gaps[i + 1].recv_ns - gaps[i + 1].send_ns;
+            drained = false;
         }
     }
-    if keep_tail && state == State::Valid && begin < n {
-        out.events.push(begin..n);
+    match state {
+        State::None => {
+            if first_spike.is_none() {
+                out.kept.push(0..n);
+            } else {
+                close_plain(&mut out, plain_start, n);
+            }
+        }
+        // A trailing event is complete once drained; else incomplete.
+        State::Valid if keep_ends || drained => {
+            out.events.push(begin..n);
+            out.kept.push(begin..n);
+        }
+        _ => {}
     }
+    out.spikes_found |= first_spike.is_some();
     out
 }
 
@@ -141,8 +217,7 @@ pub fn mean_send_gap_ns(gaps: &[Gap]) -> f64 {
 pub fn bass_events(gaps: &[Gap], params: BassParams) -> BassEvents {
     let scale = mean_send_gap_ns(gaps).abs();
     find_events(
-        |i| gaps[i].recv_ns,
-        gaps.len(),
+        gaps,
         params.spike_up * scale,
         params.spike_down * scale,
         false,
@@ -179,20 +254,21 @@ pub fn average_range(gaps: &mut [Gap], r: Range<usize>) {
     }
 }
 
-/// BASS as a smoother: the gaps of complete events, each averaged within its
-/// event. A stream with no spike comes back whole; a stream with spikes but
-/// no complete event comes back empty.
+/// BASS as a smoother: what BASS kept, each complete event averaged
+/// within itself, ordinary gaps as they were. Incomplete events at the ends
+/// are gone.
 pub fn bass_smooth(gaps: &[Gap], params: BassParams) -> Vec<Gap> {
     let found = bass_events(gaps, params);
-    if !found.spikes_found {
-        return gaps.to_vec();
-    }
     let mut out = Vec::with_capacity(found.kept_gaps());
-    for r in &found.events {
+    let mut events = found.events.iter().peekable();
+    for r in &found.kept {
         let start = out.len();
         out.extend_from_slice(&gaps[r.clone()]);
-        let end = out.len();
-        average_range(&mut out, start..end);
+        if events.peek() == Some(&r) {
+            events.next();
+            let end = out.len();
+            average_range(&mut out, start..end);
+        }
     }
     out
 }
@@ -209,29 +285,60 @@ mod tests {
 
     /// Worked by hand: send gap 10, so SPIKE_UP = 10 and SPIKE_DOWN = 5.
     /// recv: [1, 1 | 40, 1, 1, 1 | 36, 2, 1, 1]
-    ///   gaps 0-1: head before the first spike (incomplete, dropped);
+    ///   gaps 0-1: head before the first spike, receive time 2 of send
+    ///   time 20: the dips of an earlier event (incomplete, dropped);
     ///   gap 2 = 40 > 1 + 10: spike; gap 3 = 1 < 40 - 5: dip -> valid;
-    ///   gap 6 = 36 > 1 + 10: next spike closes event 2..6 (complete);
-    ///   gaps 6..10: a second spike with dips but the stream ends: dropped.
+    ///   excess 30, 21, 12, 3: never drained; gap 6 = 36 > 1 + 10: the next
+    ///   spike closes event 2..6 (complete);
+    ///   gaps 6..10: excess 26, 18, 9, 0 drains only at the last gap:
+    ///   complete too (drained), so 6..10 is kept.
     #[test]
     fn one_complete_and_two_incomplete_events() {
         let recv = [1.0, 1.0, 40.0, 1.0, 1.0, 1.0, 36.0, 2.0, 1.0, 1.0];
         let g = gaps_of(&recv, 10.0);
         let ev = bass_events(&g, BassParams::default());
         assert!(ev.spikes_found);
-        assert_eq!(ev.events, vec![2..6]);
+        assert_eq!(ev.events, vec![2..6, 6..10]);
         let s = bass_smooth(&g, BassParams::default());
-        assert_eq!(s.len(), 4);
+        assert_eq!(s.len(), 8);
         // (40 + 1 + 1 + 1) / 4 = 10.75, send stays 10.
-        for x in &s {
+        for x in &s[..4] {
             assert_eq!(x.recv_ns, 10.75);
             assert_eq!(x.send_ns, 10.0);
         }
+        // (36 + 2 + 1 + 1) / 4 = 10.
+        assert_eq!(s[4].recv_ns, 10.0);
+        // With a longer last spike the tail never drains: dropped.
+        let mut g2 = g.clone();
+        g2[6].recv_ns = 60.0;
+        assert_eq!(bass_events(&g2, BassParams::default()).events, vec![2..6]);
+    }
+
+    /// No coalescence, packet 5 sent 15 late (send gap 10): it holds up
+    /// packet 6 too, so recv = [10 x 5, 25, 0, 5, 10 x 4]. Spike at gap 5
+    /// (25 > 10 + 10), excess 15, then 5 after the dip (valid), then
+    /// 5 - 5 = 0 at gap 7: drained, one event 5..8; the ordinary gaps on
+    /// both sides are kept, not swallowed.
+    #[test]
+    fn a_lone_spike_drains_and_keeps_the_stream() {
+        let mut recv = [10.0; 12];
+        recv[5] = 25.0;
+        recv[6] = 0.0;
+        recv[7] = 5.0;
+        let g = gaps_of(&recv, 10.0);
+        let ev = bass_events(&g, BassParams::default());
+        assert_eq!(ev.events, vec![5..8]);
+        assert_eq!(ev.kept, vec![0..5, 5..8, 8..12]);
+        let s = bass_smooth(&g, BassParams::default());
+        assert_eq!(s.len(), 12);
+        assert_eq!(s[5].recv_ns, 10.0);
     }
 
     #[test]
     fn a_stream_opening_on_a_spike_keeps_its_first_event() {
         // gap 0 = 50 > gap 1 + 5: the first event starts at 0.
+        // Excess 40, 31, 22: not drained when gap 3 = 30 > 1 + 10 spikes;
+        // the trailing event 3..5 (excess 20, 11) never drains: dropped.
         let recv = [50.0, 1.0, 1.0, 30.0, 1.0];
         let ev = bass_events(&gaps_of(&recv, 10.0), BassParams::default());
         assert_eq!(ev.events, vec![0..3]);
@@ -258,9 +365,10 @@ mod tests {
     }
 
     #[test]
-    fn keep_tail_reports_a_valid_trailing_event() {
-        let recv = [1.0, 40.0, 1.0, 1.0];
-        let ev = find_events(|i| recv[i], recv.len(), 10.0, 5.0, true);
+    fn keep_ends_reports_the_head_and_a_valid_trailing_event() {
+        let g = gaps_of(&[1.0, 40.0, 1.0, 1.0], 10.0);
+        let ev = find_events(&g, 10.0, 5.0, true);
         assert_eq!(ev.events, vec![1..4]);
+        assert_eq!(ev.kept, vec![0..1, 1..4]);
     }
 }

@@ -13,11 +13,11 @@
 //! signature, i.e. the gaps whose receive gap exceeds the send gap form one
 //! unbroken suffix (below the available bandwidth nothing queues, above it
 //! every gap grows); otherwise stop when a pass finds nothing left to merge,
-//! or after `max_passes`. Each pass after the first uses thresholds 0.7
-//! times the previous pass's: what is left after pass 1 are event-level
-//! spikes (a cross-traffic burst lifts an event's mean gap by tens of
-//! percent). Finally a centred sliding window of 16 averages all smoothed
-//! observations.
+//! or after `max_passes`. `threshold_decay` can shrink the thresholds
+//! pass by pass (what is left after pass 1 are event-level spikes); it is 1
+//! by default: at 0.7 later passes merged across the congestion onset on
+//! the simulator (see the README). Finally a centred sliding window of 16
+//! averages all smoothed observations.
 
 use super::bass::{average_ranges, bass_smooth, find_events, mean_send_gap_ns, BassParams};
 use crate::stream::Gap;
@@ -46,10 +46,7 @@ impl Default for MultipassParams {
             bass: BassParams::default(),
             window: 16,
             max_passes: 8,
-            threshold_decay: std::env::var("TL_DECAY")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0.5),
+            threshold_decay: 1.0,
             exceed_tolerance: 0.005,
         }
     }
@@ -179,8 +176,7 @@ fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, Vec<Gap>, usi
         factor *= params.threshold_decay;
         let scale = mean_send_gap_ns(&cur).abs() * factor;
         let found = find_events(
-            |i| cur[i].recv_ns,
-            cur.len(),
+            &cur,
             params.bass.spike_up * scale,
             params.bass.spike_down * scale,
             true,

@@ -1,0 +1,184 @@
+//! Channels: where a probing strategy sends a probe schedule and gets back
+//! one record per packet. The strategy does not know whether the other end
+//! is the simulator, a recorded trace or (later) a real server.
+
+use tightlink_core::ProbeStream;
+use tightlink_sim::{PathSpec, SimPath};
+
+/// A stream to send: packet offsets from the stream's start and sizes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamRequest {
+    pub offsets_ns: Vec<i64>,
+    pub sizes: Vec<u32>,
+}
+
+impl StreamRequest {
+    /// Packets at the given send times (ns, first at 0).
+    pub fn from_send_times(times: &[i64], size_bytes: u32) -> Self {
+        let t0 = times.first().copied().unwrap_or(0);
+        StreamRequest {
+            offsets_ns: times.iter().map(|t| t - t0).collect(),
+            sizes: vec![size_bytes; times.len()],
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.sizes.iter().map(|&s| s as u64).sum()
+    }
+}
+
+/// What came back for one stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probed {
+    pub stream: ProbeStream,
+    /// The simulator's ground truth for this stream, when there is one.
+    pub truth_bps: Option<f64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("replayed trace has no stream left (the strategy asked for stream {0})")]
+    TraceExhausted(usize),
+    #[error("replayed trace diverges from the strategy at stream {index}: {reason}")]
+    TraceDiverges { index: usize, reason: String },
+}
+
+/// Sends probe streams somewhere and reports what arrived.
+pub trait Channel {
+    /// Sends one stream and waits for its per-packet records.
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError>;
+    /// The fastest rate the sender can probe at (its own link), bit/s.
+    fn max_rate_bps(&self) -> f64;
+    /// Time spent on the path so far, ns (simulated time for the simulator).
+    fn elapsed_ns(&self) -> f64;
+    /// A one-line description for reports.
+    fn describe(&self) -> String;
+}
+
+/// The simulated path as a channel.
+pub struct SimChannel {
+    path: SimPath,
+    next_id: u64,
+    start_ns: f64,
+    description: String,
+}
+
+impl SimChannel {
+    pub fn new(spec: PathSpec, description: impl Into<String>) -> Self {
+        let path = SimPath::new(spec);
+        SimChannel {
+            start_ns: path.now_ns(),
+            path,
+            next_id: 0,
+            description: description.into(),
+        }
+    }
+
+    pub fn path(&self) -> &SimPath {
+        &self.path
+    }
+}
+
+impl Channel for SimChannel {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        let s = self
+            .path
+            .send_stream(self.next_id, &request.offsets_ns, &request.sizes);
+        self.next_id += 1;
+        Ok(Probed {
+            stream: s.stream,
+            truth_bps: s.truth.map(|t| t.available_bps),
+        })
+    }
+
+    fn max_rate_bps(&self) -> f64 {
+        self.path
+            .spec()
+            .hops
+            .first()
+            .map_or(0.0, |h| h.hop.capacity_bps)
+    }
+
+    fn elapsed_ns(&self) -> f64 {
+        self.path.now_ns() - self.start_ns
+    }
+
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+}
+
+/// A recorded run played back: stream `i` of the trace answers the
+/// strategy's `i`-th request, which must have the same packets and send
+/// gaps (within 1 ns per gap); so a run saved with `--save-trace` can be
+/// re-estimated offline with the same strategy.
+pub struct TraceChannel {
+    streams: Vec<ProbeStream>,
+    next: usize,
+    max_rate_bps: f64,
+    elapsed_ns: f64,
+}
+
+impl TraceChannel {
+    pub fn new(streams: Vec<ProbeStream>, max_rate_bps: f64) -> Self {
+        TraceChannel {
+            streams,
+            next: 0,
+            max_rate_bps,
+            elapsed_ns: 0.0,
+        }
+    }
+}
+
+impl Channel for TraceChannel {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        let index = self.next;
+        let stream = self
+            .streams
+            .get(index)
+            .cloned()
+            .ok_or(ChannelError::TraceExhausted(index))?;
+        self.next += 1;
+        if stream.len() != request.offsets_ns.len() {
+            return Err(ChannelError::TraceDiverges {
+                index,
+                reason: format!(
+                    "{} packets recorded, {} asked for",
+                    stream.len(),
+                    request.offsets_ns.len()
+                ),
+            });
+        }
+        let t0 = stream.packets.first().map_or(0, |p| p.send_ns);
+        for (i, (p, &off)) in stream.packets.iter().zip(&request.offsets_ns).enumerate() {
+            if ((p.send_ns - t0) - off).abs() > 1 + i as i64 {
+                return Err(ChannelError::TraceDiverges {
+                    index,
+                    reason: format!(
+                        "packet {i} was sent at +{} ns, the strategy asks +{off} ns",
+                        p.send_ns - t0
+                    ),
+                });
+            }
+        }
+        if let (Some(a), Some(b)) = (stream.packets.first(), stream.packets.last()) {
+            self.elapsed_ns += (b.send_ns - a.send_ns) as f64;
+        }
+        Ok(Probed {
+            stream,
+            truth_bps: None,
+        })
+    }
+
+    fn max_rate_bps(&self) -> f64 {
+        self.max_rate_bps
+    }
+
+    fn elapsed_ns(&self) -> f64 {
+        self.elapsed_ns
+    }
+
+    fn describe(&self) -> String {
+        format!("trace replay ({} streams)", self.streams.len())
+    }
+}

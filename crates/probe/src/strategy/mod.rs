@@ -1,0 +1,169 @@
+//! Closed-loop probing strategies over any [`Channel`]: each sends probe
+//! streams, decides from what came back what to send next, and stops when
+//! its estimate is stable or its budget runs out.
+//!
+//! - [`multirate`]: repeated multi-rate streams with multi-pass smoothing,
+//!   re-centred on the last estimate (BASS paper, VI).
+//! - [`prcmt_search`]: PRC-MT's stream-length choice from the asymptotic
+//!   dispersion rate, then a binary search with PRC-MT + BASS (BASS IV-B, V).
+//! - [`pathload_search`]: Pathload's fleets, trend test and grey region
+//!   (IMR-Pathload paper, section 3), with Pathload's or IMR's trend test.
+
+pub mod multirate;
+pub mod pathload_search;
+pub mod prcmt_search;
+
+use crate::channel::{Channel, ChannelError, StreamRequest};
+use tightlink_core::{Bound, ProbeStream};
+
+/// Limits of one measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    pub max_streams: usize,
+    pub max_bytes: u64,
+    /// Time on the path (simulated time on the simulator).
+    pub max_duration_ns: f64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            max_streams: 60,
+            max_bytes: 100_000_000,
+            max_duration_ns: 2e9,
+        }
+    }
+}
+
+/// What a strategy found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub method: &'static str,
+    pub available_bandwidth_bps: f64,
+    pub bound: Bound,
+    /// Confidence range of the estimate.
+    pub low_bps: f64,
+    pub high_bps: f64,
+    pub probe_bytes: u64,
+    pub probe_packets: u64,
+    pub streams: usize,
+    pub duration_s: f64,
+    /// Mean of the simulator's per-stream truths (simulated targets only).
+    pub truth_bps: Option<f64>,
+    /// Why the strategy stopped.
+    pub stop: &'static str,
+}
+
+/// Progress as a share of the budget or of the convergence (0..1).
+pub type Progress<'a> = &'a mut dyn FnMut(f64);
+
+/// A measurement in progress: counts what was sent, keeps the streams.
+pub struct Session<'a> {
+    channel: &'a mut dyn Channel,
+    pub budget: Budget,
+    pub bytes: u64,
+    pub packets: u64,
+    pub streams: Vec<ProbeStream>,
+    truths: Vec<f64>,
+    progress: Progress<'a>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StrategyError {
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+    #[error("the sender cannot probe: its link rate is {0} bit/s")]
+    NoRate(f64),
+}
+
+impl<'a> Session<'a> {
+    pub fn new(channel: &'a mut dyn Channel, budget: Budget, progress: Progress<'a>) -> Self {
+        Session {
+            channel,
+            budget,
+            bytes: 0,
+            packets: 0,
+            streams: Vec::new(),
+            truths: Vec::new(),
+            progress,
+        }
+    }
+
+    pub fn max_rate_bps(&self) -> f64 {
+        self.channel.max_rate_bps()
+    }
+
+    /// Whether another stream of `bytes` fits the budget.
+    pub fn fits(&self, bytes: u64) -> bool {
+        self.streams.len() < self.budget.max_streams
+            && self.bytes + bytes <= self.budget.max_bytes
+            && self.channel.elapsed_ns() < self.budget.max_duration_ns
+    }
+
+    pub fn send(&mut self, request: &StreamRequest) -> Result<ProbeStream, StrategyError> {
+        let p = self.channel.probe(request)?;
+        self.bytes += request.bytes();
+        self.packets += request.sizes.len() as u64;
+        if let Some(t) = p.truth_bps {
+            self.truths.push(t);
+        }
+        let mut s = p.stream;
+        s.id = self.streams.len() as u64;
+        self.streams.push(s.clone());
+        let used = [
+            self.streams.len() as f64 / self.budget.max_streams as f64,
+            self.bytes as f64 / self.budget.max_bytes as f64,
+            self.channel.elapsed_ns() / self.budget.max_duration_ns,
+        ];
+        (self.progress)(used.into_iter().fold(0.0, f64::max).min(1.0));
+        Ok(s)
+    }
+
+    /// Builds the report.
+    #[allow(clippy::too_many_arguments)]
+    pub fn report(
+        &self,
+        method: &'static str,
+        estimate: f64,
+        bound: Bound,
+        low: f64,
+        high: f64,
+        stop: &'static str,
+    ) -> Report {
+        Report {
+            method,
+            available_bandwidth_bps: estimate,
+            bound,
+            low_bps: low.min(estimate),
+            high_bps: high.max(estimate),
+            probe_bytes: self.bytes,
+            probe_packets: self.packets,
+            streams: self.streams.len(),
+            duration_s: self.channel.elapsed_ns() / 1e9,
+            truth_bps: (!self.truths.is_empty())
+                .then(|| self.truths.iter().sum::<f64>() / self.truths.len() as f64),
+            stop,
+        }
+    }
+}
+
+/// Send times of a single-rate stream of `n` packets of `size` at `rate`.
+pub fn single_rate_request(rate_bps: f64, n: usize, size: u32) -> StreamRequest {
+    let gap = size as f64 * 8e9 / rate_bps;
+    StreamRequest {
+        offsets_ns: (0..n).map(|i| (i as f64 * gap).round() as i64).collect(),
+        sizes: vec![size; n],
+    }
+}
+
+/// Median of a non-empty slice (copied and sorted).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let m = s.len() / 2;
+    if s.len().is_multiple_of(2) {
+        (s[m - 1] + s[m]) / 2.0
+    } else {
+        s[m]
+    }
+}

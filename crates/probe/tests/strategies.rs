@@ -1,0 +1,81 @@
+//! Every strategy through the simulated channel, against the simulator's
+//! ground truth.
+
+use tightlink_core::{AnalysisParams, Bound, Method};
+use tightlink_probe::strategy::{multirate, pathload_search, prcmt_search};
+use tightlink_probe::{Budget, Report, SimChannel};
+use tightlink_sim::parse_sim_target;
+
+fn run(target: &str, strategy: &str) -> Report {
+    let mut ch = SimChannel::new(parse_sim_target(target).unwrap(), target);
+    let a = AnalysisParams::default();
+    let b = Budget::default();
+    let mut progress = |_: f64| {};
+    match strategy {
+        "multirate" => multirate::run(&mut ch, Default::default(), &a, b, &mut progress),
+        "prcmt" => prcmt_search::run(&mut ch, Default::default(), &a, b, &mut progress),
+        "pathload" => pathload_search::run(&mut ch, Default::default(), &a, b, &mut progress),
+        "imr-avg" => pathload_search::run(
+            &mut ch,
+            pathload_search::PathloadSearchParams {
+                method: Method::ImrAvg,
+                ..Default::default()
+            },
+            &a,
+            b,
+            &mut progress,
+        ),
+        _ => unreachable!(),
+    }
+    .unwrap()
+}
+
+fn rel(r: &Report) -> f64 {
+    let t = r.truth_bps.expect("simulated targets have a truth");
+    (r.available_bandwidth_bps - t) / t
+}
+
+#[test]
+fn quiet_path_with_cbr_every_strategy_within_5_percent() {
+    let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
+    for strategy in ["multirate", "prcmt", "pathload", "imr-avg"] {
+        let r = run(target, strategy);
+        eprintln!(
+            "{strategy}: {:+.3} bytes {} streams {} {}",
+            rel(&r),
+            r.probe_bytes,
+            r.streams,
+            r.stop
+        );
+        assert_eq!(r.bound, Bound::Exact, "{strategy}: {r:?}");
+        assert!(rel(&r).abs() <= 0.05, "{strategy}: {:.3} ({r:?})", rel(&r));
+        assert!(r.low_bps <= r.available_bandwidth_bps && r.available_bandwidth_bps <= r.high_bps);
+        assert!(r.probe_bytes > 0 && r.duration_s > 0.0);
+    }
+}
+
+/// Bursty cross traffic (Pareto ON/OFF) and 125 us coalescence. Issue 3
+/// asks for 9 of 10 seeds within +-10 %; today 5 of 10 are (errors +5 %
+/// to +18 %, one -2 %): the every-gap rule reads queues that drain between
+/// ON periods as spare capacity, so it over-estimates. This test keeps what
+/// holds now from getting worse: every run answers, none under-reads by
+/// more than 5 % or over-reads by more than 20 %, the (upper) median is
+/// within +12 % (today +10.6 %), and at least 5 of 10 are within +-10 %.
+#[test]
+fn bursty_path_with_coalescence_multirate_tracks_the_truth() {
+    let mut errs = Vec::new();
+    for seed in 1..=10 {
+        let r = run(
+            &format!("sim:cross=bursty:2.5G,coalescence=125us,seed={seed}"),
+            "multirate",
+        );
+        assert_eq!(r.bound, Bound::Exact, "seed {seed}: {r:?}");
+        errs.push(rel(&r));
+    }
+    let good = errs.iter().filter(|e| e.abs() <= 0.10).count();
+    assert!(errs.iter().all(|e| (-0.05..=0.20).contains(e)), "{errs:?}");
+    let mut sorted = errs.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert!(sorted[5] <= 0.12, "median {}: {errs:?}", sorted[5]);
+    assert!(good >= 5, "{good}/10 within 10 %: {errs:?}");
+}
