@@ -2,6 +2,7 @@
 //! printing reports; the work is in tightlink-core and tightlink-trace.
 
 mod analyze;
+mod estimate;
 mod report;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +20,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Estimate the available bandwidth of a path (by default the embedded
+    /// simulated 10 Gbit/s path), next to the simulator's ground truth.
+    Estimate(estimate::EstimateArgs),
     /// Analyze a recorded probe trace (format v1, plain or gzip): one
     /// decision or estimate per stream and method.
     Analyze(analyze::AnalyzeArgs),
@@ -28,6 +32,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(args),
+        Command::Estimate(args) => estimate::run(args),
     };
     if let Err(e) = result {
         // A reader that went away (`| head`) is not an error of ours.

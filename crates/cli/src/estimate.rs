@@ -1,0 +1,144 @@
+//! `tightlink estimate [TARGET]`: run a probing strategy against a path and
+//! print the estimate (next to the simulator's truth for `sim:` targets).
+
+use std::io::{IsTerminal, Write};
+
+use anyhow::{bail, Result};
+use clap::Args;
+use serde::Serialize;
+use tightlink_core::{AnalysisParams, Method};
+use tightlink_probe::strategy::{multirate, pathload_search, prcmt_search};
+use tightlink_probe::{Budget, Report, SimChannel};
+
+#[derive(Args)]
+pub struct EstimateArgs {
+    /// `sim:` with the path described (see README), or nothing for the
+    /// embedded default: 10 Gbit/s, 2.5 Gbit/s bursty cross traffic,
+    /// 125 us receiver coalescence. Real hosts come with `tightlink server`.
+    #[arg(default_value = "sim:")]
+    pub target: String,
+    /// multirate, multirate-single-pass, multirate-prcmt-dp1,
+    /// multirate-prcmt-dp2, prcmt, pathload, imr-avg, imr-wavelet.
+    #[arg(long, short, default_value = "multirate", env = "TIGHTLINK_METHOD")]
+    pub method: String,
+    /// One JSON object on stdout instead of the human summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Most probe streams to send.
+    #[arg(long, default_value_t = 60)]
+    pub max_streams: usize,
+}
+
+/// The `--json` object. Fields are only ever added, never renamed.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    target: &'a str,
+    method: &'a str,
+    available_bandwidth_bps: f64,
+    bound: &'static str,
+    low_bps: f64,
+    high_bps: f64,
+    probe_bytes: u64,
+    probe_packets: u64,
+    streams: usize,
+    duration_s: f64,
+    truth_bps: Option<f64>,
+    stop: &'static str,
+    rate_layer: &'static str,
+}
+
+pub fn run(args: EstimateArgs) -> Result<()> {
+    if !args.target.starts_with("sim:") && args.target != "sim" {
+        bail!(
+            "target '{}': only simulated paths (sim:...) can be probed yet; real hosts need `tightlink server`, which is not built yet",
+            args.target
+        );
+    }
+    let spec = tightlink_sim::parse_sim_target(&args.target)?;
+    let mut channel = SimChannel::new(spec, args.target.clone());
+    let analysis = AnalysisParams::default();
+    let budget = Budget {
+        max_streams: args.max_streams.max(1),
+        ..Budget::default()
+    };
+    let show = std::io::stderr().is_terminal() && !args.json;
+    let mut progress = |f: f64| {
+        if show {
+            let n = (f * 30.0).round() as usize;
+            eprint!(
+                "\r[{}{}] {:3.0} %",
+                "=".repeat(n),
+                " ".repeat(30 - n.min(30)),
+                f * 100.0
+            );
+        }
+    };
+    let method = Method::from_name(&args.method);
+    let report: Report = match (args.method.as_str(), method) {
+        (_, Some(m @ (Method::Multirate | Method::MultirateSinglePass | Method::MultiratePrcmtDp1 | Method::MultiratePrcmtDp2))) => {
+            let p = multirate::MultirateParams { method: m, ..Default::default() };
+            multirate::run(&mut channel, p, &analysis, budget, &mut progress)?
+        }
+        ("prcmt" | "prcmt+bass", _) => prcmt_search::run(&mut channel, Default::default(), &analysis, budget, &mut progress)?,
+        (_, Some(m @ (Method::Pathload | Method::ImrAvg | Method::ImrWavelet))) => {
+            let p = pathload_search::PathloadSearchParams { method: m, ..Default::default() };
+            pathload_search::run(&mut channel, p, &analysis, budget, &mut progress)?
+        }
+        _ => bail!(
+            "--method {}: choose multirate, multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2, prcmt, pathload, imr-avg or imr-wavelet",
+            args.method
+        ),
+    };
+    if show {
+        eprint!("\r{}\r", " ".repeat(40));
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let j = JsonReport {
+            target: &args.target,
+            method: report.method,
+            available_bandwidth_bps: report.available_bandwidth_bps,
+            bound: report.bound.as_str(),
+            low_bps: report.low_bps,
+            high_bps: report.high_bps,
+            probe_bytes: report.probe_bytes,
+            probe_packets: report.probe_packets,
+            streams: report.streams,
+            duration_s: report.duration_s,
+            truth_bps: report.truth_bps.filter(|t| t.is_finite()),
+            stop: report.stop,
+            rate_layer: "probe size_bytes (the simulator's packet size)",
+        };
+        serde_json::to_writer(&mut out, &j)?;
+        writeln!(out)?;
+    } else {
+        let g = |v: f64| v / 1e9;
+        writeln!(out, "target      {}", args.target)?;
+        writeln!(
+            out,
+            "estimate    {:.3} Gbit/s ({}, range {:.3}-{:.3}) by {}",
+            g(report.available_bandwidth_bps),
+            report.bound.as_str(),
+            g(report.low_bps),
+            g(report.high_bps),
+            report.method
+        )?;
+        if let Some(t) = report.truth_bps {
+            writeln!(
+                out,
+                "truth       {:.3} Gbit/s (simulator; error {:+.1} %)",
+                g(t),
+                (report.available_bandwidth_bps / t - 1.0) * 100.0
+            )?;
+        }
+        writeln!(
+            out,
+            "cost        {} streams, {:.1} MB of probes, {:.3} s of path time ({})",
+            report.streams,
+            report.probe_bytes as f64 / 1e6,
+            report.duration_s,
+            report.stop
+        )?;
+    }
+    Ok(())
+}

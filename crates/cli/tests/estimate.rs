@@ -1,0 +1,53 @@
+//! `tightlink estimate` end to end on the embedded simulated path.
+
+use std::process::Command;
+
+fn tightlink(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tightlink"))
+        .args(args)
+        .output()
+        .expect("run tightlink")
+}
+
+#[test]
+fn json_has_the_documented_fields_and_tracks_the_truth() {
+    for method in ["multirate", "prcmt"] {
+        let o = tightlink(&["estimate", "--json", "--method", method]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+        for key in [
+            "available_bandwidth_bps",
+            "bound",
+            "low_bps",
+            "high_bps",
+            "method",
+            "probe_bytes",
+            "duration_s",
+            "truth_bps",
+        ] {
+            assert!(v.get(key).is_some(), "{method}: missing {key}");
+        }
+        let est = v["available_bandwidth_bps"].as_f64().unwrap();
+        let truth = v["truth_bps"].as_f64().unwrap();
+        assert_eq!(v["bound"], "exact");
+        assert!(v["low_bps"].as_f64().unwrap() <= est && est <= v["high_bps"].as_f64().unwrap());
+        // Bursty cross traffic with coalescence: see README for the accuracy
+        // actually reached; this guards against gross breakage.
+        assert!(
+            (est / truth - 1.0).abs() < 0.2,
+            "{method}: {est} vs {truth}"
+        );
+    }
+}
+
+#[test]
+fn human_output_and_errors() {
+    let o = tightlink(&["estimate", "sim:capacity=1G,cross=cbr:300M,coalescence=off"]);
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("estimate") && out.contains("truth"), "{out}");
+    let o = tightlink(&["estimate", "192.0.2.1"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("only simulated paths"));
+    let o = tightlink(&["estimate", "sim:cross=wavy:1G"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cross model 'wavy'"));
+}
