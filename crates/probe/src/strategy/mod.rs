@@ -89,6 +89,19 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// A session on a channel whose sender can probe at all.
+    pub fn start(
+        channel: &'a mut dyn Channel,
+        budget: Budget,
+        progress: Progress<'a>,
+    ) -> Result<Self, StrategyError> {
+        let max = channel.max_rate_bps();
+        if max.is_nan() || max <= 0.0 {
+            return Err(StrategyError::NoRate(max));
+        }
+        Ok(Session::new(channel, budget, progress))
+    }
+
     pub fn max_rate_bps(&self) -> f64 {
         self.channel.max_rate_bps()
     }

@@ -50,11 +50,8 @@ pub fn run(
     budget: Budget,
     progress: Progress,
 ) -> Result<Report, StrategyError> {
-    let mut s = Session::new(channel, budget, progress);
+    let mut s = Session::start(channel, budget, progress)?;
     let max = s.max_rate_bps();
-    if max.is_nan() || max <= 0.0 {
-        return Err(StrategyError::NoRate(max));
-    }
     // Centre and range of the next stream; the top rate stays at the link rate.
     let mut centre = 0.5 * max;
     let mut range = 0.8;

@@ -54,11 +54,7 @@ pub fn run(
     budget: Budget,
     progress: Progress,
 ) -> Result<Report, StrategyError> {
-    let mut s = Session::new(channel, budget, progress);
-    let max = s.max_rate_bps();
-    if max.is_nan() || max <= 0.0 {
-        return Err(StrategyError::NoRate(max));
-    }
+    let mut s = Session::start(channel, budget, progress)?;
     let name = p.method.name();
     let Some(adr) = measure_adr(&mut s, p.size_bytes, 100, analysis)? else {
         return Ok(s.report(name, 0.0, Bound::None, 0.0, 0.0, "no usable ADR train"));

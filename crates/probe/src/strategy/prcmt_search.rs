@@ -69,11 +69,7 @@ pub fn run(
     budget: Budget,
     progress: Progress,
 ) -> Result<Report, StrategyError> {
-    let mut s = Session::new(channel, budget, progress);
-    let max = s.max_rate_bps();
-    if max.is_nan() || max <= 0.0 {
-        return Err(StrategyError::NoRate(max));
-    }
+    let mut s = Session::start(channel, budget, progress)?;
     let Some(adr) = measure_adr(&mut s, p.size_bytes, p.adr_train, analysis)? else {
         return Ok(s.report("prcmt", 0.0, Bound::None, 0.0, 0.0, "no usable ADR train"));
     };
