@@ -47,14 +47,16 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value_t = 8)]
     pub max_passes: usize,
     /// What "smoothed receive gaps consistently exceed send gaps" means for
-    /// multi-rate estimates: every gap of the final run (the paper), or the
-    /// cumulative excess staying positive (the queue never drains back).
-    #[arg(long, value_enum, default_value_t = ConsistencyArg::EveryGap)]
+    /// multi-rate estimates: the midpoint of the two rules below (bracket),
+    /// every gap of the final run (the paper's wording), or the cumulative
+    /// excess staying positive (the queue never drains back).
+    #[arg(long, value_enum, default_value_t = ConsistencyArg::Bracket)]
     pub consistency: ConsistencyArg,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum ConsistencyArg {
+    Bracket,
     EveryGap,
     Cumulative,
 }
@@ -95,6 +97,7 @@ fn params_from(args: &AnalyzeArgs) -> Result<AnalysisParams> {
     }
     p.multipass.max_passes = args.max_passes;
     p.consistency = match args.consistency {
+        ConsistencyArg::Bracket => Consistency::Bracket,
         ConsistencyArg::EveryGap => Consistency::EveryGap,
         ConsistencyArg::Cumulative => Consistency::Cumulative,
     };

@@ -54,13 +54,8 @@ fn quiet_path_with_cbr_every_strategy_within_5_percent() {
     }
 }
 
-/// Bursty cross traffic (Pareto ON/OFF) and 125 us coalescence. Issue 3
-/// asks for 9 of 10 seeds within +-10 %; today 5 of 10 are (errors +5 %
-/// to +18 %, one -2 %): the every-gap rule reads queues that drain between
-/// ON periods as spare capacity, so it over-estimates. This test keeps what
-/// holds now from getting worse: every run answers, none under-reads by
-/// more than 5 % or over-reads by more than 20 %, the (upper) median is
-/// within +12 % (today +10.6 %), and at least 5 of 10 are within +-10 %.
+/// Bursty cross traffic (Pareto ON/OFF) and 125 us coalescence: the
+/// issue's target, at least 9 of 10 seeds within +-10 %.
 #[test]
 fn bursty_path_with_coalescence_multirate_tracks_the_truth() {
     let mut errs = Vec::new();
@@ -72,10 +67,7 @@ fn bursty_path_with_coalescence_multirate_tracks_the_truth() {
         assert_eq!(r.bound, Bound::Exact, "seed {seed}: {r:?}");
         errs.push(rel(&r));
     }
+    eprintln!("bursty multirate errors: {errs:?}");
     let good = errs.iter().filter(|e| e.abs() <= 0.10).count();
-    assert!(errs.iter().all(|e| (-0.05..=0.20).contains(e)), "{errs:?}");
-    let mut sorted = errs.clone();
-    sorted.sort_by(f64::total_cmp);
-    assert!(sorted[5] <= 0.12, "median {}: {errs:?}", sorted[5]);
-    assert!(good >= 5, "{good}/10 within 10 %: {errs:?}");
+    assert!(good >= 9, "{good}/10 within 10 %: {errs:?}");
 }

@@ -5,11 +5,14 @@
 //!
 //! The first stream scans wide (10 % to 90 % of the sender's link rate).
 //! An `at_least` answer moves the centre up by the range, `at_most` down.
-//! Stability rule: stop when the last `stable_count` exact estimates lie
-//! within +-`stable_tolerance` of their median; the answer is that median,
-//! the confidence range their min and max. When the budget runs out first,
-//! the answer is the median of every exact estimate after the wide scan
-//! (range: their quartiles), or the bound the last streams kept giving.
+//! Stopping rule: once `min_estimates` exact estimates (after the wide
+//! scan) are in, stop when the ~95 % confidence interval of their median,
+//! median +- 1.58 IQR / sqrt(n) (the box-plot notch of McGill, Tukey and
+//! Larsen 1978), is within +-`stable_tolerance` of the median. The answer
+//! is that median and the interval is the confidence range. When the
+//! budget runs out first, the same median and interval are reported with
+//! stop reason `budget`, or the bound the last stream gave when no stream
+//! gave an exact estimate.
 
 use super::{median, Budget, Progress, Report, Session, StrategyError};
 use crate::channel::{Channel, StreamRequest};
@@ -23,7 +26,9 @@ pub struct MultirateParams {
     /// Range around the centre (0.3 = +-30 %).
     pub range: f64,
     pub size_bytes: u32,
-    pub stable_count: usize,
+    /// Exact estimates needed before the stopping rule is tried.
+    pub min_estimates: usize,
+    /// Half-width of the median's confidence interval, relative, that stops.
     pub stable_tolerance: f64,
     /// `multirate`, `multirate-single-pass`, `multirate-prcmt-dp1` or `-dp2`.
     pub method: Method,
@@ -36,7 +41,7 @@ impl Default for MultirateParams {
             per_rate: 64,
             range: 0.3,
             size_bytes: 9000,
-            stable_count: 4,
+            min_estimates: 5,
             stable_tolerance: 0.05,
             method: Method::Multirate,
         }
@@ -91,25 +96,15 @@ pub fn run(
         // Never ask for more than the link can send.
         centre = centre.min(max / (1.0 + range)).max(max * 0.01);
         first = false;
-        if exact.len() >= params.stable_count {
-            let last = &exact[exact.len() - params.stable_count..];
-            let m = median(last);
-            if last
-                .iter()
-                .all(|e| (e / m - 1.0).abs() <= params.stable_tolerance)
-            {
-                let (lo, hi) = last
-                    .iter()
-                    .fold((f64::INFINITY, 0.0f64), |(l, h), &e| (l.min(e), h.max(e)));
+        if exact.len() >= params.min_estimates {
+            let (m, lo, hi) = median_interval(&exact);
+            if (hi - lo) / 2.0 <= params.stable_tolerance * m {
                 return Ok(s.report(params.method.name(), m, Bound::Exact, lo, hi, "stable"));
             }
         }
     }
     if !exact.is_empty() {
-        let m = median(&exact);
-        let mut v = exact.clone();
-        v.sort_by(f64::total_cmp);
-        let (lo, hi) = (v[(v.len() - 1) / 4], v[(v.len() - 1) * 3 / 4]);
+        let (m, lo, hi) = median_interval(&exact);
         return Ok(s.report(params.method.name(), m, Bound::Exact, lo, hi, "budget"));
     }
     match last_bound {
@@ -122,5 +117,41 @@ pub fn run(
             0.0,
             "no usable stream",
         )),
+    }
+}
+
+/// Median of `v` and its ~95 % confidence interval, median +- 1.58 IQR /
+/// sqrt(n) (McGill, Tukey and Larsen 1978), clamped to the sample's range.
+pub fn median_interval(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let m = median(&s);
+    let q = |p: f64| {
+        // Linear interpolation between order statistics.
+        let x = p * (s.len() - 1) as f64;
+        let (i, f) = (x.floor() as usize, x.fract());
+        s[i] + f * (s[(i + 1).min(s.len() - 1)] - s[i])
+    };
+    let half = 1.58 * (q(0.75) - q(0.25)) / (s.len() as f64).sqrt();
+    let (min, max) = (s[0], s[s.len() - 1]);
+    (m, (m - half).max(min), (m + half).min(max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_interval_by_hand() {
+        // Sorted 1..=9: median 5, quartiles 3 and 7, half = 1.58*4/3.
+        let v: Vec<f64> = (1..=9).rev().map(f64::from).collect();
+        let (m, lo, hi) = median_interval(&v);
+        assert_eq!(m, 5.0);
+        let half = 1.58 * 4.0 / 3.0;
+        assert!((lo - (5.0 - half)).abs() < 1e-12 && (hi - (5.0 + half)).abs() < 1e-12);
+        // Identical estimates: a zero-width interval.
+        assert_eq!(median_interval(&[7.0; 5]), (7.0, 7.0, 7.0));
+        // One value: the interval is the value.
+        assert_eq!(median_interval(&[3.0]), (3.0, 3.0, 3.0));
     }
 }
