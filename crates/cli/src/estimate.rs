@@ -2,13 +2,16 @@
 //! print the estimate (next to the simulator's truth for `sim:` targets).
 
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use tightlink_core::{AnalysisParams, Method};
 use tightlink_probe::strategy::{multirate, pathload_search, prcmt_search};
-use tightlink_probe::{Budget, Report, SimChannel};
+use tightlink_probe::{Budget, Channel, Recorder, Report, SimChannel, TraceChannel};
+
+use crate::save;
 
 #[derive(Args)]
 pub struct EstimateArgs {
@@ -27,6 +30,13 @@ pub struct EstimateArgs {
     /// Most probe streams to send.
     #[arg(long, default_value_t = 60)]
     pub max_streams: usize,
+    /// Write every stream of the run as a probe trace (format v1; gzip when
+    /// the name ends in `.gz`); `tightlink estimate trace:FILE` replays it.
+    #[arg(long)]
+    pub save_trace: Option<PathBuf>,
+    /// With --save-trace on a simulated path: the per-stream ground truth.
+    #[arg(long, requires = "save_trace")]
+    pub save_truth: Option<PathBuf>,
 }
 
 /// The `--json` object. Fields are only ever added, never renamed.
@@ -47,15 +57,31 @@ struct JsonReport<'a> {
     rate_layer: &'static str,
 }
 
-pub fn run(args: EstimateArgs) -> Result<()> {
-    if !args.target.starts_with("sim:") && args.target != "sim" {
+/// The channel a target names: `sim:...` or `trace:FILE`.
+fn open_channel(target: &str) -> Result<Box<dyn Channel>> {
+    if let Some(file) = target.strip_prefix("trace:") {
+        let trace = tightlink_trace::read_path(Path::new(file))?;
+        let max_rate_bps = match trace.meta("max_rate_bps") {
+            Some(v) => v.parse::<f64>().ok().filter(|r| *r > 0.0).with_context(|| {
+                format!("{file}: metadata max_rate_bps={v} is not a positive rate in bit/s")
+            })?,
+            None => bail!(
+                "{file}: replay needs the sender's link rate (metadata `# max_rate_bps=...`, written by --save-trace)"
+            ),
+        };
+        return Ok(Box::new(TraceChannel::new(trace.streams, max_rate_bps)));
+    }
+    if !target.starts_with("sim:") && target != "sim" {
         bail!(
-            "target '{}': only simulated paths (sim:...) can be probed yet; real hosts need `tightlink server`, which is not built yet",
-            args.target
+            "target '{target}': only simulated paths (sim:...) and replays (trace:FILE) can be probed yet; real hosts need `tightlink server`, which is not built yet"
         );
     }
-    let spec = tightlink_sim::parse_sim_target(&args.target)?;
-    let mut channel = SimChannel::new(spec, args.target.clone());
+    let spec = tightlink_sim::parse_sim_target(target)?;
+    Ok(Box::new(SimChannel::new(spec, target.to_string())))
+}
+
+pub fn run(args: EstimateArgs) -> Result<()> {
+    let mut channel = Recorder::new(open_channel(&args.target)?);
     let analysis = AnalysisParams::default();
     let budget = Budget {
         max_streams: args.max_streams.max(1),
@@ -91,6 +117,21 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     };
     if show {
         eprint!("\r{}\r", " ".repeat(40));
+    }
+    if let Some(path) = &args.save_trace {
+        let metadata = vec![
+            ("source".to_string(), "tightlink estimate".to_string()),
+            ("path".to_string(), args.target.clone()),
+            ("method".to_string(), args.method.clone()),
+            (
+                "max_rate_bps".to_string(),
+                format!("{:.0}", channel.max_rate_bps()),
+            ),
+        ];
+        save::write_trace(path, metadata, &channel.streams)?;
+        if let Some(t) = &args.save_truth {
+            save::write_truth(t, &channel.streams, &channel.truths)?;
+        }
     }
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -4,6 +4,8 @@
 mod analyze;
 mod estimate;
 mod report;
+mod save;
+mod simulate;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +28,9 @@ enum Command {
     /// Analyze a recorded probe trace (format v1, plain or gzip): one
     /// decision or estimate per stream and method.
     Analyze(analyze::AnalyzeArgs),
+    /// Send probe streams through a simulated path and write them as a
+    /// probe trace, with the ground truth per stream in a separate CSV.
+    Simulate(simulate::SimulateArgs),
 }
 
 fn main() {
@@ -33,6 +38,7 @@ fn main() {
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::Estimate(args) => estimate::run(args),
+        Command::Simulate(args) => simulate::run(args),
     };
     if let Err(e) = result {
         // A reader that went away (`| head`) is not an error of ours.

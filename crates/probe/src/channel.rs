@@ -27,12 +27,77 @@ impl StreamRequest {
     }
 }
 
+/// Ground truth for one stream, from outside the tool (the simulator's
+/// bookkeeping; later the lab's qdisc counters).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroundTruth {
+    /// Tight-link capacity minus the cross traffic over the stream's span.
+    pub available_bps: f64,
+    /// Its min and max over sub-windows of the span.
+    pub min_bps: f64,
+    pub max_bps: f64,
+}
+
 /// What came back for one stream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probed {
     pub stream: ProbeStream,
-    /// The simulator's ground truth for this stream, when there is one.
-    pub truth_bps: Option<f64>,
+    /// Ground truth for this stream, when the channel knows one.
+    pub truth: Option<GroundTruth>,
+}
+
+impl<C: Channel + ?Sized> Channel for Box<C> {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        (**self).probe(request)
+    }
+    fn max_rate_bps(&self) -> f64 {
+        (**self).max_rate_bps()
+    }
+    fn elapsed_ns(&self) -> f64 {
+        (**self).elapsed_ns()
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
+/// A channel that keeps a copy of every stream (and truth) that passed
+/// through it: `--save-trace` and `tightlink simulate`.
+pub struct Recorder<C> {
+    pub inner: C,
+    pub streams: Vec<ProbeStream>,
+    pub truths: Vec<Option<GroundTruth>>,
+}
+
+impl<C: Channel> Recorder<C> {
+    pub fn new(inner: C) -> Self {
+        Recorder {
+            inner,
+            streams: Vec::new(),
+            truths: Vec::new(),
+        }
+    }
+}
+
+impl<C: Channel> Channel for Recorder<C> {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        let p = self.inner.probe(request)?;
+        self.streams.push(p.stream.clone());
+        self.truths.push(p.truth);
+        Ok(p)
+    }
+
+    fn max_rate_bps(&self) -> f64 {
+        self.inner.max_rate_bps()
+    }
+
+    fn elapsed_ns(&self) -> f64 {
+        self.inner.elapsed_ns()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +152,11 @@ impl Channel for SimChannel {
         self.next_id += 1;
         Ok(Probed {
             stream: s.stream,
-            truth_bps: s.truth.map(|t| t.available_bps),
+            truth: s.truth.map(|t| GroundTruth {
+                available_bps: t.available_bps,
+                min_bps: t.min_bps,
+                max_bps: t.max_bps,
+            }),
         })
     }
 
@@ -166,7 +235,7 @@ impl Channel for TraceChannel {
         }
         Ok(Probed {
             stream,
-            truth_bps: None,
+            truth: None,
         })
     }
 

@@ -9,5 +9,7 @@
 pub mod channel;
 pub mod strategy;
 
-pub use channel::{Channel, SimChannel, StreamRequest, TraceChannel};
+pub use channel::{
+    Channel, GroundTruth, Probed, Recorder, SimChannel, StreamRequest, TraceChannel,
+};
 pub use strategy::{Budget, Report};

@@ -176,50 +176,61 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
         };
         let (key, value) = (key.trim(), value.trim());
         let per_hop = || value.split('+').map(str::trim);
-        match key {
-            "hops" => capacities = Some(per_hop().map(parse_rate).collect::<Result<_, _>>()?),
-            "capacity" => capacities = Some(vec![parse_rate(value)?]),
-            "cross" => cross = Some(per_hop().map(parse_cross).collect::<Result<_, _>>()?),
-            "buffer" => buffers = Some(per_hop().map(parse_bytes).collect::<Result<_, _>>()?),
-            "delay" => delays = Some(per_hop().map(parse_time_ns).collect::<Result<_, _>>()?),
-            "coalescence" => {
-                spec.receiver.coalescence_ns = if value == "off" || value == "0" {
-                    None
-                } else {
-                    Some(parse_time_ns(value)?)
+        // Value errors name the item they came from.
+        let mut apply = || -> Result<(), SpecError> {
+            match key {
+                "hops" => capacities = Some(per_hop().map(parse_rate).collect::<Result<_, _>>()?),
+                "capacity" => capacities = Some(vec![parse_rate(value)?]),
+                "cross" => cross = Some(per_hop().map(parse_cross).collect::<Result<_, _>>()?),
+                "buffer" => buffers = Some(per_hop().map(parse_bytes).collect::<Result<_, _>>()?),
+                "delay" => delays = Some(per_hop().map(parse_time_ns).collect::<Result<_, _>>()?),
+                "coalescence" => {
+                    spec.receiver.coalescence_ns = if value == "off" || value == "0" {
+                        None
+                    } else {
+                        Some(parse_time_ns(value)?)
+                    }
+                }
+                "quantum" => {
+                    spec.receiver.quantum_ns = if value == "off" || value == "0" {
+                        None
+                    } else {
+                        Some(parse_time_ns(value)?)
+                    }
+                }
+                "jitter" => {
+                    if !on_off(key, value)? {
+                        spec.jitter = JitterSpec::none();
+                    }
+                }
+                "drift" => {
+                    let v = value.strip_suffix("ppm").unwrap_or(value);
+                    spec.receiver.drift_ppm = match v.parse::<f64>() {
+                        Ok(d) if d.is_finite() && d.abs() <= 1000.0 => d,
+                        _ => return err(format!("drift={value}: expected parts per million, like 20ppm")),
+                    };
+                }
+                "idle" => spec.idle_ns = parse_time_ns(value)?,
+                "seed" => {
+                    spec.seed = value
+                        .parse()
+                        .map_err(|_| SpecError(format!("seed={value}: expected an unsigned integer")))?
+                }
+                _ => {
+                    return err(format!(
+                        "unknown key '{key}' (known: hops, capacity, cross, buffer, delay, coalescence, quantum, jitter, drift, idle, seed)"
+                    ))
                 }
             }
-            "quantum" => {
-                spec.receiver.quantum_ns = if value == "off" || value == "0" {
-                    None
-                } else {
-                    Some(parse_time_ns(value)?)
-                }
+            Ok(())
+        };
+        apply().map_err(|e| {
+            if e.0.starts_with(key) || e.0.starts_with("unknown key") {
+                e
+            } else {
+                SpecError(format!("{key}={value}: {}", e.0))
             }
-            "jitter" => {
-                if !on_off(key, value)? {
-                    spec.jitter = JitterSpec::none();
-                }
-            }
-            "drift" => {
-                let v = value.strip_suffix("ppm").unwrap_or(value);
-                spec.receiver.drift_ppm = match v.parse::<f64>() {
-                    Ok(d) if d.is_finite() && d.abs() <= 1000.0 => d,
-                    _ => return err(format!("drift={value}: expected parts per million, like 20ppm")),
-                };
-            }
-            "idle" => spec.idle_ns = parse_time_ns(value)?,
-            "seed" => {
-                spec.seed = value
-                    .parse()
-                    .map_err(|_| SpecError(format!("seed={value}: expected an unsigned integer")))?
-            }
-            _ => {
-                return err(format!(
-                    "unknown key '{key}' (known: hops, capacity, cross, buffer, delay, coalescence, quantum, jitter, drift, idle, seed)"
-                ))
-            }
-        }
+        })?;
     }
     if let Some(caps) = capacities {
         if caps.iter().any(|&c| c <= 0.0) {

@@ -267,6 +267,60 @@ fn parse_text(name: &str, text: &[u8]) -> Result<Trace, TraceError> {
     Ok(trace)
 }
 
+/// Header of a ground-truth file (one row per stream; rates in bit/s).
+pub const TRUTH_HEADER: &str = "stream_id,available_bps,min_bps,max_bps";
+
+/// One stream's ground truth, as written next to a trace.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TruthRow {
+    pub stream_id: u64,
+    pub available_bps: f64,
+    pub min_bps: f64,
+    pub max_bps: f64,
+}
+
+/// Writes a ground-truth CSV (kept apart from the trace: a trace never
+/// carries truth). Rates are rounded to whole bit/s.
+pub fn write_truth_path(path: &Path, rows: &[TruthRow]) -> Result<(), TraceError> {
+    let name = path.display().to_string();
+    let io_err = |source| TraceError::Io {
+        file: name.clone(),
+        source,
+    };
+    let mut w = io::BufWriter::new(std::fs::File::create(path).map_err(io_err)?);
+    writeln!(w, "{TRUTH_HEADER}").map_err(io_err)?;
+    for r in rows {
+        writeln!(
+            w,
+            "{},{:.0},{:.0},{:.0}",
+            r.stream_id, r.available_bps, r.min_bps, r.max_bps
+        )
+        .map_err(io_err)?;
+    }
+    w.flush().map_err(io_err)
+}
+
+/// Writes a trace to `path`, gzip-compressed when the name ends in `.gz`.
+pub fn write_path(path: &Path, trace: &Trace) -> Result<(), TraceError> {
+    let name = path.display().to_string();
+    let io_err = |source| TraceError::Io {
+        file: name.clone(),
+        source,
+    };
+    let file = std::fs::File::create(path).map_err(io_err)?;
+    let buffered = io::BufWriter::new(file);
+    if name.ends_with(".gz") {
+        let mut gz = flate2::write::GzEncoder::new(buffered, flate2::Compression::default());
+        write(&mut gz, trace).map_err(io_err)?;
+        gz.finish().and_then(|mut w| w.flush()).map_err(io_err)?;
+    } else {
+        let mut w = buffered;
+        write(&mut w, trace).map_err(io_err)?;
+        w.flush().map_err(io_err)?;
+    }
+    Ok(())
+}
+
 /// Writes a trace (plain text) with its metadata and streams. Each stream's
 /// packets get `seq` 0, 1, 2, ... in order.
 pub fn write<W: Write>(mut w: W, trace: &Trace) -> io::Result<()> {
@@ -288,6 +342,55 @@ pub fn write<W: Write>(mut w: W, trace: &Trace) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_path_round_trips_plain_and_gzip() {
+        let trace = Trace {
+            metadata: vec![("source".into(), "test".into())],
+            streams: vec![ProbeStream::new(
+                3,
+                vec![
+                    ProbePacket {
+                        size_bytes: 1500,
+                        send_ns: 0,
+                        recv_ns: Some(100),
+                    },
+                    ProbePacket {
+                        size_bytes: 1500,
+                        send_ns: 1200,
+                        recv_ns: None,
+                    },
+                    ProbePacket {
+                        size_bytes: 1500,
+                        send_ns: 2400,
+                        recv_ns: Some(2600),
+                    },
+                ],
+            )],
+        };
+        let dir = std::env::temp_dir().join(format!("tl-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["t.csv", "t.csv.gz"] {
+            let p = dir.join(name);
+            write_path(&p, &trace).unwrap();
+            let bytes = std::fs::read(&p).unwrap();
+            assert_eq!(bytes.starts_with(&[0x1f, 0x8b]), name.ends_with(".gz"));
+            assert_eq!(read_path(&p).unwrap(), trace);
+        }
+        let rows = [TruthRow {
+            stream_id: 3,
+            available_bps: 7.5e9,
+            min_bps: 7e9,
+            max_bps: 8e9,
+        }];
+        let p = dir.join("truth.csv");
+        write_truth_path(&p, &rows).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            format!("{TRUTH_HEADER}\n3,7500000000,7000000000,8000000000\n")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn parse(s: &str) -> Result<Trace, TraceError> {
         parse_bytes("t.csv", s.as_bytes())

@@ -117,7 +117,7 @@ impl<'a> Session<'a> {
         let p = self.channel.probe(request)?;
         self.bytes += request.bytes();
         self.packets += request.sizes.len() as u64;
-        if let Some(t) = p.truth_bps {
+        if let Some(t) = p.truth.map(|t| t.available_bps) {
             self.truths.push(t);
         }
         let mut s = p.stream;

@@ -1,0 +1,47 @@
+//! Writing what a run sent and got back: a probe trace (format v1) and,
+//! apart from it, the ground truth per stream.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use tightlink_core::ProbeStream;
+use tightlink_probe::GroundTruth;
+use tightlink_trace::{Trace, TruthRow};
+
+/// Writes `streams` as a trace at `path` (gzip when it ends in `.gz`).
+pub fn write_trace(
+    path: &Path,
+    metadata: Vec<(String, String)>,
+    streams: &[ProbeStream],
+) -> Result<()> {
+    let trace = Trace {
+        metadata,
+        streams: streams.to_vec(),
+    };
+    tightlink_trace::write_path(path, &trace)
+        .with_context(|| format!("writing the probe trace {}", path.display()))
+}
+
+/// Writes the truth CSV; streams without a truth (fewer than two packets
+/// crossed) are left out, and the count left out is returned.
+pub fn write_truth(
+    path: &Path,
+    streams: &[ProbeStream],
+    truths: &[Option<GroundTruth>],
+) -> Result<usize> {
+    let rows: Vec<TruthRow> = streams
+        .iter()
+        .zip(truths)
+        .filter_map(|(s, t)| {
+            t.map(|t| TruthRow {
+                stream_id: s.id,
+                available_bps: t.available_bps,
+                min_bps: t.min_bps,
+                max_bps: t.max_bps,
+            })
+        })
+        .collect();
+    tightlink_trace::write_truth_path(path, &rows)
+        .with_context(|| format!("writing the truth file {}", path.display()))?;
+    Ok(streams.len() - rows.len())
+}
