@@ -3,6 +3,7 @@
 
 mod analyze;
 mod estimate;
+mod eval;
 mod report;
 mod save;
 mod simulate;
@@ -31,6 +32,10 @@ enum Command {
     /// Send probe streams through a simulated path and write them as a
     /// probe trace, with the ground truth per stream in a separate CSV.
     Simulate(simulate::SimulateArgs),
+    /// Reproduce the BASS paper's evaluation on the simulator: decision
+    /// error vs stream length, multi-rate error distributions, Range
+    /// sensitivity, closed-loop strategies, 10 and 100 Gbit/s.
+    Eval(eval::EvalArgs),
 }
 
 fn main() {
@@ -39,6 +44,7 @@ fn main() {
         Command::Analyze(args) => analyze::run(args),
         Command::Estimate(args) => estimate::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Eval(args) => eval::run(args),
     };
     if let Err(e) = result {
         // A reader that went away (`| head`) is not an error of ours.

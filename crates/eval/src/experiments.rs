@@ -1,0 +1,546 @@
+//! The experiments of the BASS paper's evaluation (sections V-VI), run on
+//! the packet-level simulator: single-rate decision error vs stream length
+//! (Fig. 6, 8, 11), multi-rate error distributions (Fig. 14, 15), the
+//! Range / packets-per-rate sensitivity (Fig. 16), and the closed-loop
+//! strategies. Every cell is a set of independent work units (one simulated
+//! path each, seeded from the cell and unit index), run in parallel; the
+//! results do not depend on the number of threads.
+
+use rayon::prelude::*;
+use tightlink_core::decision::multirate::Consistency;
+use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_schedule};
+use tightlink_core::{analyze, AnalysisParams, Decision, Method, StreamKind};
+use tightlink_probe::strategy::{multirate, pathload_search, prcmt_search};
+use tightlink_probe::{Budget, Channel, SimChannel};
+use tightlink_sim::{parse_sim_target, PathSpec, SimPath};
+
+/// Probe packet size of every experiment, bytes (the paper's jumbo frames).
+pub const SIZE_BYTES: u32 = 9000;
+/// Streams simulated per work unit (one path, its queues warmed up once).
+const STREAMS_PER_UNIT: usize = 20;
+
+/// A simulated path the experiments run on.
+#[derive(Debug, Clone)]
+pub struct PathCase {
+    pub name: &'static str,
+    pub target: &'static str,
+    /// Stream lengths are multiplied by this (at 100 Gbit/s a 64-packet
+    /// stream lasts 46 us, a third of one coalescence interval).
+    pub length_scale: usize,
+}
+
+/// The four 10 Gbit/s paths of Fig. 6/8/11: bursty or smoothed cross
+/// traffic (2.5 Gbit/s mean), with and without 125 us coalescence.
+pub const TEN_GIG: [PathCase; 4] = [
+    PathCase {
+        name: "bursty, 125 us coalescence",
+        target: "sim:cross=bursty:2.5G,coalescence=125us",
+        length_scale: 1,
+    },
+    PathCase {
+        name: "smoothed, 125 us coalescence",
+        target: "sim:cross=smoothed:2.5G,coalescence=125us",
+        length_scale: 1,
+    },
+    PathCase {
+        name: "bursty, no coalescence",
+        target: "sim:cross=bursty:2.5G,coalescence=off",
+        length_scale: 1,
+    },
+    PathCase {
+        name: "smoothed, no coalescence",
+        target: "sim:cross=smoothed:2.5G,coalescence=off",
+        length_scale: 1,
+    },
+];
+
+/// 100 Gbit/s: the same load scaled (25 Gbit/s bursty), 125 us coalescence,
+/// streams 10 times longer so they last as long as at 10 Gbit/s.
+pub const HUNDRED_GIG: PathCase = PathCase {
+    name: "100G, bursty 25G, 125 us coalescence",
+    target: "sim:hops=100G+100G,cross=bursty:25G,coalescence=125us",
+    length_scale: 10,
+};
+
+pub const LENGTHS: [usize; 4] = [32, 64, 128, 320];
+
+/// How many streams per cell.
+#[derive(Debug, Clone, Copy)]
+pub struct Scale {
+    pub single_streams: usize,
+    pub multi_streams: usize,
+    pub sensitivity_streams: usize,
+    pub strategy_seeds: u64,
+    pub hundred_gig_streams: usize,
+}
+
+impl Scale {
+    pub fn quick() -> Self {
+        Scale {
+            single_streams: 400,
+            multi_streams: 400,
+            sensitivity_streams: 200,
+            strategy_seeds: 6,
+            hundred_gig_streams: 100,
+        }
+    }
+    pub fn full() -> Self {
+        Scale {
+            single_streams: 2000,
+            multi_streams: 2000,
+            sensitivity_streams: 1000,
+            strategy_seeds: 20,
+            hundred_gig_streams: 400,
+        }
+    }
+}
+
+fn spec_for(target: &str, seed: u64) -> PathSpec {
+    let mut spec = parse_sim_target(target).expect("experiment targets are valid");
+    spec.seed = seed;
+    spec
+}
+
+/// A seed from the cell's label and the unit index (FNV-1a, stable).
+fn unit_seed(base: u64, label: &str, unit: usize) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ base;
+    for b in label.bytes().chain(unit.to_le_bytes()) {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// A stream the simulator delivered, with its truth and what was asked.
+pub struct Sample {
+    pub stream: tightlink_core::ProbeStream,
+    pub truth_bps: f64,
+    /// Single-rate: the probing rate; multi-rate: the centre of the rates.
+    pub rate_bps: f64,
+}
+
+/// Simulates `n` streams on `target`; `schedule(u)` gives the send times
+/// and the rate for a uniform draw `u` in [0, 1).
+fn simulate<F>(base_seed: u64, label: &str, target: &str, n: usize, schedule: F) -> Vec<Sample>
+where
+    F: Fn(f64) -> (Vec<i64>, f64) + Sync,
+{
+    let units = n.div_ceil(STREAMS_PER_UNIT);
+    let per_unit: Vec<Vec<Sample>> = (0..units)
+        .into_par_iter()
+        .map(|u| {
+            let seed = unit_seed(base_seed, label, u);
+            let mut path = SimPath::new(spec_for(target, seed));
+            let mut draw = tightlink_sim::rng::Rng::new(seed ^ 0x5eed);
+            let count = STREAMS_PER_UNIT.min(n - u * STREAMS_PER_UNIT);
+            (0..count)
+                .filter_map(|i| {
+                    let (sched, rate_bps) = schedule(draw.unit());
+                    let offsets: Vec<i64> = sched.iter().map(|t| t - sched[0]).collect();
+                    let sizes = vec![SIZE_BYTES; offsets.len()];
+                    let s = path.send_stream(i as u64, &offsets, &sizes);
+                    let truth_bps = s.truth?.available_bps;
+                    Some(Sample {
+                        stream: s.stream,
+                        truth_bps,
+                        rate_bps,
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    per_unit.into_iter().flatten().collect()
+}
+
+/// Decision error of one method in one cell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DecisionCell {
+    pub method: Method,
+    pub length: usize,
+    /// Wrong decisions over all streams (ambiguous ones are not wrong).
+    pub wrong: f64,
+    pub ambiguous: f64,
+    pub streams: usize,
+}
+
+/// Fig. 6/8/11: single-rate streams at rates drawn uniformly over 0.67 to
+/// 1.2 times the path's nominal available bandwidth (5-9 Gbit/s at 10G).
+pub fn decision_error(
+    base_seed: u64,
+    case: &PathCase,
+    n: usize,
+    lengths: &[usize],
+) -> Vec<DecisionCell> {
+    let spec = parse_sim_target(case.target).expect("valid");
+    let nominal = spec.nominal_available_bps();
+    let params = AnalysisParams::default();
+    let mut out = Vec::new();
+    for &len in lengths {
+        let len = len * case.length_scale;
+        let label = format!("single/{}/{len}", case.target);
+        let samples = simulate(base_seed, &label, case.target, n, |u| {
+            let r = nominal * (0.67 + 0.53 * u);
+            (single_rate_schedule(r, len, SIZE_BYTES, 0), r)
+        });
+        for m in Method::SINGLE_RATE {
+            let (mut wrong, mut ambiguous) = (0usize, 0usize);
+            for s in &samples {
+                let want = if s.rate_bps > s.truth_bps {
+                    Decision::Above
+                } else {
+                    Decision::Below
+                };
+                match analyze(&s.stream, StreamKind::SingleRate, m, &params).decision {
+                    Some(Decision::Ambiguous) | None => ambiguous += 1,
+                    Some(d) if d != want => wrong += 1,
+                    Some(_) => {}
+                }
+            }
+            let k = samples.len().max(1) as f64;
+            out.push(DecisionCell {
+                method: m,
+                length: len,
+                wrong: wrong as f64 / k,
+                ambiguous: ambiguous as f64 / k,
+                streams: samples.len(),
+            });
+        }
+    }
+    out
+}
+
+/// A multi-rate estimator variant: a method and its consistency rule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Variant {
+    pub label: &'static str,
+    pub method: Method,
+    pub consistency: Consistency,
+}
+
+/// Fig. 14/15: single pass, multi-pass (with each consistency rule), DP1, DP2.
+pub const VARIANTS: [Variant; 6] = [
+    Variant {
+        label: "multirate-single-pass",
+        method: Method::MultirateSinglePass,
+        consistency: Consistency::Bracket,
+    },
+    Variant {
+        label: "multirate (multi-pass)",
+        method: Method::Multirate,
+        consistency: Consistency::Bracket,
+    },
+    Variant {
+        label: "multirate every-gap",
+        method: Method::Multirate,
+        consistency: Consistency::EveryGap,
+    },
+    Variant {
+        label: "multirate cumulative",
+        method: Method::Multirate,
+        consistency: Consistency::Cumulative,
+    },
+    Variant {
+        label: "multirate-prcmt-dp1",
+        method: Method::MultiratePrcmtDp1,
+        consistency: Consistency::Bracket,
+    },
+    Variant {
+        label: "multirate-prcmt-dp2",
+        method: Method::MultiratePrcmtDp2,
+        consistency: Consistency::Bracket,
+    },
+];
+
+/// Relative errors of one variant's exact estimates, sorted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorDist {
+    pub label: String,
+    /// Sorted relative errors of the exact estimates.
+    pub errors: Vec<f64>,
+    pub streams: usize,
+}
+
+impl ErrorDist {
+    /// Share of all streams with an exact estimate within +-`tol`.
+    pub fn within(&self, tol: f64) -> f64 {
+        let k = self.errors.iter().filter(|e| e.abs() <= tol).count();
+        k as f64 / self.streams.max(1) as f64
+    }
+    pub fn answered(&self) -> f64 {
+        self.errors.len() as f64 / self.streams.max(1) as f64
+    }
+    /// The `f` quantile of the exact estimates' errors (NaN when none).
+    pub fn quantile(&self, f: f64) -> f64 {
+        if self.errors.is_empty() {
+            return f64::NAN;
+        }
+        self.errors[((self.errors.len() - 1) as f64 * f).round() as usize]
+    }
+}
+
+fn multi_samples(
+    base_seed: u64,
+    target: &str,
+    n: usize,
+    range: f64,
+    per_rate: usize,
+) -> Vec<Sample> {
+    let nominal = parse_sim_target(target).expect("valid").nominal_available_bps();
+    let label = format!("multi/{target}/{range}/{per_rate}");
+    simulate(base_seed, &label, target, n, |u| {
+        // Centres within +-20 % of the nominal available bandwidth, as a
+        // strategy's re-centred streams would be.
+        let centre = nominal * (0.8 + 0.4 * u);
+        let rates = rates_around(centre, range, 5);
+        (multi_rate_schedule(&rates, per_rate, SIZE_BYTES), centre)
+    })
+}
+
+fn errors_of(samples: &[Sample], method: Method, params: &AnalysisParams) -> Vec<f64> {
+    let mut errs: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| {
+            let a = analyze(&s.stream, StreamKind::MultiRate, method, params);
+            (a.bound == tightlink_core::Bound::Exact)
+                .then_some(a.abw_bps?)
+                .map(|e| (e - s.truth_bps) / s.truth_bps)
+        })
+        .collect();
+    errs.sort_by(f64::total_cmp);
+    errs
+}
+
+/// Fig. 14/15 on one path: 5 rates x 64 packets, Range 30 %.
+pub fn multirate_errors(base_seed: u64, case: &PathCase, n: usize) -> Vec<ErrorDist> {
+    let samples = multi_samples(base_seed, case.target, n, 0.3, 64 * case.length_scale);
+    VARIANTS
+        .iter()
+        .map(|v| {
+            let params = AnalysisParams {
+                consistency: v.consistency,
+                ..AnalysisParams::default()
+            };
+            ErrorDist {
+                label: v.label.to_string(),
+                errors: errors_of(&samples, v.method, &params),
+                streams: samples.len(),
+            }
+        })
+        .collect()
+}
+
+/// One cell of Fig. 16.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SensitivityCell {
+    pub range: f64,
+    pub per_rate: usize,
+    pub within_10: f64,
+    pub median_error: f64,
+}
+
+pub const RANGES: [f64; 5] = [0.1, 0.2, 0.3, 0.4, 0.5];
+pub const PER_RATE: [usize; 3] = [32, 64, 128];
+
+/// Fig. 16: multi-pass multirate's share within +-10 % over Range and
+/// packets per rate, on one path.
+pub fn sensitivity(base_seed: u64, case: &PathCase, n: usize) -> Vec<SensitivityCell> {
+    let params = AnalysisParams::default();
+    let grid: Vec<(f64, usize)> = RANGES
+        .iter()
+        .flat_map(|&r| PER_RATE.iter().map(move |&p| (r, p)))
+        .collect();
+    grid.into_iter()
+        .map(|(range, per_rate)| {
+            let samples = multi_samples(base_seed, case.target, n, range, per_rate);
+            let d = ErrorDist {
+                label: String::new(),
+                errors: errors_of(&samples, Method::Multirate, &params),
+                streams: samples.len(),
+            };
+            SensitivityCell {
+                range,
+                per_rate,
+                within_10: d.within(0.10),
+                median_error: d.quantile(0.5),
+            }
+        })
+        .collect()
+}
+
+/// A closed-loop strategy run many times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StrategyRow {
+    pub strategy: &'static str,
+    /// Relative errors of the runs that answered exactly, sorted.
+    pub errors: Vec<f64>,
+    pub runs: usize,
+    pub median_bytes: f64,
+    pub median_duration_s: f64,
+    pub median_streams: f64,
+}
+
+pub const STRATEGIES: [&str; 4] = ["multirate", "prcmt", "pathload", "imr-avg"];
+
+fn run_strategy(name: &str, target: &str, seed: u64) -> Option<tightlink_probe::Report> {
+    let mut ch = SimChannel::new(spec_for(target, seed), target);
+    let a = AnalysisParams::default();
+    let b = Budget::default();
+    let mut progress = |_: f64| {};
+    let ch: &mut dyn Channel = &mut ch;
+    match name {
+        "multirate" => multirate::run(ch, Default::default(), &a, b, &mut progress),
+        "prcmt" => prcmt_search::run(ch, Default::default(), &a, b, &mut progress),
+        "pathload" => pathload_search::run(ch, Default::default(), &a, b, &mut progress),
+        "imr-avg" => pathload_search::run(
+            ch,
+            pathload_search::PathloadSearchParams {
+                method: Method::ImrAvg,
+                ..Default::default()
+            },
+            &a,
+            b,
+            &mut progress,
+        ),
+        _ => return None,
+    }
+    .ok()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Every strategy over `seeds` seeds of `case` (in parallel).
+pub fn strategies(base_seed: u64, case: &PathCase, seeds: u64) -> Vec<StrategyRow> {
+    STRATEGIES
+        .iter()
+        .map(|&name| {
+            let runs: Vec<tightlink_probe::Report> = (0..seeds)
+                .into_par_iter()
+                .filter_map(|i| {
+                    let seed = unit_seed(base_seed, &format!("strategy/{}", case.target), i as usize);
+                    run_strategy(name, case.target, seed)
+                })
+                .collect();
+            let mut errors: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.bound == tightlink_core::Bound::Exact)
+                .filter_map(|r| {
+                    let t = r.truth_bps?;
+                    Some((r.available_bandwidth_bps - t) / t)
+                })
+                .collect();
+            errors.sort_by(f64::total_cmp);
+            StrategyRow {
+                strategy: name,
+                errors,
+                runs: runs.len(),
+                median_bytes: median(&mut runs.iter().map(|r| r.probe_bytes as f64).collect::<Vec<_>>()),
+                median_duration_s: median(&mut runs.iter().map(|r| r.duration_s).collect::<Vec<_>>()),
+                median_streams: median(&mut runs.iter().map(|r| r.streams as f64).collect::<Vec<_>>()),
+            }
+        })
+        .collect()
+}
+
+/// One multi-rate stream on `case` with its raw, BASS-smoothed and
+/// multi-pass-smoothed gaps, for the Fig. 10/13-style plot:
+/// (packet index, send gap us, receive gap us) per series.
+pub struct GapExample {
+    pub send: Vec<(f64, f64)>,
+    pub raw: Vec<(f64, f64)>,
+    pub bass: Vec<(f64, f64)>,
+    pub multipass: Vec<(f64, f64)>,
+    pub truth_bps: f64,
+    pub estimate_bps: Option<f64>,
+}
+
+pub fn gap_example(base_seed: u64, case: &PathCase) -> GapExample {
+    use tightlink_core::smoothing::{bass::bass_smooth, multipass::multipass_smooth};
+    let s = multi_samples(base_seed, case.target, 1, 0.3, 64)
+        .pop()
+        .expect("one stream crosses the path");
+    let params = AnalysisParams::default();
+    let gaps = s.stream.gaps();
+    let series = |g: &[tightlink_core::stream::Gap], recv: bool| -> Vec<(f64, f64)> {
+        g.iter()
+            .map(|x| {
+                let v = if recv { x.recv_ns } else { x.send_ns };
+                (x.end_packet as f64, v / 1e3)
+            })
+            .collect()
+    };
+    let est = analyze(&s.stream, StreamKind::MultiRate, Method::Multirate, &params);
+    GapExample {
+        send: series(&gaps, false),
+        raw: series(&gaps, true),
+        bass: series(&bass_smooth(&gaps, params.bass), true),
+        multipass: series(&multipass_smooth(&gaps, params.multipass).gaps, true),
+        truth_bps: s.truth_bps,
+        estimate_bps: est.abw_bps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_are_stable_and_distinct() {
+        assert_eq!(unit_seed(1, "a", 0), unit_seed(1, "a", 0));
+        assert_ne!(unit_seed(1, "a", 0), unit_seed(1, "a", 1));
+        assert_ne!(unit_seed(1, "a", 0), unit_seed(1, "b", 0));
+        assert_ne!(unit_seed(1, "a", 0), unit_seed(2, "a", 0));
+    }
+
+    #[test]
+    fn results_do_not_depend_on_threads() {
+        let case = &TEN_GIG[0];
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap()
+            .install(|| decision_error(7, case, 45, &[64]));
+        let many = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap()
+            .install(|| decision_error(7, case, 45, &[64]));
+        assert_eq!(one, many);
+        assert_eq!(one[0].streams, 45);
+    }
+
+    /// With no cross traffic and no coalescence every single-rate stream
+    /// is decided right by PRC-MT: rates below 10 Gbit/s pass untouched.
+    #[test]
+    fn quiet_path_has_no_decision_error() {
+        let case = PathCase {
+            name: "quiet",
+            target: "sim:capacity=10G,cross=cbr:2G,coalescence=off,jitter=off",
+            length_scale: 1,
+        };
+        let cells = decision_error(3, &case, 40, &[64]);
+        let prcmt = cells.iter().find(|c| c.method == Method::Prcmt).unwrap();
+        // Streams within a hair of the truth may go either way.
+        assert!(prcmt.wrong <= 0.05, "{prcmt:?}");
+        assert_eq!(prcmt.streams, 40);
+    }
+
+    #[test]
+    fn error_dist_shares_by_hand() {
+        let d = ErrorDist {
+            label: "x".into(),
+            errors: vec![-0.2, -0.05, 0.0, 0.08, 0.3],
+            streams: 10,
+        };
+        assert_eq!(d.within(0.10), 0.3);
+        assert_eq!(d.answered(), 0.5);
+        assert_eq!(d.quantile(0.5), 0.0);
+        assert_eq!(d.quantile(0.0), -0.2);
+        assert_eq!(d.quantile(1.0), 0.3);
+    }
+}

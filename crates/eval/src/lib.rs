@@ -1,0 +1,226 @@
+//! tightlink-eval: the BASS paper's evaluation reproduced on the simulator
+//! (`tightlink eval`). [`experiments`] runs the cells in parallel,
+//! [`run`] collects them, [`markdown`] prints the tables, [`plots`] draws
+//! PNGs with a font shipped in this crate (no system fonts needed).
+
+pub mod experiments;
+pub mod plots;
+
+use experiments::{
+    DecisionCell, ErrorDist, GapExample, PathCase, Scale, SensitivityCell, StrategyRow,
+    HUNDRED_GIG, LENGTHS, TEN_GIG,
+};
+
+/// Everything one `tightlink eval` run measured.
+pub struct Results {
+    pub scale: Scale,
+    pub seed: u64,
+    /// Per 10 Gbit/s path (TEN_GIG order), then 100 Gbit/s.
+    pub decisions: Vec<(PathCase, Vec<DecisionCell>)>,
+    pub multirate: Vec<(PathCase, Vec<ErrorDist>)>,
+    pub sensitivity: Vec<SensitivityCell>,
+    pub strategies: Vec<(PathCase, Vec<StrategyRow>)>,
+    pub example: GapExample,
+    pub wall_s: f64,
+}
+
+/// Runs every experiment at `scale`.
+pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
+    let start = std::time::Instant::now();
+    let mut decisions = Vec::new();
+    for case in TEN_GIG.iter().cloned() {
+        progress(&format!("decision error vs length: {}", case.name));
+        let cells = experiments::decision_error(seed, &case, scale.single_streams, &LENGTHS);
+        decisions.push((case, cells));
+    }
+    progress("decision error vs length: 100 Gbit/s");
+    decisions.push((
+        HUNDRED_GIG,
+        experiments::decision_error(seed, &HUNDRED_GIG, scale.hundred_gig_streams, &LENGTHS),
+    ));
+    let mut multirate = Vec::new();
+    for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
+        progress(&format!("multi-rate error distribution: {}", case.name));
+        let d = experiments::multirate_errors(seed, &case, scale.multi_streams);
+        multirate.push((case, d));
+    }
+    progress("multi-rate error distribution: 100 Gbit/s");
+    multirate.push((
+        HUNDRED_GIG,
+        experiments::multirate_errors(seed, &HUNDRED_GIG, scale.hundred_gig_streams),
+    ));
+    progress("Range / packets-per-rate sensitivity");
+    let sensitivity = experiments::sensitivity(seed, &TEN_GIG[0], scale.sensitivity_streams);
+    let mut strategies = Vec::new();
+    for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
+        progress(&format!("closed-loop strategies: {}", case.name));
+        let rows = experiments::strategies(seed, &case, scale.strategy_seeds);
+        strategies.push((case, rows));
+    }
+    let example = experiments::gap_example(seed, &TEN_GIG[0]);
+    Results {
+        scale,
+        seed,
+        decisions,
+        multirate,
+        sensitivity,
+        strategies,
+        example,
+        wall_s: start.elapsed().as_secs_f64(),
+    }
+}
+
+fn pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:.1} %", x * 100.0)
+    } else {
+        "-".to_string()
+    }
+}
+
+fn signed_pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:+.1} %", x * 100.0)
+    } else {
+        "-".to_string()
+    }
+}
+
+/// The tables, as Markdown.
+pub fn markdown(r: &Results) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "tightlink eval: seed {}, {} single-rate streams per cell ({} at 100G), {} multi-rate streams per path, {} per sensitivity cell, {} seeds per strategy; {:.1} s on {} threads\n",
+        r.seed,
+        r.scale.single_streams,
+        r.scale.hundred_gig_streams,
+        r.scale.multi_streams,
+        r.scale.sensitivity_streams,
+        r.scale.strategy_seeds,
+        r.wall_s,
+        rayon::current_num_threads()
+    );
+    let _ = writeln!(
+        s,
+        "## Decision error (wrong / ambiguous) vs stream length (Fig. 6, 8, 11)\n\nSingle-rate streams of 9000-byte packets at 0.67-1.2 x the nominal available bandwidth; truth per stream from the simulator.\n"
+    );
+    for (case, cells) in &r.decisions {
+        let _ = writeln!(s, "### {}\n", case.name);
+        let lengths: Vec<usize> = LENGTHS.iter().map(|l| l * case.length_scale).collect();
+        let head: Vec<String> = lengths.iter().map(|l| l.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "| method | {} |\n|---|{}",
+            head.join(" | "),
+            "---|".repeat(lengths.len())
+        );
+        for m in tightlink_core::Method::SINGLE_RATE {
+            let row: Vec<String> = lengths
+                .iter()
+                .map(|&l| {
+                    cells
+                        .iter()
+                        .find(|c| c.method == m && c.length == l)
+                        .map_or("-".into(), |c| {
+                            format!("{} / {}", pct(c.wrong), pct(c.ambiguous))
+                        })
+                })
+                .collect();
+            let _ = writeln!(s, "| {} | {} |", m.name(), row.join(" | "));
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(
+        s,
+        "## Multi-rate estimates, Range 30 % (Fig. 14, 15)\n\nCentres within +-20 % of the nominal available bandwidth. Within +-10 % counts over all streams; quantiles over exact estimates.\n"
+    );
+    for (case, dists) in &r.multirate {
+        let _ = writeln!(s, "### {}, 5 x {} packets\n", case.name, 64 * case.length_scale);
+        let _ = writeln!(
+            s,
+            "| method | exact | within +-10 % | p10 | median | p90 |\n|---|---:|---:|---:|---:|---:|"
+        );
+        for d in dists {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |",
+                d.label,
+                pct(d.answered()),
+                pct(d.within(0.10)),
+                signed_pct(d.quantile(0.1)),
+                signed_pct(d.quantile(0.5)),
+                signed_pct(d.quantile(0.9))
+            );
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(
+        s,
+        "## Sensitivity to Range and packets per rate (Fig. 16), {}\n\nShare of multi-pass multirate estimates within +-10 % (median error).\n",
+        TEN_GIG[0].name
+    );
+    let _ = write!(s, "| Range |");
+    for p in experiments::PER_RATE {
+        let _ = write!(s, " 5 x {p} |");
+    }
+    let _ = writeln!(s, "\n|---|{}", "---:|".repeat(experiments::PER_RATE.len()));
+    for range in experiments::RANGES {
+        let _ = write!(s, "| {:.0} % |", range * 100.0);
+        for p in experiments::PER_RATE {
+            let c = r
+                .sensitivity
+                .iter()
+                .find(|c| c.range == range && c.per_rate == p);
+            let _ = write!(
+                s,
+                " {} |",
+                c.map_or("-".into(), |c| format!(
+                    "{} ({})",
+                    pct(c.within_10),
+                    signed_pct(c.median_error)
+                ))
+            );
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(s, "\n## Closed-loop strategies (tightlink estimate)\n");
+    for (case, rows) in &r.strategies {
+        let _ = writeln!(s, "### {}\n", case.name);
+        let _ = writeln!(
+            s,
+            "| strategy | exact answers | within +-10 % | median error | worst error | median probe MB | median streams | median path time |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for row in rows {
+            let within = row.errors.iter().filter(|e| e.abs() <= 0.10).count();
+            let worst = row
+                .errors
+                .iter()
+                .copied()
+                .max_by(|a, b| a.abs().total_cmp(&b.abs()))
+                .unwrap_or(f64::NAN);
+            let med = if row.errors.is_empty() {
+                f64::NAN
+            } else {
+                row.errors[row.errors.len() / 2]
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {}/{} | {}/{} | {} | {} | {:.1} | {:.0} | {:.3} s |",
+                row.strategy,
+                row.errors.len(),
+                row.runs,
+                within,
+                row.runs,
+                signed_pct(med),
+                signed_pct(worst),
+                row.median_bytes / 1e6,
+                row.median_streams,
+                row.median_duration_s
+            );
+        }
+        let _ = writeln!(s);
+    }
+    s
+}

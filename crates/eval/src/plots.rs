@@ -1,0 +1,293 @@
+//! PNG plots of an evaluation run: an example stream's raw and smoothed
+//! gaps (like the paper's Fig. 10 and 13), decision error vs length bars
+//! (Fig. 6, 8, 11), multi-rate error CDFs (Fig. 14, 15) and the Range /
+//! packets-per-rate sensitivity (Fig. 16). The font (DejaVu Sans, Bitstream
+//! Vera licence, `assets/`) is compiled in, so no system font is needed.
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+use crate::experiments::{DecisionCell, ErrorDist, LENGTHS, PER_RATE, RANGES};
+use crate::Results;
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+static REGISTER: Once = Once::new();
+
+fn register_font() {
+    REGISTER.call_once(|| {
+        // The bytes are a valid TTF shipped with the crate; a failure here
+        // shows up as missing text, never as a crash.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// File-name form of a path case's name.
+pub fn slug(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    while s.contains("--") {
+        s = s.replace("--", "-");
+    }
+    s.trim_matches('-').to_string()
+}
+
+/// Draws every plot into `dir` (created if missing); returns the files.
+pub fn draw_all(r: &Results, dir: &Path) -> Res<Vec<PathBuf>> {
+    register_font();
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("--plots {}: cannot create the directory: {e}", dir.display()))?;
+    let mut files = Vec::new();
+    let f = dir.join("gaps-example.png");
+    gap_example(r, &f)?;
+    files.push(f);
+    for (case, cells) in &r.decisions {
+        let f = dir.join(format!("decision-error-{}.png", slug(case.name)));
+        decision_bars(case.name, case.length_scale, cells, &f)?;
+        files.push(f);
+    }
+    for (case, dists) in &r.multirate {
+        let f = dir.join(format!("multirate-cdf-{}.png", slug(case.name)));
+        error_cdf(case.name, dists, &f)?;
+        files.push(f);
+    }
+    let f = dir.join("sensitivity.png");
+    sensitivity(r, &f)?;
+    files.push(f);
+    Ok(files)
+}
+
+fn gap_example(r: &Results, file: &Path) -> Res<()> {
+    let e = &r.example;
+    let root = BitMapBackend::new(file, (1000, 700)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (top, bottom) = root.split_vertically(350);
+    let n = e.raw.iter().map(|p| p.0).fold(0.0, f64::max) + 1.0;
+    let raw_max = e.raw.iter().map(|p| p.1).fold(0.0, f64::max) * 1.05;
+    let send_max = e.send.iter().map(|p| p.1).fold(0.0, f64::max);
+    let mut c = ChartBuilder::on(&top)
+        .caption(
+            "One multi-rate stream (5 x 64, bursty 2.5G, 125 us coalescence): raw receive gaps",
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..n, 0.0..raw_max.max(1.0))?;
+    c.configure_mesh().y_desc("gap (us)").draw()?;
+    c.draw_series(LineSeries::new(e.raw.iter().copied(), &COLOURS[0]))?
+        .label("receive gap")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COLOURS[0]));
+    c.draw_series(LineSeries::new(e.send.iter().copied(), &BLACK))?
+        .label("send gap")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    let caption = format!(
+        "Smoothed: BASS single pass and multi-pass + window 16 (estimate {}, truth {:.2} Gbit/s)",
+        e.estimate_bps
+            .map_or("none".to_string(), |v| format!("{:.2}", v / 1e9)),
+        e.truth_bps / 1e9
+    );
+    let mut c = ChartBuilder::on(&bottom)
+        .caption(caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..n, 0.0..(send_max * 2.0).max(1.0))?;
+    c.configure_mesh()
+        .x_desc("packet in stream")
+        .y_desc("gap (us)")
+        .draw()?;
+    for (i, (label, series)) in [
+        ("send gap", &e.send),
+        ("BASS (single pass)", &e.bass),
+        ("multi-pass + window", &e.multipass),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let colour = if i == 0 { BLACK } else { COLOURS[i] };
+        c.draw_series(LineSeries::new(series.iter().copied(), &colour))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn decision_bars(name: &str, scale: usize, cells: &[DecisionCell], file: &Path) -> Res<()> {
+    let lengths: Vec<usize> = LENGTHS.iter().map(|l| l * scale).collect();
+    let root = BitMapBackend::new(file, (1000, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let methods = tightlink_core::Method::SINGLE_RATE;
+    let mut c = ChartBuilder::on(&root)
+        .caption(
+            format!("Decision error by stream length: {name} (hatched top: ambiguous)"),
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..LENGTHS.len() as f64, 0.0..100.0)?;
+    c.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(LENGTHS.len() * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = (x - 0.5).round();
+            if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < LENGTHS.len() {
+                format!("{} packets", lengths[i as usize])
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("% of streams")
+        .draw()?;
+    let w = 0.8 / methods.len() as f64;
+    for (j, m) in methods.iter().enumerate() {
+        let colour = COLOURS[j % COLOURS.len()];
+        let mut wrong = Vec::new();
+        let mut ambiguous = Vec::new();
+        for (i, &len) in lengths.iter().enumerate() {
+            if let Some(cell) = cells.iter().find(|x| x.method == *m && x.length == len) {
+                let x0 = i as f64 + 0.1 + j as f64 * w;
+                let (e, a) = (cell.wrong * 100.0, cell.ambiguous * 100.0);
+                wrong.push(Rectangle::new([(x0, 0.0), (x0 + w * 0.9, e)], colour.filled()));
+                ambiguous.push(Rectangle::new([(x0, e), (x0 + w * 0.9, e + a)], colour.mix(0.3).filled()));
+            }
+        }
+        c.draw_series(wrong)?
+            .label(m.name())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], colour.filled()));
+        c.draw_series(ambiguous)?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn error_cdf(name: &str, dists: &[ErrorDist], file: &Path) -> Res<()> {
+    let root = BitMapBackend::new(file, (1000, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(
+            format!("Multi-rate relative error CDF (5 x 64, Range 30 %): {name}"),
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(-50.0..50.0, 0.0..1.0)?;
+    c.configure_mesh()
+        .x_desc("relative error of exact estimates (%)")
+        .y_desc("CDF")
+        .draw()?;
+    for (j, d) in dists.iter().enumerate() {
+        let colour = COLOURS[j % COLOURS.len()];
+        let n = d.errors.len().max(1) as f64;
+        let pts: Vec<(f64, f64)> = d
+            .errors
+            .iter()
+            .enumerate()
+            .map(|(i, e)| ((e * 100.0).clamp(-50.0, 50.0), (i + 1) as f64 / n))
+            .collect();
+        c.draw_series(LineSeries::new(pts, &colour))?
+            .label(d.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn sensitivity(r: &Results, file: &Path) -> Res<()> {
+    let root = BitMapBackend::new(file, (800, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(
+            "Multi-pass multirate within +-10 % vs Range (bursty, 125 us)",
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(5.0..55.0, 0.0..100.0)?;
+    c.configure_mesh()
+        .x_desc("Range (%)")
+        .y_desc("% of streams within +-10 %")
+        .draw()?;
+    for (j, &p) in PER_RATE.iter().enumerate() {
+        let colour = COLOURS[j % COLOURS.len()];
+        let pts: Vec<(f64, f64)> = RANGES
+            .iter()
+            .filter_map(|&range| {
+                r.sensitivity
+                    .iter()
+                    .find(|c| c.range == range && c.per_rate == p)
+                    .map(|c| (range * 100.0, c.within_10 * 100.0))
+            })
+            .collect();
+        c.draw_series(LineSeries::new(pts.clone(), &colour))?
+            .label(format!("5 x {p} packets"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+        c.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, colour.filled())))?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_file_names() {
+        assert_eq!(slug("bursty, 125 us coalescence"), "bursty-125-us-coalescence");
+        assert_eq!(slug("100G, bursty 25G"), "100g-bursty-25g");
+    }
+
+    #[test]
+    fn the_shipped_font_loads() {
+        assert!(ab_glyph_loads(FONT));
+    }
+
+    fn ab_glyph_loads(bytes: &'static [u8]) -> bool {
+        plotters::style::register_font("sans-serif-test", FontStyle::Normal, bytes).is_ok()
+    }
+}
