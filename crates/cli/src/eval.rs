@@ -34,7 +34,11 @@ pub fn run(args: EvalArgs) -> Result<()> {
             .build_global()
             .map_err(|e| anyhow!("--jobs {j}: {e}"))?;
     }
-    let scale = if args.quick { Scale::quick() } else { Scale::full() };
+    let scale = if args.quick {
+        Scale::quick()
+    } else {
+        Scale::full()
+    };
     let show = std::io::stderr().is_terminal();
     let mut progress = |what: &str| {
         if show {

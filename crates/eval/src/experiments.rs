@@ -64,6 +64,32 @@ pub const HUNDRED_GIG: PathCase = PathCase {
 
 pub const LENGTHS: [usize; 4] = [32, 64, 128, 320];
 
+/// The same 2.5 Gbit/s ON/OFF mean at other burst time scales: more,
+/// slower sources, or shorter ON periods (the paper's B-CT is web traffic
+/// from 10 host pairs; how bursty it is below 10 ms is not given).
+pub const LOAD_SCALES: [PathCase; 4] = [
+    PathCase {
+        name: "10 sources x 1 Gbit/s peak, ON 500 us (default)",
+        target: "sim:cross=bursty:2.5G,coalescence=125us",
+        length_scale: 1,
+    },
+    PathCase {
+        name: "10 sources x 1 Gbit/s peak, ON 100 us",
+        target: "sim:cross=bursty:2.5G:on=100us,coalescence=125us",
+        length_scale: 1,
+    },
+    PathCase {
+        name: "40 sources x 250 Mbit/s peak, ON 500 us",
+        target: "sim:cross=bursty:2.5G:sources=40,coalescence=125us",
+        length_scale: 1,
+    },
+    PathCase {
+        name: "40 sources x 250 Mbit/s peak, ON 100 us",
+        target: "sim:cross=bursty:2.5G:sources=40:on=100us,coalescence=125us",
+        length_scale: 1,
+    },
+];
+
 /// How many streams per cell.
 #[derive(Debug, Clone, Copy)]
 pub struct Scale {
@@ -285,7 +311,9 @@ fn multi_samples(
     range: f64,
     per_rate: usize,
 ) -> Vec<Sample> {
-    let nominal = parse_sim_target(target).expect("valid").nominal_available_bps();
+    let nominal = parse_sim_target(target)
+        .expect("valid")
+        .nominal_available_bps();
     let label = format!("multi/{target}/{range}/{per_rate}");
     simulate(base_seed, &label, target, n, |u| {
         // Centres within +-20 % of the nominal available bandwidth, as a
@@ -422,7 +450,8 @@ pub fn strategies(base_seed: u64, case: &PathCase, seeds: u64) -> Vec<StrategyRo
             let runs: Vec<tightlink_probe::Report> = (0..seeds)
                 .into_par_iter()
                 .filter_map(|i| {
-                    let seed = unit_seed(base_seed, &format!("strategy/{}", case.target), i as usize);
+                    let seed =
+                        unit_seed(base_seed, &format!("strategy/{}", case.target), i as usize);
                     run_strategy(name, case.target, seed)
                 })
                 .collect();
@@ -439,9 +468,18 @@ pub fn strategies(base_seed: u64, case: &PathCase, seeds: u64) -> Vec<StrategyRo
                 strategy: name,
                 errors,
                 runs: runs.len(),
-                median_bytes: median(&mut runs.iter().map(|r| r.probe_bytes as f64).collect::<Vec<_>>()),
-                median_duration_s: median(&mut runs.iter().map(|r| r.duration_s).collect::<Vec<_>>()),
-                median_streams: median(&mut runs.iter().map(|r| r.streams as f64).collect::<Vec<_>>()),
+                median_bytes: median(
+                    &mut runs
+                        .iter()
+                        .map(|r| r.probe_bytes as f64)
+                        .collect::<Vec<_>>(),
+                ),
+                median_duration_s: median(
+                    &mut runs.iter().map(|r| r.duration_s).collect::<Vec<_>>(),
+                ),
+                median_streams: median(
+                    &mut runs.iter().map(|r| r.streams as f64).collect::<Vec<_>>(),
+                ),
             }
         })
         .collect()

@@ -40,7 +40,13 @@ const COLOURS: [RGBColor; 6] = [
 pub fn slug(name: &str) -> String {
     let mut s: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
     while s.contains("--") {
         s = s.replace("--", "-");
@@ -51,8 +57,12 @@ pub fn slug(name: &str) -> String {
 /// Draws every plot into `dir` (created if missing); returns the files.
 pub fn draw_all(r: &Results, dir: &Path) -> Res<Vec<PathBuf>> {
     register_font();
-    std::fs::create_dir_all(dir)
-        .map_err(|e| format!("--plots {}: cannot create the directory: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| {
+        format!(
+            "--plots {}: cannot create the directory: {e}",
+            dir.display()
+        )
+    })?;
     let mut files = Vec::new();
     let f = dir.join("gaps-example.png");
     gap_example(r, &f)?;
@@ -146,7 +156,7 @@ fn decision_bars(name: &str, scale: usize, cells: &[DecisionCell], file: &Path) 
     let methods = tightlink_core::Method::SINGLE_RATE;
     let mut c = ChartBuilder::on(&root)
         .caption(
-            format!("Decision error by stream length: {name} (hatched top: ambiguous)"),
+            format!("Decision error by stream length: {name} (pale top: ambiguous)"),
             ("sans-serif", 18),
         )
         .margin(10)
@@ -175,8 +185,14 @@ fn decision_bars(name: &str, scale: usize, cells: &[DecisionCell], file: &Path) 
             if let Some(cell) = cells.iter().find(|x| x.method == *m && x.length == len) {
                 let x0 = i as f64 + 0.1 + j as f64 * w;
                 let (e, a) = (cell.wrong * 100.0, cell.ambiguous * 100.0);
-                wrong.push(Rectangle::new([(x0, 0.0), (x0 + w * 0.9, e)], colour.filled()));
-                ambiguous.push(Rectangle::new([(x0, e), (x0 + w * 0.9, e + a)], colour.mix(0.3).filled()));
+                wrong.push(Rectangle::new(
+                    [(x0, 0.0), (x0 + w * 0.9, e)],
+                    colour.filled(),
+                ));
+                ambiguous.push(Rectangle::new(
+                    [(x0, e), (x0 + w * 0.9, e + a)],
+                    colour.mix(0.3).filled(),
+                ));
             }
         }
         c.draw_series(wrong)?
@@ -278,7 +294,10 @@ mod tests {
 
     #[test]
     fn slugs_are_file_names() {
-        assert_eq!(slug("bursty, 125 us coalescence"), "bursty-125-us-coalescence");
+        assert_eq!(
+            slug("bursty, 125 us coalescence"),
+            "bursty-125-us-coalescence"
+        );
         assert_eq!(slug("100G, bursty 25G"), "100g-bursty-25g");
     }
 

@@ -93,24 +93,70 @@ fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
     if s == "none" || s == "0" {
         return Ok(None);
     }
-    let Some((kind, rate)) = s.split_once(':') else {
+    let mut parts = s.split(':');
+    let kind = parts.next().unwrap_or_default();
+    let Some(rate) = parts.next() else {
         return err(format!(
             "cross '{s}': expected MODEL:RATE, e.g. bursty:2.5G"
         ));
     };
     let rate_bps = parse_rate(rate)?;
-    let model = match kind {
+    let mut on_off = OnOffParams::default();
+    let options: Vec<&str> = parts.collect();
+    let mut model = match kind {
         "cbr" => CrossModel::Cbr { size_bytes: 1500 },
         "poisson" => CrossModel::Poisson {
             sizes: SizeMix::web(),
         },
-        "bursty" => CrossModel::Bursty(OnOffParams::default()),
-        "smoothed" => CrossModel::Smoothed(OnOffParams::default()),
+        "bursty" | "smoothed" => CrossModel::Bursty(OnOffParams::default()),
         _ => {
             return err(format!(
                 "cross model '{kind}': expected cbr, poisson, bursty or smoothed"
             ))
         }
+    };
+    // ON/OFF options: bursty:2.5G:sources=40:on=100us:duty=0.25:shape=1.5
+    for opt in &options {
+        let Some((k, v)) = opt.split_once('=') else {
+            return err(format!("cross '{s}': option '{opt}' is not KEY=VALUE"));
+        };
+        if !matches!(model, CrossModel::Bursty(_)) {
+            return err(format!("cross '{s}': {kind} takes no options"));
+        }
+        let bad = |what: &str| SpecError(format!("cross '{s}': {k}={v}: {what}"));
+        match k {
+            "sources" => {
+                on_off.sources = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=10_000).contains(n))
+                    .ok_or_else(|| bad("expected 1 to 10000 sources"))?
+            }
+            "on" => on_off.mean_on_ns = parse_time_ns(v).map_err(|e| bad(&e.0))?,
+            "duty" => {
+                on_off.duty = v
+                    .parse()
+                    .ok()
+                    .filter(|d: &f64| *d > 0.0 && *d <= 1.0)
+                    .ok_or_else(|| bad("expected a share in (0, 1]"))?
+            }
+            "shape" => {
+                on_off.shape = v
+                    .parse()
+                    .ok()
+                    .filter(|a: &f64| *a > 1.0 && *a <= 10.0)
+                    .ok_or_else(|| bad("expected a Pareto shape in (1, 10]"))?
+            }
+            _ => return Err(bad("unknown option (known: sources, on, duty, shape)")),
+        }
+    }
+    if on_off.mean_on_ns <= 0.0 {
+        return err(format!("cross '{s}': on must be positive"));
+    }
+    model = match (kind, model) {
+        ("smoothed", _) => CrossModel::Smoothed(on_off),
+        ("bursty", _) => CrossModel::Bursty(on_off),
+        (_, m) => m,
     };
     Ok(Some(CrossSpec { model, rate_bps }))
 }
@@ -338,6 +384,35 @@ mod tests {
         assert_eq!(m.narrow_capacity_bps(), 10e9);
         assert_eq!(m.nominal_available_bps(), 7e9);
         assert!(m.hops.iter().all(|h| h.hop.buffer_bytes == 2_000_000));
+    }
+
+    #[test]
+    fn cross_options_set_the_on_off_sources() {
+        let spec = parse_sim_target("sim:cross=bursty:2.5G:sources=40:on=100us:duty=0.5").unwrap();
+        match &spec.hops.last().unwrap().cross.as_ref().unwrap().model {
+            CrossModel::Bursty(p) => {
+                assert_eq!(p.sources, 40);
+                assert_eq!(p.mean_on_ns, 100_000.0);
+                assert_eq!(p.duty, 0.5);
+                assert_eq!(p.shape, 1.5);
+            }
+            m => panic!("{m:?}"),
+        }
+        let spec = parse_sim_target("sim:cross=smoothed:2G:sources=20").unwrap();
+        assert!(matches!(
+            &spec.hops.last().unwrap().cross.as_ref().unwrap().model,
+            CrossModel::Smoothed(p) if p.sources == 20
+        ));
+        for (bad, needle) in [
+            ("sim:cross=cbr:2G:sources=4", "takes no options"),
+            ("sim:cross=bursty:2G:sources=0", "sources=0"),
+            ("sim:cross=bursty:2G:colour=red", "unknown option"),
+            ("sim:cross=bursty:2G:duty=2", "duty=2"),
+            ("sim:cross=bursty:2G:on=soon", "on=soon"),
+        ] {
+            let e = parse_sim_target(bad).unwrap_err();
+            assert!(e.0.contains(needle), "{bad}: {e}");
+        }
     }
 
     #[test]
