@@ -140,7 +140,11 @@ mod tests {
             let arrival = i as f64 * send;
             // Interrupts at 1 ns, 40001 ns, ...: packet 0 is alone.
             let k = ((arrival - 1.0) / period).ceil().max(0.0);
-            let first = if k == 0.0 { 0 } else { ((k - 1.0) * period / send) as usize + 1 };
+            let first = if k == 0.0 {
+                0
+            } else {
+                ((k - 1.0) * period / send) as usize + 1
+            };
             recv.push(k * period + 1.0 + (i - first) as f64 * stamp);
         }
         let recv_gaps: Vec<f64> = recv.windows(2).map(|w| w[1] - w[0]).collect();
