@@ -106,6 +106,9 @@ pub enum ChannelError {
     TraceExhausted(usize),
     #[error("replayed trace diverges from the strategy at stream {index}: {reason}")]
     TraceDiverges { index: usize, reason: String },
+    /// A real channel's socket or timestamping failed.
+    #[error("{0}")]
+    Io(String),
 }
 
 /// Sends probe streams somewhere and reports what arrived.

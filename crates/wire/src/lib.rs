@@ -36,10 +36,12 @@ pub enum DropReason {
     WrongPeer,
     #[error("beyond what the session announced (stream, packet count or rate)")]
     OverAnnounced,
+    #[error("arrived after its stream was closed")]
+    Late,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 7] = [
+    pub const ALL: [DropReason; 8] = [
         DropReason::TooShort,
         DropReason::NotTightlink,
         DropReason::UnknownVersion,
@@ -47,6 +49,7 @@ impl DropReason {
         DropReason::Malformed,
         DropReason::WrongPeer,
         DropReason::OverAnnounced,
+        DropReason::Late,
     ];
 
     /// A short name for counters and logs.
@@ -59,6 +62,7 @@ impl DropReason {
             DropReason::Malformed => "malformed",
             DropReason::WrongPeer => "wrong_peer",
             DropReason::OverAnnounced => "over_announced",
+            DropReason::Late => "late",
         }
     }
 }
