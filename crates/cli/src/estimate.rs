@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
-use tightlink_core::{AnalysisParams, Method};
-use tightlink_probe::strategy::{multirate, pathload_search, prcmt_search};
+use tightlink_core::AnalysisParams;
+use tightlink_probe::strategy;
 use tightlink_probe::{Budget, Channel, Recorder, Report, SimChannel, TraceChannel};
 
 use crate::save;
@@ -99,22 +99,11 @@ pub fn run(args: EstimateArgs) -> Result<()> {
             );
         }
     };
-    let method = Method::from_name(&args.method);
-    let report: Report = match (args.method.as_str(), method) {
-        (_, Some(m @ (Method::Multirate | Method::MultirateSinglePass | Method::MultiratePrcmtDp1 | Method::MultiratePrcmtDp2))) => {
-            let p = multirate::MultirateParams { method: m, ..Default::default() };
-            multirate::run(&mut channel, p, &analysis, budget, &mut progress)?
-        }
-        ("prcmt" | "prcmt+bass", _) => prcmt_search::run(&mut channel, Default::default(), &analysis, budget, &mut progress)?,
-        (_, Some(m @ (Method::Pathload | Method::ImrAvg | Method::ImrWavelet))) => {
-            let p = pathload_search::PathloadSearchParams { method: m, ..Default::default() };
-            pathload_search::run(&mut channel, p, &analysis, budget, &mut progress)?
-        }
-        _ => bail!(
-            "--method {}: choose multirate, multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2, prcmt, pathload, imr-avg or imr-wavelet",
-            args.method
-        ),
-    };
+    let report: Report =
+        match strategy::run_named(&args.method, &mut channel, &analysis, budget, &mut progress) {
+            Some(r) => r?,
+            None => bail!("--method {}: choose {}", args.method, strategy::NAMES),
+        };
     if show {
         eprint!("\r{}\r", " ".repeat(40));
     }

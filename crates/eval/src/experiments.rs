@@ -10,8 +10,8 @@ use rayon::prelude::*;
 use tightlink_core::decision::multirate::Consistency;
 use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_schedule};
 use tightlink_core::{analyze, AnalysisParams, Decision, Method, StreamKind};
-use tightlink_probe::strategy::{multirate, pathload_search, prcmt_search};
-use tightlink_probe::{Budget, Channel, SimChannel};
+use tightlink_probe::strategy;
+use tightlink_probe::{Budget, SimChannel};
 use tightlink_sim::{parse_sim_target, PathSpec, SimPath};
 
 /// Probe packet size of every experiment, bytes (the paper's jumbo frames).
@@ -412,26 +412,8 @@ pub const STRATEGIES: [&str; 4] = ["multirate", "prcmt", "pathload", "imr-avg"];
 fn run_strategy(name: &str, target: &str, seed: u64) -> Option<tightlink_probe::Report> {
     let mut ch = SimChannel::new(spec_for(target, seed), target);
     let a = AnalysisParams::default();
-    let b = Budget::default();
     let mut progress = |_: f64| {};
-    let ch: &mut dyn Channel = &mut ch;
-    match name {
-        "multirate" => multirate::run(ch, Default::default(), &a, b, &mut progress),
-        "prcmt" => prcmt_search::run(ch, Default::default(), &a, b, &mut progress),
-        "pathload" => pathload_search::run(ch, Default::default(), &a, b, &mut progress),
-        "imr-avg" => pathload_search::run(
-            ch,
-            pathload_search::PathloadSearchParams {
-                method: Method::ImrAvg,
-                ..Default::default()
-            },
-            &a,
-            b,
-            &mut progress,
-        ),
-        _ => return None,
-    }
-    .ok()
+    strategy::run_named(name, &mut ch, &a, Budget::default(), &mut progress)?.ok()
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -97,6 +97,19 @@ fn signed_pct(x: f64) -> String {
     }
 }
 
+/// A table row: label, exact share, within +-10 %, p10, median, p90.
+fn dist_row(label: &str, d: &ErrorDist) -> String {
+    format!(
+        "| {} | {} | {} | {} | {} | {} |",
+        label,
+        pct(d.answered()),
+        pct(d.within(0.10)),
+        signed_pct(d.quantile(0.1)),
+        signed_pct(d.quantile(0.5)),
+        signed_pct(d.quantile(0.9))
+    )
+}
+
 /// The tables, as Markdown.
 pub fn markdown(r: &Results) -> String {
     use std::fmt::Write;
@@ -159,16 +172,7 @@ pub fn markdown(r: &Results) -> String {
             "| method | exact | within +-10 % | p10 | median | p90 |\n|---|---:|---:|---:|---:|---:|"
         );
         for d in dists {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} |",
-                d.label,
-                pct(d.answered()),
-                pct(d.within(0.10)),
-                signed_pct(d.quantile(0.1)),
-                signed_pct(d.quantile(0.5)),
-                signed_pct(d.quantile(0.9))
-            );
+            let _ = writeln!(s, "{}", dist_row(&d.label, d));
         }
         let _ = writeln!(s);
     }
@@ -206,16 +210,7 @@ pub fn markdown(r: &Results) -> String {
         "\n## Multi-rate error vs the cross traffic's burst time scale\n\nMulti-pass multirate, 5 x 64, Range 30 %, 125 us coalescence; 2.5 Gbit/s mean ON/OFF load in every row.\n\n| load | exact | within +-10 % | p10 | median | p90 |\n|---|---:|---:|---:|---:|---:|"
     );
     for (case, d) in &r.load_scales {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} |",
-            case.name,
-            pct(d.answered()),
-            pct(d.within(0.10)),
-            signed_pct(d.quantile(0.1)),
-            signed_pct(d.quantile(0.5)),
-            signed_pct(d.quantile(0.9))
-        );
+        let _ = writeln!(s, "{}", dist_row(case.name, d));
     }
     let _ = writeln!(s, "\n## Closed-loop strategies (tightlink estimate)\n");
     for (case, rows) in &r.strategies {

@@ -8,6 +8,7 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
@@ -35,6 +36,23 @@ const COLOURS: [RGBColor; 6] = [
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
 ];
+
+type Chart<'a> = ChartContext<'a, BitMapBackend<'a>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A legend entry: a short line in the series' colour.
+fn line_key(colour: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour)
+}
+
+/// The legend box, in one style for every plot.
+fn draw_key(c: &mut Chart<'_>, position: SeriesLabelPosition) -> Res<()> {
+    c.configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
 
 /// File-name form of a path case's name.
 pub fn slug(name: &str) -> String {
@@ -103,14 +121,11 @@ fn gap_example(r: &Results, file: &Path) -> Res<()> {
     c.configure_mesh().y_desc("gap (us)").draw()?;
     c.draw_series(LineSeries::new(e.raw.iter().copied(), &COLOURS[0]))?
         .label("receive gap")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COLOURS[0]));
+        .legend(line_key(COLOURS[0]));
     c.draw_series(LineSeries::new(e.send.iter().copied(), &BLACK))?
         .label("send gap")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
-    c.configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+        .legend(line_key(BLACK));
+    draw_key(&mut c, SeriesLabelPosition::MiddleRight)?;
     let caption = format!(
         "Smoothed: BASS single pass and multi-pass + window 16 (estimate {}, truth {:.2} Gbit/s)",
         e.estimate_bps
@@ -138,13 +153,9 @@ fn gap_example(r: &Results, file: &Path) -> Res<()> {
         let colour = if i == 0 { BLACK } else { COLOURS[i] };
         c.draw_series(LineSeries::new(series.iter().copied(), &colour))?
             .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+            .legend(line_key(colour));
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    draw_key(&mut c, SeriesLabelPosition::UpperLeft)?;
     root.present()?;
     Ok(())
 }
@@ -200,11 +211,7 @@ fn decision_bars(name: &str, scale: usize, cells: &[DecisionCell], file: &Path) 
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], colour.filled()));
         c.draw_series(ambiguous)?;
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    draw_key(&mut c, SeriesLabelPosition::UpperRight)?;
     root.present()?;
     Ok(())
 }
@@ -236,13 +243,9 @@ fn error_cdf(name: &str, dists: &[ErrorDist], file: &Path) -> Res<()> {
             .collect();
         c.draw_series(LineSeries::new(pts, &colour))?
             .label(d.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+            .legend(line_key(colour));
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    draw_key(&mut c, SeriesLabelPosition::UpperLeft)?;
     root.present()?;
     Ok(())
 }
@@ -276,14 +279,10 @@ fn sensitivity(r: &Results, file: &Path) -> Res<()> {
             .collect();
         c.draw_series(LineSeries::new(pts.clone(), &colour))?
             .label(format!("5 x {p} packets"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+            .legend(line_key(colour));
         c.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, colour.filled())))?;
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    draw_key(&mut c, SeriesLabelPosition::LowerRight)?;
     root.present()?;
     Ok(())
 }

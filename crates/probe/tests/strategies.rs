@@ -1,33 +1,18 @@
 //! Every strategy through the simulated channel, against the simulator's
 //! ground truth.
 
-use tightlink_core::{AnalysisParams, Bound, Method};
-use tightlink_probe::strategy::{multirate, pathload_search, prcmt_search};
+use tightlink_core::{AnalysisParams, Bound};
+use tightlink_probe::strategy;
 use tightlink_probe::{Budget, Report, SimChannel};
 use tightlink_sim::parse_sim_target;
 
 fn run(target: &str, strategy: &str) -> Report {
     let mut ch = SimChannel::new(parse_sim_target(target).unwrap(), target);
     let a = AnalysisParams::default();
-    let b = Budget::default();
     let mut progress = |_: f64| {};
-    match strategy {
-        "multirate" => multirate::run(&mut ch, Default::default(), &a, b, &mut progress),
-        "prcmt" => prcmt_search::run(&mut ch, Default::default(), &a, b, &mut progress),
-        "pathload" => pathload_search::run(&mut ch, Default::default(), &a, b, &mut progress),
-        "imr-avg" => pathload_search::run(
-            &mut ch,
-            pathload_search::PathloadSearchParams {
-                method: Method::ImrAvg,
-                ..Default::default()
-            },
-            &a,
-            b,
-            &mut progress,
-        ),
-        _ => unreachable!(),
-    }
-    .unwrap()
+    strategy::run_named(strategy, &mut ch, &a, Budget::default(), &mut progress)
+        .expect("a known strategy")
+        .unwrap()
 }
 
 fn rel(r: &Report) -> f64 {

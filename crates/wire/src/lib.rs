@@ -90,6 +90,13 @@ impl DropCounters {
             .map_or(0, |i| self.counts[i])
     }
 
+    /// Adds another set of counts to these.
+    pub fn merge(&mut self, other: &DropCounters) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a = a.saturating_add(b);
+        }
+    }
+
     pub fn total(&self) -> u64 {
         self.counts.iter().fold(0u64, |a, &c| a.saturating_add(c))
     }
@@ -119,5 +126,16 @@ mod tests {
         assert_eq!(c.get(DropReason::Malformed), 0);
         assert_eq!(c.total(), 3);
         assert_eq!(c.nonzero(), vec![("too_short", 2), ("unknown_session", 1)]);
+        let mut d = DropCounters::default();
+        d.count(DropReason::Late);
+        d.merge(&c);
+        assert_eq!(
+            (
+                d.get(DropReason::TooShort),
+                d.get(DropReason::Late),
+                d.total()
+            ),
+            (2, 1, 4)
+        );
     }
 }

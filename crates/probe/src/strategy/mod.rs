@@ -14,7 +14,51 @@ pub mod pathload_search;
 pub mod prcmt_search;
 
 use crate::channel::{Channel, ChannelError, StreamRequest};
-use tightlink_core::{Bound, ProbeStream};
+use tightlink_core::{AnalysisParams, Bound, Method, ProbeStream};
+
+/// The names `run_named` knows, as `tightlink estimate --method` takes them.
+pub const NAMES: &str = "multirate, multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2, prcmt, pathload, imr-avg or imr-wavelet";
+
+/// Runs the strategy a method name asks for, with its default parameters:
+/// the multi-rate methods through [`multirate`], `prcmt` (or `prcmt+bass`)
+/// through [`prcmt_search`], the trend tests through [`pathload_search`].
+/// `None` for a name no strategy answers to.
+pub fn run_named(
+    name: &str,
+    channel: &mut dyn Channel,
+    analysis: &AnalysisParams,
+    budget: Budget,
+    progress: Progress,
+) -> Option<Result<Report, StrategyError>> {
+    Some(match (name, Method::from_name(name)) {
+        (
+            _,
+            Some(
+                m @ (Method::Multirate
+                | Method::MultirateSinglePass
+                | Method::MultiratePrcmtDp1
+                | Method::MultiratePrcmtDp2),
+            ),
+        ) => {
+            let p = multirate::MultirateParams {
+                method: m,
+                ..Default::default()
+            };
+            multirate::run(channel, p, analysis, budget, progress)
+        }
+        ("prcmt" | "prcmt+bass", _) => {
+            prcmt_search::run(channel, Default::default(), analysis, budget, progress)
+        }
+        (_, Some(m @ (Method::Pathload | Method::ImrAvg | Method::ImrWavelet))) => {
+            let p = pathload_search::PathloadSearchParams {
+                method: m,
+                ..Default::default()
+            };
+            pathload_search::run(channel, p, analysis, budget, progress)
+        }
+        _ => return None,
+    })
+}
 
 /// Limits of one measurement.
 #[derive(Debug, Clone, Copy, PartialEq)]
