@@ -1,19 +1,31 @@
 //! tightlink-net: probe packets on real sockets (issue 6; host paper
-//! sections 3, 5-7 and the cloud paper's "native UDP" row).
+//! sections 3, 5-7 and the cloud paper's "nativeUDP" row).
 //!
 //! - [`clock`]: the clocks we pace with and stamp with.
-//! - [`udp`]: a UDP probe socket with kernel software receive timestamps
-//!   (SO_TIMESTAMPNS, read from the control messages of `recvmsg`) and a
-//!   busy-wait paced sender that records the user-space send time.
-//! - [`loopback`]: a [`tightlink_probe::Channel`] whose far end is a second
-//!   socket on this host: real packets and kernel timestamps with no peer,
-//!   for tests and for `doctor`.
-//!
-//! The server, the TWAMP-light reflector channel, transmit timestamps and
-//! the packet-socket / AF_XDP backends come next behind the same channel.
+//! - [`udp`]: the probe socket: kernel software receive and transmit
+//!   timestamps, `recvmmsg` batches, the busy-wait paced sender.
+//! - [`packets`]: a train's packets, built before it is sent.
+//! - [`receiver`]: the receiving end of a stream (server forward, client
+//!   reverse): stamps kept per position, everything else counted by reason.
+//! - [`server`]: `tightlink server`, safe to expose.
+//! - [`client`]: [`UdpChannel`], the channel strategies use against a server.
+//! - [`auth`]: the optional pre-shared key (HMAC-SHA256 challenge).
+//! - [`host`]: the measuring host's own limits (send cost, offloads).
+//! - [`loopback`]: a server and a client on this host, for tests and
+//!   `doctor`.
 
+pub mod auth;
+pub mod client;
 pub mod clock;
+pub mod host;
 pub mod loopback;
+pub mod packets;
+pub mod receiver;
+pub mod server;
 pub mod udp;
 
-pub use loopback::LoopbackChannel;
+pub use client::{ClientOptions, UdpChannel};
+pub use server::{Server, ServerConfig};
+
+/// The server's default TCP control port.
+pub const DEFAULT_PORT: u16 = 7447;

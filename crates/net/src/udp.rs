@@ -1,20 +1,43 @@
-//! A UDP probe socket: kernel software receive timestamps (SO_TIMESTAMPNS,
-//! CLOCK_REALTIME, taken when the packet reaches the socket layer) read
-//! from `recvmsg` control messages, and a busy-wait paced sender.
-//! PLATFORM.md measured 96-99.5 % of such receive gaps within 1 us of the
-//! sender's gaps; a user-space clock after `recv` is off by up to 33 us.
+//! A UDP probe socket with kernel software timestamps both ways
+//! (SO_TIMESTAMPING; cloud paper "nativeUDP", host paper section 5):
+//!
+//! - receive: `recvmmsg` in batches, each datagram with its kernel receive
+//!   time (CLOCK_REALTIME, taken when the packet reaches the socket layer).
+//!   Only the 48-byte probe header is copied; `MSG_TRUNC` gives the real
+//!   length. PLATFORM.md: 96-99.5 % of such gaps within 1 us of the
+//!   sender's; a user-space clock after `recv` is off by up to 33 us.
+//! - transmit: the kernel's software transmit time (taken in the driver's
+//!   xmit, after the qdisc) from the error queue, matched to packets by
+//!   SOF_TIMESTAMPING_OPT_ID. It matches the receiver's gaps to about
+//!   0.1 us where the user-space send time is off by up to 1 us. The error
+//!   queue is charged about 0.8 KB per stamp to the receive buffer, so the
+//!   paced sender drains it whenever it has slack, or stamps are lost.
 
 use std::io;
-use std::mem::{size_of, zeroed, MaybeUninit};
+use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use crate::clock;
 
+// linux/net_tstamp.h and linux/errqueue.h; the libc crate lacks them.
+const SOF_TIMESTAMPING_TX_SOFTWARE: u32 = 1 << 1;
+const SOF_TIMESTAMPING_RX_SOFTWARE: u32 = 1 << 3;
+const SOF_TIMESTAMPING_SOFTWARE: u32 = 1 << 4;
+const SOF_TIMESTAMPING_OPT_ID: u32 = 1 << 7;
+const SOF_TIMESTAMPING_OPT_TSONLY: u32 = 1 << 11;
+const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
+
+/// Bytes of each datagram copied out: the probe header and then some.
+pub const HEADER_COPY: usize = 64;
+/// Datagrams per `recvmmsg`.
+const BATCH: usize = 32;
+
 /// One received datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Received {
+    /// The datagram's real length (it may be longer than what was copied).
     pub len: usize,
     pub from: SocketAddr,
     /// Kernel receive time (CLOCK_REALTIME ns); `None` if the kernel gave
@@ -22,11 +45,23 @@ pub struct Received {
     pub kernel_ns: Option<i64>,
 }
 
-pub struct ProbeSocket {
-    sock: UdpSocket,
+/// One transmit timestamp from the error queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxStamp {
+    /// The OPT_ID counter: the socket's n-th datagram since stamping began.
+    pub id: u32,
+    pub kernel_ns: i64,
 }
 
-fn setsockopt_int(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
+pub struct ProbeSocket {
+    sock: UdpSocket,
+    /// Datagrams sent since transmit stamping was switched on (OPT_ID
+    /// numbers them from 0).
+    sent: u32,
+    rcvbuf_bytes: usize,
+}
+
+fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: a valid fd and a pointer to an int of the stated size.
     let r = unsafe {
         libc::setsockopt(
@@ -44,7 +79,27 @@ fn setsockopt_int(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> 
     }
 }
 
-fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+    let mut v: i32 = 0;
+    let mut len = size_of::<i32>() as libc::socklen_t;
+    // SAFETY: a valid fd, an int-sized out-pointer and its length.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            &mut v as *mut i32 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok(v)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+pub(crate) fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match ss.ss_family as i32 {
         libc::AF_INET => {
             // SAFETY: the family says this storage holds a sockaddr_in.
@@ -68,99 +123,300 @@ fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
+/// Reads the kernel timestamp out of a received message's control data.
+///
+/// # Safety
+/// `msg` must be a message filled by `recvmsg`/`recvmmsg` whose control
+/// buffer is still alive.
+unsafe fn cmsg_stamp(msg: &libc::msghdr) -> (Option<i64>, Option<u32>) {
+    let mut stamp = None;
+    let mut id = None;
+    let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+    while !cmsg.is_null() {
+        let (level, ty) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
+        if level == libc::SOL_SOCKET && ty == libc::SCM_TIMESTAMPING {
+            // struct scm_timestamping { struct timespec ts[3]; }: [0] is
+            // the software stamp.
+            let ts: libc::timespec =
+                std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::timespec);
+            if ts.tv_sec != 0 || ts.tv_nsec != 0 {
+                stamp = Some(ts.tv_sec * 1_000_000_000 + ts.tv_nsec);
+            }
+        } else if level == libc::SOL_SOCKET && ty == libc::SCM_TIMESTAMPNS {
+            let ts: libc::timespec =
+                std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::timespec);
+            stamp = Some(ts.tv_sec * 1_000_000_000 + ts.tv_nsec);
+        } else if (level == libc::SOL_IP && ty == libc::IP_RECVERR)
+            || (level == libc::SOL_IPV6 && ty == libc::IPV6_RECVERR)
+        {
+            let ee: libc::sock_extended_err =
+                std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::sock_extended_err);
+            if ee.ee_errno == libc::ENOMSG as u32 && ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
+                id = Some(ee.ee_data);
+            }
+        }
+        cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+    }
+    (stamp, id)
+}
+
 impl ProbeSocket {
-    /// Binds, turns on receive timestamps and asks for a receive buffer of
-    /// `rcvbuf_bytes` (forced past rmem_max when we may; else the most the
-    /// kernel grants).
+    /// Binds, turns on software receive and transmit timestamps, and asks
+    /// for a receive buffer of `rcvbuf_bytes` (forced past rmem_max when
+    /// we may, else the most the kernel grants).
     pub fn bind(addr: SocketAddr, rcvbuf_bytes: i32) -> io::Result<Self> {
         let sock = UdpSocket::bind(addr)?;
         let fd = sock.as_raw_fd();
-        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+        let flags = SOF_TIMESTAMPING_RX_SOFTWARE
+            | SOF_TIMESTAMPING_TX_SOFTWARE
+            | SOF_TIMESTAMPING_SOFTWARE
+            | SOF_TIMESTAMPING_OPT_ID
+            | SOF_TIMESTAMPING_OPT_TSONLY;
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags as i32)?;
         if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf_bytes).is_err() {
             setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf_bytes)?;
         }
-        Ok(ProbeSocket { sock })
+        // The kernel reports twice what it reserves for data.
+        let rcvbuf_bytes = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize;
+        sock.set_nonblocking(true)?;
+        Ok(ProbeSocket {
+            sock,
+            sent: 0,
+            rcvbuf_bytes,
+        })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.sock.local_addr()
     }
 
-    pub fn send_to(&self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
-        self.sock.send_to(buf, to)
+    pub fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
     }
 
-    /// Waits up to `timeout` for one datagram; `Ok(None)` on timeout.
-    pub fn recv_stamped(&self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<Received>> {
-        self.sock
-            .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
-        // SAFETY: zeroed plain-old-data structs; every pointer in `msg`
-        // points at a live local of the stated length.
+    /// The receive buffer the kernel granted (bytes, as SO_RCVBUF says).
+    pub fn rcvbuf_bytes(&self) -> usize {
+        self.rcvbuf_bytes
+    }
+
+    /// Whether UDP_GRO is on for this socket (it merges datagrams and
+    /// their timestamps; we never turn it on, but say so if it is).
+    pub fn udp_gro(&self) -> bool {
+        getsockopt_int(self.fd(), libc::SOL_UDP, libc::UDP_GRO).is_ok_and(|v| v != 0)
+    }
+
+    /// Sends one datagram; returns the OPT_ID number its transmit stamp
+    /// will carry. A full socket buffer is waited out (the sender's own
+    /// queue is full: its link is the bottleneck), never dropped.
+    pub fn send_to(&mut self, buf: &[u8], to: SocketAddr) -> io::Result<u32> {
+        loop {
+            match self.sock.send_to(buf, to) {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    wait_fd(self.fd(), libc::POLLOUT, 10)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let id = self.sent;
+        self.sent = self.sent.wrapping_add(1);
+        Ok(id)
+    }
+
+    /// Receives what is queued, up to 32 datagrams, without waiting;
+    /// `headers` gets the first [`HEADER_COPY`] bytes of each. Returns how
+    /// many arrived (0 when none was queued).
+    pub fn recv_batch(
+        &self,
+        headers: &mut [[u8; HEADER_COPY]; BATCH],
+        out: &mut [Option<Received>; BATCH],
+    ) -> io::Result<usize> {
+        // SAFETY: zeroed plain-old-data structs; every pointer in `msgs`
+        // points at a live local or at `headers`, with its length.
         unsafe {
-            let mut name: libc::sockaddr_storage = zeroed();
-            let mut iov = libc::iovec {
-                iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-                iov_len: buf.len(),
-            };
-            let mut control = MaybeUninit::<[u64; 16]>::zeroed();
-            let mut msg: libc::msghdr = zeroed();
-            msg.msg_name = &mut name as *mut _ as *mut libc::c_void;
-            msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-            msg.msg_controllen = size_of::<[u64; 16]>() as _;
-            let n = libc::recvmsg(self.sock.as_raw_fd(), &mut msg, 0);
+            let mut names: [libc::sockaddr_storage; BATCH] = zeroed();
+            let mut iovs: [libc::iovec; BATCH] = zeroed();
+            let mut controls = [[0u64; 16]; BATCH];
+            let mut msgs: [libc::mmsghdr; BATCH] = zeroed();
+            for i in 0..BATCH {
+                iovs[i] = libc::iovec {
+                    iov_base: headers[i].as_mut_ptr() as *mut libc::c_void,
+                    iov_len: HEADER_COPY,
+                };
+                let h = &mut msgs[i].msg_hdr;
+                h.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+                h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                h.msg_iov = &mut iovs[i];
+                h.msg_iovlen = 1;
+                h.msg_control = controls[i].as_mut_ptr() as *mut libc::c_void;
+                h.msg_controllen = size_of::<[u64; 16]>() as _;
+            }
+            let n = libc::recvmmsg(
+                self.fd(),
+                msgs.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            );
             if n < 0 {
                 let e = io::Error::last_os_error();
                 return match e.kind() {
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Ok(None),
+                    io::ErrorKind::WouldBlock => Ok(0),
                     _ => Err(e),
                 };
             }
-            let mut kernel_ns = None;
-            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-            while !cmsg.is_null() {
-                if (*cmsg).cmsg_level == libc::SOL_SOCKET
-                    && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
-                {
-                    let ts: libc::timespec =
-                        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::timespec);
-                    kernel_ns = Some(ts.tv_sec * 1_000_000_000 + ts.tv_nsec);
-                }
-                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            let n = n as usize;
+            for i in 0..n {
+                let (kernel_ns, _) = cmsg_stamp(&msgs[i].msg_hdr);
+                out[i] = sockaddr_to_std(&names[i]).map(|from| Received {
+                    len: msgs[i].msg_len as usize,
+                    from,
+                    kernel_ns,
+                });
             }
-            let from = sockaddr_to_std(&name).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "datagram from an unknown address family",
-                )
-            })?;
-            Ok(Some(Received {
-                len: n as usize,
-                from,
-                kernel_ns,
-            }))
+            Ok(n)
+        }
+    }
+
+    /// Takes every transmit stamp waiting in the error queue, without
+    /// waiting.
+    pub fn drain_tx_stamps(&self, out: &mut Vec<TxStamp>) -> io::Result<()> {
+        loop {
+            // SAFETY: as in `recv_batch`, for one message.
+            let got = unsafe {
+                let mut data = [0u8; 64];
+                let mut iov = libc::iovec {
+                    iov_base: data.as_mut_ptr() as *mut libc::c_void,
+                    iov_len: data.len(),
+                };
+                let mut control = [0u64; 32];
+                let mut msg: libc::msghdr = zeroed();
+                msg.msg_iov = &mut iov;
+                msg.msg_iovlen = 1;
+                msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+                msg.msg_controllen = size_of::<[u64; 32]>() as _;
+                let n = libc::recvmsg(self.fd(), &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT);
+                if n < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() == io::ErrorKind::WouldBlock {
+                        return Ok(());
+                    }
+                    return Err(e);
+                }
+                cmsg_stamp(&msg)
+            };
+            if let (Some(kernel_ns), Some(id)) = got {
+                out.push(TxStamp { id, kernel_ns });
+            }
         }
     }
 }
 
-/// Sends `packets[i]` at `start + offsets_ns[i]` (CLOCK_MONOTONIC),
-/// spinning in between; returns each packet's user-space send time
-/// (CLOCK_REALTIME, read just before `send`) and the worst lateness.
+/// Waits until `fd` is ready for `events` or `timeout_ms` passes; returns
+/// whether it is ready.
+pub fn wait_fd(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
+/// What happened to each packet of a paced train on the sending host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Departures {
+    /// Scheduled send time (CLOCK_REALTIME ns).
+    pub scheduled_ns: Vec<i64>,
+    /// User-space time just before `send` (CLOCK_REALTIME ns).
+    pub user_ns: Vec<i64>,
+    /// Kernel software transmit time, after the sender's qdisc.
+    pub tx_ns: Vec<Option<i64>>,
+}
+
+impl Departures {
+    /// Share of packets whose `send` began more than `tol_ns` after its
+    /// schedule.
+    pub fn late_share(&self, tol_ns: i64) -> f64 {
+        if self.user_ns.is_empty() {
+            return 0.0;
+        }
+        let late = self
+            .user_ns
+            .iter()
+            .zip(&self.scheduled_ns)
+            .filter(|(u, s)| **u - **s > tol_ns)
+            .count();
+        late as f64 / self.user_ns.len() as f64
+    }
+}
+
+/// Sends `packets[i]` at `offsets_ns[i]` after `start_monotonic_ns`,
+/// spinning in between, after a throw-away `warmup` packet sent
+/// `warmup_lead_ns` earlier (the first send of a train is 12-15 us slow:
+/// it wakes the receiving side). Drains transmit stamps whenever the next
+/// send is more than 20 us away, and once more at the end.
 pub fn send_paced(
-    sock: &ProbeSocket,
+    sock: &mut ProbeSocket,
     to: SocketAddr,
+    warmup: &[u8],
     packets: &[Vec<u8>],
     offsets_ns: &[i64],
     start_monotonic_ns: i64,
-) -> io::Result<(Vec<i64>, i64)> {
-    let mut sent = Vec::with_capacity(packets.len());
-    let mut worst_late = 0;
+) -> io::Result<Departures> {
+    const WARMUP_LEAD_NS: i64 = 100_000;
+    let n = packets.len();
+    let mut stamps = Vec::with_capacity(n + 1);
+    // REALTIME = MONOTONIC + shift, read once, so schedules are exact.
+    let shift = clock::realtime_ns() - clock::monotonic_ns();
+    clock::spin_until(start_monotonic_ns - WARMUP_LEAD_NS);
+    sock.send_to(warmup, to)?;
+    let mut d = Departures {
+        scheduled_ns: Vec::with_capacity(n),
+        user_ns: Vec::with_capacity(n),
+        tx_ns: vec![None; n],
+    };
+    let mut first_id = None;
     for (p, &off) in packets.iter().zip(offsets_ns) {
-        worst_late = worst_late.max(clock::spin_until(start_monotonic_ns + off));
-        sent.push(clock::realtime_ns());
-        sock.send_to(p, to)?;
+        let due = start_monotonic_ns + off;
+        if due - clock::monotonic_ns() > 20_000 {
+            sock.drain_tx_stamps(&mut stamps)?;
+        }
+        clock::spin_until(due);
+        d.scheduled_ns.push(due + shift);
+        d.user_ns.push(clock::realtime_ns());
+        let id = sock.send_to(p, to)?;
+        first_id.get_or_insert(id);
     }
-    Ok((sent, worst_late))
+    // Stamps trail the last send by a few us; wait up to 2 ms for them.
+    let until = clock::monotonic_ns() + 2_000_000;
+    loop {
+        sock.drain_tx_stamps(&mut stamps)?;
+        let have = stamps
+            .iter()
+            .filter(|s| first_id.is_some_and(|f| s.id.wrapping_sub(f) < n as u32))
+            .count();
+        if have >= n || clock::monotonic_ns() > until {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    if let Some(f) = first_id {
+        for s in stamps {
+            let i = s.id.wrapping_sub(f) as usize;
+            if i < n {
+                d.tx_ns[i] = Some(s.kernel_ns);
+            }
+        }
+    }
+    Ok(d)
 }

@@ -59,6 +59,38 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     fn describe(&self) -> String {
         (**self).describe()
     }
+    fn probe_size_bytes(&self) -> Option<u32> {
+        (**self).probe_size_bytes()
+    }
+    fn host(&self) -> Option<HostFindings> {
+        (**self).host()
+    }
+}
+
+/// What a real channel learned about the sending host and its own link
+/// (host paper: a tool must say when the host, not the path, limits it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostFindings {
+    /// Highest rate the sending host paces probes at accurately, bit/s:
+    /// the strategies never probe above it, so an available bandwidth
+    /// beyond it is answered "at least" this.
+    pub host_limit_bps: f64,
+    /// Streams whose sender fell behind its schedule (host-limited).
+    pub late_streams: usize,
+    /// Streams queued in the sender's own interface: its kernel transmit
+    /// stamps (taken after the qdisc) are spread wider than the schedule,
+    /// so the sender's own link is the tight link at those rates.
+    pub queued_streams: usize,
+    /// Median rate at which those streams left the sender (transmit stamps).
+    pub own_link_bps: Option<f64>,
+    /// Transmit stamps the kernel did not deliver.
+    pub tx_stamps_missing: u64,
+    /// Packets the timestamping end dropped, by reason.
+    pub drops: Vec<(&'static str, u64)>,
+    /// The layer at which the channel counts `size_bytes` and rates.
+    pub rate_layer: &'static str,
+    /// Warnings about the receive path (offloads that merge packets).
+    pub warnings: Vec<String>,
 }
 
 /// A channel that keeps a copy of every stream (and truth) that passed
@@ -98,6 +130,14 @@ impl<C: Channel> Channel for Recorder<C> {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+
+    fn probe_size_bytes(&self) -> Option<u32> {
+        self.inner.probe_size_bytes()
+    }
+
+    fn host(&self) -> Option<HostFindings> {
+        self.inner.host()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +161,15 @@ pub trait Channel {
     fn elapsed_ns(&self) -> f64;
     /// A one-line description for reports.
     fn describe(&self) -> String;
+    /// The probe size this channel wants (`size_bytes`, at its layer), if
+    /// it has one: real paths have an MTU.
+    fn probe_size_bytes(&self) -> Option<u32> {
+        None
+    }
+    /// What a real channel found about its sending host.
+    fn host(&self) -> Option<HostFindings> {
+        None
+    }
 }
 
 /// The simulated path as a channel.
@@ -252,5 +301,13 @@ impl Channel for TraceChannel {
 
     fn describe(&self) -> String {
         format!("trace replay ({} streams)", self.streams.len())
+    }
+
+    /// The recorded probes' size, so the strategy asks for the same.
+    fn probe_size_bytes(&self) -> Option<u32> {
+        self.streams
+            .first()
+            .and_then(|s| s.packets.first())
+            .map(|p| p.size_bytes)
     }
 }

@@ -10,6 +10,6 @@ pub mod channel;
 pub mod strategy;
 
 pub use channel::{
-    Channel, GroundTruth, Probed, Recorder, SimChannel, StreamRequest, TraceChannel,
+    Channel, GroundTruth, HostFindings, Probed, Recorder, SimChannel, StreamRequest, TraceChannel,
 };
 pub use strategy::{Budget, Report};

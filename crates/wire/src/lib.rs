@@ -13,6 +13,7 @@
 //! `Repr` with `parse` / `emit` / `buffer_len`. Anything that does not parse
 //! is a [`DropReason`], counted by [`DropCounters`].
 
+pub mod control;
 pub mod ntp;
 pub mod twamp;
 
@@ -76,11 +77,15 @@ pub struct DropCounters {
 
 impl DropCounters {
     pub fn count(&mut self, reason: DropReason) {
+        self.add(reason, 1);
+    }
+
+    pub fn add(&mut self, reason: DropReason, n: u64) {
         let i = DropReason::ALL
             .iter()
             .position(|r| *r == reason)
             .expect("every reason is in ALL");
-        self.counts[i] = self.counts[i].saturating_add(1);
+        self.counts[i] = self.counts[i].saturating_add(n);
     }
 
     pub fn get(&self, reason: DropReason) -> u64 {

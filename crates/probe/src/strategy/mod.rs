@@ -21,7 +21,8 @@ pub const NAMES: &str = "multirate, multirate-single-pass, multirate-prcmt-dp1, 
 
 /// Runs the strategy a method name asks for, with its default parameters:
 /// the multi-rate methods through [`multirate`], `prcmt` (or `prcmt+bass`)
-/// through [`prcmt_search`], the trend tests through [`pathload_search`].
+/// through [`prcmt_search`], the trend tests through [`pathload_search`];
+/// probes of the channel's own size where it has one (a real path's MTU).
 /// `None` for a name no strategy answers to.
 pub fn run_named(
     name: &str,
@@ -30,6 +31,7 @@ pub fn run_named(
     budget: Budget,
     progress: Progress,
 ) -> Option<Result<Report, StrategyError>> {
+    let size = channel.probe_size_bytes();
     Some(match (name, Method::from_name(name)) {
         (
             _,
@@ -40,20 +42,24 @@ pub fn run_named(
                 | Method::MultiratePrcmtDp2),
             ),
         ) => {
-            let p = multirate::MultirateParams {
+            let mut p = multirate::MultirateParams {
                 method: m,
                 ..Default::default()
             };
+            p.size_bytes = size.unwrap_or(p.size_bytes);
             multirate::run(channel, p, analysis, budget, progress)
         }
         ("prcmt" | "prcmt+bass", _) => {
-            prcmt_search::run(channel, Default::default(), analysis, budget, progress)
+            let mut p = prcmt_search::PrcmtSearchParams::default();
+            p.size_bytes = size.unwrap_or(p.size_bytes);
+            prcmt_search::run(channel, p, analysis, budget, progress)
         }
         (_, Some(m @ (Method::Pathload | Method::ImrAvg | Method::ImrWavelet))) => {
-            let p = pathload_search::PathloadSearchParams {
+            let mut p = pathload_search::PathloadSearchParams {
                 method: m,
                 ..Default::default()
             };
+            p.size_bytes = size.unwrap_or(p.size_bytes);
             pathload_search::run(channel, p, analysis, budget, progress)
         }
         _ => return None,

@@ -1,0 +1,726 @@
+//! The UDP channel: probing strategies talk to a `tightlink server`
+//! through it (issue 6, parts 3 and 5). Forward mode sends paced probes
+//! and gets the server's kernel receive stamps back over the control
+//! connection; reverse mode has the server send the schedule and stamps
+//! arrivals here.
+//!
+//! Rates are counted on the Ethernet frame without preamble and FCS (the
+//! IP packet plus 14 bytes), as tbf and the kernel's interface counters
+//! count: a request's `size_bytes` is that frame, and the UDP payload is
+//! 42 bytes less (62 over IPv6).
+//!
+//! Each stream's departures are judged ([`judge_departures`]): a sender
+//! that fell behind its schedule marks the stream host-limited; transmit
+//! stamps spread wider than the schedule mean the sender's own interface
+//! queued the probes, i.e. the tight link is the sender's own.
+
+use std::io::{self, BufReader, BufWriter};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use tightlink_core::{ProbePacket, ProbeStream};
+use tightlink_probe::channel::{ChannelError, HostFindings, Probed};
+use tightlink_probe::{Channel, StreamRequest};
+use tightlink_wire::control::{
+    read_message, write_message, Direction, Limits, Message, RecordKind, Scheduled, MAX_SCHEDULE,
+    VERSION,
+};
+use tightlink_wire::twamp::ProbeRepr;
+use tightlink_wire::DropCounters;
+
+use crate::receiver::{collect_stream, Expect};
+use crate::udp::{send_paced, Departures, ProbeSocket};
+use crate::{auth, clock, host, packets};
+
+/// Layer name used in reports.
+pub const RATE_LAYER: &str =
+    "Ethernet frame without preamble and FCS (IP packet + 14 B), as tbf and interface counters count";
+
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub key: Option<Vec<u8>>,
+    pub direction: Direction,
+    /// Never probe faster than this (bit/s), whatever the host could do.
+    pub max_rate_bps: Option<f64>,
+    /// Connect and per-step timeout of the control connection.
+    pub timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            key: None,
+            direction: Direction::Forward,
+            max_rate_bps: None,
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One stream's departures, judged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DepartureVerdict {
+    /// The sender fell behind its schedule.
+    pub late: bool,
+    /// The sender's own interface queued the stream: the rate at which it
+    /// left (bytes after the first stamped packet over the stamped span).
+    pub queued_rate_bps: Option<f64>,
+    pub tx_missing: usize,
+}
+
+/// Judges a stream's departures. `late`: the 90th percentile of send
+/// lateness exceeds max(2 us, half the mean gap), so the host could not
+/// keep the rate. `queued`: at least 90 % of packets have transmit stamps
+/// and their span exceeds the scheduled span by 5 % + 5 us.
+pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
+    let n = d.scheduled_ns.len();
+    let tx_missing = d.tx_ns.iter().filter(|t| t.is_none()).count();
+    let mut v = DepartureVerdict {
+        late: false,
+        queued_rate_bps: None,
+        tx_missing,
+    };
+    if n < 10 {
+        return v;
+    }
+    let sched_span = (d.scheduled_ns[n - 1] - d.scheduled_ns[0]) as f64;
+    let mean_gap = sched_span / (n - 1) as f64;
+    if !d.user_ns.is_empty() {
+        let mut late: Vec<i64> = d
+            .user_ns
+            .iter()
+            .zip(&d.scheduled_ns)
+            .map(|(u, s)| u - s)
+            .collect();
+        late.sort_unstable();
+        let p90 = late[(late.len() * 9) / 10];
+        v.late = p90 as f64 > (mean_gap / 2.0).max(2_000.0);
+    }
+    if tx_missing * 10 <= n {
+        let stamped: Vec<(usize, i64)> = d
+            .tx_ns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.map(|t| (i, t)))
+            .collect();
+        if let (Some(&(i0, t0)), Some(&(i1, t1))) = (stamped.first(), stamped.last()) {
+            let sched = (d.scheduled_ns[i1] - d.scheduled_ns[i0]) as f64;
+            let tx = (t1 - t0) as f64;
+            if i1 > i0 && tx > sched * 1.05 + 5_000.0 {
+                let bytes: u64 = sizes[i0 + 1..=i1].iter().map(|&s| s as u64).sum();
+                v.queued_rate_bps = Some(bytes as f64 * 8e9 / tx);
+            }
+        }
+    }
+    v
+}
+
+pub struct UdpChannel {
+    reader: BufReader<TcpStream>,
+    writer: BufWriter<TcpStream>,
+    ctrl_fd: i32,
+    sock: ProbeSocket,
+    server_udp: SocketAddr,
+    session: u64,
+    limits: Limits,
+    authenticated: bool,
+    direction: Direction,
+    /// Frame bytes beyond the UDP payload (Ethernet + IP + UDP headers).
+    overhead: u32,
+    frame_bytes: u32,
+    next_stream: u32,
+    sequence: u32,
+    elapsed_ns: f64,
+    max_rate_bps: f64,
+    host_limit_bps: f64,
+    late_streams: usize,
+    own_link: Vec<f64>,
+    tx_missing: u64,
+    /// Packets this end dropped while timestamping (reverse mode).
+    pub drops: DropCounters,
+    /// The server's drop counts, once the session is closed.
+    pub server_drops: Option<DropCounters>,
+    warnings: Vec<String>,
+    description: String,
+}
+
+fn io_err(what: &str) -> impl Fn(io::Error) -> ChannelError + '_ {
+    move |e| ChannelError::Io(format!("{what}: {e}"))
+}
+
+fn ctl_err(e: tightlink_wire::control::ControlError) -> ChannelError {
+    ChannelError::Io(format!("server control connection: {e}"))
+}
+
+fn refused(reason: &str) -> ChannelError {
+    ChannelError::Io(format!("the server refused: {reason}"))
+}
+
+/// IP_MTU of a connected UDP socket (the path MTU the kernel knows).
+fn path_mtu(sock: &ProbeSocket, to: SocketAddr) -> Option<u32> {
+    let (level, name) = if to.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_MTU)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    };
+    // Connect a throw-away socket of the same family: connecting the probe
+    // socket itself would filter what it receives.
+    let probe = std::net::UdpSocket::bind(SocketAddr::new(sock.local_addr().ok()?.ip(), 0)).ok()?;
+    probe.connect(to).ok()?;
+    let mut v: i32 = 0;
+    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: an int-sized out-pointer and its length on a valid fd.
+    let r = unsafe {
+        libc::getsockopt(
+            probe.as_raw_fd(),
+            level,
+            name,
+            &mut v as *mut i32 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0 && v > 0).then_some(v as u32)
+}
+
+/// `HOST[:PORT]` with the default port added where none is given
+/// (`::1` and `[::1]` are hosts; `[::1]:9` has a port).
+pub fn with_default_port(server: &str) -> String {
+    if server.parse::<SocketAddr>().is_ok() {
+        return server.to_string();
+    }
+    if server.parse::<std::net::Ipv6Addr>().is_ok() {
+        return format!("[{server}]:{}", crate::DEFAULT_PORT);
+    }
+    if server.starts_with('[') && server.ends_with(']') {
+        return format!("{server}:{}", crate::DEFAULT_PORT);
+    }
+    match server.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') && port.parse::<u16>().is_ok() => {
+            server.to_string()
+        }
+        _ => format!("{server}:{}", crate::DEFAULT_PORT),
+    }
+}
+
+impl UdpChannel {
+    /// Connects to `server` (`HOST[:PORT]`, port 7447 by default), proves
+    /// the key if given, opens a session in `opts.direction`.
+    pub fn connect(server: &str, opts: &ClientOptions) -> Result<UdpChannel, ChannelError> {
+        let with_port = with_default_port(server);
+        let addr = with_port
+            .to_socket_addrs()
+            .map_err(|e| ChannelError::Io(format!("server '{server}': {e}")))?
+            .next()
+            .ok_or_else(|| ChannelError::Io(format!("server '{server}': no address")))?;
+        let conn = TcpStream::connect_timeout(&addr, opts.timeout)
+            .map_err(|e| ChannelError::Io(format!("connect to {addr}: {e}")))?;
+        let setup = io_err("control connection");
+        conn.set_nodelay(true).map_err(&setup)?;
+        conn.set_read_timeout(Some(opts.timeout)).map_err(&setup)?;
+        conn.set_write_timeout(Some(opts.timeout)).map_err(&setup)?;
+        let ctrl_fd = conn.as_raw_fd();
+        let mut reader = BufReader::new(conn.try_clone().map_err(&setup)?);
+        let mut writer = BufWriter::new(conn.try_clone().map_err(&setup)?);
+        write_message(
+            &mut writer,
+            &Message::Hello {
+                version: VERSION,
+                wants_key: opts.key.is_some(),
+            },
+        )
+        .map_err(&setup)?;
+        let nonce = match read_message(&mut reader).map_err(ctl_err)? {
+            Message::Challenge {
+                version,
+                nonce,
+                key_required,
+                ..
+            } => {
+                if version != VERSION {
+                    return Err(ChannelError::Io(format!(
+                        "server speaks control protocol {version}, this client {VERSION}"
+                    )));
+                }
+                if key_required && opts.key.is_none() {
+                    return Err(refused("this server requires a key (--key-file)"));
+                }
+                nonce
+            }
+            Message::Refused { reason } => return Err(refused(&reason)),
+            other => return Err(ChannelError::Io(format!("expected Challenge, got {other:?}"))),
+        };
+        write_message(
+            &mut writer,
+            &Message::Open {
+                direction: opts.direction,
+                auth: opts
+                    .key
+                    .as_ref()
+                    .map(|k| auth::answer(k, &nonce, opts.direction)),
+            },
+        )
+        .map_err(&setup)?;
+        let (session, udp_port, authenticated, limits) =
+            match read_message(&mut reader).map_err(ctl_err)? {
+                Message::Accepted {
+                    session,
+                    udp_port,
+                    authenticated,
+                    limits,
+                } => (session, udp_port, authenticated, limits),
+                Message::Refused { reason } => return Err(refused(&reason)),
+                other => return Err(ChannelError::Io(format!("expected Accepted, got {other:?}"))),
+            };
+        let local_ip = conn.local_addr().map_err(&setup)?.ip();
+        let sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), 16 << 20)
+            .map_err(io_err("probe socket"))?;
+        let server_udp = SocketAddr::new(addr.ip(), udp_port);
+        let overhead = if addr.is_ipv4() { 42 } else { 62 };
+        let mtu = path_mtu(&sock, server_udp).unwrap_or(1500).min(9000);
+        let payload = (mtu - (overhead - 14)).min(limits.max_packet_bytes as u32);
+        if payload < ProbeRepr::buffer_len() as u32 {
+            return Err(ChannelError::Io(format!(
+                "the server allows {payload}-byte payloads; probes need {}",
+                ProbeRepr::buffer_len()
+            )));
+        }
+        let frame_bytes = payload + overhead;
+        let mut warnings = Vec::new();
+        if sock.udp_gro() {
+            warnings.push("UDP_GRO is on for the probe socket: it merges packets and their timestamps".into());
+        }
+        warnings.extend(host::merging_offloads(local_ip));
+        let host_limit_bps = match opts.direction {
+            Direction::Forward => host::pacing_limit_bps(payload, frame_bytes),
+            // The server sends; its limit is in its clamped max rate.
+            Direction::Reverse => f64::INFINITY,
+        };
+        let max_rate_bps = host_limit_bps
+            .min(limits.max_rate_bps as f64)
+            .min(opts.max_rate_bps.unwrap_or(f64::INFINITY));
+        let mut ch = UdpChannel {
+            reader,
+            writer,
+            ctrl_fd,
+            sock,
+            server_udp,
+            session,
+            limits,
+            authenticated,
+            direction: opts.direction,
+            overhead,
+            frame_bytes,
+            next_stream: 0,
+            sequence: 0,
+            elapsed_ns: 0.0,
+            max_rate_bps,
+            host_limit_bps: host_limit_bps.min(limits.max_rate_bps as f64),
+            late_streams: 0,
+            own_link: Vec::new(),
+            tx_missing: 0,
+            drops: DropCounters::default(),
+            server_drops: None,
+            warnings,
+            description: format!(
+                "tightlink server {addr} ({}{})",
+                match opts.direction {
+                    Direction::Forward => "forward",
+                    Direction::Reverse => "reverse",
+                },
+                if authenticated { ", key" } else { "" }
+            ),
+        };
+        if opts.direction == Direction::Reverse {
+            // Tell the server where to send (and open any NAT on the way).
+            ch.send_credit(ProbeRepr::buffer_len() as u64, 0.0)?;
+        }
+        Ok(ch)
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    pub fn authenticated(&self) -> bool {
+        self.authenticated
+    }
+
+    /// The server's UDP address for this session.
+    pub fn server_udp(&self) -> SocketAddr {
+        self.server_udp
+    }
+
+    /// The local probe socket's address.
+    pub fn local_udp(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// Ends the session; the server answers with its drop counters.
+    pub fn close(&mut self) -> Result<DropCounters, ChannelError> {
+        write_message(&mut self.writer, &Message::Close).map_err(io_err("close"))?;
+        loop {
+            match read_message(&mut self.reader).map_err(ctl_err)? {
+                Message::Bye { drops } => {
+                    self.server_drops = Some(drops);
+                    return Ok(drops);
+                }
+                Message::Refused { reason } => return Err(refused(&reason)),
+                _ => continue,
+            }
+        }
+    }
+
+    /// Sends warm-up packets worth `bytes` to the server, paced at
+    /// `rate_bps` (0: back to back): the UDP credit an unauthenticated
+    /// reverse session needs, since the server sends no more than it got.
+    fn send_credit(&mut self, bytes: u64, rate_bps: f64) -> Result<(), ChannelError> {
+        let size = self.frame_bytes - self.overhead;
+        let n = bytes.div_ceil(size as u64).max(1) as usize;
+        let gap = if rate_bps > 0.0 {
+            self.frame_bytes as f64 * 8e9 / rate_bps
+        } else {
+            0.0
+        };
+        let (warm, _) = packets::build(self.session, u32::MAX, &[], &[], &mut self.sequence);
+        let mut pkt = warm;
+        pkt.resize(size as usize, 0);
+        let start = clock::monotonic_ns();
+        for i in 0..n {
+            clock::spin_until(start + (i as f64 * gap) as i64);
+            self.sock
+                .send_to(&pkt, self.server_udp)
+                .map_err(io_err("credit"))?;
+        }
+        Ok(())
+    }
+
+    fn expect_ready(&mut self, stream: u32) -> Result<(), ChannelError> {
+        match read_message(&mut self.reader).map_err(ctl_err)? {
+            Message::Ready { stream: s } if s == stream => Ok(()),
+            Message::Refused { reason } => Err(refused(&reason)),
+            other => Err(ChannelError::Io(format!("expected Ready, got {other:?}"))),
+        }
+    }
+
+    /// Reads `Records` frames of `kind` until the last one; stamps by
+    /// position.
+    fn read_records(
+        &mut self,
+        stream: u32,
+        kind: RecordKind,
+        n: usize,
+    ) -> Result<Vec<Option<i64>>, ChannelError> {
+        let mut out = vec![None; n];
+        loop {
+            match read_message(&mut self.reader).map_err(ctl_err)? {
+                Message::Records {
+                    stream: s,
+                    kind: k,
+                    base_ns,
+                    last,
+                    records,
+                } if s == stream && k == kind => {
+                    for r in records {
+                        let slot = out.get_mut(r.position as usize).ok_or_else(|| {
+                            ChannelError::Io(format!(
+                                "server sent a record for packet {} of a {n}-packet stream",
+                                r.position
+                            ))
+                        })?;
+                        *slot = Some(base_ns + r.offset_ns as i64);
+                    }
+                    if last {
+                        return Ok(out);
+                    }
+                }
+                Message::Refused { reason } => return Err(refused(&reason)),
+                other => {
+                    return Err(ChannelError::Io(format!(
+                        "expected Records, got {other:?}"
+                    )))
+                }
+            }
+        }
+    }
+
+    fn payload_sizes(&self, request: &StreamRequest) -> Result<Vec<u32>, ChannelError> {
+        request
+            .sizes
+            .iter()
+            .map(|&s| {
+                let payload = s.saturating_sub(self.overhead);
+                if payload < ProbeRepr::buffer_len() as u32 || payload > self.limits.max_packet_bytes as u32 {
+                    Err(ChannelError::Io(format!(
+                        "probe size {s} bytes (frame): the UDP payload must be {}-{} bytes, i.e. frames of {}-{}",
+                        ProbeRepr::buffer_len(),
+                        self.limits.max_packet_bytes,
+                        ProbeRepr::buffer_len() as u32 + self.overhead,
+                        self.limits.max_packet_bytes as u32 + self.overhead
+                    )))
+                } else {
+                    Ok(payload)
+                }
+            })
+            .collect()
+    }
+
+    fn note(&mut self, d: &Departures, sizes: &[u32]) {
+        let v = judge_departures(d, sizes);
+        self.late_streams += v.late as usize;
+        self.tx_missing += v.tx_missing as u64;
+        if let Some(r) = v.queued_rate_bps.filter(|_| !v.late) {
+            self.own_link.push(r);
+        }
+    }
+
+    fn forward(&mut self, request: &StreamRequest, stream: u32) -> Result<ProbeStream, ChannelError> {
+        let n = request.offsets_ns.len();
+        let payloads = self.payload_sizes(request)?;
+        let duration = request.offsets_ns.last().copied().unwrap_or(0).max(0) as u64;
+        write_message(
+            &mut self.writer,
+            &Message::Forward {
+                stream,
+                packets: n as u32,
+                max_size: payloads.iter().copied().max().unwrap_or(0) as u16,
+                bytes: payloads.iter().map(|&p| p as u64).sum(),
+                duration_ns: duration,
+            },
+        )
+        .map_err(io_err("announce stream"))?;
+        self.expect_ready(stream)?;
+        let (warm, pk) = packets::build(
+            self.session,
+            stream,
+            &request.offsets_ns,
+            &payloads,
+            &mut self.sequence,
+        );
+        let d = send_paced(
+            &mut self.sock,
+            self.server_udp,
+            &warm,
+            &pk,
+            &request.offsets_ns,
+            clock::monotonic_ns() + 200_000,
+        )
+        .map_err(io_err("send"))?;
+        write_message(&mut self.writer, &Message::StreamSent { stream })
+            .map_err(io_err("stream sent"))?;
+        let recv = self.read_records(stream, RecordKind::Receive, n)?;
+        self.note(&d, &request.sizes);
+        Ok(ProbeStream::new(
+            stream as u64,
+            (0..n)
+                .map(|i| ProbePacket {
+                    size_bytes: request.sizes[i],
+                    send_ns: d.scheduled_ns[i],
+                    recv_ns: recv[i],
+                })
+                .collect(),
+        ))
+    }
+
+    fn reverse(&mut self, request: &StreamRequest, stream: u32) -> Result<ProbeStream, ChannelError> {
+        let n = request.offsets_ns.len();
+        if n > MAX_SCHEDULE {
+            return Err(ChannelError::Io(format!(
+                "reverse streams hold at most {MAX_SCHEDULE} packets, {n} asked"
+            )));
+        }
+        let payloads = self.payload_sizes(request)?;
+        let schedule: Vec<Scheduled> = request
+            .offsets_ns
+            .iter()
+            .zip(&payloads)
+            .map(|(&o, &p)| Scheduled {
+                offset_ns: o.clamp(0, u32::MAX as i64) as u32,
+                size_bytes: p as u16,
+            })
+            .collect();
+        let bytes: u64 = payloads.iter().map(|&p| p as u64).sum();
+        if !self.authenticated {
+            let span = request.offsets_ns.last().copied().unwrap_or(0).max(1) as f64;
+            self.send_credit(bytes, request.bytes() as f64 * 8e9 / span)?;
+        }
+        write_message(&mut self.writer, &Message::Reverse { stream, schedule })
+            .map_err(io_err("announce reverse stream"))?;
+        self.expect_ready(stream)?;
+        let expect = Expect {
+            session: self.session,
+            stream,
+            packets: n as u32,
+            max_size: payloads.iter().copied().max().unwrap_or(0) as usize,
+            peer_ip: self.server_udp.ip(),
+            peer_port: Some(self.server_udp.port()),
+        };
+        let duration = request.offsets_ns.last().copied().unwrap_or(0);
+        let deadline = clock::monotonic_ns() + duration + 2_000_000_000;
+        let reader = &mut self.reader;
+        let c = collect_stream(
+            &self.sock,
+            &expect,
+            Some(self.ctrl_fd),
+            &mut || match read_message(reader) {
+                Ok(Message::StreamSent { stream: s }) if s == stream => Ok(true),
+                Ok(Message::Refused { reason }) => Err(io::Error::other(format!("the server refused: {reason}"))),
+                Ok(other) => Err(io::Error::other(format!("expected StreamSent, got {other:?}"))),
+                Err(e) => Err(io::Error::other(e.to_string())),
+            },
+            deadline,
+        )
+        .map_err(io_err("receive"))?;
+        self.drops.merge(&c.drops);
+        if c.unstamped > 0 {
+            return Err(ChannelError::Io(format!(
+                "{} packets came without a kernel receive timestamp",
+                c.unstamped
+            )));
+        }
+        let tx = self.read_records(stream, RecordKind::Transmit, n)?;
+        // Schedule on the server's clock, anchored at its first stamp.
+        let first_stamped = tx.iter().position(|t| t.is_some()).unwrap_or(0);
+        let anchor = tx.get(first_stamped).copied().flatten().unwrap_or(0) - request.offsets_ns.get(first_stamped).copied().unwrap_or(0);
+        let scheduled: Vec<i64> = request.offsets_ns.iter().map(|o| anchor + o).collect();
+        let d = Departures {
+            scheduled_ns: scheduled.clone(),
+            user_ns: Vec::new(),
+            tx_ns: tx,
+        };
+        self.note(&d, &request.sizes);
+        Ok(ProbeStream::new(
+            stream as u64,
+            (0..n)
+                .map(|i| ProbePacket {
+                    size_bytes: request.sizes[i],
+                    send_ns: scheduled[i],
+                    recv_ns: c.recv_ns[i],
+                })
+                .collect(),
+        ))
+    }
+}
+
+impl Channel for UdpChannel {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        let stream = self.next_stream;
+        self.next_stream += 1;
+        let s = match self.direction {
+            Direction::Forward => self.forward(request, stream)?,
+            Direction::Reverse => self.reverse(request, stream)?,
+        };
+        if let (Some(a), Some(b)) = (s.packets.first(), s.packets.last()) {
+            self.elapsed_ns += (b.send_ns - a.send_ns) as f64;
+        }
+        Ok(Probed {
+            stream: s,
+            truth: None,
+        })
+    }
+
+    fn max_rate_bps(&self) -> f64 {
+        self.max_rate_bps
+    }
+
+    fn elapsed_ns(&self) -> f64 {
+        self.elapsed_ns
+    }
+
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    fn probe_size_bytes(&self) -> Option<u32> {
+        Some(self.frame_bytes)
+    }
+
+    fn host(&self) -> Option<HostFindings> {
+        let mut own = self.own_link.clone();
+        own.sort_by(f64::total_cmp);
+        let mut drops = self.drops;
+        if let Some(s) = &self.server_drops {
+            drops.merge(s);
+        }
+        Some(HostFindings {
+            host_limit_bps: self.host_limit_bps,
+            late_streams: self.late_streams,
+            queued_streams: own.len(),
+            own_link_bps: own.get(own.len() / 2).copied(),
+            tx_stamps_missing: self.tx_missing,
+            drops: drops.nonzero(),
+            rate_layer: RATE_LAYER,
+            warnings: self.warnings.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn departures(gap_ns: i64, n: usize, late_ns: i64, tx_gap_ns: i64) -> Departures {
+        Departures {
+            scheduled_ns: (0..n as i64).map(|i| i * gap_ns).collect(),
+            user_ns: (0..n as i64).map(|i| i * gap_ns + late_ns).collect(),
+            tx_ns: (0..n as i64).map(|i| Some(2_000 + i * tx_gap_ns)).collect(),
+        }
+    }
+
+    /// 100 packets of 1514 B every 60.56 us (200 Mbit/s), sent on time
+    /// and stamped on time: neither late nor queued.
+    #[test]
+    fn on_time_departures_are_clean() {
+        let d = departures(60_560, 100, 500, 60_560);
+        let v = judge_departures(&d, &[1514; 100]);
+        assert_eq!(v, DepartureVerdict { late: false, queued_rate_bps: None, tx_missing: 0 });
+    }
+
+    /// Scheduled at 300 Mbit/s (40.37 us) but the kernel stamped them
+    /// 60.56 us apart: queued in the sender's own qdisc; the rate it left
+    /// at is 1514 * 8 / 60.56 us = 200 Mbit/s.
+    #[test]
+    fn a_shaped_own_link_is_seen_in_transmit_stamps() {
+        let d = departures(40_373, 100, 500, 60_560);
+        let v = judge_departures(&d, &[1514; 100]);
+        assert!(!v.late);
+        let r = v.queued_rate_bps.unwrap();
+        assert!((r / 200e6 - 1.0).abs() < 0.001, "{r}");
+    }
+
+    /// A host that cannot keep 4 us gaps falls further behind every packet
+    /// (here 1 us per packet): late.
+    #[test]
+    fn a_host_falling_behind_is_late() {
+        let mut d = departures(4_000, 100, 0, 5_000);
+        for (i, u) in d.user_ns.iter_mut().enumerate() {
+            *u += i as i64 * 1_000;
+        }
+        assert!(judge_departures(&d, &[1514; 100]).late);
+    }
+
+    #[test]
+    fn default_port_is_added_only_where_missing() {
+        let p = crate::DEFAULT_PORT;
+        assert_eq!(with_default_port("10.0.0.1"), format!("10.0.0.1:{p}"));
+        assert_eq!(with_default_port("10.0.0.1:9"), "10.0.0.1:9");
+        assert_eq!(with_default_port("host.example"), format!("host.example:{p}"));
+        assert_eq!(with_default_port("host.example:80"), "host.example:80");
+        assert_eq!(with_default_port("::1"), format!("[::1]:{p}"));
+        assert_eq!(with_default_port("[::1]"), format!("[::1]:{p}"));
+        assert_eq!(with_default_port("[::1]:9"), "[::1]:9");
+    }
+
+    /// Missing stamps are counted; with more than 10 % missing no queue
+    /// verdict is drawn.
+    #[test]
+    fn missing_stamps_block_the_queue_verdict() {
+        let mut d = departures(40_373, 100, 0, 60_560);
+        for t in d.tx_ns.iter_mut().step_by(5) {
+            *t = None;
+        }
+        let v = judge_departures(&d, &[1514; 100]);
+        assert_eq!(v.tx_missing, 20);
+        assert_eq!(v.queued_rate_bps, None);
+    }
+}

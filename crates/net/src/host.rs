@@ -1,0 +1,174 @@
+//! The measuring host's own limits (host paper sections 3, 5-7: a tool
+//! must tell when the host, not the path, is the bottleneck): what a
+//! `send` costs, how precisely it paces trains, how its receiver batches,
+//! which offloads merge packets, and CPU frequency scaling. `doctor` runs
+//! all of it; the UDP channel runs the quick send-cost check on connect.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use crate::clock;
+use crate::udp::ProbeSocket;
+
+/// Median cost of one `send` of `payload` bytes, back to back, to a sink
+/// on loopback (ns). On veth and loopback the receive path runs inside the
+/// sender's `send` (PLATFORM.md), so this is close to the real cost.
+pub fn send_cost_ns(payload: u32, sends: usize) -> std::io::Result<f64> {
+    let sink = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))?;
+    let to = sink.local_addr()?;
+    let mut s = ProbeSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1 << 20)?;
+    let buf = vec![0u8; payload as usize];
+    let mut costs = Vec::with_capacity(sends);
+    let mut drain = vec![0u8; 65_536];
+    sink.set_nonblocking(true)?;
+    for i in 0..sends {
+        let t = clock::monotonic_ns();
+        s.send_to(&buf, to)?;
+        costs.push((clock::monotonic_ns() - t) as f64);
+        if i % 64 == 63 {
+            while sink.recv(&mut drain).is_ok() {}
+            let mut stamps = Vec::new();
+            s.drain_tx_stamps(&mut stamps)?;
+        }
+    }
+    costs.sort_by(f64::total_cmp);
+    Ok(costs[costs.len() / 2])
+}
+
+/// The highest rate (bit/s, at the frame layer) this host paces probes of
+/// `payload` bytes at: one frame per median send cost, with 25 % slack
+/// for the spin loop and interrupts. `f64::INFINITY` if it cannot be
+/// measured (the strategies then use the server's limit).
+pub fn pacing_limit_bps(payload: u32, frame_bytes: u32) -> f64 {
+    match send_cost_ns(payload, 400) {
+        Ok(c) if c > 0.0 => frame_bytes as f64 * 8e9 / (c * 1.25),
+        _ => f64::INFINITY,
+    }
+}
+
+/// The interface that holds `ip`, if any.
+pub fn interface_of(ip: IpAddr) -> Option<String> {
+    let mut found = None;
+    // SAFETY: getifaddrs gives a list we only read and then free.
+    unsafe {
+        let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+        if libc::getifaddrs(&mut list) != 0 {
+            return None;
+        }
+        let mut p = list;
+        while !p.is_null() {
+            let a = (*p).ifa_addr;
+            if !a.is_null() {
+                let fam = (*a).sa_family as i32;
+                let this = if fam == libc::AF_INET {
+                    let s = &*(a as *const libc::sockaddr_in);
+                    Some(IpAddr::from(u32::from_be(s.sin_addr.s_addr).to_be_bytes()))
+                } else if fam == libc::AF_INET6 {
+                    let s = &*(a as *const libc::sockaddr_in6);
+                    Some(IpAddr::from(s.sin6_addr.s6_addr))
+                } else {
+                    None
+                };
+                if this == Some(ip) {
+                    found = Some(
+                        std::ffi::CStr::from_ptr((*p).ifa_name)
+                            .to_string_lossy()
+                            .into_owned(),
+                    );
+                    break;
+                }
+            }
+            p = (*p).ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    found
+}
+
+// linux/ethtool.h
+const ETHTOOL_GGRO: u32 = 0x2b;
+const ETHTOOL_GFLAGS: u32 = 0x25;
+const ETH_FLAG_LRO: u32 = 1 << 15;
+
+/// One legacy ethtool "get" on `dev`; `None` if the device does not say.
+fn ethtool_get(dev: &str, cmd: u32) -> Option<u32> {
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    let sock = UdpSocket::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))).ok()?;
+    let mut v = EthtoolValue { cmd, data: 0 };
+    // SAFETY: a zeroed ifreq with the name copied in (bounded) and a data
+    // pointer to `v`, which outlives the ioctl.
+    unsafe {
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (d, s) in ifr.ifr_name.iter_mut().zip(dev.bytes().take(15)) {
+            *d = s as libc::c_char;
+        }
+        ifr.ifr_ifru.ifru_data = &mut v as *mut EthtoolValue as *mut libc::c_char;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) != 0 {
+            return None;
+        }
+    }
+    Some(v.data)
+}
+
+/// GRO and LRO state of an interface: `(gro, lro)`, each `None` when the
+/// device does not report it.
+pub fn offloads(dev: &str) -> (Option<bool>, Option<bool>) {
+    (
+        ethtool_get(dev, ETHTOOL_GGRO).map(|d| d != 0),
+        ethtool_get(dev, ETHTOOL_GFLAGS).map(|f| f & ETH_FLAG_LRO != 0),
+    )
+}
+
+/// Warnings about offloads that merge packets (and their timestamps) on
+/// the interface holding `ip`. GRO alone merges UDP only for sockets that
+/// ask (UDP_GRO) or with `rx-udp-gro-forwarding`, so it is named, not
+/// fatal; LRO merges everything.
+pub fn merging_offloads(ip: IpAddr) -> Vec<String> {
+    let Some(dev) = interface_of(ip) else {
+        return Vec::new();
+    };
+    let (gro, lro) = offloads(&dev);
+    let mut w = Vec::new();
+    if lro == Some(true) {
+        w.push(format!(
+            "LRO is on for {dev}: it merges received packets and their timestamps (ethtool -K {dev} lro off)"
+        ));
+    }
+    if gro == Some(true) && dev != "lo" {
+        w.push(format!(
+            "GRO is on for {dev}: UDP probes stay apart unless rx-udp-gro-forwarding or UDP_GRO is on, but turn it off to be sure (ethtool -K {dev} gro off)"
+        ));
+    }
+    w
+}
+
+/// CPU frequency scaling: the governor of cpu0, or `None` when the kernel
+/// exposes none (as in these VMs: the hypervisor decides).
+pub fn cpu_governor() -> Option<String> {
+    std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_sends_cost_something_and_limit_is_finite() {
+        let c = send_cost_ns(1472, 200).unwrap();
+        assert!(c > 50.0 && c < 1e6, "{c}");
+        let l = pacing_limit_bps(1472, 1514);
+        assert!(l.is_finite() && l > 1e6, "{l}");
+    }
+
+    #[test]
+    fn loopback_interface_is_found() {
+        assert_eq!(interface_of(IpAddr::from([127, 0, 0, 1])).as_deref(), Some("lo"));
+        assert_eq!(interface_of(IpAddr::from([192, 0, 2, 77])), None);
+    }
+}
