@@ -1,11 +1,13 @@
 //! `tightlink`: the command line. Thin: parsing flags, reading files and
-//! printing reports; the work is in tightlink-core and tightlink-trace.
+//! printing reports; the work is in the library crates (core, trace, sim,
+//! probe, net, eval).
 
 mod analyze;
 mod estimate;
 mod eval;
 mod report;
 mod save;
+mod server;
 mod simulate;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +38,9 @@ enum Command {
     /// error vs stream length, multi-rate error distributions, Range
     /// sensitivity, closed-loop strategies, 10 and 100 Gbit/s.
     Eval(eval::EvalArgs),
+    /// Serve as the far end of real measurements (TCP control port 7447,
+    /// a UDP port per session); safe to expose (limits, timeouts, optional key).
+    Server(server::ServerArgs),
 }
 
 fn main() {
@@ -45,6 +50,7 @@ fn main() {
         Command::Estimate(args) => estimate::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Eval(args) => eval::run(args),
+        Command::Server(args) => server::run(args),
     };
     if let Err(e) = result {
         // A reader that went away (`| head`) is not an error of ours.

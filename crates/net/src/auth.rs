@@ -76,10 +76,7 @@ mod tests {
         let mut mac = Hmac::<Sha256>::new_from_slice(b"Jefe").unwrap();
         mac.update(b"what do ya want for nothing?");
         let out: [u8; 32] = mac.finalize().into_bytes().into();
-        assert_eq!(
-            out[..8],
-            [0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e]
-        );
+        assert_eq!(out[..8], [0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e]);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! stamps spread wider than the schedule mean the sender's own interface
 //! queued the probes, i.e. the tight link is the sender's own.
 
-use std::io::{self, BufReader, BufWriter};
+use std::io::{self, BufWriter};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -117,7 +117,9 @@ pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
 }
 
 pub struct UdpChannel {
-    reader: BufReader<TcpStream>,
+    /// Unbuffered: the receive loop polls its fd, which must not hide
+    /// bytes already read into a buffer.
+    reader: TcpStream,
     writer: BufWriter<TcpStream>,
     ctrl_fd: i32,
     sock: ProbeSocket,
@@ -219,8 +221,8 @@ impl UdpChannel {
         conn.set_nodelay(true).map_err(&setup)?;
         conn.set_read_timeout(Some(opts.timeout)).map_err(&setup)?;
         conn.set_write_timeout(Some(opts.timeout)).map_err(&setup)?;
-        let ctrl_fd = conn.as_raw_fd();
-        let mut reader = BufReader::new(conn.try_clone().map_err(&setup)?);
+        let mut reader = conn.try_clone().map_err(&setup)?;
+        let ctrl_fd = reader.as_raw_fd();
         let mut writer = BufWriter::new(conn.try_clone().map_err(&setup)?);
         write_message(
             &mut writer,
@@ -248,7 +250,11 @@ impl UdpChannel {
                 nonce
             }
             Message::Refused { reason } => return Err(refused(&reason)),
-            other => return Err(ChannelError::Io(format!("expected Challenge, got {other:?}"))),
+            other => {
+                return Err(ChannelError::Io(format!(
+                    "expected Challenge, got {other:?}"
+                )))
+            }
         };
         write_message(
             &mut writer,
@@ -270,7 +276,11 @@ impl UdpChannel {
                     limits,
                 } => (session, udp_port, authenticated, limits),
                 Message::Refused { reason } => return Err(refused(&reason)),
-                other => return Err(ChannelError::Io(format!("expected Accepted, got {other:?}"))),
+                other => {
+                    return Err(ChannelError::Io(format!(
+                        "expected Accepted, got {other:?}"
+                    )))
+                }
             };
         let local_ip = conn.local_addr().map_err(&setup)?.ip();
         let sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), 16 << 20)
@@ -288,7 +298,9 @@ impl UdpChannel {
         let frame_bytes = payload + overhead;
         let mut warnings = Vec::new();
         if sock.udp_gro() {
-            warnings.push("UDP_GRO is on for the probe socket: it merges packets and their timestamps".into());
+            warnings.push(
+                "UDP_GRO is on for the probe socket: it merges packets and their timestamps".into(),
+            );
         }
         warnings.extend(host::merging_offloads(local_ip));
         let host_limit_bps = match opts.direction {
@@ -315,7 +327,7 @@ impl UdpChannel {
             sequence: 0,
             elapsed_ns: 0.0,
             max_rate_bps,
-            host_limit_bps: host_limit_bps.min(limits.max_rate_bps as f64),
+            host_limit_bps,
             late_streams: 0,
             own_link: Vec::new(),
             tx_missing: 0,
@@ -357,7 +369,7 @@ impl UdpChannel {
     }
 
     /// Ends the session; the server answers with its drop counters.
-    pub fn close(&mut self) -> Result<DropCounters, ChannelError> {
+    pub fn close_session(&mut self) -> Result<DropCounters, ChannelError> {
         write_message(&mut self.writer, &Message::Close).map_err(io_err("close"))?;
         loop {
             match read_message(&mut self.reader).map_err(ctl_err)? {
@@ -435,11 +447,7 @@ impl UdpChannel {
                     }
                 }
                 Message::Refused { reason } => return Err(refused(&reason)),
-                other => {
-                    return Err(ChannelError::Io(format!(
-                        "expected Records, got {other:?}"
-                    )))
-                }
+                other => return Err(ChannelError::Io(format!("expected Records, got {other:?}"))),
             }
         }
     }
@@ -474,7 +482,11 @@ impl UdpChannel {
         }
     }
 
-    fn forward(&mut self, request: &StreamRequest, stream: u32) -> Result<ProbeStream, ChannelError> {
+    fn forward(
+        &mut self,
+        request: &StreamRequest,
+        stream: u32,
+    ) -> Result<ProbeStream, ChannelError> {
         let n = request.offsets_ns.len();
         let payloads = self.payload_sizes(request)?;
         let duration = request.offsets_ns.last().copied().unwrap_or(0).max(0) as u64;
@@ -522,7 +534,11 @@ impl UdpChannel {
         ))
     }
 
-    fn reverse(&mut self, request: &StreamRequest, stream: u32) -> Result<ProbeStream, ChannelError> {
+    fn reverse(
+        &mut self,
+        request: &StreamRequest,
+        stream: u32,
+    ) -> Result<ProbeStream, ChannelError> {
         let n = request.offsets_ns.len();
         if n > MAX_SCHEDULE {
             return Err(ChannelError::Io(format!(
@@ -564,8 +580,12 @@ impl UdpChannel {
             Some(self.ctrl_fd),
             &mut || match read_message(reader) {
                 Ok(Message::StreamSent { stream: s }) if s == stream => Ok(true),
-                Ok(Message::Refused { reason }) => Err(io::Error::other(format!("the server refused: {reason}"))),
-                Ok(other) => Err(io::Error::other(format!("expected StreamSent, got {other:?}"))),
+                Ok(Message::Refused { reason }) => {
+                    Err(io::Error::other(format!("the server refused: {reason}")))
+                }
+                Ok(other) => Err(io::Error::other(format!(
+                    "expected StreamSent, got {other:?}"
+                ))),
                 Err(e) => Err(io::Error::other(e.to_string())),
             },
             deadline,
@@ -581,7 +601,8 @@ impl UdpChannel {
         let tx = self.read_records(stream, RecordKind::Transmit, n)?;
         // Schedule on the server's clock, anchored at its first stamp.
         let first_stamped = tx.iter().position(|t| t.is_some()).unwrap_or(0);
-        let anchor = tx.get(first_stamped).copied().flatten().unwrap_or(0) - request.offsets_ns.get(first_stamped).copied().unwrap_or(0);
+        let anchor = tx.get(first_stamped).copied().flatten().unwrap_or(0)
+            - request.offsets_ns.get(first_stamped).copied().unwrap_or(0);
         let scheduled: Vec<i64> = request.offsets_ns.iter().map(|o| anchor + o).collect();
         let d = Departures {
             scheduled_ns: scheduled.clone(),
@@ -635,6 +656,19 @@ impl Channel for UdpChannel {
         Some(self.frame_bytes)
     }
 
+    /// The session's byte limit, less the credit that reverse mode without
+    /// a key spends on the way out.
+    fn byte_limit(&self) -> Option<u64> {
+        Some(self.limits.max_session_bytes * 9 / 10)
+    }
+
+    fn close(&mut self) -> Result<(), ChannelError> {
+        if self.server_drops.is_none() {
+            self.close_session()?;
+        }
+        Ok(())
+    }
+
     fn host(&self) -> Option<HostFindings> {
         let mut own = self.own_link.clone();
         own.sort_by(f64::total_cmp);
@@ -673,7 +707,14 @@ mod tests {
     fn on_time_departures_are_clean() {
         let d = departures(60_560, 100, 500, 60_560);
         let v = judge_departures(&d, &[1514; 100]);
-        assert_eq!(v, DepartureVerdict { late: false, queued_rate_bps: None, tx_missing: 0 });
+        assert_eq!(
+            v,
+            DepartureVerdict {
+                late: false,
+                queued_rate_bps: None,
+                tx_missing: 0
+            }
+        );
     }
 
     /// Scheduled at 300 Mbit/s (40.37 us) but the kernel stamped them
@@ -704,7 +745,10 @@ mod tests {
         let p = crate::DEFAULT_PORT;
         assert_eq!(with_default_port("10.0.0.1"), format!("10.0.0.1:{p}"));
         assert_eq!(with_default_port("10.0.0.1:9"), "10.0.0.1:9");
-        assert_eq!(with_default_port("host.example"), format!("host.example:{p}"));
+        assert_eq!(
+            with_default_port("host.example"),
+            format!("host.example:{p}")
+        );
         assert_eq!(with_default_port("host.example:80"), "host.example:80");
         assert_eq!(with_default_port("::1"), format!("[::1]:{p}"));
         assert_eq!(with_default_port("[::1]"), format!("[::1]:{p}"));

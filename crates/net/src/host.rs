@@ -168,7 +168,10 @@ mod tests {
 
     #[test]
     fn loopback_interface_is_found() {
-        assert_eq!(interface_of(IpAddr::from([127, 0, 0, 1])).as_deref(), Some("lo"));
+        assert_eq!(
+            interface_of(IpAddr::from([127, 0, 0, 1])).as_deref(),
+            Some("lo")
+        );
         assert_eq!(interface_of(IpAddr::from([192, 0, 2, 77])), None);
     }
 }

@@ -74,7 +74,7 @@ fn classify(
     let port_ok = e
         .peer_port
         .or(c.peer.map(|p| p.port()))
-        .map_or(true, |port| port == r.from.port());
+        .is_none_or(|port| port == r.from.port());
     if r.from.ip() != e.peer_ip || !port_ok {
         c.drops.count(DropReason::WrongPeer);
         return None;

@@ -17,10 +17,11 @@
 //!   reply is 8 bytes per received probe of at least 48; in reverse mode
 //!   the server sends no more UDP bytes than it has received from the
 //!   client in that session (the client sends credit packets first).
+//!
 //! Logs one line per session on stderr.
 
 use std::collections::HashMap;
-use std::io::{self, BufReader, BufWriter};
+use std::io::{self, BufWriter};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -270,15 +271,23 @@ fn run_session(
 
 /// Sends `Refused` and returns the reason as the session's error.
 fn refuse(w: &mut BufWriter<&TcpStream>, reason: String) -> Result<(), String> {
-    let _ = write_message(w, &Message::Refused {
-        reason: reason.clone(),
-    });
+    let _ = write_message(
+        w,
+        &Message::Refused {
+            reason: reason.clone(),
+        },
+    );
     Err(format!("refused: {reason}"))
 }
 
 fn ctl<T>(r: Result<T, ControlError>) -> Result<T, String> {
     r.map_err(|e| match e {
-        ControlError::Io(io) if matches!(io.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+        ControlError::Io(io)
+            if matches!(
+                io.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
             "timeout waiting for the client".to_string()
         }
         ControlError::Io(io) if io.kind() == io::ErrorKind::UnexpectedEof => {
@@ -300,7 +309,9 @@ fn session(
         .map_err(io_err)?;
     conn.set_write_timeout(Some(config.handshake_timeout))
         .map_err(io_err)?;
-    let mut r = BufReader::new(&conn);
+    // Unbuffered: the receive loop polls the fd, which must not hide bytes
+    // already read into a buffer.
+    let mut r = &conn;
     let mut w = BufWriter::new(&conn);
     let wants_key = match ctl(read_message(&mut r))? {
         Message::Hello { version, wants_key } if version == VERSION => wants_key,
@@ -491,8 +502,15 @@ fn session(
                     );
                 }
                 write_message(&mut w, &Message::Ready { stream }).map_err(io_err)?;
-                let d = send_schedule(&mut sock, client, session_id, stream, &schedule, &mut sequence)
-                    .map_err(io_err)?;
+                let d = send_schedule(
+                    &mut sock,
+                    client,
+                    session_id,
+                    stream,
+                    &schedule,
+                    &mut sequence,
+                )
+                .map_err(io_err)?;
                 sent_udp_bytes += bytes;
                 o.streams += 1;
                 o.packets += schedule.len() as u64;
@@ -597,7 +615,14 @@ fn send_schedule(
     let offsets: Vec<i64> = schedule.iter().map(|s| s.offset_ns as i64).collect();
     let sizes: Vec<u32> = schedule.iter().map(|s| s.size_bytes as u32).collect();
     let (warm, pk) = packets::build(session, stream, &offsets, &sizes, sequence);
-    let d = send_paced(sock, to, &warm, &pk, &offsets, clock::monotonic_ns() + 200_000)?;
+    let d = send_paced(
+        sock,
+        to,
+        &warm,
+        &pk,
+        &offsets,
+        clock::monotonic_ns() + 200_000,
+    )?;
     Ok(d.tx_ns)
 }
 

@@ -16,6 +16,14 @@ use tightlink_wire::control::Direction;
 use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
 use tightlink_wire::DropReason;
 
+/// Paced senders spin on a CPU: two at once on a 2-core machine disturb
+/// each other's gaps, so these tests take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -49,23 +57,34 @@ fn paced_stream_arrives(direction: Direction) {
             (recv - send).abs()
         })
         .collect();
-    assert!(median(diffs.clone()) < 2_000.0, "median |recv - send| gap {}", median(diffs));
-    let a = analyze(s, StreamKind::SingleRate, Method::PrcmtBass, &AnalysisParams::default());
+    assert!(
+        median(diffs.clone()) < 2_000.0,
+        "median |recv - send| gap {}",
+        median(diffs)
+    );
+    let a = analyze(
+        s,
+        StreamKind::SingleRate,
+        Method::PrcmtBass,
+        &AnalysisParams::default(),
+    );
     assert_eq!(a.decision, Some(Decision::Below), "{a:?}");
     let h = ch.host().unwrap();
     assert_eq!(h.tx_stamps_missing, 0, "{h:?}");
     assert_eq!(h.queued_streams, 0, "{h:?}");
-    let drops = ch.close().unwrap();
+    let drops = ch.close_session().unwrap();
     assert_eq!(drops.total(), 0, "{drops:?}");
 }
 
 #[test]
 fn forward_stream_arrives_stamped_and_uncongested() {
+    let _turn = turn();
     paced_stream_arrives(Direction::Forward);
 }
 
 #[test]
 fn reverse_stream_arrives_stamped_and_uncongested() {
+    let _turn = turn();
     paced_stream_arrives(Direction::Reverse);
 }
 
@@ -82,6 +101,7 @@ fn keyed_server(require_key: bool) -> std::net::SocketAddr {
 
 #[test]
 fn the_right_key_authenticates_and_a_wrong_one_is_refused() {
+    let _turn = turn();
     let addr = keyed_server(true).to_string();
     let good = UdpChannel::connect(
         &addr,
@@ -103,12 +123,15 @@ fn the_right_key_authenticates_and_a_wrong_one_is_refused() {
     .err()
     .unwrap();
     assert!(bad.to_string().contains("wrong key"), "{bad}");
-    let none = UdpChannel::connect(&addr, &ClientOptions::default()).err().unwrap();
+    let none = UdpChannel::connect(&addr, &ClientOptions::default())
+        .err()
+        .unwrap();
     assert!(none.to_string().contains("requires a key"), "{none}");
 }
 
 #[test]
 fn without_a_key_limits_are_lower_and_enforced() {
+    let _turn = turn();
     let addr = keyed_server(false).to_string();
     let mut open = UdpChannel::connect(&addr, &ClientOptions::default()).unwrap();
     assert!(!open.authenticated());
@@ -122,6 +145,7 @@ fn without_a_key_limits_are_lower_and_enforced() {
 /// the wrong address are counted by reason; the stream is untouched.
 #[test]
 fn foreign_packets_are_counted_not_used() {
+    let _turn = turn();
     let (mut ch, stats) = channel(&ClientOptions::default()).unwrap();
     let to = ch.server_udp();
     let other = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -147,7 +171,7 @@ fn foreign_packets_are_counted_not_used() {
     std::thread::sleep(Duration::from_millis(5));
     let p = ch.probe(&request(50e6, 20, 542)).unwrap();
     assert_eq!(p.stream.received_count(), 20);
-    let d = ch.close().unwrap();
+    let d = ch.close_session().unwrap();
     assert_eq!(d.get(DropReason::TooShort), 1, "{d:?}");
     assert_eq!(d.get(DropReason::NotTightlink), 1, "{d:?}");
     assert_eq!(d.get(DropReason::UnknownSession), 1, "{d:?}");
@@ -161,6 +185,7 @@ fn foreign_packets_are_counted_not_used() {
 /// measured, the server still serving new sessions.
 #[test]
 fn a_flood_leaves_the_server_serving_and_counted() {
+    let _turn = turn();
     let (addr, stats) = spawn_server(ServerConfig {
         log: false,
         ..Default::default()
@@ -191,8 +216,12 @@ fn a_flood_leaves_the_server_serving_and_counted() {
     });
     let p = ch.probe(&request(100e6, 300, 1042)).unwrap();
     flood.join().unwrap();
-    assert!(p.stream.received_count() >= 295, "{}", p.stream.received_count());
-    let d = ch.close().unwrap();
+    assert!(
+        p.stream.received_count() >= 295,
+        "{}",
+        p.stream.received_count()
+    );
+    let d = ch.close_session().unwrap();
     // Everything the socket took in was counted (the kernel may drop some
     // of the flood when the buffer fills; those never reach us).
     assert!(d.total() > 1_000, "{d:?}");
@@ -205,8 +234,15 @@ fn a_flood_leaves_the_server_serving_and_counted() {
     );
     // Still serving.
     let mut again = UdpChannel::connect(&addr.to_string(), &ClientOptions::default()).unwrap();
-    assert_eq!(again.probe(&request(50e6, 20, 542)).unwrap().stream.received_count(), 20);
-    again.close().unwrap();
+    assert_eq!(
+        again
+            .probe(&request(50e6, 20, 542))
+            .unwrap()
+            .stream
+            .received_count(),
+        20
+    );
+    again.close_session().unwrap();
     assert!(stats.sessions.load(std::sync::atomic::Ordering::Relaxed) >= 1);
 }
 
@@ -214,6 +250,7 @@ fn a_flood_leaves_the_server_serving_and_counted() {
 /// out; neither blocks other sessions.
 #[test]
 fn garbage_and_silent_control_peers_do_not_block_the_server() {
+    let _turn = turn();
     use std::io::{Read, Write};
     let (addr, _stats) = spawn_server(ServerConfig {
         log: false,
@@ -229,7 +266,13 @@ fn garbage_and_silent_control_peers_do_not_block_the_server() {
     assert!(reply.len() < 600, "no amplification: {} bytes", reply.len());
     let _silent = std::net::TcpStream::connect(addr).unwrap();
     let mut ch = UdpChannel::connect(&addr.to_string(), &ClientOptions::default()).unwrap();
-    assert_eq!(ch.probe(&request(50e6, 20, 542)).unwrap().stream.received_count(), 20);
+    assert_eq!(
+        ch.probe(&request(50e6, 20, 542))
+            .unwrap()
+            .stream
+            .received_count(),
+        20
+    );
 }
 
 /// Every strategy runs through the real channel. Loopback has no
@@ -238,6 +281,7 @@ fn garbage_and_silent_control_peers_do_not_block_the_server() {
 /// bandwidth with confidence.
 #[test]
 fn strategies_run_over_loopback() {
+    let _turn = turn();
     for method in ["multirate", "prcmt"] {
         let (mut ch, _) = channel(&ClientOptions {
             max_rate_bps: Some(400e6),
@@ -249,14 +293,17 @@ fn strategies_run_over_loopback() {
             max_bytes: 10_000_000,
             max_duration_ns: 1e9,
         };
-        let r = run_named(method, &mut ch, &AnalysisParams::default(), budget, &mut |_| {})
-            .unwrap()
-            .unwrap();
+        let r = run_named(
+            method,
+            &mut ch,
+            &AnalysisParams::default(),
+            budget,
+            &mut |_| {},
+        )
+        .unwrap()
+        .unwrap();
         assert!(r.streams >= 1);
-        assert!(
-            r.available_bandwidth_bps > 0.5 * 400e6,
-            "{method}: {r:?}"
-        );
+        assert!(r.available_bandwidth_bps > 0.5 * 400e6, "{method}: {r:?}");
         assert_eq!(ch.probe_size_bytes(), Some(9014));
     }
 }

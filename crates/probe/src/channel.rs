@@ -65,6 +65,12 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     fn host(&self) -> Option<HostFindings> {
         (**self).host()
     }
+    fn close(&mut self) -> Result<(), ChannelError> {
+        (**self).close()
+    }
+    fn byte_limit(&self) -> Option<u64> {
+        (**self).byte_limit()
+    }
 }
 
 /// What a real channel learned about the sending host and its own link
@@ -138,6 +144,14 @@ impl<C: Channel> Channel for Recorder<C> {
     fn host(&self) -> Option<HostFindings> {
         self.inner.host()
     }
+
+    fn close(&mut self) -> Result<(), ChannelError> {
+        self.inner.close()
+    }
+
+    fn byte_limit(&self) -> Option<u64> {
+        self.inner.byte_limit()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -169,6 +183,15 @@ pub trait Channel {
     /// What a real channel found about its sending host.
     fn host(&self) -> Option<HostFindings> {
         None
+    }
+    /// Most probe bytes the far end allows in one measurement, if it says.
+    fn byte_limit(&self) -> Option<u64> {
+        None
+    }
+    /// Ends the measurement (a real channel closes its session and
+    /// collects the far end's counters).
+    fn close(&mut self) -> Result<(), ChannelError> {
+        Ok(())
     }
 }
 

@@ -448,7 +448,10 @@ impl Message {
                 let stream = b.u32()?;
                 let n = b.u32()? as usize;
                 if n > MAX_SCHEDULE {
-                    return Err(malformed(what, format!("{n} packets, at most {MAX_SCHEDULE}")));
+                    return Err(malformed(
+                        what,
+                        format!("{n} packets, at most {MAX_SCHEDULE}"),
+                    ));
                 }
                 if b.b.len() != n * 6 {
                     return Err(malformed(what, "length does not match the packet count"));
@@ -659,13 +662,13 @@ mod tests {
         }
         .emit(&mut out);
         let want: Vec<u8> = [
-            &[0, 0, 0, 27][..],    // length: 1 + 4 + 1 + 8 + 1 + 4 + 8
-            &[10],                 // type Records
-            &[0, 0, 0, 1],         // stream
-            &[0],                  // receive stamps
+            &[0, 0, 0, 27][..],        // length: 1 + 4 + 1 + 8 + 1 + 4 + 8
+            &[10],                     // type Records
+            &[0, 0, 0, 1],             // stream
+            &[0],                      // receive stamps
             &[0, 0, 0, 0, 0, 0, 1, 0], // base 256
-            &[0],                  // not last
-            &[0, 0, 0, 1],         // one record
+            &[0],                      // not last
+            &[0, 0, 0, 1],             // one record
             &[0, 0, 0, 2, 1, 2, 3, 4],
         ]
         .concat();

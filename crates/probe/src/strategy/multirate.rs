@@ -63,6 +63,9 @@ pub fn run(
     let mut exact: Vec<f64> = Vec::new();
     let mut last_bound: Option<(Bound, f64)> = None;
     let mut first = true;
+    // Streams in a row that found the path faster than the top rate the
+    // sender can probe: after three the answer is "at least" that.
+    let mut at_ceiling = 0;
     loop {
         let rates = rates_around(centre, range, params.rates);
         let sched = multi_rate_schedule(&rates, params.per_rate, params.size_bytes);
@@ -82,6 +85,10 @@ pub fn run(
                 last_bound = Some((Bound::Exact, e));
             }
             (Bound::AtLeast, Some(e)) => {
+                at_ceiling = if e >= 0.85 * max { at_ceiling + 1 } else { 0 };
+                if at_ceiling >= 3 {
+                    return Ok(s.report(params.method.name(), e, Bound::AtLeast, e, e, "ceiling"));
+                }
                 centre = (e * (1.0 + params.range)).max(centre);
                 range = params.range;
                 last_bound = Some((Bound::AtLeast, e));

@@ -1,0 +1,81 @@
+//! `tightlink server`: the far end of real measurements. Thin: flags to a
+//! [`tightlink_net::ServerConfig`], then serve until killed.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use tightlink_net::{Server, ServerConfig};
+
+#[derive(Args)]
+pub struct ServerArgs {
+    /// Address to listen on (TCP control; each session gets its own UDP
+    /// port on the same address).
+    #[arg(long, default_value = "0.0.0.0", env = "TIGHTLINK_BIND")]
+    pub bind: IpAddr,
+    #[arg(long, short, default_value_t = tightlink_net::DEFAULT_PORT, env = "TIGHTLINK_PORT")]
+    pub port: u16,
+    /// Pre-shared key file: clients that prove it get the keyed limits.
+    #[arg(long, env = "TIGHTLINK_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Refuse clients without the key.
+    #[arg(long, requires = "key_file")]
+    pub require_key: bool,
+    /// Concurrent sessions in all / per client address.
+    #[arg(long, default_value_t = 8)]
+    pub max_sessions: usize,
+    #[arg(long, default_value_t = 2)]
+    pub max_sessions_per_ip: usize,
+    /// Most probe rate of a session without a key (e.g. 1G).
+    #[arg(long, default_value = "1G")]
+    pub max_rate: String,
+    /// Most probe bytes of a session without a key (e.g. 50MB).
+    #[arg(long, default_value = "50MB")]
+    pub max_session_bytes: String,
+    /// Longest session without a key, seconds.
+    #[arg(long, default_value_t = 30)]
+    pub max_duration: u32,
+}
+
+pub fn run(args: ServerArgs) -> Result<()> {
+    let mut config = ServerConfig {
+        bind: SocketAddr::new(args.bind, args.port),
+        require_key: args.require_key,
+        max_sessions: args.max_sessions,
+        max_sessions_per_ip: args.max_sessions_per_ip,
+        ..ServerConfig::default()
+    };
+    if let Some(f) = &args.key_file {
+        config.key = Some(
+            tightlink_net::auth::read_key_file(f)
+                .with_context(|| format!("--key-file {}", f.display()))?,
+        );
+    }
+    config.open_limits.max_rate_bps = tightlink_sim::spec::parse_rate(&args.max_rate)
+        .with_context(|| format!("--max-rate {}", args.max_rate))?
+        as u64;
+    config.open_limits.max_session_bytes =
+        tightlink_sim::spec::parse_bytes(&args.max_session_bytes)
+            .with_context(|| format!("--max-session-bytes {}", args.max_session_bytes))?;
+    config.open_limits.max_session_ms = args.max_duration.saturating_mul(1000);
+    let server =
+        Server::bind(config.clone()).with_context(|| format!("listen on {}", config.bind))?;
+    let l = config.open_limits;
+    eprintln!(
+        "tightlink server: listening on {} (TCP control); without a key: {} Mbit/s, {} MB, {} s per session; {} sessions ({} per address){}",
+        server.local_addr()?,
+        l.max_rate_bps / 1_000_000,
+        l.max_session_bytes / 1_000_000,
+        l.max_session_ms / 1000,
+        config.max_sessions,
+        config.max_sessions_per_ip,
+        match (&config.key, config.require_key) {
+            (Some(_), true) => "; key required",
+            (Some(_), false) => "; key optional",
+            _ => "",
+        }
+    );
+    server.serve().context("server")?;
+    Ok(())
+}
