@@ -23,8 +23,8 @@ use tightlink_core::{ProbePacket, ProbeStream};
 use tightlink_probe::channel::{ChannelError, HostFindings, Probed};
 use tightlink_probe::{Channel, StreamRequest};
 use tightlink_wire::control::{
-    read_message, write_message, Direction, Limits, Message, RecordKind, Scheduled, MAX_SCHEDULE,
-    VERSION,
+    read_message, write_message, Direction, Limits, Message, RecordKind, Scheduled, MAX_CREDIT,
+    MAX_SCHEDULE, VERSION,
 };
 use tightlink_wire::twamp::ProbeRepr;
 use tightlink_wire::DropCounters;
@@ -137,6 +137,8 @@ pub struct UdpChannel {
     max_rate_bps: f64,
     host_limit_bps: f64,
     late_streams: usize,
+    /// Credit sent minus reverse bytes asked for (reverse without a key).
+    credit_balance: i64,
     own_link: Vec<f64>,
     tx_missing: u64,
     /// Packets this end dropped while timestamping (reverse mode).
@@ -329,6 +331,7 @@ impl UdpChannel {
             max_rate_bps,
             host_limit_bps,
             late_streams: 0,
+            credit_balance: 0,
             own_link: Vec::new(),
             tx_missing: 0,
             drops: DropCounters::default(),
@@ -345,7 +348,7 @@ impl UdpChannel {
         };
         if opts.direction == Direction::Reverse {
             // Tell the server where to send (and open any NAT on the way).
-            ch.send_credit(ProbeRepr::buffer_len() as u64, 0.0)?;
+            ch.register_udp()?;
         }
         Ok(ch)
     }
@@ -383,26 +386,26 @@ impl UdpChannel {
         }
     }
 
-    /// Sends warm-up packets worth `bytes` to the server, paced at
-    /// `rate_bps` (0: back to back): the UDP credit an unauthenticated
-    /// reverse session needs, since the server sends no more than it got.
-    fn send_credit(&mut self, bytes: u64, rate_bps: f64) -> Result<(), ChannelError> {
-        let size = self.frame_bytes - self.overhead;
-        let n = bytes.div_ceil(size as u64).max(1) as usize;
-        let gap = if rate_bps > 0.0 {
-            self.frame_bytes as f64 * 8e9 / rate_bps
-        } else {
-            0.0
-        };
+    /// Sends one warm-up packet to the server's UDP port: it learns where
+    /// to send (only there), and any NAT on the way opens.
+    fn register_udp(&mut self) -> Result<(), ChannelError> {
         let (warm, _) = packets::build(self.session, u32::MAX, &[], &[], &mut self.sequence);
-        let mut pkt = warm;
-        pkt.resize(size as usize, 0);
-        let start = clock::monotonic_ns();
-        for i in 0..n {
-            clock::spin_until(start + (i as f64 * gap) as i64);
-            self.sock
-                .send_to(&pkt, self.server_udp)
-                .map_err(io_err("credit"))?;
+        self.sock
+            .send_to(&warm, self.server_udp)
+            .map_err(io_err("register"))?;
+        self.credit_balance += warm.len() as i64;
+        Ok(())
+    }
+
+    /// Tops up the credit an unauthenticated reverse session needs (the
+    /// server sends no more than it received) with `Credit` padding over
+    /// the control connection.
+    fn send_credit(&mut self, bytes: u64) -> Result<(), ChannelError> {
+        self.credit_balance -= bytes as i64;
+        while self.credit_balance < 0 {
+            let len = (-self.credit_balance).min(MAX_CREDIT as i64) as u32;
+            write_message(&mut self.writer, &Message::Credit { len }).map_err(io_err("credit"))?;
+            self.credit_balance += len as i64;
         }
         Ok(())
     }
@@ -557,8 +560,7 @@ impl UdpChannel {
             .collect();
         let bytes: u64 = payloads.iter().map(|&p| p as u64).sum();
         if !self.authenticated {
-            let span = request.offsets_ns.last().copied().unwrap_or(0).max(1) as f64;
-            self.send_credit(bytes, request.bytes() as f64 * 8e9 / span)?;
+            self.send_credit(bytes)?;
         }
         write_message(&mut self.writer, &Message::Reverse { stream, schedule })
             .map_err(io_err("announce reverse stream"))?;

@@ -16,7 +16,8 @@
 //! - no amplification for unauthenticated peers: in forward mode the
 //!   reply is 8 bytes per received probe of at least 48; in reverse mode
 //!   the server sends no more UDP bytes than it has received from the
-//!   client in that session (the client sends credit packets first).
+//!   client in that session (UDP, or `Credit` padding over TCP, which
+//!   the client sends first).
 //!
 //! Logs one line per session on stderr.
 
@@ -383,6 +384,7 @@ fn session(
     // UDP bytes the client sent us, and the client's UDP address.
     let mut seen = Collected::default();
     let mut sent_udp_bytes: u64 = 0;
+    let mut tcp_credit: u64 = 0;
     let mut sequence = 0u32;
     loop {
         let msg = ctl(read_message(&mut r))?;
@@ -480,7 +482,7 @@ fn session(
                 let until = clock::monotonic_ns() + 200_000_000;
                 loop {
                     absorb(&sock, &expect, &mut seen).map_err(io_err)?;
-                    let enough = o.authenticated || seen.peer_bytes >= need;
+                    let enough = o.authenticated || seen.peer_bytes + tcp_credit >= need;
                     if (seen.peer.is_some() && enough) || clock::monotonic_ns() > until {
                         break;
                     }
@@ -492,12 +494,12 @@ fn session(
                         "no UDP packet of this session arrived from the client's address: the server sends only where the client has sent from".into(),
                     );
                 };
-                if !o.authenticated && seen.peer_bytes < need {
+                if !o.authenticated && seen.peer_bytes + tcp_credit < need {
                     return refuse(
                         &mut w,
                         format!(
-                            "reverse stream of {bytes} bytes exceeds the client's UDP credit ({} of {need} bytes received); without a key the server sends no more than it received",
-                            seen.peer_bytes
+                            "reverse stream of {bytes} bytes exceeds the client's credit ({} of {need} bytes received); without a key the server sends no more than it received",
+                            seen.peer_bytes + tcp_credit
                         ),
                     );
                 }
@@ -517,6 +519,9 @@ fn session(
                 o.bytes += bytes;
                 write_message(&mut w, &Message::StreamSent { stream }).map_err(io_err)?;
                 send_records(&mut w, stream, RecordKind::Transmit, &d).map_err(io_err)?;
+            }
+            Message::Credit { len } if direction == Direction::Reverse => {
+                tcp_credit += len as u64;
             }
             Message::Close => {
                 absorb(

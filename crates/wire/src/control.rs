@@ -18,6 +18,7 @@
 //!                                   <-     Records {receive stamps}...  (last = true)
 //! reverse:  Reverse {schedule}      ->     <- Ready; server sends UDP; <- StreamSent
 //!                                   <-     Records {transmit stamps}... (last = true)
+//! Credit {padding}                  ->     (reverse without a key: see server)
 //! Close                             ->     <- Bye {drop counters}
 //! ```
 //! Any step may be answered with `Refused {reason}` instead, after which
@@ -36,6 +37,8 @@ pub const MAX_FRAME: usize = 65_536;
 pub const RECORDS_PER_FRAME: usize = 8_000;
 /// Packets a `Reverse` schedule can hold in one frame (6 bytes each).
 pub const MAX_SCHEDULE: usize = 10_000;
+/// Most padding one `Credit` frame carries.
+pub const MAX_CREDIT: u32 = (MAX_FRAME - 1) as u32;
 /// Longest reason text in `Refused`.
 pub const MAX_REASON: usize = 512;
 
@@ -139,6 +142,12 @@ pub enum Message {
     Bye {
         drops: DropCounters,
     },
+    /// `len` bytes of zeros: credit for an unauthenticated reverse
+    /// session, which gets no more UDP bytes than it sent (TCP, so credit
+    /// is never lost on a narrow upload path).
+    Credit {
+        len: u32,
+    },
 }
 
 /// A control frame that does not parse.
@@ -176,6 +185,7 @@ mod ty {
     pub const RECORDS: u8 = 10;
     pub const CLOSE: u8 = 11;
     pub const BYE: u8 = 12;
+    pub const CREDIT: u8 = 13;
 }
 
 /// A cursor over a frame body: every read is bounds-checked.
@@ -357,6 +367,11 @@ impl Message {
                 }
             }
             Message::Close => out.push(ty::CLOSE),
+            Message::Credit { len } => {
+                assert!(*len <= MAX_CREDIT, "credit over one frame");
+                out.push(ty::CREDIT);
+                out.resize(out.len() + *len as usize, 0);
+            }
             Message::Bye { drops } => {
                 out.push(ty::BYE);
                 let nonzero: Vec<_> = DropReason::ALL
@@ -391,6 +406,7 @@ impl Message {
             ty::RECORDS => "Records",
             ty::CLOSE => "Close",
             ty::BYE => "Bye",
+            ty::CREDIT => "Credit",
             other => return Err(ControlError::UnknownType(other)),
         };
         let mut b = Body { what, b: body };
@@ -496,6 +512,11 @@ impl Message {
                 }
             }
             ty::CLOSE => Message::Close,
+            ty::CREDIT => {
+                let len = b.b.len() as u32;
+                b.take(len as usize)?;
+                Message::Credit { len }
+            }
             _ => {
                 let n = b.u8()? as usize;
                 let mut drops = DropCounters::default();
@@ -630,6 +651,7 @@ mod tests {
             },
             Message::Close,
             Message::Bye { drops },
+            Message::Credit { len: 1000 },
         ] {
             round_trip(m);
         }

@@ -75,7 +75,20 @@ pub fn run(
         }
         let stream = s.send(&request)?;
         let a = analyze(&stream, StreamKind::MultiRate, params.method, analysis);
-        match (a.bound, a.abw_bps) {
+        // A path that dropped a fifth of the stream, or a twentieth while
+        // the gaps read "not congested", carried less than the lowest rate
+        // for a while. Seen on real tbf bottlenecks with small queues:
+        // gaps that span losses look uncongested (send and receive gaps
+        // both cover the lost packets), and a lossy stream was read as
+        // "at least" its top rate.
+        let loss = stream.loss_fraction();
+        let (bound, abw) =
+            if loss > 0.2 || (loss > 0.05 && matches!(a.bound, Bound::AtLeast | Bound::None)) {
+                (Bound::AtMost, Some(rates[0]))
+            } else {
+                (a.bound, a.abw_bps)
+            };
+        match (bound, abw) {
             (Bound::Exact, Some(e)) => {
                 if !first {
                     exact.push(e);

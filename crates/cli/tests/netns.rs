@@ -1,0 +1,402 @@
+//! Real probing across network namespaces: sender -> router -> receiver,
+//! joined by veth, a `tbf` bottleneck on the router, `tightlink server` in
+//! the receiver namespace and `tightlink estimate` in the sender's, both
+//! the real binary. Needs root (CI runs as root); elsewhere each test says
+//! it was skipped, unless TIGHTLINK_REQUIRE_NETNS=1 makes that a failure.
+//!
+//! Addresses are 10.201.x.0/24 inside namespaces these tests create and
+//! remove (also when a test fails: the guard's Drop). Routers' receive
+//! work is steered to the other CPU with RPS (PLATFORM.md: without it the
+//! forwarding path runs inside the sender's `send` and a paced sender
+//! asking 300 Mbit/s got 210).
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn sh(cmd: &str) -> Result<String, String> {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{cmd}: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))
+    }
+}
+
+fn may_run() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ip = sh("ip netns list").is_ok();
+    if root && ip {
+        return true;
+    }
+    let why = if root {
+        "`ip netns` unusable"
+    } else {
+        "not root"
+    };
+    if std::env::var("TIGHTLINK_REQUIRE_NETNS").as_deref() == Ok("1") {
+        panic!("namespace tests required but {why}");
+    }
+    eprintln!("skipped: namespace tests need root and iproute2 ({why})");
+    false
+}
+
+/// Three namespaces `<p>s`, `<p>r`, `<p>d`; removed on drop, with the
+/// server process.
+struct Lab {
+    prefix: String,
+    server: Option<Child>,
+}
+
+const SENDER_IP: &str = "10.201.1.1";
+const SERVER_IP: &str = "10.201.2.2";
+
+impl Lab {
+    /// `router_tbf`: tbf on the router's egress toward the receiver;
+    /// `reverse_tbf`: toward the sender; `sender_tbf`: on the sender's
+    /// own interface. Each `(rate, burst)`.
+    fn up(router_tbf: Option<&str>, reverse_tbf: Option<&str>, sender_tbf: Option<&str>) -> Lab {
+        let prefix = format!("tlt{}", std::process::id() % 100_000);
+        let lab = Lab {
+            prefix: prefix.clone(),
+            server: None,
+        };
+        let (s, r, d) = (lab.ns("s"), lab.ns("r"), lab.ns("d"));
+        let p = &prefix;
+        let script = format!(
+            "set -e
+            ip netns add {s}; ip netns add {r}; ip netns add {d}
+            ip link add {p}a type veth peer name {p}b
+            ip link add {p}c type veth peer name {p}e
+            ip link set {p}a netns {s}; ip link set {p}b netns {r}
+            ip link set {p}c netns {r}; ip link set {p}e netns {d}
+            ip -n {s} addr add {SENDER_IP}/24 dev {p}a
+            ip -n {r} addr add 10.201.1.2/24 dev {p}b
+            ip -n {r} addr add 10.201.2.1/24 dev {p}c
+            ip -n {d} addr add {SERVER_IP}/24 dev {p}e
+            for n in {s} {r} {d}; do ip -n $n link set lo up; done
+            ip -n {s} link set {p}a up; ip -n {r} link set {p}b up
+            ip -n {r} link set {p}c up; ip -n {d} link set {p}e up
+            ip -n {s} route add default via 10.201.1.2
+            ip -n {d} route add default via 10.201.2.1
+            ip netns exec {r} sysctl -qw net.ipv4.ip_forward=1
+            ip netns exec {r} sh -c 'echo 2 > /sys/class/net/{p}b/queues/rx-0/rps_cpus; echo 2 > /sys/class/net/{p}c/queues/rx-0/rps_cpus'
+            ip netns exec {d} sh -c 'echo 1 > /sys/class/net/{p}e/queues/rx-0/rps_cpus'
+            ip netns exec {s} sh -c 'echo 1 > /sys/class/net/{p}a/queues/rx-0/rps_cpus'
+            "
+        );
+        sh(&script).unwrap();
+        let tbf = |ns: &str, dev: &str, spec: &str| {
+            sh(&format!(
+                "ip netns exec {ns} tc qdisc add dev {dev} root tbf {spec}"
+            ))
+            .unwrap();
+        };
+        if let Some(t) = router_tbf {
+            tbf(&r, &format!("{p}c"), t);
+        }
+        if let Some(t) = reverse_tbf {
+            tbf(&r, &format!("{p}b"), t);
+        }
+        if let Some(t) = sender_tbf {
+            tbf(&s, &format!("{p}a"), t);
+        }
+        lab
+    }
+
+    fn ns(&self, which: &str) -> String {
+        format!("{}{which}", self.prefix)
+    }
+
+    fn start_server(&mut self, extra: &[&str]) {
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns("d"),
+                env!("CARGO_BIN_EXE_tightlink"),
+                "server",
+                "--bind",
+                SERVER_IP,
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        self.server = Some(child);
+        // Wait until it listens.
+        for _ in 0..100 {
+            if sh(&format!(
+                "ip netns exec {} ss -ltn | grep -q {SERVER_IP}:7447",
+                self.ns("d")
+            ))
+            .is_ok()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("server did not start listening");
+    }
+
+    fn estimate(&self, args: &[&str]) -> (bool, String, String) {
+        let o = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns("s"),
+                env!("CARGO_BIN_EXE_tightlink"),
+                "estimate",
+                SERVER_IP,
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    fn estimate_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let (ok, out, err) = self.estimate(&a);
+        assert!(ok, "estimate {args:?} failed: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    }
+
+    fn server_pid(&self) -> u32 {
+        self.server.as_ref().unwrap().id()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.server.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for n in ["s", "r", "d"] {
+            let _ = sh(&format!("ip netns del {}", self.ns(n)));
+        }
+    }
+}
+
+fn rel(est: f64, truth: f64) -> f64 {
+    est / truth - 1.0
+}
+
+/// The issue's path: 200 Mbit/s tbf with a small burst on the router's
+/// egress, no cross traffic. Every strategy that answers a number must be
+/// within 10 % of 200 Mbit/s (tbf counts the frame without FCS, the layer
+/// tightlink reports), and the byte budget stays small.
+#[test]
+fn forward_estimate_through_a_200_mbit_tbf() {
+    let _turn = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !may_run() {
+        return;
+    }
+    let mut lab = Lab::up(Some("rate 200mbit burst 3000 limit 100000"), None, None);
+    lab.start_server(&[]);
+    for method in ["multirate", "prcmt"] {
+        let v = lab.estimate_json(&["--method", method]);
+        let est = v["available_bandwidth_bps"].as_f64().unwrap();
+        eprintln!("{method}: {est:.0} bit/s, {v}");
+        // PRC-MT's binary search may end on a bound ("at least" the last
+        // rate below); its value must still be within 10 %.
+        assert_ne!(v["bound"], "none", "{method}: {v}");
+        assert!(
+            rel(est, 200e6).abs() < 0.10,
+            "{method}: {est} vs 200e6: {v}"
+        );
+        assert!(v["probe_bytes"].as_u64().unwrap() < 20_000_000, "{v}");
+        assert!(v["sender_bottleneck_bps"].is_null(), "{v}");
+        assert!(v["rate_layer"].as_str().unwrap().contains("Ethernet frame"));
+    }
+}
+
+/// Reverse mode measures the download direction: the router shapes it
+/// at 150 Mbit/s while the upload is shaped at 200.
+#[test]
+fn reverse_estimate_measures_the_other_direction() {
+    let _turn = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !may_run() {
+        return;
+    }
+    let mut lab = Lab::up(
+        Some("rate 200mbit burst 3000 limit 100000"),
+        Some("rate 150mbit burst 3000 limit 100000"),
+        None,
+    );
+    lab.start_server(&[]);
+    let v = lab.estimate_json(&["-R"]);
+    let est = v["available_bandwidth_bps"].as_f64().unwrap();
+    eprintln!("reverse: {v}");
+    assert_eq!(v["bound"], "exact", "{v}");
+    assert!(rel(est, 150e6).abs() < 0.10, "{est} vs 150e6: {v}");
+}
+
+/// A server with a key refuses a wrong one and one without, and serves
+/// the right one.
+#[test]
+fn a_wrong_key_is_refused() {
+    let _turn = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !may_run() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tightlink-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (good, bad) = (dir.join("good"), dir.join("bad"));
+    std::fs::write(&good, "s3cret-key\n").unwrap();
+    std::fs::write(&bad, "guess\n").unwrap();
+    let mut lab = Lab::up(Some("rate 200mbit burst 3000 limit 100000"), None, None);
+    lab.start_server(&["--key-file", good.to_str().unwrap(), "--require-key"]);
+    let (ok, _, err) = lab.estimate(&["--key-file", bad.to_str().unwrap()]);
+    assert!(!ok && err.contains("wrong key"), "{err}");
+    let (ok, _, err) = lab.estimate(&[]);
+    assert!(!ok && err.contains("requires a key"), "{err}");
+    let v = lab.estimate_json(&["--key-file", good.to_str().unwrap()]);
+    assert!(
+        rel(v["available_bandwidth_bps"].as_f64().unwrap(), 200e6).abs() < 0.10,
+        "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    // `ip netns exec` execs the server in place: same pid.
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Enters a namespace on this thread only (setns affects the calling
+/// thread; threads it spawns inherit it).
+fn enter_netns(name: &str) {
+    let f = std::fs::File::open(format!("/var/run/netns/{name}")).unwrap();
+    // SAFETY: a valid namespace fd.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(r, 0, "setns {name}: {}", std::io::Error::last_os_error());
+}
+
+/// While a session measures, a flood of malformed datagrams and of
+/// well-formed probes of an unknown session hits its UDP port (from a host
+/// beside the server, so the flood does not also congest the path): both are
+/// counted by reason, the stream is still measured, the server's memory
+/// stays flat, and it serves the next client.
+#[test]
+fn a_flood_leaves_the_server_serving_with_bounded_memory() {
+    let _turn = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !may_run() {
+        return;
+    }
+    let mut lab = Lab::up(Some("rate 200mbit burst 3000 limit 100000"), None, None);
+    lab.start_server(&[]);
+    let pid = lab.server_pid();
+    let rss_before = rss_kb(pid);
+    let sender_ns = lab.ns("s");
+    let server_ns = lab.ns("d");
+    let (drops, received) = std::thread::spawn(move || {
+        use tightlink_probe::{Channel, StreamRequest};
+        use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
+        enter_netns(&sender_ns);
+        let mut ch =
+            tightlink_net::UdpChannel::connect(SERVER_IP, &tightlink_net::ClientOptions::default())
+                .unwrap();
+        let to = ch.server_udp();
+        let req = |n: usize| {
+            let gap = 1514.0 * 8e9 / 100e6;
+            StreamRequest::from_send_times(
+                &(0..n).map(|i| (i as f64 * gap) as i64).collect::<Vec<_>>(),
+                1514,
+            )
+        };
+        ch.probe(&req(20)).unwrap();
+        // From the server's own namespace, so the flood does not share
+        // the bottleneck with the probes (that would only test tbf).
+        let flood = std::thread::spawn(move || {
+            enter_netns(&server_ns);
+            let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            let mut unknown = vec![0u8; 200];
+            ProbeRepr {
+                sequence: 0,
+                timestamp: Default::default(),
+                error_estimate: tightlink_wire::ErrorEstimate::from_u16(0),
+                warmup: false,
+                session: 7,
+                stream: 0,
+                position: 3,
+                stream_len: 10,
+                offset_ns: 0,
+            }
+            .emit(&mut SenderPacket::new_unchecked(&mut unknown[..]));
+            let junk = vec![0xa5u8; 300];
+            for i in 0..30_000u32 {
+                let _ = s.send_to(if i % 2 == 0 { &junk } else { &unknown }, to);
+            }
+        });
+        let p = ch.probe(&req(400)).unwrap();
+        flood.join().unwrap();
+        let d = ch.close_session().unwrap();
+        (d, p.stream.received_count())
+    })
+    .join()
+    .unwrap();
+    eprintln!("drops {:?}, received {received}/400", drops.nonzero());
+    use tightlink_wire::DropReason;
+    assert!(received >= 380, "{received}");
+    assert!(drops.get(DropReason::NotTightlink) > 1_000, "{drops:?}");
+    assert!(drops.get(DropReason::UnknownSession) > 1_000, "{drops:?}");
+    let rss_after = rss_kb(pid);
+    assert!(
+        rss_after < rss_before + 20_000,
+        "server memory grew from {rss_before} kB to {rss_after} kB"
+    );
+    let v = lab.estimate_json(&[]);
+    assert!(
+        rel(v["available_bandwidth_bps"].as_f64().unwrap(), 200e6).abs() < 0.10,
+        "{v}"
+    );
+}
+
+/// tbf on the sender's own interface: the kernel's transmit stamps are
+/// taken after that queue, so they show the shaped gaps. The estimate is
+/// still the shaped rate (send times are the schedule, not the stamps),
+/// and the tool says the tight link is the sender's own.
+#[test]
+fn a_shaped_sender_interface_is_reported() {
+    let _turn = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !may_run() {
+        return;
+    }
+    let mut lab = Lab::up(None, None, Some("rate 200mbit burst 3000 limit 200000"));
+    lab.start_server(&[]);
+    let v = lab.estimate_json(&[]);
+    eprintln!("sender tbf: {v}");
+    let est = v["available_bandwidth_bps"].as_f64().unwrap();
+    assert!(rel(est, 200e6).abs() < 0.10, "{est}: {v}");
+    let own = v["sender_bottleneck_bps"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the sender's own bottleneck was not reported: {v}"));
+    assert!(rel(own, 200e6).abs() < 0.10, "{own}: {v}");
+    let (_, human, _) = lab.estimate(&[]);
+    assert!(human.contains("the sender's own interface"), "{human}");
+    let _ = std::io::stderr().flush();
+}
