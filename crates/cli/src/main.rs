@@ -3,6 +3,7 @@
 //! probe, net, eval).
 
 mod analyze;
+mod doctor;
 mod estimate;
 mod eval;
 mod report;
@@ -41,6 +42,9 @@ enum Command {
     /// Serve as the far end of real measurements (TCP control port 7447,
     /// a UDP port per session); safe to expose (limits, timeouts, optional key).
     Server(server::ServerArgs),
+    /// Is this host the bottleneck? Clock, pacing precision per packet
+    /// size, receiver batching, offloads; prints the rate it can probe up to.
+    Doctor(doctor::DoctorArgs),
 }
 
 fn main() {
@@ -51,6 +55,7 @@ fn main() {
         Command::Simulate(args) => simulate::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Server(args) => server::run(args),
+        Command::Doctor(args) => doctor::run(args),
     };
     if let Err(e) = result {
         // A reader that went away (`| head`) is not an error of ours.

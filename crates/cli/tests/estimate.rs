@@ -56,3 +56,58 @@ fn human_output_and_errors() {
     let o = tightlink(&["estimate", "sim:cross=wavy:1G"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("cross model 'wavy'"));
 }
+
+/// `tightlink estimate` against a real server on loopback: the same JSON
+/// object plus the real-channel fields, and the session logged by the
+/// server.
+#[test]
+fn estimate_against_a_loopback_server() {
+    use std::io::Read;
+    let mut server = Command::new(env!("CARGO_BIN_EXE_tightlink"))
+        .args(["server", "--bind", "127.0.0.1", "--port", "17461"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = tightlink(&[
+        "estimate",
+        "127.0.0.1:17461",
+        "--json",
+        "--max-rate",
+        "300M",
+    ]);
+    let mut log = String::new();
+    let _ = server.kill();
+    server
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    let _ = server.wait();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Loopback is far faster than 300 Mbit/s: the honest answer is "at
+    // least" the ceiling, never a number above what was probed.
+    assert_eq!(v["bound"], "at_least", "{v}");
+    assert!(
+        v["available_bandwidth_bps"].as_f64().unwrap() <= 300e6 * 1.001,
+        "{v}"
+    );
+    assert_eq!(v["probe_ceiling_bps"].as_f64().unwrap(), 300e6);
+    assert!(v["host_limit_bps"].as_f64().unwrap() > 300e6, "{v}");
+    assert!(v["truth_bps"].is_null());
+    assert!(
+        log.contains("session peer=127.0.0.1") && log.contains("end=closed"),
+        "{log}"
+    );
+}
+
+#[test]
+fn doctor_prints_tables_and_a_verdict() {
+    let o = tightlink(&["doctor", "--quick"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("| 1514 B | 0.1 Gbit/s |"), "{out}");
+    assert!(out.contains("verdict     this host can"), "{out}");
+}

@@ -11,12 +11,14 @@
 //! - [`client`]: [`UdpChannel`], the channel strategies use against a server.
 //! - [`auth`]: the optional pre-shared key (HMAC-SHA256 challenge).
 //! - [`host`]: the measuring host's own limits (send cost, offloads).
+//! - [`doctor`]: `tightlink doctor`, all of the host's limits and a verdict.
 //! - [`loopback`]: a server and a client on this host, for tests and
 //!   `doctor`.
 
 pub mod auth;
 pub mod client;
 pub mod clock;
+pub mod doctor;
 pub mod host;
 pub mod loopback;
 pub mod packets;
