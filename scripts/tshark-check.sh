@@ -18,5 +18,5 @@ port=$(tshark -r "$pcap" -Y 'udp contains "TLNK"' -T fields -e udp.dstport 2>/de
 [ -n "$port" ] || { echo "no tightlink probe captured"; exit 1; }
 out=$(tshark -r "$pcap" -d "udp.port==$port,twamp.test" 2>/dev/null | grep -c "TWAMP-Test" || true)
 echo "UDP port $port: $out packets decoded as TWAMP-Test"
-tshark -r "$pcap" -d "udp.port==$port,twamp.test" -T fields -e frame.number -e twamp.test.seq_number -e twamp.test.error_estimate 2>/dev/null | awk -v n=0 'NF==3 && n<5 {print "frame", $1, "sequence", $2, "error estimate", $3; n++}'
+tshark -r "$pcap" -d "udp.port==$port,twamp.test" -T fields -e frame.number -e twamp.test.seq_number -e twamp.test.timestamp 2>/dev/null | awk -F"\t" -v n=0 '$2 != "" && n<5 {print "frame", $1, "sequence", $2, "timestamp", $3; n++}'
 [ "$out" -gt 0 ]

@@ -505,7 +505,7 @@ impl UdpChannel {
         )
         .map_err(io_err("announce stream"))?;
         self.expect_ready(stream)?;
-        let (warm, pk) = packets::build(
+        let (warm, mut pk) = packets::build(
             self.session,
             stream,
             &request.offsets_ns,
@@ -516,7 +516,7 @@ impl UdpChannel {
             &mut self.sock,
             self.server_udp,
             &warm,
-            &pk,
+            &mut pk,
             &request.offsets_ns,
             clock::monotonic_ns() + 200_000,
         )

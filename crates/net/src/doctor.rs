@@ -88,12 +88,12 @@ pub fn pacing_row(frame_bytes: u32, rate_bps: f64, n: usize) -> std::io::Result<
     let gap = frame_bytes as f64 * 8e9 / rate_bps;
     let offsets: Vec<i64> = (0..n).map(|i| (i as f64 * gap).round() as i64).collect();
     let mut seq = 0;
-    let (warm, pk) = packets::build(1, 0, &offsets, &vec![payload; n], &mut seq);
+    let (warm, mut pk) = packets::build(1, 0, &offsets, &vec![payload; n], &mut seq);
     let d = send_paced(
         &mut s,
         to,
         &warm,
-        &pk,
+        &mut pk,
         &offsets,
         clock::monotonic_ns() + 200_000,
     )?;

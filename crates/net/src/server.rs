@@ -619,12 +619,12 @@ fn send_schedule(
 ) -> io::Result<Vec<Option<i64>>> {
     let offsets: Vec<i64> = schedule.iter().map(|s| s.offset_ns as i64).collect();
     let sizes: Vec<u32> = schedule.iter().map(|s| s.size_bytes as u32).collect();
-    let (warm, pk) = packets::build(session, stream, &offsets, &sizes, sequence);
+    let (warm, mut pk) = packets::build(session, stream, &offsets, &sizes, sequence);
     let d = send_paced(
         sock,
         to,
         &warm,
-        &pk,
+        &mut pk,
         &offsets,
         clock::monotonic_ns() + 200_000,
     )?;

@@ -19,6 +19,9 @@ use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
+use tightlink_wire::twamp::SenderPacket;
+use tightlink_wire::NtpTimestamp;
+
 use crate::clock;
 
 // linux/net_tstamp.h and linux/errqueue.h; the libc crate lacks them.
@@ -361,7 +364,8 @@ impl Departures {
 }
 
 /// Sends `packets[i]` at `offsets_ns[i]` after `start_monotonic_ns`,
-/// spinning in between, after a throw-away `warmup` packet sent
+/// spinning in between, stamping each with its scheduled time (the TWAMP
+/// timestamp field), after a throw-away `warmup` packet sent
 /// `warmup_lead_ns` earlier (the first send of a train is 12-15 us slow:
 /// it wakes the receiving side). Drains transmit stamps whenever the next
 /// send is more than 20 us away, and once more at the end.
@@ -369,7 +373,7 @@ pub fn send_paced(
     sock: &mut ProbeSocket,
     to: SocketAddr,
     warmup: &[u8],
-    packets: &[Vec<u8>],
+    packets: &mut [Vec<u8>],
     offsets_ns: &[i64],
     start_monotonic_ns: i64,
 ) -> io::Result<Departures> {
@@ -386,11 +390,14 @@ pub fn send_paced(
         tx_ns: vec![None; n],
     };
     let mut first_id = None;
-    for (p, &off) in packets.iter().zip(offsets_ns) {
+    for (p, &off) in packets.iter_mut().zip(offsets_ns) {
         let due = start_monotonic_ns + off;
         if due - clock::monotonic_ns() > 20_000 {
             sock.drain_tx_stamps(&mut stamps)?;
         }
+        // The TWAMP timestamp is the (scheduled) send time, NTP format.
+        let stamp = NtpTimestamp::from_unix_ns((due + shift).max(0) as u64);
+        SenderPacket::new_unchecked(&mut p[..]).set_timestamp(stamp);
         clock::spin_until(due);
         d.scheduled_ns.push(due + shift);
         d.user_ns.push(clock::realtime_ns());

@@ -93,6 +93,9 @@ fn keyed_server(require_key: bool) -> std::net::SocketAddr {
         key: Some(b"correct horse".to_vec()),
         require_key,
         log: false,
+        // Refused sessions hold their slot until their thread ends; these
+        // tests open several in quick succession from one address.
+        max_sessions_per_ip: 8,
         ..Default::default()
     })
     .unwrap()
