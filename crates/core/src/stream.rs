@@ -166,6 +166,15 @@ impl ProbeStream {
         }
     }
 
+    /// Time from the first packet's send to the last's, ns (0 for fewer
+    /// than two packets): the stream's time on the path.
+    pub fn send_span_ns(&self) -> f64 {
+        match (self.packets.first(), self.packets.last()) {
+            (Some(a), Some(b)) => diff_ns(b.send_ns, a.send_ns),
+            _ => 0.0,
+        }
+    }
+
     /// Send gaps `send_ns[i] - send_ns[i-1]` for `i >= 1`, ns.
     pub fn send_gaps_ns(&self) -> Vec<f64> {
         self.packets
@@ -340,6 +349,21 @@ pub(crate) mod tests {
         assert_eq!(g[1].end_packet, 2);
         let owd = s.relative_owds();
         assert_eq!(owd, vec![(0, 0.0), (1, 50.0), (2, 250.0)]);
+    }
+
+    #[test]
+    fn send_span_is_first_to_last_send() {
+        let p = |send_ns| ProbePacket {
+            size_bytes: 1500,
+            send_ns,
+            recv_ns: None,
+        };
+        assert_eq!(
+            ProbeStream::new(0, vec![p(-5), p(10), p(95)]).send_span_ns(),
+            100.0
+        );
+        assert_eq!(ProbeStream::new(0, vec![p(7)]).send_span_ns(), 0.0);
+        assert_eq!(ProbeStream::new(0, vec![]).send_span_ns(), 0.0);
     }
 
     #[test]

@@ -187,6 +187,29 @@ fn path_mtu(sock: &ProbeSocket, to: SocketAddr) -> Option<u32> {
     (r == 0 && v > 0).then_some(v as u32)
 }
 
+/// The stream model of one probed stream: sizes at the frame layer, the
+/// schedule as send times, kernel receive stamps.
+fn probe_stream(
+    stream: u32,
+    sizes: &[u32],
+    send_ns: &[i64],
+    recv_ns: &[Option<i64>],
+) -> ProbeStream {
+    ProbeStream::new(
+        stream as u64,
+        sizes
+            .iter()
+            .zip(send_ns)
+            .zip(recv_ns)
+            .map(|((&size_bytes, &send_ns), &recv_ns)| ProbePacket {
+                size_bytes,
+                send_ns,
+                recv_ns,
+            })
+            .collect(),
+    )
+}
+
 /// `HOST[:PORT]` with the default port added where none is given
 /// (`::1` and `[::1]` are hosts; `[::1]:9` has a port).
 pub fn with_default_port(server: &str) -> String {
@@ -525,16 +548,7 @@ impl UdpChannel {
             .map_err(io_err("stream sent"))?;
         let recv = self.read_records(stream, RecordKind::Receive, n)?;
         self.note(&d, &request.sizes);
-        Ok(ProbeStream::new(
-            stream as u64,
-            (0..n)
-                .map(|i| ProbePacket {
-                    size_bytes: request.sizes[i],
-                    send_ns: d.scheduled_ns[i],
-                    recv_ns: recv[i],
-                })
-                .collect(),
-        ))
+        Ok(probe_stream(stream, &request.sizes, &d.scheduled_ns, &recv))
     }
 
     fn reverse(
@@ -605,22 +619,17 @@ impl UdpChannel {
         let first_stamped = tx.iter().position(|t| t.is_some()).unwrap_or(0);
         let anchor = tx.get(first_stamped).copied().flatten().unwrap_or(0)
             - request.offsets_ns.get(first_stamped).copied().unwrap_or(0);
-        let scheduled: Vec<i64> = request.offsets_ns.iter().map(|o| anchor + o).collect();
         let d = Departures {
-            scheduled_ns: scheduled.clone(),
+            scheduled_ns: request.offsets_ns.iter().map(|o| anchor + o).collect(),
             user_ns: Vec::new(),
             tx_ns: tx,
         };
         self.note(&d, &request.sizes);
-        Ok(ProbeStream::new(
-            stream as u64,
-            (0..n)
-                .map(|i| ProbePacket {
-                    size_bytes: request.sizes[i],
-                    send_ns: scheduled[i],
-                    recv_ns: c.recv_ns[i],
-                })
-                .collect(),
+        Ok(probe_stream(
+            stream,
+            &request.sizes,
+            &d.scheduled_ns,
+            &c.recv_ns,
         ))
     }
 }
@@ -633,9 +642,7 @@ impl Channel for UdpChannel {
             Direction::Forward => self.forward(request, stream)?,
             Direction::Reverse => self.reverse(request, stream)?,
         };
-        if let (Some(a), Some(b)) = (s.packets.first(), s.packets.last()) {
-            self.elapsed_ns += (b.send_ns - a.send_ns) as f64;
-        }
+        self.elapsed_ns += s.send_span_ns();
         Ok(Probed {
             stream: s,
             truth: None,

@@ -385,6 +385,16 @@ fn session(
     let mut seen = Collected::default();
     let mut sent_udp_bytes: u64 = 0;
     let mut tcp_credit: u64 = 0;
+    // What the socket may hold between streams: warm-ups and credit from
+    // the client, counted; anything else, dropped with a reason.
+    let between_streams = |seen: &Collected| Expect {
+        session: session_id,
+        stream: u32::MAX,
+        packets: 0,
+        max_size: limits.max_packet_bytes as usize,
+        peer_ip: peer.ip(),
+        peer_port: seen.peer.map(|p| p.port()),
+    };
     let mut sequence = 0u32;
     loop {
         let msg = ctl(read_message(&mut r))?;
@@ -408,7 +418,7 @@ fn session(
                     packets,
                     max_size as u64,
                     bytes,
-                    bytes.saturating_add(o.bytes),
+                    o.bytes,
                     duration_ns,
                     remaining_ns,
                 ) {
@@ -459,7 +469,7 @@ fn session(
                     schedule.len() as u32,
                     max_size as u64,
                     bytes,
-                    bytes.saturating_add(o.bytes),
+                    o.bytes,
                     duration_ns,
                     remaining_ns,
                 ) {
@@ -470,18 +480,10 @@ fn session(
                 }
                 // Learn the client's port and count its credit: wait up to
                 // 200 ms for what it sent before this request.
-                let expect = Expect {
-                    session: session_id,
-                    stream: u32::MAX,
-                    packets: 0,
-                    max_size: limits.max_packet_bytes as usize,
-                    peer_ip: peer.ip(),
-                    peer_port: seen.peer.map(|p| p.port()),
-                };
                 let need = sent_udp_bytes + bytes;
                 let until = clock::monotonic_ns() + 200_000_000;
                 loop {
-                    absorb(&sock, &expect, &mut seen).map_err(io_err)?;
+                    absorb(&sock, &between_streams(&seen), &mut seen).map_err(io_err)?;
                     let enough = o.authenticated || seen.peer_bytes + tcp_credit >= need;
                     if (seen.peer.is_some() && enough) || clock::monotonic_ns() > until {
                         break;
@@ -524,19 +526,7 @@ fn session(
                 tcp_credit += len as u64;
             }
             Message::Close => {
-                absorb(
-                    &sock,
-                    &Expect {
-                        session: session_id,
-                        stream: u32::MAX,
-                        packets: 0,
-                        max_size: limits.max_packet_bytes as usize,
-                        peer_ip: peer.ip(),
-                        peer_port: seen.peer.map(|p| p.port()),
-                    },
-                    &mut seen,
-                )
-                .map_err(io_err)?;
+                absorb(&sock, &between_streams(&seen), &mut seen).map_err(io_err)?;
                 o.drops.merge(&seen.drops);
                 write_message(&mut w, &Message::Bye { drops: o.drops }).map_err(io_err)?;
                 return Ok(());
@@ -561,7 +551,7 @@ fn check_stream(
     packets: u32,
     max_size: u64,
     bytes: u64,
-    session_bytes: u64,
+    used_bytes: u64,
     duration_ns: u64,
     remaining_ns: i64,
 ) -> Result<(), String> {
@@ -583,7 +573,7 @@ fn check_stream(
             "{bytes} bytes announced for {packets} packets of at most {max_size}"
         ));
     }
-    if session_bytes > l.max_session_bytes {
+    if bytes.saturating_add(used_bytes) > l.max_session_bytes {
         return Err(format!(
             "session bytes limit of {} reached",
             l.max_session_bytes

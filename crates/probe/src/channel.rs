@@ -305,9 +305,7 @@ impl Channel for TraceChannel {
                 });
             }
         }
-        if let (Some(a), Some(b)) = (stream.packets.first(), stream.packets.last()) {
-            self.elapsed_ns += (b.send_ns - a.send_ns) as f64;
-        }
+        self.elapsed_ns += stream.send_span_ns();
         Ok(Probed {
             stream,
             truth: None,
