@@ -71,8 +71,10 @@ pub struct DepartureVerdict {
 
 /// Judges a stream's departures. `late`: the 90th percentile of send
 /// lateness exceeds max(2 us, half the mean gap), so the host could not
-/// keep the rate. `queued`: at least 90 % of packets have transmit stamps
-/// and their span exceeds the scheduled span by 5 % + 5 us.
+/// keep the rate. `queued`: at least 90 % of packets have transmit stamps,
+/// their span exceeds the scheduled span by 5 % + 5 us, and the lag of the
+/// kernel stamp behind the user-space send grew by as much (last tenth of
+/// the stream against the first), which a stalled sender does not do.
 pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
     let n = d.scheduled_ns.len();
     let tx_missing = d.tx_ns.iter().filter(|t| t.is_none()).count();
@@ -107,13 +109,30 @@ pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
         if let (Some(&(i0, t0)), Some(&(i1, t1))) = (stamped.first(), stamped.last()) {
             let sched = (d.scheduled_ns[i1] - d.scheduled_ns[i0]) as f64;
             let tx = (t1 - t0) as f64;
-            if i1 > i0 && tx > sched * 1.05 + 5_000.0 {
+            // A queue in the sender's own qdisc makes the kernel stamp lag
+            // the user-space send more and more; a stall of the sending
+            // thread delays both alike (a 1 ms VM stall near a loopback
+            // stream's end once read as "own link at 93 Mbit/s").
+            let queue_growth_ns = if d.user_ns.len() == n {
+                let lag: Vec<i64> = stamped.iter().map(|&(i, t)| t - d.user_ns[i]).collect();
+                let k = (lag.len() / 10).max(1);
+                (median_i64(&lag[lag.len() - k..]) - median_i64(&lag[..k])) as f64
+            } else {
+                tx - sched
+            };
+            if i1 > i0 && tx > sched * 1.05 + 5_000.0 && queue_growth_ns > sched * 0.05 + 5_000.0 {
                 let bytes: u64 = sizes[i0 + 1..=i1].iter().map(|&s| s as u64).sum();
                 v.queued_rate_bps = Some(bytes as f64 * 8e9 / tx);
             }
         }
     }
     v
+}
+
+fn median_i64(xs: &[i64]) -> i64 {
+    let mut v = xs.to_vec();
+    v.sort_unstable();
+    v[v.len() / 2]
 }
 
 pub struct UdpChannel {
@@ -736,6 +755,20 @@ mod tests {
         assert!(!v.late);
         let r = v.queued_rate_bps.unwrap();
         assert!((r / 200e6 - 1.0).abs() < 0.001, "{r}");
+    }
+
+    /// The sending thread stalls 1.2 ms before the last 5 packets of a
+    /// 100 Mbit/s stream: user-space and kernel stamps are late alike, the
+    /// stamped span is 7 % too long, but nothing queued (loopback CI flake).
+    #[test]
+    fn a_stalled_sender_is_not_a_queued_link() {
+        let mut d = departures(121_120, 100, 500, 121_120);
+        for i in 95..100 {
+            d.user_ns[i] += 1_200_000;
+            d.tx_ns[i] = d.tx_ns[i].map(|t| t + 1_200_000);
+        }
+        let v = judge_departures(&d, &[1514; 100]);
+        assert_eq!(v.queued_rate_bps, None, "{v:?}");
     }
 
     /// A host that cannot keep 4 us gaps falls further behind every packet
