@@ -84,6 +84,9 @@ struct JsonReport<'a> {
     /// Packets the timestamping end dropped, by reason.
     drops: std::collections::BTreeMap<&'static str, u64>,
     warnings: Vec<String>,
+    /// Real targets: [first probe's scheduled send, last probe's kernel
+    /// receive stamp], Unix ns (what `tightlink lab` takes the truth over).
+    probe_window_unix_ns: Option<[i64; 2]>,
 }
 
 /// The channel a target names: `sim:...`, `trace:FILE` or a server.
@@ -126,6 +129,19 @@ fn open_channel(target: &str, args: &EstimateArgs) -> Result<Box<dyn Channel>> {
     }
     let spec = tightlink_sim::parse_sim_target(target)?;
     Ok(Box::new(SimChannel::new(spec, target.to_string())))
+}
+
+/// First scheduled send to last receive stamp over all streams.
+fn probe_window(streams: &[tightlink_core::ProbeStream]) -> Option<[i64; 2]> {
+    let first = streams
+        .iter()
+        .filter_map(|s| s.packets.first().map(|p| p.send_ns))
+        .min()?;
+    let last = streams
+        .iter()
+        .flat_map(|s| s.packets.iter().filter_map(|p| p.recv_ns))
+        .max()?;
+    (last > first).then_some([first, last])
 }
 
 pub fn run(args: EstimateArgs) -> Result<()> {
@@ -241,6 +257,7 @@ pub fn run(args: EstimateArgs) -> Result<()> {
                 .as_ref()
                 .map(|h| h.warnings.clone())
                 .unwrap_or_default(),
+            probe_window_unix_ns: host.as_ref().and_then(|_| probe_window(&channel.streams)),
         };
         serde_json::to_writer(&mut out, &j)?;
         writeln!(out)?;

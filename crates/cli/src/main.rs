@@ -3,9 +3,11 @@
 //! probe, net, eval).
 
 mod analyze;
+mod cross;
 mod doctor;
 mod estimate;
 mod eval;
+mod lab;
 mod report;
 mod save;
 mod server;
@@ -45,6 +47,13 @@ enum Command {
     /// Is this host the bottleneck? Clock, pacing precision per packet
     /// size, receiver batching, offloads; prints the rate it can probe up to.
     Doctor(doctor::DoctorArgs),
+    /// The namespace testbed: scenarios with a known bottleneck, cross
+    /// traffic and kernel-counter truth; `lab run cbr30` measures every
+    /// method there (root).
+    Lab(lab::LabArgs),
+    /// Cross traffic on real sockets with the simulator's models (CBR,
+    /// Poisson, bursty, smoothed), or `--sink` to count it.
+    Cross(cross::CrossArgs),
 }
 
 fn main() {
@@ -56,6 +65,8 @@ fn main() {
         Command::Eval(args) => eval::run(args),
         Command::Server(args) => server::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Lab(args) => lab::run(args),
+        Command::Cross(args) => cross::run(args),
     };
     if let Err(e) = result {
         // A reader that went away (`| head`) is not an error of ours.

@@ -101,6 +101,54 @@ pub fn draw_all(r: &Results, dir: &Path) -> Res<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// Estimate against truth, one point per run and a colour per method,
+/// with the y = x line and a +-10 % band (`tightlink lab run --plot`).
+pub fn draw_estimate_vs_truth(
+    file: &Path,
+    title: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Res<()> {
+    register_font();
+    let all = series.iter().flat_map(|s| s.1.iter());
+    let top = all.fold(1.0f64, |m, &(t, e)| m.max(t).max(e)) / 1e6 * 1.1;
+    let root = BitMapBackend::new(file, (800, 700)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(
+            format!("{title}: estimate vs truth per run"),
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..top, 0.0..top)?;
+    c.configure_mesh()
+        .x_desc("truth (Mbit/s, kernel counters)")
+        .y_desc("estimate (Mbit/s)")
+        .draw()?;
+    c.draw_series(LineSeries::new([(0.0, 0.0), (top, top)], &BLACK))?
+        .label("estimate = truth")
+        .legend(line_key(BLACK));
+    for f in [0.9, 1.1] {
+        c.draw_series(LineSeries::new(
+            [(0.0, 0.0), (top, top * f)],
+            BLACK.mix(0.3),
+        ))?;
+    }
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        c.draw_series(
+            pts.iter()
+                .map(|&(t, e)| Circle::new((t / 1e6, e / 1e6), 4, colour.filled())),
+        )?
+        .label(name.as_str())
+        .legend(line_key(colour));
+    }
+    draw_key(&mut c, SeriesLabelPosition::UpperLeft)?;
+    root.present()?;
+    Ok(())
+}
+
 fn gap_example(r: &Results, file: &Path) -> Res<()> {
     let e = &r.example;
     let root = BitMapBackend::new(file, (1000, 700)).into_drawing_area();

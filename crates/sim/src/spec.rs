@@ -89,7 +89,9 @@ pub fn parse_bytes(s: &str) -> Result<u64, SpecError> {
     .map(|v| v.round() as u64)
 }
 
-fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
+/// One hop's cross traffic, `MODEL:RATE[:KEY=VALUE...]` or `none`
+/// (shared with `tightlink cross` and lab scenarios).
+pub fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
     if s == "none" || s == "0" {
         return Ok(None);
     }

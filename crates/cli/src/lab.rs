@@ -1,0 +1,276 @@
+//! `tightlink lab`: the namespace testbed (see [`tightlink_lab`]). Thin:
+//! flags to scenarios, labs and runs; tables and JSON out.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use tightlink_lab::run::{MethodSummary, RunOptions, Tool};
+use tightlink_lab::{Lab, Scenario};
+
+#[derive(Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    pub command: LabCommand,
+}
+
+#[derive(Subcommand)]
+pub enum LabCommand {
+    /// The shipped scenarios and what each builds.
+    List,
+    /// Build a scenario's namespaces, links and shaped hops (root).
+    Up(LabTarget),
+    /// Remove everything a lab made (also after a crash).
+    Down(LabTarget),
+    /// Namespaces, processes and the shaped hops' counters.
+    Status(LabTarget),
+    /// Truth checks: each hop saturated delivers its rate; cross traffic
+    /// alone leaves rate minus its rate.
+    Check {
+        #[command(flatten)]
+        target: LabTarget,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Up, server, cross traffic, estimates with truth, down; a table per
+    /// method.
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+pub struct LabTarget {
+    /// A shipped scenario (`tightlink lab list`) or a TOML file.
+    pub scenario: String,
+    /// Lab name (namespaces `tllab-NAME-*`); default: the scenario's name.
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: LabTarget,
+    /// Estimates per method (default: the scenario's, else 10).
+    #[arg(long)]
+    pub repeat: Option<usize>,
+    /// Comma-separated tightlink methods (default: the scenario's).
+    #[arg(long, short)]
+    pub method: Option<String>,
+    /// One JSON object per method on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Estimates and truths of every run as a PNG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Another tool's command line, run in the sender namespace instead of
+    /// tightlink; `{server}` becomes the receiver's address.
+    #[arg(long, requires = "pick")]
+    pub tool: Option<String>,
+    /// With --tool: a regex whose group 1 is the number and optional group
+    /// 2 its unit prefix (k, M, G), e.g. '([\d.]+) (\w)bits/sec.*receiver'.
+    #[arg(long, requires = "tool")]
+    pub pick: Option<String>,
+    /// Counter sampling period in microseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub sample_us: u64,
+}
+
+fn lab_of(t: &LabTarget) -> Result<Lab> {
+    let scenario = Scenario::load(&t.scenario)?;
+    let name = t.name.clone().unwrap_or_else(|| scenario.name.clone());
+    Ok(Lab::new(&name, scenario)?)
+}
+
+fn need_root() -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("tightlink lab needs root (network namespaces, veth, tc); run it with sudo");
+    }
+    Ok(())
+}
+
+pub fn run(args: LabArgs) -> Result<()> {
+    match args.command {
+        LabCommand::List => {
+            for (name, _) in tightlink_lab::scenario::BUILT_IN {
+                let s = Scenario::load(name)?;
+                println!("{name:10} {}", s.description);
+            }
+            Ok(())
+        }
+        LabCommand::Up(t) => {
+            need_root()?;
+            let lab = lab_of(&t)?;
+            let r = lab.up()?;
+            println!("lab {} up: {}", lab.name, r.namespaces.join(" "));
+            let on = lab.scenario.offloads_on;
+            println!(
+                "offloads: tso/gso/gro {} on all {} veth ends (read back)",
+                if on { "on" } else { "off" },
+                r.offloads.len()
+            );
+            println!("probe receiver {} (server: `ip netns exec {} tightlink server --bind {}`), sender namespace {}",
+                tightlink_lab::topology::RCV_IP, lab.ns("rcv"), tightlink_lab::topology::RCV_IP, lab.ns("snd"));
+            Ok(())
+        }
+        LabCommand::Down(t) => {
+            need_root()?;
+            let lab = lab_of(&t)?;
+            let gone = lab.down()?;
+            println!("lab {}: removed {} namespaces", lab.name, gone.len());
+            Ok(())
+        }
+        LabCommand::Status(t) => {
+            let lab = lab_of(&t)?;
+            print!("{}", lab.status()?);
+            Ok(())
+        }
+        LabCommand::Check { target, json } => {
+            need_root()?;
+            let lab = lab_of(&target)?;
+            let exe = std::env::current_exe()?;
+            let r = tightlink_lab::run::check(&lab, &exe, Duration::from_millis(1))?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+                return Ok(());
+            }
+            for (k, (rate, got)) in r.saturated.iter().enumerate() {
+                match got {
+                    Some(g) => println!(
+                        "hop {} saturated: {:.2} Mbit/s sent for {:.2} configured ({:+.2} %)",
+                        k + 1,
+                        g / 1e6,
+                        rate / 1e6,
+                        (g / rate - 1.0) * 100.0
+                    ),
+                    None => println!("hop {}: no sender enters here, not saturated", k + 1),
+                }
+            }
+            if let Some((nominal, truth)) = r.cross_only {
+                println!(
+                    "cross traffic alone: truth {:.2} Mbit/s for rate - cross = {:.2} ({:+.2} %)",
+                    truth / 1e6,
+                    nominal / 1e6,
+                    (truth / nominal - 1.0) * 100.0
+                );
+            }
+            Ok(())
+        }
+        LabCommand::Run(a) => run_lab(a),
+    }
+}
+
+fn run_lab(a: RunArgs) -> Result<()> {
+    need_root()?;
+    let lab = lab_of(&a.target)?;
+    let methods: Vec<String> = match &a.method {
+        Some(m) => m.split(',').map(|s| s.trim().to_string()).collect(),
+        None => lab.scenario.methods.clone(),
+    };
+    for m in &methods {
+        if !tightlink_probe::strategy::NAMES
+            .replace(" or ", ", ")
+            .split(", ")
+            .any(|n| n == m)
+        {
+            bail!("--method {m}: choose {}", tightlink_probe::strategy::NAMES);
+        }
+    }
+    let tool = match (&a.tool, &a.pick) {
+        (Some(c), Some(p)) => Some(Tool {
+            command: c.clone(),
+            pick: regex::Regex::new(p).with_context(|| format!("--pick {p}"))?,
+            name: c.split_whitespace().next().unwrap_or("tool").to_string(),
+        }),
+        _ => None,
+    };
+    let opts = RunOptions {
+        repeat: a.repeat.unwrap_or(lab.scenario.repeat).max(1),
+        methods,
+        tool,
+        exe: std::env::current_exe()?,
+        sample_period: Duration::from_micros(a.sample_us.clamp(200, 100_000)),
+    };
+    let quiet = a.json;
+    let results = tightlink_lab::run::run(&lab, &opts, &mut |r| {
+        if !quiet {
+            match (r.estimate_bps, r.truth_bps) {
+                (Some(e), Some(t)) => eprintln!(
+                    "  {} #{}: {:.1} Mbit/s, truth {:.1} ({:+.1} %), {:.2} s",
+                    r.method,
+                    r.run + 1,
+                    e / 1e6,
+                    t / 1e6,
+                    (e / t - 1.0) * 100.0,
+                    r.duration_s
+                ),
+                _ => eprintln!(
+                    "  {} #{}: no answer: {}",
+                    r.method,
+                    r.run + 1,
+                    r.error.as_deref().unwrap_or("?")
+                ),
+            }
+        }
+    })?;
+    if let Some(p) = &a.plot {
+        let series: Vec<(String, Vec<(f64, f64)>)> = results
+            .iter()
+            .map(|m| {
+                let pts = m
+                    .per_run
+                    .iter()
+                    .filter_map(|r| Some((r.truth_bps?, r.estimate_bps?)))
+                    .collect();
+                (m.method.clone(), pts)
+            })
+            .collect();
+        tightlink_eval::plots::draw_estimate_vs_truth(
+            p,
+            &format!("lab {}", lab.scenario.name),
+            &series,
+        )
+        .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
+    }
+    if a.json {
+        for m in &results {
+            println!("{}", serde_json::to_string(m)?);
+        }
+    } else {
+        println!(
+            "scenario {}: {}",
+            lab.scenario.name, lab.scenario.description
+        );
+        print_table(&results);
+    }
+    Ok(())
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.1} %", v * 100.0))
+}
+
+pub fn print_table(results: &[MethodSummary]) {
+    println!("| scenario | method | truth (median) | median err | p90 err | bias | answered | time (median) | probe bytes (median) |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for m in results {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {} |",
+            m.scenario,
+            m.method,
+            m.median_truth_bps
+                .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
+            pct(m.median_rel_error),
+            pct(m.p90_rel_error),
+            m.median_signed_rel_error
+                .map_or("-".into(), |v| format!("{:+.1} %", v * 100.0)),
+            (m.answered_share * m.runs as f64).round(),
+            m.runs,
+            m.median_duration_s
+                .map_or("-".into(), |d| format!("{d:.2} s")),
+            m.median_probe_bytes
+                .map_or("-".into(), |b| format!("{:.1} MB", b / 1e6)),
+        );
+    }
+}

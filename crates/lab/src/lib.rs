@@ -1,0 +1,24 @@
+//! tightlink-lab: a real testbed in network namespaces (issue 4). The
+//! simulator proves the algorithms; the lab proves the tool on real
+//! sockets, real kernel queues and timestamps, against a ground truth
+//! taken from kernel counters, not from the tool.
+//!
+//! - [`scenario`]: the path as a TOML file; the shipped scenarios.
+//! - [`topology`]: namespaces, veth links, shaped hops (`tbf`/`htb`), the
+//!   random-loss filter, offloads; `up`, `down`, `status`.
+//! - [`cross`]: cross traffic on real sockets with the simulator's models.
+//! - [`kernel`]: `setns`, rtnetlink counters, ethtool offloads.
+//! - [`sampler`]: counters every millisecond during a run.
+//! - [`truth`]: available bandwidth over a window from the samples.
+//! - [`run`]: `lab run` and `lab check`.
+
+pub mod cross;
+pub mod kernel;
+pub mod run;
+pub mod sampler;
+pub mod scenario;
+pub mod topology;
+pub mod truth;
+
+pub use scenario::Scenario;
+pub use topology::Lab;

@@ -1,0 +1,593 @@
+//! `tightlink lab run`: bring a lab up, start `tightlink server` on the
+//! receiver, the cross sink and sender, sample the counters, run each
+//! method's `tightlink estimate` (or another tool's command) in the sender
+//! namespace, take the truth over each estimate's window, repeat, and
+//! summarise per method. The lab comes down whatever happens (a guard).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+
+use crate::sampler::Sampler;
+use crate::topology::{Lab, LabError, RCV_IP, XR_IP};
+use crate::truth::{self, Sample, Truth};
+
+/// UDP/TCP port of the cross sink.
+pub const SINK_PORT: u16 = 9000;
+/// Longest a single estimate may take before it is killed (not answered).
+pub const ESTIMATE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Another tool's command line and how to pick its number from its output.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    /// Shell command; `{server}` is replaced by the receiver's address.
+    pub command: String,
+    /// Capture group 1: the number; optional group 2: its unit prefix
+    /// (k, M, G; "Mbits/sec", "Gbps" ...; none means bit/s).
+    pub pick: Regex,
+    pub name: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub repeat: usize,
+    pub methods: Vec<String>,
+    pub tool: Option<Tool>,
+    /// The tightlink binary to run in the namespaces.
+    pub exe: PathBuf,
+    pub sample_period: Duration,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunRecord {
+    pub method: String,
+    pub run: usize,
+    pub estimate_bps: Option<f64>,
+    pub bound: Option<String>,
+    pub truth_bps: Option<f64>,
+    pub truth: Option<Truth>,
+    pub rel_error: Option<f64>,
+    /// The tool's own wall time (tightlink: `wall_s`; others: the process).
+    pub duration_s: f64,
+    pub probe_bytes: Option<u64>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MethodSummary {
+    pub scenario: String,
+    pub method: String,
+    pub runs: usize,
+    pub answered_share: f64,
+    /// Of |estimate - truth| / truth over answered runs.
+    pub median_rel_error: Option<f64>,
+    pub p90_rel_error: Option<f64>,
+    /// Signed median: the bias.
+    pub median_signed_rel_error: Option<f64>,
+    pub median_duration_s: Option<f64>,
+    pub median_probe_bytes: Option<f64>,
+    pub median_truth_bps: Option<f64>,
+    pub per_run: Vec<RunRecord>,
+}
+
+/// Processes started in the lab, killed on drop; and the lab brought down.
+struct Guard<'a> {
+    lab: &'a Lab,
+    children: Vec<Child>,
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = self.lab.down();
+    }
+}
+
+fn in_ns(lab: &Lab, role: &str, exe: &PathBuf) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &lab.ns(role)]).arg(exe);
+    c
+}
+
+/// Quantile by nearest rank of an already sorted slice.
+pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    Some(sorted[i])
+}
+
+fn median_of(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return None;
+    }
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+pub fn summarise(scenario: &str, method: &str, runs: Vec<RunRecord>) -> MethodSummary {
+    let answered: Vec<&RunRecord> = runs.iter().filter(|r| r.rel_error.is_some()).collect();
+    let mut abs: Vec<f64> = answered
+        .iter()
+        .filter_map(|r| r.rel_error)
+        .map(f64::abs)
+        .collect();
+    abs.sort_by(f64::total_cmp);
+    MethodSummary {
+        scenario: scenario.to_string(),
+        method: method.to_string(),
+        runs: runs.len(),
+        answered_share: answered.len() as f64 / runs.len().max(1) as f64,
+        median_rel_error: median_of(abs.clone()),
+        p90_rel_error: quantile(&abs, 0.9),
+        median_signed_rel_error: median_of(answered.iter().filter_map(|r| r.rel_error).collect()),
+        median_duration_s: median_of(answered.iter().map(|r| r.duration_s).collect()),
+        median_probe_bytes: median_of(
+            answered
+                .iter()
+                .filter_map(|r| r.probe_bytes.map(|b| b as f64))
+                .collect(),
+        ),
+        median_truth_bps: median_of(answered.iter().filter_map(|r| r.truth_bps).collect()),
+        per_run: runs,
+    }
+}
+
+/// A number with an optional unit prefix from a tool's output.
+pub fn pick_rate(pick: &Regex, output: &str) -> Result<f64, String> {
+    let caps = pick
+        .captures(output)
+        .ok_or_else(|| format!("--pick '{}' matched nothing in the output", pick.as_str()))?;
+    let num = caps
+        .get(1)
+        .ok_or_else(|| "--pick needs a capture group for the number".to_string())?
+        .as_str();
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("--pick captured '{num}', not a number"))?;
+    let scale = match caps.get(2).map(|m| m.as_str().chars().next()) {
+        None | Some(None) => 1.0,
+        Some(Some('k' | 'K')) => 1e3,
+        Some(Some('M')) => 1e6,
+        Some(Some('G' | 'g')) => 1e9,
+        Some(Some('T')) => 1e12,
+        Some(Some('b' | 'B')) => 1.0,
+        Some(Some(c)) => return Err(format!("--pick unit starting '{c}': expected k, M, G or T")),
+    };
+    Ok(v * scale)
+}
+
+/// Runs a child to completion with a deadline; (stdout, stderr, success).
+fn run_child(mut cmd: Command, timeout: Duration) -> Result<(String, String, bool), String> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("start: {e}"))?;
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
+            break Some(s);
+        }
+        if started.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let (o, e) = (
+        t_out.join().unwrap_or_default(),
+        t_err.join().unwrap_or_default(),
+    );
+    match status {
+        None => Err(format!("killed after {} s", timeout.as_secs())),
+        Some(s) => Ok((o, e, s.success())),
+    }
+}
+
+fn realtime_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as i64
+}
+
+/// Counters covering `end_ns`: waits for the sampler to pass it.
+fn samples_until(sampler: &Sampler, end_ns: i64) -> Vec<Sample> {
+    for _ in 0..200 {
+        let s = sampler.snapshot();
+        if s.last().is_some_and(|l| l.t_ns >= end_ns) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    sampler.snapshot()
+}
+
+/// Starts the far end and the cross traffic; returns the children.
+fn start_services(lab: &Lab, exe: &PathBuf, seconds: u64) -> Result<Vec<Child>, String> {
+    let mut children = Vec::new();
+    let mut server = in_ns(lab, "rcv", exe)
+        .args(["server", "--bind", RCV_IP, "--max-sessions-per-ip", "8"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("start server: {e}"))?;
+    let mut lines = BufReader::new(server.stderr.take().expect("piped"));
+    let mut first = String::new();
+    let _ = lines.read_line(&mut first);
+    if !first.contains("listening") {
+        let _ = server.kill();
+        return Err(format!("server did not start: {}", first.trim()));
+    }
+    // Keep reading its log so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines.lines() {});
+    children.push(server);
+    if let Some(c) = &lab.scenario.cross {
+        let to = format!("{XR_IP}:{SINK_PORT}");
+        children.push(
+            in_ns(lab, "xr", exe)
+                .args([
+                    "cross",
+                    "--sink",
+                    &to,
+                    "--duration",
+                    &format!("{}s", seconds + 5),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("start cross sink: {e}"))?,
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        children.push(
+            in_ns(lab, "xs", exe)
+                .args([
+                    "cross",
+                    &to,
+                    "--traffic",
+                    &c.traffic,
+                    "--duration",
+                    &format!("{seconds}s"),
+                    "--seed",
+                    &c.seed.to_string(),
+                    "--tcp",
+                    &c.tcp_flows.to_string(),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("start cross traffic: {e}"))?,
+        );
+    }
+    Ok(children)
+}
+
+/// One estimate by `method` (or the tool), with its truth.
+fn one_run(lab: &Lab, opts: &RunOptions, sampler: &Sampler, method: &str, run: usize) -> RunRecord {
+    let mut rec = RunRecord {
+        method: method.to_string(),
+        run,
+        estimate_bps: None,
+        bound: None,
+        truth_bps: None,
+        truth: None,
+        rel_error: None,
+        duration_s: 0.0,
+        probe_bytes: None,
+        error: None,
+    };
+    let rates: Vec<f64> = lab.scenario.hops.iter().map(|h| h.rate_bps).collect();
+    let start_ns = realtime_ns();
+    let t0 = Instant::now();
+    let (window, result) = match &opts.tool {
+        Some(tool) => {
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", &lab.ns("snd"), "sh", "-c"])
+                .arg(tool.command.replace("{server}", RCV_IP));
+            let r = run_child(cmd, ESTIMATE_TIMEOUT);
+            rec.duration_s = t0.elapsed().as_secs_f64();
+            let window = (start_ns, realtime_ns());
+            let v = r.and_then(|(out, err, ok)| {
+                if !ok {
+                    return Err(format!("exited with failure: {}", err.trim()));
+                }
+                pick_rate(&tool.pick, &out)
+            });
+            (window, v)
+        }
+        None => {
+            let mut cmd = in_ns(lab, "snd", &opts.exe);
+            cmd.args(["estimate", RCV_IP, "--method", method, "--json"]);
+            let r = run_child(cmd, ESTIMATE_TIMEOUT);
+            let end = realtime_ns();
+            let mut window = (start_ns, end);
+            let v = r.and_then(|(out, err, ok)| {
+                if !ok {
+                    return Err(err.trim().to_string());
+                }
+                let j: serde_json::Value = serde_json::from_str(out.trim())
+                    .map_err(|e| format!("estimate --json: {e}"))?;
+                rec.duration_s = j["wall_s"].as_f64().unwrap_or(0.0);
+                rec.probe_bytes = j["probe_bytes"].as_u64();
+                rec.bound = j["bound"].as_str().map(str::to_string);
+                if let (Some(a), Some(b)) = (
+                    j["probe_window_unix_ns"][0].as_i64(),
+                    j["probe_window_unix_ns"][1].as_i64(),
+                ) {
+                    window = (a, b);
+                }
+                j["available_bandwidth_bps"]
+                    .as_f64()
+                    .ok_or_else(|| "no available_bandwidth_bps in the output".to_string())
+            });
+            (window, v)
+        }
+    };
+    match result {
+        Ok(v) if v.is_finite() && v > 0.0 => rec.estimate_bps = Some(v),
+        Ok(v) => rec.error = Some(format!("answer {v} is not a rate")),
+        Err(e) => rec.error = Some(e),
+    }
+    let samples = samples_until(sampler, window.1);
+    match truth::truth(&samples, &rates, window.0, window.1) {
+        Ok(t) => {
+            rec.truth_bps = Some(t.available_bps);
+            if let Some(e) = rec.estimate_bps {
+                rec.rel_error = Some((e - t.available_bps) / t.available_bps);
+            }
+            rec.truth = Some(t);
+        }
+        Err(e) => {
+            rec.error.get_or_insert(format!("truth: {e}"));
+        }
+    }
+    rec
+}
+
+/// Runs the scenario; `progress` hears one line per estimate.
+pub fn run(
+    lab: &Lab,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(&RunRecord),
+) -> Result<Vec<MethodSummary>, LabError> {
+    let methods: Vec<String> = match &opts.tool {
+        Some(t) => vec![t.name.clone()],
+        None => opts.methods.clone(),
+    };
+    lab.up()?;
+    let mut guard = Guard {
+        lab,
+        children: Vec::new(),
+    };
+    // Generous: every estimate at its timeout would still be covered.
+    let seconds = 10 + (opts.repeat * methods.len()) as u64 * 5;
+    guard.children = start_services(lab, &opts.exe, seconds).map_err(LabError::Command)?;
+    let sampler = Sampler::start(lab, opts.sample_period)
+        .map_err(|e| LabError::Command(format!("counters: {e}")))?;
+    // Let the cross traffic reach its pace and the queues settle.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut per_method: Vec<Vec<RunRecord>> = vec![Vec::new(); methods.len()];
+    for run in 0..opts.repeat {
+        for (i, m) in methods.iter().enumerate() {
+            let rec = one_run(lab, opts, &sampler, m, run);
+            progress(&rec);
+            per_method[i].push(rec);
+            // Queues drain between estimates (100 KB at 200 Mbit/s: 4 ms).
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let samples = sampler.finish();
+    drop(guard);
+    samples.map_err(|e| LabError::Command(format!("counters: {e}")))?;
+    Ok(methods
+        .iter()
+        .zip(per_method)
+        .map(|(m, runs)| summarise(&lab.scenario.name, m, runs))
+        .collect())
+}
+
+/// The truth checks: does each shaped hop deliver its configured rate
+/// when saturated, and does the truth equal rate minus the configured
+/// cross rate when only cross traffic runs?
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CheckReport {
+    pub scenario: String,
+    /// Per hop: (configured bit/s, measured bit/s when saturated from its
+    /// first sender), `None` where no sender enters there.
+    pub saturated: Vec<(f64, Option<f64>)>,
+    /// With the scenario's cross traffic alone: (rate - configured cross,
+    /// truth measured) over a 1 s window.
+    pub cross_only: Option<(f64, f64)>,
+}
+
+pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, LabError> {
+    lab.up()?;
+    let mut guard = Guard {
+        lab,
+        children: Vec::new(),
+    };
+    let err = |e: String| LabError::Command(e);
+    // Sinks: on the receiver and (if any) the cross sink.
+    let rcv_sink = format!("{RCV_IP}:{SINK_PORT}");
+    guard.children.push(
+        in_ns(lab, "rcv", exe)
+            .args(["cross", "--sink", &rcv_sink, "--duration", "60s"])
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(|e| err(format!("sink: {e}")))?,
+    );
+    let xr_sink = format!("{XR_IP}:{SINK_PORT}");
+    if lab.scenario.cross.is_some() {
+        guard.children.push(
+            in_ns(lab, "xr", exe)
+                .args(["cross", "--sink", &xr_sink, "--duration", "60s"])
+                .stdout(Stdio::null())
+                .spawn()
+                .map_err(|e| err(format!("sink: {e}")))?,
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let sampler = Sampler::start(lab, period).map_err(|e| err(format!("counters: {e}")))?;
+    let hops = &lab.scenario.hops;
+    let mut saturated = vec![(0.0, None); hops.len()];
+    for (k, h) in hops.iter().enumerate() {
+        saturated[k].0 = h.rate_bps;
+    }
+    // Flood 25 % above the first hop's rate from the sender, and above the
+    // entry hop's from the cross sender, for 1.5 s; measure 0.5-1.3 s.
+    let mut floods = vec![(0usize, "snd", rcv_sink.clone())];
+    if let Some(c) = &lab.scenario.cross {
+        if c.entry_hop != 0 {
+            floods.push((c.entry_hop, "xs", xr_sink.clone()));
+        }
+    }
+    for (k, role, to) in floods {
+        let rate = format!("cbr:{}", (hops[k].rate_bps * 1.25).round());
+        let t0 = realtime_ns();
+        let out = run_child(
+            {
+                let mut c = in_ns(lab, role, exe);
+                c.args(["cross", &to, "--traffic", &rate, "--duration", "1500ms"]);
+                c
+            },
+            Duration::from_secs(10),
+        )
+        .map_err(err)?;
+        if !out.2 {
+            return Err(err(format!("flood from {role}: {}", out.1.trim())));
+        }
+        let s = samples_until(&sampler, t0 + 1_300_000_000);
+        saturated[k].1 = truth::hop_send_rate(&s, k, t0 + 500_000_000, t0 + 1_300_000_000);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut cross_only = None;
+    if let Some(c) = &lab.scenario.cross {
+        let t0 = realtime_ns();
+        let out = run_child(
+            {
+                let mut cmd = in_ns(lab, "xs", exe);
+                cmd.args([
+                    "cross",
+                    &xr_sink,
+                    "--traffic",
+                    &c.traffic,
+                    "--duration",
+                    "2s",
+                ]);
+                cmd.args(["--seed", &c.seed.to_string()]);
+                cmd
+            },
+            Duration::from_secs(10),
+        )
+        .map_err(err)?;
+        if !out.2 {
+            return Err(err(format!("cross traffic: {}", out.1.trim())));
+        }
+        let (a, b) = (t0 + 500_000_000, t0 + 1_500_000_000);
+        let s = samples_until(&sampler, b);
+        let rates: Vec<f64> = hops.iter().map(|h| h.rate_bps).collect();
+        let t = truth::truth(&s, &rates, a, b).map_err(err)?;
+        let nominal = lab.scenario.nominal_available_bps().unwrap_or(f64::NAN);
+        cross_only = Some((nominal, t.available_bps));
+    }
+    sampler
+        .finish()
+        .map_err(|e| err(format!("counters: {e}")))?;
+    drop(guard);
+    Ok(CheckReport {
+        scenario: lab.scenario.name.clone(),
+        saturated,
+        cross_only,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_and_medians_by_hand() {
+        let v = [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.10];
+        assert_eq!(quantile(&v, 0.9), Some(0.09));
+        assert_eq!(quantile(&v, 1.0), Some(0.10));
+        assert_eq!(quantile(&v[..1], 0.9), Some(0.01));
+        assert_eq!(median_of(vec![3.0, 1.0, 2.0, 10.0]), Some(2.5));
+        assert_eq!(median_of(vec![]), None);
+    }
+
+    fn rec(err: Option<f64>, d: f64) -> RunRecord {
+        RunRecord {
+            method: "m".into(),
+            run: 0,
+            estimate_bps: err.map(|e| 100e6 * (1.0 + e)),
+            bound: None,
+            truth_bps: Some(100e6),
+            truth: None,
+            rel_error: err,
+            duration_s: d,
+            probe_bytes: Some(1000),
+            error: None,
+        }
+    }
+
+    /// Errors +2 %, -4 %, +6 % and one unanswered run: 3/4 answered,
+    /// median |e| 4 %, p90 6 %, signed median +2 %.
+    #[test]
+    fn summary_by_hand() {
+        let s = summarise(
+            "x",
+            "m",
+            vec![
+                rec(Some(0.02), 0.2),
+                rec(Some(-0.04), 0.4),
+                rec(Some(0.06), 0.3),
+                rec(None, 9.0),
+            ],
+        );
+        assert_eq!(s.answered_share, 0.75);
+        assert!((s.median_rel_error.unwrap() - 0.04).abs() < 1e-12);
+        assert!((s.p90_rel_error.unwrap() - 0.06).abs() < 1e-12);
+        assert!((s.median_signed_rel_error.unwrap() - 0.02).abs() < 1e-12);
+        assert_eq!(s.median_duration_s, Some(0.3));
+    }
+
+    #[test]
+    fn numbers_are_picked_with_their_units() {
+        let iperf = Regex::new(r"([\d.]+) (\w)bits/sec.*receiver").unwrap();
+        let out = "[  5]   0.00-1.00   sec  17.1 MBytes   143 Mbits/sec  0.012 ms  0/12345 (0%)  receiver\n";
+        assert_eq!(pick_rate(&iperf, out).unwrap(), 143e6);
+        let plain = Regex::new(r"avail=([\d.e+]+)").unwrap();
+        assert_eq!(pick_rate(&plain, "avail=1.5e8").unwrap(), 1.5e8);
+        assert!(pick_rate(&plain, "nothing")
+            .unwrap_err()
+            .contains("matched nothing"));
+        let bad = Regex::new(r"(x)").unwrap();
+        assert!(pick_rate(&bad, "x").unwrap_err().contains("not a number"));
+    }
+}

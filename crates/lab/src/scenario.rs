@@ -1,0 +1,367 @@
+//! Lab scenarios: the path a lab builds, as a TOML file (unknown keys are
+//! errors). The shipped ones are embedded, so `tightlink lab run cbr30`
+//! works in any clone; any other name is read as a file.
+//!
+//! ```toml
+//! description = "200 Mbit/s tbf, CBR cross traffic at 30 %"
+//! [[hop]]                 # one shaped hop per entry, in path order
+//! rate = "200M"           # at the Ethernet-frame layer, as tbf counts
+//! burst = "3000B"         # tbf/htb bucket
+//! buffer = "100KB"        # queue limit
+//! [cross]
+//! traffic = "cbr:60M"     # the simulator's cross syntax (sim spec)
+//! hop = 1                 # enters before this hop (default: the last)
+//! [path]
+//! loss = 0.01             # random drop share on the sender's access link
+//! ```
+
+use serde::Deserialize;
+use tightlink_sim::cross::CrossSpec;
+use tightlink_sim::spec::{parse_bytes, parse_cross, parse_rate};
+
+/// The shipped scenarios: (name, TOML).
+pub const BUILT_IN: &[(&str, &str)] = &[
+    ("quiet", include_str!("../scenarios/quiet.toml")),
+    ("cbr30", include_str!("../scenarios/cbr30.toml")),
+    ("cbr60", include_str!("../scenarios/cbr60.toml")),
+    ("bursty40", include_str!("../scenarios/bursty40.toml")),
+    ("smoothed", include_str!("../scenarios/smoothed.toml")),
+    ("two-hop", include_str!("../scenarios/two-hop.toml")),
+    ("lossy", include_str!("../scenarios/lossy.toml")),
+];
+
+#[derive(Debug, thiserror::Error)]
+#[error("scenario {source_name}: {message}")]
+pub struct ScenarioError {
+    pub source_name: String,
+    pub message: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    description: Option<String>,
+    hop: Vec<RawHop>,
+    cross: Option<RawCross>,
+    path: Option<RawPath>,
+    run: Option<RawRun>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHop {
+    rate: String,
+    burst: Option<String>,
+    buffer: Option<String>,
+    qdisc: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCross {
+    traffic: String,
+    hop: Option<usize>,
+    tcp_flows: Option<usize>,
+    seed: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPath {
+    loss: Option<f64>,
+    delay: Option<String>,
+    offloads: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRun {
+    methods: Option<Vec<String>>,
+    repeat: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Qdisc {
+    Tbf,
+    Htb,
+}
+
+impl Qdisc {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Qdisc::Tbf => "tbf",
+            Qdisc::Htb => "htb",
+        }
+    }
+}
+
+/// One shaped hop: a router's egress toward the next node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hop {
+    /// Ethernet frame without preamble and FCS (IP + 14 B): tbf's layer.
+    pub rate_bps: f64,
+    pub burst_bytes: u64,
+    pub buffer_bytes: u64,
+    pub qdisc: Qdisc,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cross {
+    /// Text as given (passed to `tightlink cross --traffic`).
+    pub traffic: String,
+    pub spec: Option<CrossSpec>,
+    /// Index (0-based) of the first shaped hop it crosses; it leaves the
+    /// path after the last hop.
+    pub entry_hop: usize,
+    pub tcp_flows: usize,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub hops: Vec<Hop>,
+    pub cross: Option<Cross>,
+    /// Share of packets dropped at random on the sender's access link.
+    pub loss: f64,
+    /// Merging offloads (GRO, GSO, TSO) on every veth.
+    pub offloads_on: bool,
+    pub methods: Vec<String>,
+    pub repeat: usize,
+}
+
+/// Default methods of `lab run`: every tightlink method that answers in
+/// a few hundred milliseconds.
+pub const DEFAULT_METHODS: &[&str] = &["multirate", "pathload", "imr-avg", "prcmt"];
+
+impl Scenario {
+    /// A shipped scenario by name, or a TOML file by path.
+    pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+        if let Some((name, text)) = BUILT_IN.iter().find(|(n, _)| *n == name_or_path) {
+            return Scenario::parse(name, text);
+        }
+        let text = std::fs::read_to_string(name_or_path).map_err(|e| ScenarioError {
+            source_name: name_or_path.to_string(),
+            message: format!(
+                "{e} (not a file, and not a shipped scenario: {})",
+                BUILT_IN
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })?;
+        let name = std::path::Path::new(name_or_path)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("lab");
+        Scenario::parse(name, &text).map_err(|mut e| {
+            e.source_name = name_or_path.to_string();
+            e
+        })
+    }
+
+    pub fn parse(name: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let fail = |message: String| ScenarioError {
+            source_name: name.to_string(),
+            message,
+        };
+        let raw: RawScenario = toml::from_str(text).map_err(|e| fail(e.to_string()))?;
+        if raw.hop.is_empty() {
+            return Err(fail("needs at least one [[hop]]".into()));
+        }
+        if raw.hop.len() > 4 {
+            return Err(fail(format!("{} hops: at most 4", raw.hop.len())));
+        }
+        let mut hops = Vec::new();
+        for (i, h) in raw.hop.iter().enumerate() {
+            let at =
+                |what: &str, e: &dyn std::fmt::Display| fail(format!("hop {}: {what}: {e}", i + 1));
+            let rate_bps = parse_rate(&h.rate).map_err(|e| at("rate", &e))?;
+            if !(1e6..=10e9).contains(&rate_bps) {
+                return Err(at("rate", &"must be 1 Mbit/s to 10 Gbit/s"));
+            }
+            let burst_bytes = match &h.burst {
+                Some(b) => parse_bytes(b).map_err(|e| at("burst", &e))?,
+                None => 3000,
+            };
+            if burst_bytes < 1600 {
+                return Err(at(
+                    "burst",
+                    &"below one 1514-byte frame plus slack (1600 B)",
+                ));
+            }
+            let buffer_bytes = match &h.buffer {
+                Some(b) => parse_bytes(b).map_err(|e| at("buffer", &e))?,
+                None => 100_000,
+            };
+            if buffer_bytes < 3000 {
+                return Err(at("buffer", &"below two frames (3000 B)"));
+            }
+            let qdisc = match h.qdisc.as_deref().unwrap_or("tbf") {
+                "tbf" => Qdisc::Tbf,
+                "htb" => Qdisc::Htb,
+                q => return Err(at("qdisc", &format!("'{q}': expected tbf or htb"))),
+            };
+            hops.push(Hop {
+                rate_bps,
+                burst_bytes,
+                buffer_bytes,
+                qdisc,
+            });
+        }
+        let cross = match raw.cross {
+            None => None,
+            Some(c) => {
+                let spec =
+                    parse_cross(&c.traffic).map_err(|e| fail(format!("cross.traffic: {e}")))?;
+                let hop = c.hop.unwrap_or(hops.len());
+                if hop == 0 || hop > hops.len() {
+                    return Err(fail(format!(
+                        "cross.hop = {hop}: hops are numbered 1 to {}",
+                        hops.len()
+                    )));
+                }
+                let entry_hop = hop - 1;
+                if let Some(s) = &spec {
+                    for (i, h) in hops.iter().enumerate().skip(entry_hop) {
+                        if s.rate_bps >= h.rate_bps {
+                            return Err(fail(format!(
+                                "cross traffic of {:.0} Mbit/s fills hop {} ({:.0} Mbit/s)",
+                                s.rate_bps / 1e6,
+                                i + 1,
+                                h.rate_bps / 1e6
+                            )));
+                        }
+                    }
+                }
+                Some(Cross {
+                    traffic: c.traffic,
+                    spec,
+                    entry_hop,
+                    tcp_flows: c.tcp_flows.unwrap_or(0),
+                    seed: c.seed.unwrap_or(1),
+                })
+            }
+        };
+        let path = raw.path.unwrap_or(RawPath {
+            loss: None,
+            delay: None,
+            offloads: None,
+        });
+        let loss = path.loss.unwrap_or(0.0);
+        if !(0.0..0.5).contains(&loss) {
+            return Err(fail(format!(
+                "path.loss = {loss}: expected 0 <= loss < 0.5"
+            )));
+        }
+        if let Some(d) = &path.delay {
+            let zero = d.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0";
+            if !zero {
+                return Err(fail(format!(
+                    "path.delay = \"{d}\": this kernel has no netem (PLATFORM.md: modules cannot be loaded) and tightlink has no delay line yet; remove the key"
+                )));
+            }
+        }
+        let offloads_on = match path.offloads.as_deref().unwrap_or("off") {
+            "off" => false,
+            "on" => true,
+            o => return Err(fail(format!("path.offloads = \"{o}\": expected off or on"))),
+        };
+        let run = raw.run.unwrap_or(RawRun {
+            methods: None,
+            repeat: None,
+        });
+        Ok(Scenario {
+            name: name.to_string(),
+            description: raw.description.unwrap_or_default(),
+            hops,
+            cross,
+            loss,
+            offloads_on,
+            methods: run
+                .methods
+                .unwrap_or_else(|| DEFAULT_METHODS.iter().map(|m| m.to_string()).collect()),
+            repeat: run.repeat.unwrap_or(10).max(1),
+        })
+    }
+
+    /// Mean cross rate crossing hop `i` (bit/s), as configured.
+    pub fn cross_bps_on(&self, i: usize) -> f64 {
+        match &self.cross {
+            Some(c) if i >= c.entry_hop => c.spec.as_ref().map_or(0.0, |s| s.rate_bps),
+            _ => 0.0,
+        }
+    }
+
+    /// The available bandwidth the scenario intends: min over hops of rate
+    /// minus the cross rate on it (TCP flows make it unknowable: `None`).
+    pub fn nominal_available_bps(&self) -> Option<f64> {
+        if self.cross.as_ref().is_some_and(|c| c.tcp_flows > 0) {
+            return None;
+        }
+        (0..self.hops.len())
+            .map(|i| self.hops[i].rate_bps - self.cross_bps_on(i))
+            .min_by(f64::total_cmp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_scenario_parses() {
+        for (name, _) in BUILT_IN {
+            let s = Scenario::load(name).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!s.description.is_empty(), "{name} has no description");
+            // Inside the range this VM shapes precisely (BENCHMARKS.md).
+            assert!(s.hops.iter().all(|h| h.rate_bps <= 300e6), "{name}");
+        }
+    }
+
+    #[test]
+    fn cbr30_is_200m_with_60m_of_cbr() {
+        let s = Scenario::load("cbr30").unwrap();
+        assert_eq!(s.hops[0].rate_bps, 200e6);
+        assert_eq!(s.nominal_available_bps(), Some(140e6));
+    }
+
+    #[test]
+    fn two_hop_tight_link_is_not_the_narrow_one() {
+        let s = Scenario::load("two-hop").unwrap();
+        let narrow = (0..s.hops.len())
+            .min_by(|&a, &b| s.hops[a].rate_bps.total_cmp(&s.hops[b].rate_bps))
+            .unwrap();
+        let tight = (0..s.hops.len())
+            .min_by(|&a, &b| {
+                (s.hops[a].rate_bps - s.cross_bps_on(a))
+                    .total_cmp(&(s.hops[b].rate_bps - s.cross_bps_on(b)))
+            })
+            .unwrap();
+        assert_ne!(narrow, tight);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = Scenario::parse("t", "[[hop]]\nrate = \"200M\"\nburts = \"3KB\"\n").unwrap_err();
+        assert!(e.to_string().contains("burts"), "{e}");
+        assert!(e.to_string().contains("line 3"), "{e}");
+        let e = Scenario::parse("t", "[[hop]]\nrate = \"fast\"\n").unwrap_err();
+        assert!(e.to_string().contains("hop 1: rate"), "{e}");
+        let e = Scenario::parse(
+            "t",
+            "[[hop]]\nrate = \"100M\"\n[cross]\ntraffic = \"cbr:100M\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("fills hop 1"), "{e}");
+        let e = Scenario::parse("t", "[[hop]]\nrate = \"100M\"\n[path]\ndelay = \"10ms\"\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("netem"), "{e}");
+        let e = Scenario::parse("t", "description = \"x\"\n").unwrap_err();
+        assert!(e.to_string().contains("hop"), "{e}");
+        let e = Scenario::load("/nonexistent/x.toml").unwrap_err();
+        assert!(e.to_string().contains("cbr30"), "{e}");
+    }
+}

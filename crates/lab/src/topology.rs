@@ -1,0 +1,447 @@
+//! The lab's namespaces and links, built from a [`Scenario`] with `ip` and
+//! `tc` (both always present with iproute2), and removed again.
+//!
+//! ```text
+//!  snd ── r1 ═hop 1═▶ r2 ═hop 2═▶ … ══▶ far ── rcv      probes
+//!          ▲ (or the router of cross.hop)    └── xr     cross sink
+//!          xs                                           cross sender
+//! ```
+//!
+//! Every namespace is named `tllab-<lab>-<role>`; links exist only inside
+//! them (created there with `ip -n`), so deleting the namespaces removes
+//! everything a lab made, also after a crash. Shaped hop k is the egress
+//! of router k toward the next node. Routers' ingress receive work is
+//! steered to CPU 1 with RPS (PLATFORM.md: otherwise forwarding runs
+//! inside the sender's `send` and a paced 300 Mbit/s sender got 210).
+
+use std::process::Command;
+
+use crate::kernel::{self, Offload};
+use crate::scenario::{Qdisc, Scenario};
+
+pub const PREFIX: &str = "tllab-";
+
+/// Addresses of the roles (inside the lab; no clash with the host's).
+pub const SND_IP: &str = "10.77.1.1";
+pub const RCV_IP: &str = "10.77.2.2";
+pub const XS_IP: &str = "10.77.3.1";
+pub const XR_IP: &str = "10.77.4.2";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("lab needs root or CAP_NET_ADMIN (namespaces, veth, tc): {0}")]
+    NotPermitted(String),
+    #[error("{0}")]
+    Command(String),
+    #[error("lab name '{0}': use 1-20 of a-z, 0-9 and '-'")]
+    BadName(String),
+}
+
+/// Runs a shell command line; its stderr becomes the error.
+pub fn sh(cmd: &str) -> Result<String, LabError> {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .map_err(|e| LabError::Command(format!("{cmd}: {e}")))?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    } else {
+        let err = String::from_utf8_lossy(&o.stderr).trim().to_string();
+        if err.contains("Operation not permitted") || err.contains("Permission denied") {
+            return Err(LabError::NotPermitted(err));
+        }
+        Err(LabError::Command(format!("{cmd}: {err}")))
+    }
+}
+
+/// A lab's layout (names only; nothing is touched until [`Lab::up`]).
+#[derive(Debug, Clone)]
+pub struct Lab {
+    pub name: String,
+    pub scenario: Scenario,
+}
+
+/// An interface's merging offloads after `up` set them:
+/// (namespace, interface, [(offload, on)]).
+pub type OffloadState = (String, String, Vec<(&'static str, bool)>);
+
+/// What `up` reports.
+#[derive(Debug, Clone)]
+pub struct UpReport {
+    pub namespaces: Vec<String>,
+    /// Per namespace/interface: offload -> state after setting.
+    pub offloads: Vec<OffloadState>,
+}
+
+impl Lab {
+    pub fn new(name: &str, scenario: Scenario) -> Result<Lab, LabError> {
+        let ok = !name.is_empty()
+            && name.len() <= 20
+            && name
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+        if !ok {
+            return Err(LabError::BadName(name.to_string()));
+        }
+        Ok(Lab {
+            name: name.to_string(),
+            scenario,
+        })
+    }
+
+    pub fn ns(&self, role: &str) -> String {
+        format!("{PREFIX}{}-{role}", self.name)
+    }
+
+    pub fn router(&self, k: usize) -> String {
+        self.ns(&format!("r{}", k + 1))
+    }
+
+    fn has_cross(&self) -> bool {
+        self.scenario.cross.is_some()
+    }
+
+    pub fn namespaces(&self) -> Vec<String> {
+        let mut v = vec![self.ns("snd")];
+        v.extend((0..self.scenario.hops.len()).map(|k| self.router(k)));
+        v.push(self.ns("far"));
+        v.push(self.ns("rcv"));
+        if self.has_cross() {
+            v.push(self.ns("xs"));
+            v.push(self.ns("xr"));
+        }
+        v
+    }
+
+    /// (namespace, interface) of shaped hop `k`.
+    pub fn hop_device(&self, k: usize) -> (String, &'static str) {
+        (self.router(k), "to_next")
+    }
+
+    /// Every veth end: (namespace, interface, is a router's ingress).
+    fn interfaces(&self) -> Vec<(String, &'static str, bool)> {
+        let n = self.scenario.hops.len();
+        let mut v = vec![
+            (self.ns("snd"), "eth0", false),
+            (self.router(0), "from_snd", true),
+        ];
+        for k in 0..n {
+            v.push((self.router(k), "to_next", false));
+            let next = if k + 1 < n {
+                self.router(k + 1)
+            } else {
+                self.ns("far")
+            };
+            v.push((next, "from_prev", true));
+        }
+        v.push((self.ns("far"), "to_rcv", false));
+        v.push((self.ns("rcv"), "eth0", false));
+        if let Some(c) = &self.scenario.cross {
+            v.push((self.ns("xs"), "eth0", false));
+            v.push((self.router(c.entry_hop), "from_xs", true));
+            v.push((self.ns("far"), "to_xr", false));
+            v.push((self.ns("xr"), "eth0", false));
+        }
+        v
+    }
+
+    /// The commands that build the lab, one per line.
+    pub fn up_script(&self) -> String {
+        let s = &self.scenario;
+        let n = s.hops.len();
+        let mut c = Vec::new();
+        for ns in self.namespaces() {
+            c.push(format!("ip netns add {ns}"));
+            c.push(format!("ip -n {ns} link set lo up"));
+        }
+        let link = |c: &mut Vec<String>,
+                    a_ns: &str,
+                    a: &str,
+                    a_ip: &str,
+                    b_ns: &str,
+                    b: &str,
+                    b_ip: &str| {
+            c.push(format!(
+                "ip -n {a_ns} link add {a} type veth peer name {b} netns {b_ns}"
+            ));
+            c.push(format!("ip -n {a_ns} addr add {a_ip}/24 dev {a}"));
+            c.push(format!("ip -n {b_ns} addr add {b_ip}/24 dev {b}"));
+            c.push(format!("ip -n {a_ns} link set {a} up"));
+            c.push(format!("ip -n {b_ns} link set {b} up"));
+        };
+        let (snd, far, rcv) = (self.ns("snd"), self.ns("far"), self.ns("rcv"));
+        link(
+            &mut c,
+            &snd,
+            "eth0",
+            SND_IP,
+            &self.router(0),
+            "from_snd",
+            "10.77.1.2",
+        );
+        for k in 0..n {
+            let next = if k + 1 < n {
+                self.router(k + 1)
+            } else {
+                far.clone()
+            };
+            let net = 10 + k;
+            link(
+                &mut c,
+                &self.router(k),
+                "to_next",
+                &format!("10.77.{net}.1"),
+                &next,
+                "from_prev",
+                &format!("10.77.{net}.2"),
+            );
+        }
+        link(&mut c, &far, "to_rcv", "10.77.2.1", &rcv, "eth0", RCV_IP);
+        c.push(format!("ip -n {snd} route add default via 10.77.1.2"));
+        c.push(format!("ip -n {rcv} route add default via 10.77.2.1"));
+        let entry = s.cross.as_ref().map(|x| x.entry_hop);
+        if let Some(e) = entry {
+            let (xs, xr) = (self.ns("xs"), self.ns("xr"));
+            link(
+                &mut c,
+                &xs,
+                "eth0",
+                XS_IP,
+                &self.router(e),
+                "from_xs",
+                "10.77.3.2",
+            );
+            link(&mut c, &far, "to_xr", "10.77.4.1", &xr, "eth0", XR_IP);
+            c.push(format!("ip -n {xs} route add default via 10.77.3.2"));
+            c.push(format!("ip -n {xr} route add default via 10.77.4.1"));
+        }
+        for k in 0..n {
+            let r = self.router(k);
+            c.push(format!(
+                "ip netns exec {r} sysctl -qw net.ipv4.ip_forward=1"
+            ));
+            let next = format!("10.77.{}.2", 10 + k);
+            c.push(format!("ip -n {r} route add 10.77.2.0/24 via {next}"));
+            if entry.is_some() {
+                c.push(format!("ip -n {r} route add 10.77.4.0/24 via {next}"));
+            }
+            if k > 0 {
+                let prev = format!("10.77.{}.1", 10 + k - 1);
+                c.push(format!("ip -n {r} route add 10.77.1.0/24 via {prev}"));
+                if entry.is_some_and(|e| k > e) {
+                    c.push(format!("ip -n {r} route add 10.77.3.0/24 via {prev}"));
+                }
+            }
+            if entry.is_some_and(|e| k < e) {
+                c.push(format!("ip -n {r} route add 10.77.3.0/24 via {next}"));
+            }
+        }
+        c.push(format!(
+            "ip netns exec {far} sysctl -qw net.ipv4.ip_forward=1"
+        ));
+        let last = format!("10.77.{}.1", 10 + n - 1);
+        c.push(format!("ip -n {far} route add 10.77.1.0/24 via {last}"));
+        if entry.is_some() {
+            c.push(format!("ip -n {far} route add 10.77.3.0/24 via {last}"));
+        }
+        for (ns, dev, router_ingress) in self.interfaces() {
+            let mask = if router_ingress { 2 } else { 1 };
+            c.push(format!(
+                "ip netns exec {ns} sh -c 'echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus'"
+            ));
+        }
+        for (k, h) in s.hops.iter().enumerate() {
+            let (ns, dev) = self.hop_device(k);
+            let rate = format!("{}bit", h.rate_bps.round() as u64);
+            match h.qdisc {
+                Qdisc::Tbf => c.push(format!(
+                    "tc -n {ns} qdisc add dev {dev} root tbf rate {rate} burst {} limit {}",
+                    h.burst_bytes, h.buffer_bytes
+                )),
+                Qdisc::Htb => {
+                    c.push(format!(
+                        "tc -n {ns} qdisc add dev {dev} root handle 1: htb default 1"
+                    ));
+                    c.push(format!(
+                        "tc -n {ns} class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} burst {} cburst {}",
+                        h.burst_bytes, h.burst_bytes
+                    ));
+                    c.push(format!(
+                        "tc -n {ns} qdisc add dev {dev} parent 1:1 bfifo limit {}",
+                        h.buffer_bytes
+                    ));
+                }
+            }
+        }
+        if s.loss > 0.0 {
+            // Classic BPF: A = random u32 (SKF_AD_OFF + SKF_AD_RANDOM =
+            // -4096 + 56); A > threshold -> 0 (no match), else -1 (match,
+            // and the drop action runs). linux/filter.h.
+            let threshold = (s.loss * u32::MAX as f64) as u32;
+            let r1 = self.router(0);
+            c.push(format!("tc -n {r1} qdisc add dev from_snd ingress"));
+            c.push(format!(
+                "tc -n {r1} filter add dev from_snd parent ffff: protocol all prio 1 bpf bytecode '4,32 0 0 4294963256,37 0 1 {threshold},6 0 0 0,6 0 0 4294967295' action drop"
+            ));
+        }
+        c.join("\n")
+    }
+
+    /// Builds the lab (removing a previous one of the same name first).
+    pub fn up(&self) -> Result<UpReport, LabError> {
+        self.down()?;
+        for line in self.up_script().lines() {
+            if let Err(e) = sh(line) {
+                let _ = self.down();
+                return Err(e);
+            }
+        }
+        let offloads = match self.set_offloads() {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = self.down();
+                return Err(e);
+            }
+        };
+        Ok(UpReport {
+            namespaces: self.namespaces(),
+            offloads,
+        })
+    }
+
+    fn set_offloads(&self) -> Result<Vec<OffloadState>, LabError> {
+        let on = self.scenario.offloads_on;
+        let mut out = Vec::new();
+        for (ns, dev, _) in self.interfaces() {
+            let states = kernel::in_netns(&ns, || {
+                Offload::ALL
+                    .iter()
+                    .map(|&o| kernel::set_offload(dev, o, on).map(|s| (o.name(), s)))
+                    .collect::<std::io::Result<Vec<_>>>()
+            })
+            .map_err(|e| LabError::Command(format!("offloads on {ns}/{dev}: {e}")))?;
+            if let Some((o, s)) = states.iter().find(|(_, s)| *s != on) {
+                return Err(LabError::Command(format!(
+                    "{ns}/{dev}: {o} stayed {} after setting it {}",
+                    if *s { "on" } else { "off" },
+                    if on { "on" } else { "off" }
+                )));
+            }
+            out.push((ns, dev.to_string(), states));
+        }
+        Ok(out)
+    }
+
+    /// This lab's namespaces that exist now.
+    pub fn existing(&self) -> Result<Vec<String>, LabError> {
+        existing_with_prefix(&format!("{PREFIX}{}-", self.name))
+    }
+
+    /// Kills what runs in the lab's namespaces and deletes them; a no-op
+    /// when there is no such lab.
+    pub fn down(&self) -> Result<Vec<String>, LabError> {
+        let found = self.existing()?;
+        remove_namespaces(&found)?;
+        Ok(found)
+    }
+
+    /// A readable state: namespaces, processes in them, shaped hops.
+    pub fn status(&self) -> Result<String, LabError> {
+        let found = self.existing()?;
+        if found.is_empty() {
+            return Ok(format!("lab {}: down", self.name));
+        }
+        let mut out = format!("lab {}: {} namespaces\n", self.name, found.len());
+        for ns in &found {
+            let pids = sh(&format!("ip netns pids {ns}"))?;
+            let pids: Vec<&str> = pids.split_whitespace().collect();
+            out.push_str(&format!("  {ns}: {} processes\n", pids.len()));
+        }
+        for k in 0..self.scenario.hops.len() {
+            let (ns, dev) = self.hop_device(k);
+            if found.contains(&ns) {
+                let q = sh(&format!("tc -n {ns} -s qdisc show dev {dev}"))?;
+                out.push_str(&format!("  hop {} ({ns} {dev}):\n", k + 1));
+                for l in q.lines() {
+                    out.push_str(&format!("    {l}\n"));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Namespaces whose name starts with `prefix`.
+pub fn existing_with_prefix(prefix: &str) -> Result<Vec<String>, LabError> {
+    let list = sh("ip netns list")?;
+    Ok(list
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Kills every process in each namespace (TERM, then KILL) and deletes it.
+pub fn remove_namespaces(names: &[String]) -> Result<(), LabError> {
+    for ns in names {
+        let _ = sh(&format!("ip netns pids {ns} | xargs -r kill -TERM"));
+    }
+    for _ in 0..20 {
+        let alive = names
+            .iter()
+            .any(|ns| sh(&format!("ip netns pids {ns}")).is_ok_and(|p| !p.trim().is_empty()));
+        if !alive {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for ns in names {
+        let _ = sh(&format!("ip netns pids {ns} | xargs -r kill -KILL"));
+        sh(&format!("ip netns del {ns}"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_and_prefixed() {
+        let s = Scenario::load("cbr30").unwrap();
+        assert!(Lab::new("Bad name", s.clone()).is_err());
+        assert!(Lab::new("x".repeat(21).as_str(), s.clone()).is_err());
+        let lab = Lab::new("t1", s).unwrap();
+        assert_eq!(lab.ns("snd"), "tllab-t1-snd");
+        assert_eq!(lab.namespaces().len(), 6);
+    }
+
+    /// Two hops with cross traffic entering at hop 2: the second router
+    /// holds the cross sender's link and routes its subnet back upstream
+    /// nowhere (it is directly connected); the first router sends the
+    /// cross subnet downstream.
+    #[test]
+    fn two_hop_script_shapes_both_hops_and_routes_cross_at_hop_2() {
+        let lab = Lab::new("t2", Scenario::load("two-hop").unwrap()).unwrap();
+        let s = lab.up_script();
+        assert!(s.contains("tc -n tllab-t2-r1 qdisc add dev to_next root tbf rate 150000000bit burst 3000 limit 100000"));
+        assert!(s.contains("tc -n tllab-t2-r2 qdisc add dev to_next root tbf rate 250000000bit"));
+        assert!(s.contains(
+            "ip -n tllab-t2-xs link add eth0 type veth peer name from_xs netns tllab-t2-r2"
+        ));
+        assert!(s.contains("ip -n tllab-t2-r1 route add 10.77.3.0/24 via 10.77.10.2"));
+        assert!(s.contains("ip -n tllab-t2-far route add 10.77.3.0/24 via 10.77.11.1"));
+        assert!(!s.contains("ingress"), "no loss filter");
+    }
+
+    /// 1 % loss: threshold 0.01 * (2^32 - 1).
+    #[test]
+    fn lossy_script_has_the_random_drop_filter() {
+        let lab = Lab::new("t3", Scenario::load("lossy").unwrap()).unwrap();
+        let s = lab.up_script();
+        assert!(s.contains("37 0 1 42949672,"), "{s}");
+        assert!(s.contains("action drop"));
+    }
+}
