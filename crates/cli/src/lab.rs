@@ -155,6 +155,13 @@ pub fn run(args: LabArgs) -> Result<()> {
                     (truth / nominal - 1.0) * 100.0
                 );
             }
+            if let Some((want, got)) = r.loss {
+                println!(
+                    "random loss on the access link: {:.2} % of a 1 s train lost ({:.2} % configured)",
+                    got * 100.0,
+                    want * 100.0
+                );
+            }
             Ok(())
         }
         LabCommand::Run(a) => run_lab(a),

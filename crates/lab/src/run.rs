@@ -424,6 +424,9 @@ pub struct CheckReport {
     /// With the scenario's cross traffic alone: (rate - configured cross,
     /// truth measured) over a 1 s window.
     pub cross_only: Option<(f64, f64)>,
+    /// With random loss configured: (configured share, measured share of
+    /// a 1 s CBR train from the sender that did not reach the receiver).
+    pub loss: Option<(f64, f64)>,
 }
 
 pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, LabError> {
@@ -516,6 +519,30 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         let nominal = lab.scenario.nominal_available_bps().unwrap_or(f64::NAN);
         cross_only = Some((nominal, t.available_bps));
     }
+    let mut loss = None;
+    if lab.scenario.loss > 0.0 {
+        let before = sampler.snapshot().last().map_or(0, |s| s.rcv_bytes);
+        let out = run_child(
+            {
+                let mut cmd = in_ns(lab, "snd", exe);
+                cmd.args(["cross", &rcv_sink, "--traffic", "cbr:50M", "--duration", "1s"]);
+                cmd
+            },
+            Duration::from_secs(10),
+        )
+        .map_err(err)?;
+        if !out.2 {
+            return Err(err(format!("loss train: {}", out.1.trim())));
+        }
+        let sent: serde_json::Value = serde_json::from_str(out.0.trim())
+            .map_err(|e| err(format!("loss train report: {e}")))?;
+        let sent = sent["frame_bytes"].as_f64().unwrap_or(0.0);
+        let s = samples_until(&sampler, realtime_ns() + 50_000_000);
+        let got = s.last().map_or(0, |s| s.rcv_bytes) - before;
+        if sent > 0.0 {
+            loss = Some((lab.scenario.loss, 1.0 - got as f64 / sent));
+        }
+    }
     sampler
         .finish()
         .map_err(|e| err(format!("counters: {e}")))?;
@@ -524,6 +551,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         scenario: lab.scenario.name.clone(),
         saturated,
         cross_only,
+        loss,
     })
 }
 

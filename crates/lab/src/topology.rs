@@ -275,14 +275,15 @@ impl Lab {
             }
         }
         if s.loss > 0.0 {
-            // Classic BPF: A = random u32 (SKF_AD_OFF + SKF_AD_RANDOM =
-            // -4096 + 56); A > threshold -> 0 (no match), else -1 (match,
-            // and the drop action runs). linux/filter.h.
+            // Classic BPF in direct-action mode (the `gact` drop action is
+            // not in these kernels): A = random u32 (SKF_AD_OFF +
+            // SKF_AD_RANDOM = -4096 + 56); A > threshold -> 0 (TC_ACT_OK,
+            // pass), else 2 (TC_ACT_SHOT, drop). linux/filter.h, pkt_cls.h.
             let threshold = (s.loss * u32::MAX as f64) as u32;
             let r1 = self.router(0);
             c.push(format!("tc -n {r1} qdisc add dev from_snd ingress"));
             c.push(format!(
-                "tc -n {r1} filter add dev from_snd parent ffff: protocol all prio 1 bpf bytecode '4,32 0 0 4294963256,37 0 1 {threshold},6 0 0 0,6 0 0 4294967295' action drop"
+                "tc -n {r1} filter add dev from_snd parent ffff: protocol all prio 1 bpf bytecode '4,32 0 0 4294963256,37 0 1 {threshold},6 0 0 0,6 0 0 2' da"
             ));
         }
         c.join("\n")
@@ -442,6 +443,6 @@ mod tests {
         let lab = Lab::new("t3", Scenario::load("lossy").unwrap()).unwrap();
         let s = lab.up_script();
         assert!(s.contains("37 0 1 42949672,"), "{s}");
-        assert!(s.contains("action drop"));
+        assert!(s.contains("6 0 0 0,6 0 0 2' da"));
     }
 }
