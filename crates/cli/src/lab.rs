@@ -169,7 +169,6 @@ pub fn run(args: LabArgs) -> Result<()> {
 }
 
 fn run_lab(a: RunArgs) -> Result<()> {
-    need_root()?;
     let lab = lab_of(&a.target)?;
     let methods: Vec<String> = match &a.method {
         Some(m) => m.split(',').map(|s| s.trim().to_string()).collect(),
@@ -192,6 +191,7 @@ fn run_lab(a: RunArgs) -> Result<()> {
         }),
         _ => None,
     };
+    need_root()?;
     let opts = RunOptions {
         repeat: a.repeat.unwrap_or(lab.scenario.repeat).max(1),
         methods,

@@ -525,7 +525,14 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         let out = run_child(
             {
                 let mut cmd = in_ns(lab, "snd", exe);
-                cmd.args(["cross", &rcv_sink, "--traffic", "cbr:50M", "--duration", "1s"]);
+                cmd.args([
+                    "cross",
+                    &rcv_sink,
+                    "--traffic",
+                    "cbr:50M",
+                    "--duration",
+                    "1s",
+                ]);
                 cmd
             },
             Duration::from_secs(10),
