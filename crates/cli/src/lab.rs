@@ -71,6 +71,10 @@ pub struct RunArgs {
     /// 2 its unit prefix (k, M, G), e.g. '([\d.]+) (\w)bits/sec.*receiver'.
     #[arg(long, requires = "tool")]
     pub pick: Option<String>,
+    /// With --tool: the tool's own server, started in the receiver
+    /// namespace once the lab is up (e.g. 'iperf3 -s').
+    #[arg(long, requires = "tool")]
+    pub tool_server: Option<String>,
     /// Counter sampling period in microseconds.
     #[arg(long, default_value_t = 1000)]
     pub sample_us: u64,
@@ -187,7 +191,12 @@ fn run_lab(a: RunArgs) -> Result<()> {
         (Some(c), Some(p)) => Some(Tool {
             command: c.clone(),
             pick: regex::Regex::new(p).with_context(|| format!("--pick {p}"))?,
-            name: c.split_whitespace().next().unwrap_or("tool").to_string(),
+            name: c
+                .split_whitespace()
+                .next()
+                .and_then(|w| std::path::Path::new(w).file_name())
+                .map_or("tool".into(), |n| n.to_string_lossy().into_owned()),
+            server: a.tool_server.clone(),
         }),
         _ => None,
     };

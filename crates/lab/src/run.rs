@@ -29,6 +29,9 @@ pub struct Tool {
     /// (k, M, G; "Mbits/sec", "Gbps" ...; none means bit/s).
     pub pick: Regex,
     pub name: String,
+    /// The tool's own far end, started in the receiver namespace beside
+    /// `tightlink server` (e.g. `iperf3 -s`).
+    pub server: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -147,9 +150,13 @@ pub fn summarise(scenario: &str, method: &str, runs: Vec<RunRecord>) -> MethodSu
 
 /// A number with an optional unit prefix from a tool's output.
 pub fn pick_rate(pick: &Regex, output: &str) -> Result<f64, String> {
-    let caps = pick
-        .captures(output)
-        .ok_or_else(|| format!("--pick '{}' matched nothing in the output", pick.as_str()))?;
+    let caps = pick.captures(output).ok_or_else(|| {
+        let head: String = output.chars().take(300).collect();
+        format!(
+            "--pick '{}' matched nothing in the output: {head:?}",
+            pick.as_str()
+        )
+    })?;
     let num = caps
         .get(1)
         .ok_or_else(|| "--pick needs a capture group for the number".to_string())?
@@ -230,8 +237,19 @@ fn samples_until(sampler: &Sampler, end_ns: i64) -> Vec<Sample> {
 }
 
 /// Starts the far end and the cross traffic; returns the children.
-fn start_services(lab: &Lab, exe: &PathBuf, seconds: u64) -> Result<Vec<Child>, String> {
+fn start_services(lab: &Lab, opts: &RunOptions, seconds: u64) -> Result<Vec<Child>, String> {
+    let exe = &opts.exe;
     let mut children = Vec::new();
+    if let Some(cmd) = opts.tool.as_ref().and_then(|t| t.server.as_ref()) {
+        children.push(
+            Command::new("ip")
+                .args(["netns", "exec", &lab.ns("rcv"), "sh", "-c", cmd])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("start the tool's server: {e}"))?,
+        );
+    }
     let mut server = in_ns(lab, "rcv", exe)
         .args(["server", "--bind", RCV_IP, "--max-sessions-per-ip", "8"])
         .stdout(Stdio::null())
@@ -387,7 +405,7 @@ pub fn run(
     };
     // Generous: every estimate at its timeout would still be covered.
     let seconds = 10 + (opts.repeat * methods.len()) as u64 * 5;
-    guard.children = start_services(lab, &opts.exe, seconds).map_err(LabError::Command)?;
+    guard.children = start_services(lab, opts, seconds).map_err(LabError::Command)?;
     let sampler = Sampler::start(lab, opts.sample_period)
         .map_err(|e| LabError::Command(format!("counters: {e}")))?;
     // Let the cross traffic reach its pace and the queues settle.
