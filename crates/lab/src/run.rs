@@ -368,7 +368,8 @@ fn one_run(lab: &Lab, opts: &RunOptions, sampler: &Sampler, method: &str, run: u
         }
     };
     match result {
-        Ok(v) if v.is_finite() && v > 0.0 => rec.estimate_bps = Some(v),
+        // 0 is an answer ("at most" the lowest rate: a full path).
+        Ok(v) if v.is_finite() && v >= 0.0 => rec.estimate_bps = Some(v),
         Ok(v) => rec.error = Some(format!("answer {v} is not a rate")),
         Err(e) => rec.error = Some(e),
     }
@@ -376,8 +377,17 @@ fn one_run(lab: &Lab, opts: &RunOptions, sampler: &Sampler, method: &str, run: u
     match truth::truth(&samples, &rates, window.0, window.1) {
         Ok(t) => {
             rec.truth_bps = Some(t.available_bps);
-            if let Some(e) = rec.estimate_bps {
-                rec.rel_error = Some((e - t.available_bps) / t.available_bps);
+            match rec.estimate_bps {
+                // A relative error needs room on the path (TCP cross flows
+                // can fill it: then the record keeps both numbers).
+                Some(_) if t.available_bps < 1e6 => {
+                    rec.error = Some(format!(
+                        "truth {:.0} bit/s: the path is full, no relative error",
+                        t.available_bps
+                    ))
+                }
+                Some(e) => rec.rel_error = Some((e - t.available_bps) / t.available_bps),
+                None => {}
             }
             rec.truth = Some(t);
         }
