@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 use tightlink_sim::cross::{CrossSpec, CrossTraffic};
 use tightlink_sim::rng::Rng;
 
+use crate::kernel::monotonic_ns;
+
 #[derive(Debug, Clone)]
 pub struct CrossOptions {
     pub to: SocketAddr,
@@ -46,16 +48,6 @@ pub struct CrossReport {
 }
 
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
-
-fn monotonic_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
 
 fn sleep_until(deadline_ns: i64) {
     let ts = libc::timespec {

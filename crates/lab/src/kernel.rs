@@ -12,6 +12,27 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+/// CLOCK_REALTIME in ns: the clock probe timestamps use in every
+/// namespace, so counters and probe windows compare directly.
+pub fn realtime_ns() -> i64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// CLOCK_MONOTONIC in ns (pacing).
+pub fn monotonic_ns() -> i64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
 /// Runs `f` on a thread inside network namespace `ns` (a name under
 /// /run/netns) and returns its result.
 pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
@@ -372,10 +393,6 @@ pub fn set_offload(dev: &str, o: Offload, on: bool) -> io::Result<bool> {
     let (get, set) = o.commands();
     ethtool(dev, set, on as u32)?;
     Ok(ethtool(dev, get, 0)? != 0)
-}
-
-pub fn get_offload(dev: &str, o: Offload) -> io::Result<bool> {
-    Ok(ethtool(dev, o.commands().0, 0)? != 0)
 }
 
 #[cfg(test)]

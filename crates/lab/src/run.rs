@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 
+use crate::kernel::realtime_ns;
 use crate::sampler::Sampler;
 use crate::topology::{Lab, LabError, RCV_IP, XR_IP};
 use crate::truth::{self, Sample, Truth};
@@ -217,19 +218,11 @@ fn run_child(mut cmd: Command, timeout: Duration) -> Result<(String, String, boo
     }
 }
 
-fn realtime_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos() as i64
-}
-
 /// Counters covering `end_ns`: waits for the sampler to pass it.
 fn samples_until(sampler: &Sampler, end_ns: i64) -> Vec<Sample> {
     for _ in 0..200 {
-        let s = sampler.snapshot();
-        if s.last().is_some_and(|l| l.t_ns >= end_ns) {
-            return s;
+        if sampler.last().is_some_and(|l| l.t_ns >= end_ns) {
+            break;
         }
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -549,7 +542,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
     }
     let mut loss = None;
     if lab.scenario.loss > 0.0 {
-        let before = sampler.snapshot().last().map_or(0, |s| s.rcv_bytes);
+        let before = sampler.last().map_or(0, |s| s.rcv_bytes);
         let out = run_child(
             {
                 let mut cmd = in_ns(lab, "snd", exe);

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::kernel::{enter_netns, Rtnl};
+use crate::kernel::{enter_netns, realtime_ns, Rtnl};
 use crate::topology::Lab;
 use crate::truth::Sample;
 
@@ -22,13 +22,6 @@ pub struct Sampler {
     stop: Arc<AtomicBool>,
     samples: Arc<Mutex<Vec<Sample>>>,
     handle: Option<JoinHandle<io::Result<()>>>,
-}
-
-fn now_ns() -> i64 {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    d.as_nanos() as i64
 }
 
 struct Sources {
@@ -66,7 +59,7 @@ impl Sources {
     }
 
     fn read(&mut self) -> io::Result<Sample> {
-        let t_ns = now_ns();
+        let t_ns = realtime_ns();
         let mut hop_bytes = Vec::with_capacity(self.hops.len());
         let mut hop_drops = Vec::with_capacity(self.hops.len());
         for (r, i) in &mut self.hops {
@@ -80,7 +73,7 @@ impl Sources {
                 .map_or(0, |l| l.tx_bytes)
         };
         // The instant is the middle of the reads.
-        let t_ns = (t_ns + now_ns()) / 2;
+        let t_ns = (t_ns + realtime_ns()) / 2;
         Ok(Sample {
             t_ns,
             hop_bytes,
@@ -111,7 +104,7 @@ impl Sampler {
                     return Err(e);
                 }
             };
-            let mut next = now_ns();
+            let mut next = realtime_ns();
             while !stop2.load(Ordering::Relaxed) {
                 let s = src.read()?;
                 {
@@ -124,11 +117,11 @@ impl Sampler {
                     v.push(s);
                 }
                 next += period.as_nanos() as i64;
-                let wait = next - now_ns();
+                let wait = next - realtime_ns();
                 if wait > 0 {
                     std::thread::sleep(Duration::from_nanos(wait as u64));
                 } else {
-                    next = now_ns();
+                    next = realtime_ns();
                 }
             }
             // One last sample so every window that ended is covered.
@@ -148,6 +141,11 @@ impl Sampler {
             }
             Err(_) => Err(io::Error::other("sampler thread ended")),
         }
+    }
+
+    /// The newest sample.
+    pub fn last(&self) -> Option<Sample> {
+        self.samples.lock().expect("sampler lock").last().cloned()
     }
 
     /// A copy of the samples so far.
