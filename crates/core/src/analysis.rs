@@ -349,6 +349,7 @@ fn multi_rate(
             let min_suffix = (mp_params.window / 2).max(1);
             match estimate_from_smoothed(
                 &smoothed,
+                &subs,
                 params.consistency,
                 mp_params.exceed_tolerance,
                 min_suffix,

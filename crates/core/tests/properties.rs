@@ -3,10 +3,14 @@
 //! change decisions.
 
 use proptest::prelude::*;
+use tightlink_core::decision::multirate::{estimate_from_smoothed, Consistency};
 use tightlink_core::smoothing::bass::{bass_events, bass_smooth, BassParams};
-use tightlink_core::smoothing::multipass::{multipass_passes, MultipassParams};
-use tightlink_core::stream::Gap;
+use tightlink_core::smoothing::multipass::{
+    multipass_passes, window_average, Multipass, MultipassParams,
+};
+use tightlink_core::stream::{Gap, SubStream};
 use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_schedule, SynthPath};
+use tightlink_core::Bound;
 use tightlink_core::{
     analyze, Analysis, AnalysisParams, Decision, Method, ProbePacket, ProbeStream, StreamKind,
 };
@@ -291,4 +295,52 @@ fn drift_moves_estimates_little() {
     let max = moves[999];
     assert!(p99 < 0.01, "p99 move {p99}");
     assert!(max < 0.10, "largest move {max}");
+}
+
+proptest! {
+    /// Whatever the receive gaps, an exact multi-rate estimate lies inside
+    /// its own range, and the range inside the stream's sub-stream rates
+    /// (the interior-crossing bracket never answers a rate not probed).
+    #[test]
+    fn multirate_estimate_lies_in_its_range(
+        recv_scale in prop::collection::vec(0.5f64..2.0, 5 * 20),
+        rule in prop_oneof![
+            Just(Consistency::EveryGap),
+            Just(Consistency::Cumulative),
+            Just(Consistency::Bracket),
+        ],
+    ) {
+        // Five sub-streams of 20 gaps, 1000-byte packets, send gaps 100,
+        // 90, ... 60 ns.
+        let mut gaps = Vec::new();
+        let mut subs = Vec::new();
+        for j in 0..5u32 {
+            let send = 100.0 - 10.0 * j as f64;
+            subs.push(SubStream {
+                start: (20 * j) as usize + 1,
+                end: (20 * j) as usize + 21,
+                rate_bps: 8000.0 / send * 1e9,
+            });
+            for i in 0..20u32 {
+                let p = 20 * j + i + 1;
+                gaps.push(Gap {
+                    send_ns: send,
+                    recv_ns: send * recv_scale[p as usize - 1],
+                    sent_bytes: 1000.0,
+                    recv_bytes: 1000.0,
+                    end_packet: p,
+                });
+            }
+        }
+        subs[0].start = 0;
+        let m = Multipass { gaps: window_average(&gaps, 16), passes: 1, robust: true };
+        if let Some(e) = estimate_from_smoothed(&m, &subs, rule, 0.005, 8) {
+            prop_assert!(e.abw_bps.is_finite());
+            if e.bound == Bound::Exact {
+                let (lo, hi) = (subs[0].rate_bps * (1.0 - 1e-9), subs[4].rate_bps * (1.0 + 1e-9));
+                prop_assert!(e.low_bps <= e.abw_bps * (1.0 + 1e-12) && e.abw_bps <= e.high_bps * (1.0 + 1e-12), "{e:?}");
+                prop_assert!(lo <= e.low_bps && e.high_bps <= hi, "{e:?}");
+            }
+        }
+    }
 }
