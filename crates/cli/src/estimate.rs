@@ -90,7 +90,7 @@ struct JsonReport<'a> {
 }
 
 /// The channel a target names: `sim:...`, `trace:FILE` or a server.
-fn open_channel(target: &str, args: &EstimateArgs) -> Result<Box<dyn Channel>> {
+pub fn open_channel(target: &str, args: &EstimateArgs) -> Result<Box<dyn Channel>> {
     if let Some(file) = target.strip_prefix("trace:") {
         let trace = tightlink_trace::read_path(Path::new(file))?;
         let max_rate_bps = match trace.meta("max_rate_bps") {

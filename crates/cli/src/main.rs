@@ -3,6 +3,7 @@
 //! probe, net, eval).
 
 mod analyze;
+mod capacity;
 mod cross;
 mod doctor;
 mod estimate;
@@ -31,6 +32,10 @@ enum Command {
     /// Estimate the available bandwidth of a path (by default the embedded
     /// simulated 10 Gbit/s path), next to the simulator's ground truth.
     Estimate(estimate::EstimateArgs),
+    /// Estimate the narrow link's capacity by Pathrate and CapProbe, side
+    /// by side (by default on a simulated 10 Gbit/s narrow link behind
+    /// 40 Gbit/s with 30 % cross traffic).
+    Capacity(capacity::CapacityArgs),
     /// Analyze a recorded probe trace (format v1, plain or gzip): one
     /// decision or estimate per stream and method.
     Analyze(analyze::AnalyzeArgs),
@@ -61,6 +66,7 @@ fn main() {
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::Estimate(args) => estimate::run(args),
+        Command::Capacity(args) => capacity::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Server(args) => server::run(args),

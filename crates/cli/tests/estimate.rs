@@ -111,3 +111,32 @@ fn doctor_prints_tables_and_a_verdict() {
     assert!(out.contains("| 1514 B | 0.1 Gbit/s |"), "{out}");
     assert!(out.contains("verdict     this host can"), "{out}");
 }
+
+#[test]
+fn capacity_json_has_one_object_per_method() {
+    let o = tightlink(&["capacity", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for (v, method) in lines.iter().zip(["pathrate", "capprobe"]) {
+        assert_eq!(v["method"], method);
+        for key in [
+            "capacity_bps",
+            "probe_bytes",
+            "duration_s",
+            "truth_bps",
+            "bound",
+        ] {
+            assert!(v.get(key).is_some(), "{method}: missing {key}");
+        }
+        let c = v["capacity_bps"].as_f64().unwrap();
+        assert!((c / v["truth_bps"].as_f64().unwrap() - 1.0).abs() <= 0.02);
+    }
+    let o = tightlink(&["capacity", "--method", "pathchirp"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--method pathchirp"));
+}

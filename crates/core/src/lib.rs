@@ -11,10 +11,13 @@
 //! - [`decision`]: PRC-MT, Pathload's trend test, multi-rate estimates and
 //!   Multi-rate PRC-MT (DP1, DP2).
 //! - [`analysis`]: one entry point per method, as the CLI names them.
+//! - [`capacity`]: narrow-link capacity from packet pairs and trains
+//!   (Pathrate, CapProbe).
 //! - [`synth`]: closed-form streams with known answers, for tests and
 //!   benchmarks.
 
 pub mod analysis;
+pub mod capacity;
 pub mod decision;
 pub mod smoothing;
 pub mod stream;

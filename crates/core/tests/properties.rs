@@ -344,3 +344,56 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Pathrate answers one of the rates it was given, inside its mode.
+    #[test]
+    fn pathrate_answers_a_given_rate_inside_its_mode(
+        rates in prop::collection::vec(1e6f64..1e11, 1..300),
+        adr in prop::option::of(1e6f64..1e11),
+    ) {
+        use tightlink_core::capacity::{pathrate, PathrateParams};
+        if let Some(e) = pathrate(&rates, adr, PathrateParams::default()) {
+            let (lo, hi) = rates.iter().fold((f64::MAX, 0.0f64), |(a, b), &r| (a.min(r), b.max(r)));
+            prop_assert!(lo <= e.capacity_bps && e.capacity_bps <= hi);
+            prop_assert!(e.mode.low_bps <= e.capacity_bps * (1.0 + 1e-12));
+            prop_assert!(e.capacity_bps <= e.mode.high_bps * (1.0 + 1e-12));
+            let total: usize = e.modes.iter().map(|m| m.samples).sum();
+            prop_assert!(total <= rates.len());
+        }
+    }
+
+    /// CapProbe answers the rate of one of its pairs, and the minimum
+    /// delay sum is never below the sum of the minimum delays.
+    #[test]
+    fn capprobe_answers_one_of_its_pairs(
+        d in prop::collection::vec((0.0f64..1e6, 1.0f64..1e5), 1..100),
+    ) {
+        use tightlink_core::capacity::{capprobe, CapProbeParams, PairSample};
+        let pairs: Vec<PairSample> = d.iter().enumerate().map(|(i, &(d1, disp))| PairSample {
+            pair: i,
+            size_bytes: 1500,
+            send_gap_ns: 0.0,
+            dispersion_ns: disp,
+            owd_first_ns: d1,
+            owd_second_ns: d1 + disp,
+        }).collect();
+        let e = capprobe(&pairs, CapProbeParams::default()).unwrap();
+        prop_assert!(pairs.iter().any(|p| p.rate_bps() == e.capacity_bps));
+        prop_assert!(e.min_delay_sum_ns >= e.sum_of_min_delays_ns - 1e-6);
+    }
+
+    /// A train's dispersion rate ignores the receiver's clock offset.
+    #[test]
+    fn train_rate_ignores_clock_offset(
+        gaps in prop::collection::vec(0i64..20_000, 3..200),
+        offset in -1_000_000_000_000i64..1_000_000_000_000,
+    ) {
+        use tightlink_core::capacity::train_dispersion_bps;
+        let mk = |off: i64| {
+            let mut t2 = 0;
+            ProbeStream::new(0, gaps.iter().map(|g| { t2 += g; ProbePacket { size_bytes: 1500, send_ns: 0, recv_ns: Some(t2 + off) } }).collect())
+        };
+        prop_assert_eq!(train_dispersion_bps(&mk(0), 500.0), train_dispersion_bps(&mk(offset), 500.0));
+    }
+}

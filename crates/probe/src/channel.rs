@@ -71,6 +71,9 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     fn byte_limit(&self) -> Option<u64> {
         (**self).byte_limit()
     }
+    fn narrow_capacity_bps(&self) -> Option<f64> {
+        (**self).narrow_capacity_bps()
+    }
 }
 
 /// What a real channel learned about the sending host and its own link
@@ -152,6 +155,10 @@ impl<C: Channel> Channel for Recorder<C> {
     fn byte_limit(&self) -> Option<u64> {
         self.inner.byte_limit()
     }
+
+    fn narrow_capacity_bps(&self) -> Option<f64> {
+        self.inner.narrow_capacity_bps()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +199,11 @@ pub trait Channel {
     /// collects the far end's counters).
     fn close(&mut self) -> Result<(), ChannelError> {
         Ok(())
+    }
+    /// The narrow link's capacity when the channel knows it (the
+    /// simulator's ground truth for capacity estimates).
+    fn narrow_capacity_bps(&self) -> Option<f64> {
+        None
     }
 }
 
@@ -249,6 +261,10 @@ impl Channel for SimChannel {
 
     fn describe(&self) -> String {
         self.description.clone()
+    }
+
+    fn narrow_capacity_bps(&self) -> Option<f64> {
+        Some(self.path.spec().narrow_capacity_bps())
     }
 }
 

@@ -6,6 +6,7 @@
 //! recorded trace; the UDP server and TWAMP-light reflector come next,
 //! behind the same trait.
 
+pub mod capacity;
 pub mod channel;
 pub mod strategy;
 

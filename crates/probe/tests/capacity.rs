@@ -1,0 +1,74 @@
+//! Capacity methods through the simulated channel: the path (a
+//! 10 Gbit/s narrow link behind a 40 Gbit/s first hop, 30 % cross
+//! traffic), and what they say when the receiver batches.
+
+use tightlink_probe::capacity::{run_capacity, CapacityParams};
+use tightlink_probe::SimChannel;
+
+fn channel(spec: &str) -> SimChannel {
+    SimChannel::new(tightlink_sim::parse_sim_target(spec).unwrap(), spec)
+}
+
+#[test]
+fn both_methods_within_2_percent_behind_a_faster_first_hop() {
+    for cross in ["bursty:3G", "poisson:3G", "cbr:3G"] {
+        for seed in 1..=3 {
+            let spec = format!("sim:hops=40G+10G,cross=none+{cross},coalescence=off,seed={seed}");
+            for m in ["pathrate", "capprobe"] {
+                let r = run_capacity(m, &mut channel(&spec), CapacityParams::default())
+                    .unwrap()
+                    .unwrap();
+                let c = r.capacity_bps.unwrap();
+                assert_eq!(r.bound, "exact", "{spec} {m}: {r:?}");
+                assert_eq!(r.truth_bps, Some(10e9));
+                assert!((c / 10e9 - 1.0).abs() <= 0.02, "{spec} {m}: {c}");
+                assert!(r.low_bps <= c && c <= r.high_bps);
+                assert!(r.warnings.is_empty(), "{spec} {m}: {:?}", r.warnings);
+                if m == "capprobe" {
+                    assert_eq!(r.stop, "converged");
+                    // The paper's point (Fig. 2): CapProbe needs far fewer probes.
+                    assert!(r.pairs_sent <= 200, "{}", r.pairs_sent);
+                } else {
+                    // Pathrate's ADR is a lower bound below the capacity.
+                    let adr = r.adr_bps.unwrap();
+                    assert!(adr < 10e9 && adr > 5e9, "{adr}");
+                }
+            }
+        }
+    }
+}
+
+/// With 125 us interrupt coalescence the pairs are stamped in batches:
+/// neither method may answer a pair figure; Pathrate falls back to the
+/// trains' batch-robust dispersion rate as a lower bound.
+#[test]
+fn coalescence_is_named_not_answered() {
+    let spec = "sim:hops=40G+10G,cross=none+bursty:3G";
+    let p = run_capacity("pathrate", &mut channel(spec), CapacityParams::default())
+        .unwrap()
+        .unwrap();
+    assert_eq!((p.bound, p.stop), ("at_least", "receiver batching"));
+    let lower = p.capacity_bps.unwrap();
+    assert!(lower <= 10e9 * 1.01 && lower > 7e9, "{lower}");
+    assert!(p.warnings.iter().any(|w| w.contains("coalescence")));
+    let c = run_capacity("capprobe", &mut channel(spec), CapacityParams::default())
+        .unwrap()
+        .unwrap();
+    assert_eq!((c.bound, c.capacity_bps), ("none", None));
+    assert!(c.warnings.iter().any(|w| w.contains("batch")));
+    // It gave up after its first stream.
+    assert_eq!(c.streams, 1);
+}
+
+/// Quiet path without coalescence, a single hop: Pathrate's unimodal
+/// quick termination skips the trains.
+#[test]
+fn a_clean_path_ends_pathrate_early() {
+    let spec = "sim:hops=10G,cross=none,coalescence=off";
+    let r = run_capacity("pathrate", &mut channel(spec), CapacityParams::default())
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.stop, "unimodal");
+    assert_eq!(r.trains, 0);
+    assert!((r.capacity_bps.unwrap() / 10e9 - 1.0).abs() < 0.005);
+}
