@@ -20,6 +20,6 @@ pub mod capprobe;
 pub mod pairs;
 pub mod pathrate;
 
-pub use capprobe::{capprobe, CapProbeEstimate, CapProbeParams};
+pub use capprobe::{capprobe, capprobe_by_size, CapProbeEstimate, CapProbeParams};
 pub use pairs::{pair_samples, size_scaling, train_dispersion_bps, PairSample, Pairs, SizeScaling};
 pub use pathrate::{pathrate, Mode, PathrateEstimate, PathrateParams};
