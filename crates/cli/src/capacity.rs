@@ -6,6 +6,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
 use tightlink_probe::capacity::{run_capacity, CapacityParams, CapacityReport, METHODS};
+use tightlink_probe::{Channel, Recorder};
 
 use crate::estimate::{open_channel, EstimateArgs};
 
@@ -35,6 +36,10 @@ pub struct CapacityArgs {
     /// Real servers: never send a stream faster on average than this.
     #[arg(long)]
     pub max_rate: Option<String>,
+    /// Write every stream of every method as one probe trace (format v1),
+    /// the methods' streams one after the other (metadata says how many).
+    #[arg(long)]
+    pub save_trace: Option<std::path::PathBuf>,
 }
 
 /// The `--json` object. Fields are only ever added, never renamed.
@@ -89,17 +94,33 @@ pub fn run(a: CapacityArgs) -> Result<()> {
         max_rate: a.max_rate.clone(),
     };
     let mut reports: Vec<(CapacityReport, &'static str)> = Vec::new();
+    let mut streams = Vec::new();
+    let mut per_method = Vec::new();
     for m in &methods {
         // A fresh channel per method: each pays for its own probes.
-        let mut ch = open_channel(&a.target, &est)?;
+        let mut ch = Recorder::new(open_channel(&a.target, &est)?);
         let mut params = CapacityParams::default();
         if let Some(s) = ch.probe_size_bytes() {
             params.size_bytes = s;
         }
         let layer = ch.host().map_or("simulated packet", |h| h.rate_layer);
-        let r = run_capacity(m, ch.as_mut(), params).expect("method checked above")?;
+        let r = run_capacity(m, &mut ch, params).expect("method checked above")?;
         ch.close()?;
+        per_method.push(ch.streams.len().to_string());
+        streams.append(&mut ch.streams);
         reports.push((r, layer));
+    }
+    if let Some(path) = &a.save_trace {
+        for (i, s) in streams.iter_mut().enumerate() {
+            s.id = i as u64;
+        }
+        let meta = vec![
+            ("tool".to_string(), "tightlink capacity".to_string()),
+            ("target".to_string(), a.target.clone()),
+            ("methods".to_string(), methods.join(",")),
+            ("streams_per_method".to_string(), per_method.join(",")),
+        ];
+        crate::save::write_trace(path, meta, &streams)?;
     }
     if a.json {
         for (r, layer) in &reports {
