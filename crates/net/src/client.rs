@@ -121,8 +121,26 @@ pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
                 tx - sched
             };
             if i1 > i0 && tx > sched * 1.05 + 5_000.0 && queue_growth_ns > sched * 0.05 + 5_000.0 {
-                let bytes: u64 = sizes[i0 + 1..=i1].iter().map(|&s| s as u64).sum();
-                v.queued_rate_bps = Some(bytes as f64 * 8e9 / tx);
+                // The rate the queue drained at: from the last packet that
+                // left without a queue (lag within 2 us of the first
+                // tenth's) to the end. Over the whole span, the unqueued
+                // start of a multi-rate stream pulled it low (179 for a
+                // 200 Mbit/s tbf once streams centred on the truth).
+                let (q, tq) = if d.user_ns.len() == n {
+                    let lag: Vec<i64> = stamped.iter().map(|&(i, t)| t - d.user_ns[i]).collect();
+                    let base = median_i64(&lag[..(lag.len() / 10).max(1)]);
+                    let last_free = lag.iter().rposition(|&l| l <= base + 2_000).unwrap_or(0);
+                    let from = if stamped.len() - last_free >= 10 {
+                        last_free
+                    } else {
+                        0
+                    };
+                    stamped[from]
+                } else {
+                    (i0, t0)
+                };
+                let bytes: u64 = sizes[q + 1..=i1].iter().map(|&s| s as u64).sum();
+                v.queued_rate_bps = Some(bytes as f64 * 8e9 / (t1 - tq) as f64);
             }
         }
     }
@@ -754,6 +772,34 @@ mod tests {
         let v = judge_departures(&d, &[1514; 100]);
         assert!(!v.late);
         let r = v.queued_rate_bps.unwrap();
+        assert!((r / 200e6 - 1.0).abs() < 0.001, "{r}");
+    }
+
+    /// A multi-rate stream through the sender's own 200 Mbit/s tbf: 50
+    /// packets at 150 Mbit/s (80.75 us) leave on time, then 50 at 300
+    /// Mbit/s (40.37 us) queue and leave 60.56 us apart. The rate it left
+    /// at is measured from packet 49 (the last unqueued) on: 50 x 1514 B
+    /// over 50 x 60.56 us = 200 Mbit/s, where the whole span would read
+    /// 99 x 1514 B over 49 x 80.75 + 50 x 60.56 us = 169 Mbit/s.
+    #[test]
+    fn only_the_queued_part_gives_the_own_link_rate() {
+        let mut sched = Vec::new();
+        let mut tx = Vec::new();
+        let (mut s, mut t) = (0i64, 2_000i64);
+        for i in 0..100 {
+            if i > 0 {
+                s += if i < 50 { 80_750 } else { 40_373 };
+                t += if i < 50 { 80_750 } else { 60_560 };
+            }
+            sched.push(s);
+            tx.push(Some(t));
+        }
+        let d = Departures {
+            user_ns: sched.iter().map(|s| s + 500).collect(),
+            scheduled_ns: sched,
+            tx_ns: tx,
+        };
+        let r = judge_departures(&d, &[1514; 100]).queued_rate_bps.unwrap();
         assert!((r / 200e6 - 1.0).abs() < 0.001, "{r}");
     }
 
