@@ -102,7 +102,17 @@ struct Counter<'a> {
     streams: usize,
 }
 
-impl Counter<'_> {
+impl<'a> Counter<'a> {
+    fn new(channel: &'a mut dyn Channel) -> Self {
+        Counter {
+            start_ns: channel.elapsed_ns(),
+            channel,
+            bytes: 0,
+            packets: 0,
+            streams: 0,
+        }
+    }
+
     fn send(&mut self, req: &StreamRequest) -> Result<tightlink_core::ProbeStream, ChannelError> {
         let p = self.channel.probe(req)?;
         self.bytes += req.bytes();
@@ -226,14 +236,7 @@ pub fn run_pathrate(
     p: CapacityParams,
 ) -> Result<CapacityReport, ChannelError> {
     let max = channel.max_rate_bps();
-    let start_ns = channel.elapsed_ns();
-    let mut c = Counter {
-        channel,
-        start_ns,
-        bytes: 0,
-        packets: 0,
-        streams: 0,
-    };
+    let mut c = Counter::new(channel);
     let sizes = [p.size_bytes / 2, p.size_bytes * 3 / 4, p.size_bytes];
     let mut pairs = Pairs::default();
     let mut stop = "phase II";
@@ -309,14 +312,7 @@ pub fn run_capprobe(
     p: CapacityParams,
 ) -> Result<CapacityReport, ChannelError> {
     let max = channel.max_rate_bps();
-    let start_ns = channel.elapsed_ns();
-    let mut c = Counter {
-        channel,
-        start_ns,
-        bytes: 0,
-        packets: 0,
-        streams: 0,
-    };
+    let mut c = Counter::new(channel);
     let mut pairs = Pairs::default();
     let mut scaling = None;
     let mut stop = "budget";

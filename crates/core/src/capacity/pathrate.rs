@@ -88,10 +88,6 @@ pub fn pathrate(
             _ => bins.push((index(r), 1)),
         }
     }
-    let count_at = |i: i64| -> usize {
-        bins.binary_search_by_key(&i, |b| b.0)
-            .map_or(0, |k| bins[k].1)
-    };
     let mut taken = vec![false; bins.len()];
     let pos = |i: i64| bins.binary_search_by_key(&i, |b| b.0).ok();
     let mut modes = Vec::new();
@@ -105,7 +101,7 @@ pub fn pathrate(
             let mut prev = bins[k].1;
             let mut j = centre + dir;
             while let Some(q) = pos(j) {
-                let c = count_at(j);
+                let c = bins[q].1;
                 if taken[q] || c > prev + p.bump_tolerance {
                     break;
                 }
