@@ -5,7 +5,9 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
-use tightlink_probe::capacity::{run_capacity, CapacityParams, CapacityReport, METHODS};
+use tightlink_probe::capacity::{
+    run_capacity, shaper_note, CapacityParams, CapacityReport, METHODS,
+};
 use tightlink_probe::{Channel, Recorder};
 
 use crate::estimate::{open_channel, EstimateArgs};
@@ -57,6 +59,10 @@ struct JsonCapacity<'a> {
     pairs_used: usize,
     trains: usize,
     adr_bps: Option<f64>,
+    /// A token-bucket shaper seen in the trains: its rate (the answer)
+    /// and the bytes its bucket let through at the line rate.
+    shaper_rate_bps: Option<f64>,
+    shaper_bucket_bytes: Option<f64>,
     probe_bytes: u64,
     probe_packets: u64,
     streams: usize,
@@ -136,6 +142,8 @@ pub fn run(a: CapacityArgs) -> Result<()> {
                 pairs_used: r.pairs_used,
                 trains: r.trains,
                 adr_bps: r.adr_bps,
+                shaper_rate_bps: r.shaper.map(|s| s.rate_bps),
+                shaper_bucket_bytes: r.shaper.map(|s| s.bucket_bytes),
                 probe_bytes: r.probe_bytes,
                 probe_packets: r.probe_packets,
                 streams: r.streams,
@@ -185,6 +193,9 @@ pub fn run(a: CapacityArgs) -> Result<()> {
         );
         if let Some(adr) = r.adr_bps {
             println!("{:<10} ADR of {} trains: {}", "", r.trains, gbps(adr));
+        }
+        if let Some(s) = &r.shaper {
+            println!("{:<10} {}", "", shaper_note(s));
         }
         for w in &r.warnings {
             println!("{:<10} warning: {w}", "");

@@ -221,3 +221,69 @@ fn bad_scenarios_and_names_are_refused_with_reasons() {
     assert!(!ok);
     assert!(err.contains("nope"), "{err}");
 }
+
+/// Capacity on real packets (issue 5): the shipped `shaper500` lab, a
+/// 500 Mbit/s tbf with a 3000-byte bucket. Lone pairs pass on the bucket;
+/// both methods must find the shaper in their trains and answer within
+/// 5 % of 500 Mbit/s. Measured here (`sudo scripts/capacity-lab.sh 20`):
+/// median error 0.2 %, worst 0.7 % (Pathrate) and 1.0 % (CapProbe), the
+/// shaper found in 20 of 20; on a busy machine earlier the same day
+/// CapProbe's worst was 2.7 %. The bound is the issue's.
+#[test]
+fn capacity_of_a_500m_shaper_within_5_percent() {
+    if !may_run() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Down::new("shaper500", 'p');
+    let (ok, _, err) = tightlink(&["lab", "up", "shaper500", "--name", &lab.name]);
+    assert!(ok, "lab up: {err}");
+    let ns = |role: &str| format!("tllab-{}-{role}", lab.name);
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &ns("rcv")])
+        .arg(env!("CARGO_BIN_EXE_tightlink"))
+        .args(["server", "--bind", "10.77.2.2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = || {
+        Command::new("ip")
+            .args(["netns", "exec", &ns("snd")])
+            .arg(env!("CARGO_BIN_EXE_tightlink"))
+            .args(["capacity", "10.77.2.2", "--json"])
+            .output()
+            .unwrap()
+    };
+    // The server needs a moment to listen.
+    let t0 = Instant::now();
+    let out = loop {
+        let o = run();
+        if o.status.success() || t0.elapsed() > Duration::from_secs(5) {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for m in &lines {
+        let name = m["method"].as_str().unwrap();
+        assert_eq!(m["bound"], "exact", "{name}: {m}");
+        let c = m["capacity_bps"].as_f64().unwrap();
+        assert!((c / 500e6 - 1.0).abs() <= 0.05, "{name}: {c}");
+        let s = m["shaper_rate_bps"].as_f64().expect("shaper found");
+        assert!((s / 500e6 - 1.0).abs() <= 0.05, "{name}: shaper {s}");
+        assert!(m["probe_bytes"].as_f64().unwrap() < 50e6, "{name}");
+    }
+}

@@ -28,6 +28,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("smoothed", include_str!("../scenarios/smoothed.toml")),
     ("two-hop", include_str!("../scenarios/two-hop.toml")),
     ("lossy", include_str!("../scenarios/lossy.toml")),
+    ("shaper500", include_str!("../scenarios/shaper500.toml")),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -16,11 +16,19 @@
 //! Pairs are spread so that the pair stream averages a tenth of the
 //! sender's rate; trains go at the sender's rate (back to back on the
 //! simulator, whose sender rate is its first link).
+//!
+//! Both methods start with a shaper check: `shaper_trains` trains, whose
+//! head and tail show a token bucket (see
+//! [`tightlink_core::capacity::shaper`]). Behind a shaper a lone pair
+//! passes on the bucket at the line rate, so each pair is then sent behind
+//! a head of back-to-back packets that empties the bucket, the units
+//! spread to a tenth of the token rate (so the bucket refills between
+//! them), and the answer is the rate a flow gets: the token rate.
 
 use crate::channel::{Channel, ChannelError, StreamRequest};
 use tightlink_core::capacity::{
-    capprobe_by_size, pair_samples, pathrate, size_scaling, train_dispersion_bps, CapProbeParams,
-    Pairs, PathrateParams, SizeScaling,
+    capprobe_by_size, pair_samples_at, pathrate, shaper_from_trains, size_scaling,
+    train_dispersion_bps, train_shape, CapProbeParams, Pairs, PathrateParams, Shaper, SizeScaling,
 };
 
 /// Methods `tightlink capacity` knows.
@@ -36,6 +44,8 @@ pub struct CapacityParams {
     pub pathrate_pairs: usize,
     pub trains: usize,
     pub train_len: usize,
+    /// Trains of the shaper check (Pathrate counts them among `trains`).
+    pub shaper_trains: usize,
     /// Most pairs CapProbe sends before it answers unconverged.
     pub capprobe_max_pairs: usize,
     pub pathrate: PathrateParams,
@@ -53,6 +63,7 @@ impl Default for CapacityParams {
             pathrate_pairs: 600,
             trains: 20,
             train_len: 100,
+            shaper_trains: 5,
             capprobe_max_pairs: 2000,
             pathrate: PathrateParams::default(),
             capprobe: CapProbeParams::default(),
@@ -81,6 +92,8 @@ pub struct CapacityReport {
     pub pairs_used: usize,
     pub trains: usize,
     pub adr_bps: Option<f64>,
+    /// A token-bucket shaper the trains showed: its rate is the answer.
+    pub shaper: Option<Shaper>,
     pub probe_bytes: u64,
     pub probe_packets: u64,
     pub streams: usize,
@@ -100,6 +113,10 @@ struct Counter<'a> {
     bytes: u64,
     packets: u64,
     streams: usize,
+    /// How much longer the last stream took to arrive than to send: the
+    /// queue it left behind, which the next stream waits out (a train
+    /// into a shaper leaves one for as long as the train took to send).
+    backlog_ns: f64,
 }
 
 impl<'a> Counter<'a> {
@@ -110,32 +127,139 @@ impl<'a> Counter<'a> {
             bytes: 0,
             packets: 0,
             streams: 0,
+            backlog_ns: 0.0,
         }
     }
 
     fn send(&mut self, req: &StreamRequest) -> Result<tightlink_core::ProbeStream, ChannelError> {
-        let p = self.channel.probe(req)?;
+        let lead = self.backlog_ns.round() as i64;
+        let p = if lead > 0 {
+            let mut r = req.clone();
+            r.offsets_ns.iter_mut().for_each(|o| *o += lead);
+            self.channel.probe(&r)?
+        } else {
+            self.channel.probe(req)?
+        };
         self.bytes += req.bytes();
         self.packets += req.sizes.len() as u64;
         self.streams += 1;
+        self.backlog_ns = backlog_ns(&p.stream);
         Ok(p.stream)
     }
 }
 
-/// A stream of `sizes.len()` back-to-back pairs, spread so that it
-/// averages `load` of `max_rate_bps`.
-pub fn pair_request(sizes: &[u32], max_rate_bps: f64, load: f64) -> StreamRequest {
-    let mut offsets = Vec::with_capacity(2 * sizes.len());
-    let mut out_sizes = Vec::with_capacity(2 * sizes.len());
-    let mut t = 0.0f64;
-    for &s in sizes {
-        offsets.extend([t.round() as i64; 2]);
-        out_sizes.extend([s; 2]);
-        t += 2.0 * s as f64 * 8e9 / (max_rate_bps * load);
+/// Receive span minus send span of a stream's received packets, ns (0
+/// when it arrived no longer than it was sent).
+fn backlog_ns(s: &tightlink_core::ProbeStream) -> f64 {
+    let mut got = s.packets.iter().filter(|p| p.recv_ns.is_some());
+    let (Some(first), Some(last)) = (got.next(), got.next_back()) else {
+        return 0.0;
+    };
+    let span = |a: i64, b: i64| (b as i128 - a as i128) as f64;
+    let recv = span(first.recv_ns.unwrap_or(0), last.recv_ns.unwrap_or(0));
+    (recv - span(first.send_ns, last.send_ns)).max(0.0)
+}
+
+/// How pair streams are laid out: plain pairs, or each pair behind a head
+/// of back-to-back packets that empties a shaper's bucket.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairPlan {
+    /// Packets before each pair (0: plain pairs).
+    pub head_len: usize,
+    /// Packets per dispersion sample: 2 for pairs; behind a shaper a
+    /// bunch long enough that the shaper's timer noise is a few percent
+    /// of its span.
+    pub bunch: usize,
+    pub head_size: u32,
+    /// Units (head and pair) are spread to average this rate, bit/s.
+    pub spread_bps: f64,
+    /// The sender's rate (pairs reading faster were batched), bit/s.
+    pub max_rate_bps: f64,
+}
+
+impl PairPlan {
+    pub fn plain(max_rate_bps: f64, load: f64) -> Self {
+        PairPlan {
+            head_len: 0,
+            bunch: 2,
+            head_size: 0,
+            spread_bps: max_rate_bps * load,
+            max_rate_bps,
+        }
     }
-    StreamRequest {
-        offsets_ns: offsets,
-        sizes: out_sizes,
+
+    /// A head long enough that the shaper still holds a queue when the
+    /// pair's second packet arrives: it must send the bucket plus a
+    /// margin of the bucket again and two packets, beyond the tokens that
+    /// come in while it passes. The head leaves at the rate the trains'
+    /// first gaps showed (the sender's own back-to-back rate or the line:
+    /// the channel's nominal rate overstates a slow sender), the bucket
+    /// refills at the token rate. Too short a head and the pair arrives
+    /// at an empty shaper and reads the sender (seen on a 500 Mbit/s tbf:
+    /// +8 %).
+    pub fn behind_bucket(shaper: &Shaper, size: u32, max_rate_bps: f64, load: f64) -> Self {
+        let head_rate = shaper.head_rate_bps.min(max_rate_bps);
+        let refill = (shaper.rate_bps / head_rate).min(0.9);
+        // Noise over the bunch's span under 2 %: a 24 us tbf gap with
+        // 2 us of jitter takes a bunch of 6.
+        let gap_ns = size as f64 * 8e9 / shaper.rate_bps;
+        let bunch = ((shaper.jitter_ns / (0.02 * gap_ns)).ceil() as usize + 1).clamp(2, 16);
+        let head_bytes = (2.0 * shaper.bucket_bytes + bunch as f64 * size as f64) / (1.0 - refill);
+        PairPlan {
+            head_len: ((head_bytes / size as f64).ceil() as usize).clamp(2, 200),
+            bunch,
+            head_size: size,
+            spread_bps: shaper.rate_bps * load,
+            max_rate_bps,
+        }
+    }
+
+    /// Halves the spread rate (down to a hundredth of the sender's rate)
+    /// when more than a tenth of a stream's pairs lost a packet: the pair
+    /// stream itself overloads the path (10 % of a 40 Gbit/s sender on a
+    /// 10 Gbit/s link carrying 8 Gbit/s).
+    pub fn back_off(&mut self, got: &Pairs) {
+        if got.lost * 10 > got.total() {
+            self.spread_bps = (self.spread_bps / 2.0).max(self.max_rate_bps / 100.0);
+        }
+    }
+
+    /// The stream for pairs of `sizes`, and where each pair starts. Units
+    /// are spaced at random, uniform within +-50 % of the mean spacing
+    /// (`seed` picks the sequence): evenly spaced pairs lock in phase with
+    /// periodic cross traffic (seen on the simulator: with 1500-byte CBR
+    /// the same share of every stream's pairs was interleaved, and
+    /// CapProbe needed 550-1050 pairs instead of 100-150).
+    ///
+    /// Behind a bucket, one more packet follows each pair: on a tbf the
+    /// packet that empties the queue is stamped about 1.8 us early (no
+    /// watchdog to set after it before the receive softirq runs), which
+    /// made the pair that ended a unit read 3-20 % fast by size.
+    pub fn request(&self, sizes: &[u32], seed: u64) -> (StreamRequest, Vec<usize>) {
+        let mut rng = tightlink_sim::rng::Rng::new(seed);
+        let trailer = usize::from(self.head_len > 0);
+        let unit = self.head_len + self.bunch + trailer;
+        let mut offsets = Vec::with_capacity(unit * sizes.len());
+        let mut out_sizes = Vec::with_capacity(unit * sizes.len());
+        let mut firsts = Vec::with_capacity(sizes.len());
+        let mut t = 0.0f64;
+        for &s in sizes {
+            // Every packet of a unit is due at once: the sender sends
+            // them back to back.
+            offsets.extend(std::iter::repeat_n(t.round() as i64, unit));
+            out_sizes.extend(std::iter::repeat_n(self.head_size, self.head_len));
+            firsts.push(out_sizes.len());
+            out_sizes.extend(std::iter::repeat_n(s, self.bunch));
+            out_sizes.extend(std::iter::repeat_n(self.head_size, trailer));
+            let bytes = (self.head_len + trailer) as f64 * self.head_size as f64
+                + (self.bunch as u64 * s as u64) as f64;
+            t += bytes * 8e9 / self.spread_bps * (0.5 + rng.unit());
+        }
+        let req = StreamRequest {
+            offsets_ns: offsets,
+            sizes: out_sizes,
+        };
+        (req, firsts)
     }
 }
 
@@ -190,12 +314,33 @@ fn pairs_distrusted(p: &Pairs, scaling: Option<SizeScaling>) -> bool {
     p.batched * 2 > p.total() || scaling.is_some_and(|s| !s.consistent)
 }
 
+/// Whether a shaper's trains keep time: tail gaps within a quarter of a
+/// gap of the token rate. The receiver then stamps packets one by one,
+/// and the size check (meant for coalescing receivers; behind a shaper
+/// its per-size medians wander with the shaper's timer, seen on tbf) is
+/// left out: returns the scaling to judge pairs by.
+fn judged_scaling(
+    scaling: Option<SizeScaling>,
+    shaper: Option<&Shaper>,
+    size: u32,
+) -> Option<SizeScaling> {
+    match shaper {
+        Some(s) if s.jitter_ns < 0.25 * size as f64 * 8e9 / s.rate_bps => None,
+        _ => scaling,
+    }
+}
+
 /// Runs one capacity method by name (see [`METHODS`]).
 pub fn run_capacity(
     method: &str,
     channel: &mut dyn Channel,
-    params: CapacityParams,
+    mut params: CapacityParams,
 ) -> Option<Result<CapacityReport, ChannelError>> {
+    // A real server's session limit; leave room for the stream that
+    // crosses the budget.
+    if let Some(limit) = channel.byte_limit() {
+        params.max_bytes = params.max_bytes.min(limit * 9 / 10);
+    }
     match method {
         "pathrate" => Some(run_pathrate(channel, params)),
         "capprobe" => Some(run_capprobe(channel, params)),
@@ -221,6 +366,7 @@ fn report(
         pairs_used: pairs.samples.len(),
         trains: 0,
         adr_bps: None,
+        shaper: None,
         probe_bytes: c.bytes,
         probe_packets: c.packets,
         streams: c.streams,
@@ -231,12 +377,80 @@ fn report(
     }
 }
 
+/// Trains sent so far: their dispersion rates (for the ADR) and shapes
+/// (for the shaper check).
+#[derive(Default)]
+struct Trains {
+    rates: Vec<f64>,
+    shapes: Vec<tightlink_core::capacity::TrainShape>,
+    sent: usize,
+}
+
+impl Trains {
+    fn send(
+        &mut self,
+        c: &mut Counter,
+        n: usize,
+        p: &CapacityParams,
+        max: f64,
+    ) -> Result<(), ChannelError> {
+        for _ in 0..n {
+            if c.bytes >= p.max_bytes {
+                break;
+            }
+            let s = c.send(&train_request(p.train_len, p.size_bytes, max))?;
+            self.sent += 1;
+            let batch_gap_ns = 0.5 * p.size_bytes as f64 * 8e9 / max;
+            self.rates.extend(train_dispersion_bps(&s, batch_gap_ns));
+            self.shapes.extend(train_shape(&s));
+        }
+        Ok(())
+    }
+
+    fn shaper(&self) -> Option<Shaper> {
+        shaper_from_trains(&self.shapes)
+    }
+
+    /// Mean dispersion rate; behind a shaper, of the trains' tails (their
+    /// heads passed on the bucket).
+    fn adr_bps(&self, shaper: Option<&Shaper>) -> Option<f64> {
+        let rates: Vec<f64> = match shaper {
+            Some(_) => self.shapes.iter().map(|s| s.tail_rate_bps).collect(),
+            None => self.rates.clone(),
+        };
+        (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64)
+    }
+}
+
+/// What a found shaper means, in words.
+pub fn shaper_note(s: &Shaper) -> String {
+    format!(
+        "token-bucket shaper in {} of {} trains: about {:.0} bytes pass at the line rate, then {:.1} Mbit/s; each pair was sent behind a head that empties the bucket",
+        s.trains_shaped,
+        s.trains,
+        s.bucket_bytes,
+        s.rate_bps / 1e6
+    )
+}
+
+/// The plan for pair streams after the shaper check.
+fn pair_plan(shaper: Option<&Shaper>, p: &CapacityParams, max: f64) -> PairPlan {
+    match shaper {
+        Some(s) => PairPlan::behind_bucket(s, p.size_bytes, max, p.pair_load),
+        None => PairPlan::plain(max, p.pair_load),
+    }
+}
+
 pub fn run_pathrate(
     channel: &mut dyn Channel,
     p: CapacityParams,
 ) -> Result<CapacityReport, ChannelError> {
     let max = channel.max_rate_bps();
     let mut c = Counter::new(channel);
+    let mut trains = Trains::default();
+    trains.send(&mut c, p.shaper_trains.min(p.trains), &p, max)?;
+    let shaper = trains.shaper();
+    let mut plan = pair_plan(shaper.as_ref(), &p, max);
     let sizes = [p.size_bytes / 2, p.size_bytes * 3 / 4, p.size_bytes];
     let mut pairs = Pairs::default();
     let mut stop = "phase II";
@@ -244,8 +458,11 @@ pub fn run_pathrate(
     while sent < p.pathrate_pairs && c.bytes < p.max_bytes {
         let n = p.pairs_per_stream.min(p.pathrate_pairs - sent);
         let s: Vec<u32> = (0..n).map(|i| sizes[(sent + i) % 3]).collect();
-        let stream = c.send(&pair_request(&s, max, p.pair_load))?;
-        pairs.extend(pair_samples(&stream, max));
+        let (req, firsts) = plan.request(&s, c.streams as u64);
+        let stream = c.send(&req)?;
+        let got = pair_samples_at(&stream, firsts, plan.bunch, max);
+        plan.back_off(&got);
+        pairs.extend(got);
         sent += n;
         // Quick termination: one mode holds 80 % of the first stream.
         if sent == n {
@@ -260,30 +477,18 @@ pub fn run_pathrate(
     }
     let mut warnings = Vec::new();
     pair_warnings(&pairs, &mut warnings);
-    let scaling = size_scaling(&pairs.samples);
+    let scaling = judged_scaling(size_scaling(&pairs.samples), shaper.as_ref(), p.size_bytes);
     warnings.extend(scaling_warning(scaling));
-    let mut adr = None;
-    let mut trains = 0;
     if stop != "unimodal" || pairs_distrusted(&pairs, scaling) {
-        let mut rates = Vec::new();
-        for _ in 0..p.trains {
-            if c.bytes >= p.max_bytes {
-                break;
-            }
-            let s = c.send(&train_request(p.train_len, p.size_bytes, max))?;
-            trains += 1;
-            let batch_gap_ns = 0.5 * p.size_bytes as f64 * 8e9 / max;
-            rates.extend(train_dispersion_bps(&s, batch_gap_ns));
-        }
-        if !rates.is_empty() {
-            adr = Some(rates.iter().sum::<f64>() / rates.len() as f64);
-        }
+        trains.send(&mut c, p.trains.saturating_sub(trains.sent), &p, max)?;
     }
+    let adr = trains.adr_bps(shaper.as_ref());
     let rates: Vec<f64> = pairs.samples.iter().map(|s| s.rate_bps()).collect();
     let distrusted = pairs_distrusted(&pairs, scaling);
     let mut r = report(&c, "pathrate", &pairs, stop, warnings);
-    r.trains = trains;
+    r.trains = trains.sent;
     r.adr_bps = adr;
+    r.shaper = shaper;
     if distrusted {
         // The trains' dispersion rate is still a lower bound.
         r.stop = "receiver batching";
@@ -313,6 +518,25 @@ pub fn run_capprobe(
 ) -> Result<CapacityReport, ChannelError> {
     let max = channel.max_rate_bps();
     let mut c = Counter::new(channel);
+    let mut trains = Trains::default();
+    trains.send(&mut c, p.shaper_trains, &p, max)?;
+    let shaper = trains.shaper();
+    let mut plan = pair_plan(shaper.as_ref(), &p, max);
+    // The smaller size is 3/5 of the larger, not 1/2: with 1/2, a pair
+    // of each size with one and two cross packets between them (of the
+    // size of the small probe's third) read the same wrong figure and
+    // CapProbe "converged" on -25 % (simulator, 80 % bursty load).
+    let small = p.size_bytes * 3 / 5;
+    let mut p = p;
+    let mut agree_rel = p.capprobe.tolerance_rel;
+    if let Some(s) = &shaper {
+        // Behind a shaper every pair waits for tokens: "unqueued" can
+        // only mean no later than the shaper's own timing noise, and
+        // answers agree to within that noise on the smaller pairs.
+        p.capprobe.tolerance_abs_ns = p.capprobe.tolerance_abs_ns.max(s.jitter_ns);
+        let span_ns = (plan.bunch - 1) as f64 * small as f64 * 8e9 / s.rate_bps;
+        agree_rel = agree_rel.max(s.jitter_ns / span_ns);
+    }
     let mut pairs = Pairs::default();
     let mut scaling = None;
     let mut stop = "budget";
@@ -323,18 +547,15 @@ pub fn run_capprobe(
         // Full and half sizes alternate: the sizes must agree (see
         // tightlink_core::capacity::capprobe).
         let s: Vec<u32> = (0..p.pairs_per_stream)
-            .map(|i| {
-                if i % 2 == 1 {
-                    p.size_bytes / 2
-                } else {
-                    p.size_bytes
-                }
-            })
+            .map(|i| if i % 2 == 1 { small } else { p.size_bytes })
             .collect();
-        let stream = c.send(&pair_request(&s, max, p.pair_load))?;
-        pairs.extend(pair_samples(&stream, max));
-        if c.streams == 1 {
-            scaling = size_scaling(&pairs.samples);
+        let (req, firsts) = plan.request(&s, c.streams as u64);
+        let stream = c.send(&req)?;
+        let got = pair_samples_at(&stream, firsts, plan.bunch, max);
+        plan.back_off(&got);
+        pairs.extend(got);
+        if c.streams == trains.sent + 1 {
+            scaling = judged_scaling(size_scaling(&pairs.samples), shaper.as_ref(), p.size_bytes);
         }
         if pairs_distrusted(&pairs, scaling) {
             break;
@@ -343,7 +564,7 @@ pub fn run_capprobe(
         let (lo, hi) = per_size.iter().fold((f64::INFINITY, 0.0f64), |(a, b), e| {
             (a.min(e.capacity_bps), b.max(e.capacity_bps))
         });
-        agree = per_size.len() == 2 && hi <= lo * (1.0 + p.capprobe.tolerance_rel);
+        agree = per_size.len() == 2 && hi <= lo * (1.0 + agree_rel);
         let all_converged = per_size.iter().all(|e| e.converged);
         // Agreeing sizes: the largest's answer (least timestamp noise);
         // otherwise the highest (interleaved cross traffic only lowers
@@ -362,9 +583,8 @@ pub fn run_capprobe(
         let settled = agree && all_converged;
         let answer = best.map(|b| b.capacity_bps);
         if settled
-            && last_settled.is_some_and(|l: f64| {
-                answer.is_some_and(|a| (a / l - 1.0).abs() <= p.capprobe.tolerance_rel)
-            })
+            && last_settled
+                .is_some_and(|l: f64| answer.is_some_and(|a| (a / l - 1.0).abs() <= agree_rel))
         {
             stop = "converged";
             break;
@@ -376,6 +596,8 @@ pub fn run_capprobe(
     warnings.extend(scaling_warning(scaling));
     let distrusted = pairs_distrusted(&pairs, scaling);
     let mut r = report(&c, "capprobe", &pairs, stop, warnings);
+    r.trains = trains.sent;
+    r.shaper = shaper;
     if distrusted {
         r.stop = "receiver batching";
     } else if let Some(b) = best {
@@ -393,17 +615,77 @@ pub fn run_capprobe(
 mod tests {
     use super::*;
 
-    /// Pairs of 1000 and 500 bytes at 10 % of 1 Gbit/s: pair i+1 starts
-    /// 2 x size x 8 / 100 Mbit/s after pair i (160 us after a 1000-byte
-    /// pair); both packets of a pair share an offset. A 100-packet train
-    /// of 1250 bytes at 1 Gbit/s is 10 us apart.
+    /// Pairs of 1000 and 500 bytes at 10 % of 1 Gbit/s: unit i+1 starts
+    /// 2 x size x 8 / 100 Mbit/s after unit i on average (160 us after a
+    /// 1000-byte pair), at random within +-50 %; both packets of a pair
+    /// share an offset. A 100-packet train of 1250 bytes at 1 Gbit/s is
+    /// 10 us apart.
     #[test]
     fn request_layout_by_hand() {
-        let r = pair_request(&[1000, 500, 1000], 1e9, 0.1);
-        assert_eq!(r.offsets_ns, vec![0, 0, 160_000, 160_000, 240_000, 240_000]);
+        let (r, firsts) = PairPlan::plain(1e9, 0.1).request(&[1000, 500, 1000], 7);
+        assert_eq!(firsts, vec![0, 2, 4]);
         assert_eq!(r.sizes, vec![1000, 1000, 500, 500, 1000, 1000]);
+        let o = &r.offsets_ns;
+        assert_eq!((o[0], o[1]), (0, 0));
+        assert!(o[2] == o[3] && o[4] == o[5]);
+        assert!((80_000..240_000).contains(&o[2]), "{o:?}");
+        assert!((40_000..120_000).contains(&(o[4] - o[2])), "{o:?}");
+        assert_ne!(
+            r,
+            PairPlan::plain(1e9, 0.1).request(&[1000, 500, 1000], 8).0
+        );
         let t = train_request(100, 1250, 1e9);
         assert_eq!(t.offsets_ns[1], 10_000);
         assert_eq!(t.offsets_ns[99], 990_000);
+    }
+
+    /// Two of ten pairs lost: the spread halves, 100 -> 50 Mbit/s of a
+    /// 1 Gbit/s sender, and never below 10 Mbit/s; one of ten: kept.
+    #[test]
+    fn lossy_pair_streams_back_off() {
+        let mut plan = PairPlan::plain(1e9, 0.1);
+        let pairs = |lost| Pairs {
+            lost,
+            batched: 10 - lost,
+            ..Pairs::default()
+        };
+        plan.back_off(&pairs(1));
+        assert_eq!(plan.spread_bps, 100e6);
+        plan.back_off(&pairs(2));
+        assert_eq!(plan.spread_bps, 50e6);
+        for _ in 0..10 {
+            plan.back_off(&pairs(5));
+        }
+        assert_eq!(plan.spread_bps, 10e6);
+    }
+
+    /// Behind a 1 Gbit/s bucket of 3000 bytes with no timing noise, heads
+    /// arriving at 8 Gbit/s, 1000-byte probes: an eighth of the head comes
+    /// back as tokens, so the head is (2 x 3000 + 2 x 1000) / (7/8) =
+    /// 9143 bytes: 10 packets, then the pair, then one trailer.
+    #[test]
+    fn a_pair_behind_a_bucket_by_hand() {
+        let shaper = Shaper {
+            rate_bps: 1e9,
+            low_bps: 1e9,
+            high_bps: 1e9,
+            bucket_bytes: 3000.0,
+            head_rate_bps: 8e9,
+            jitter_ns: 0.0,
+            trains_shaped: 5,
+            trains: 5,
+        };
+        let plan = PairPlan::behind_bucket(&shaper, 1000, 10e9, 0.1);
+        assert_eq!((plan.head_len, plan.bunch), (10, 2));
+        let (r, firsts) = plan.request(&[500, 1000], 1);
+        assert_eq!(firsts, vec![10, 23]);
+        assert_eq!(r.sizes.len(), 26);
+        assert_eq!(&r.sizes[9..13], &[1000, 500, 500, 1000]);
+        // 2 us of jitter on 8 us gaps: a bunch of 2 / 0.16 + 1 = 14.
+        let noisy = Shaper {
+            jitter_ns: 2000.0,
+            ..shaper
+        };
+        assert_eq!(PairPlan::behind_bucket(&noisy, 1000, 10e9, 0.1).bunch, 14);
     }
 }

@@ -56,12 +56,14 @@ fn coalescence_is_named_not_answered() {
         .unwrap();
     assert_eq!((c.bound, c.capacity_bps), ("none", None));
     assert!(c.warnings.iter().any(|w| w.contains("batch")));
-    // It gave up after its first stream.
-    assert_eq!(c.streams, 1);
+    // It gave up after its first pair stream (after the shaper check),
+    // and batches did not pass for a bucket.
+    assert_eq!(c.streams, CapacityParams::default().shaper_trains + 1);
+    assert!(p.shaper.is_none() && c.shaper.is_none());
 }
 
 /// Quiet path without coalescence, a single hop: Pathrate's unimodal
-/// quick termination skips the trains.
+/// quick termination skips phase II (only the shaper check's trains go).
 #[test]
 fn a_clean_path_ends_pathrate_early() {
     let spec = "sim:hops=10G,cross=none,coalescence=off";
@@ -69,6 +71,32 @@ fn a_clean_path_ends_pathrate_early() {
         .unwrap()
         .unwrap();
     assert_eq!(r.stop, "unimodal");
-    assert_eq!(r.trains, 0);
+    assert_eq!(r.trains, CapacityParams::default().shaper_trains);
+    assert_eq!(r.shaper, None);
     assert!((r.capacity_bps.unwrap() / 10e9 - 1.0).abs() < 0.005);
+}
+
+/// A 2 Gbit/s token bucket of 30 KB on a 10 Gbit/s hop with 30 % bursty
+/// cross traffic: lone pairs would pass on the bucket at 10 Gbit/s; both
+/// methods find the shaper in the trains and answer its rate.
+#[test]
+fn a_token_bucket_is_found_and_its_rate_answered() {
+    for seed in 1..=2 {
+        let spec = format!(
+            "sim:hops=40G+10G,shaper=none+2G/30KB,cross=none+bursty:600M,coalescence=off,seed={seed}"
+        );
+        for m in ["pathrate", "capprobe"] {
+            let r = run_capacity(m, &mut channel(&spec), CapacityParams::default())
+                .unwrap()
+                .unwrap();
+            assert_eq!(r.truth_bps, Some(2e9));
+            let c = r.capacity_bps.unwrap();
+            assert_eq!(r.bound, "exact", "{spec} {m}: {r:?}");
+            assert!((c / 2e9 - 1.0).abs() <= 0.02, "{spec} {m}: {c}");
+            let s = r.shaper.expect("shaper found");
+            // The trains' tails: the token rate less the cross share.
+            assert!(s.rate_bps <= 2e9 * 1.01 && s.rate_bps > 1.5e9, "{s:?}");
+            assert!((s.bucket_bytes / 30e3 - 1.0).abs() <= 0.2, "{s:?}");
+        }
+    }
 }

@@ -4,7 +4,8 @@
 //!
 //! - [`cross`]: cross-traffic models (CBR, Poisson, bursty Pareto ON/OFF,
 //!   smoothed by token buckets).
-//! - [`hop`]: a FIFO hop with a tail-drop buffer.
+//! - [`hop`]: a FIFO hop with a tail-drop buffer, optionally behind a
+//!   token-bucket shaper.
 //! - [`receiver`]: receiver timestamping (coalescence, quantisation,
 //!   clock offset and drift).
 //! - [`path`]: sender jitter + hops + receiver, streams in, recorded streams

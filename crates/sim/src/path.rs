@@ -77,11 +77,12 @@ pub struct PathSpec {
 }
 
 impl PathSpec {
-    /// The smallest capacity on the path (the narrow link).
+    /// The smallest capacity on the path (the narrow link; a shaped hop
+    /// counts at its token rate).
     pub fn narrow_capacity_bps(&self) -> f64 {
         self.hops
             .iter()
-            .map(|h| h.hop.capacity_bps)
+            .map(|h| h.hop.sustained_bps())
             .fold(f64::INFINITY, f64::min)
     }
 
@@ -90,7 +91,7 @@ impl PathSpec {
     pub fn nominal_available_bps(&self) -> f64 {
         self.hops
             .iter()
-            .map(|h| h.hop.capacity_bps - h.cross.as_ref().map_or(0.0, |c| c.rate_bps))
+            .map(|h| h.hop.sustained_bps() - h.cross.as_ref().map_or(0.0, |c| c.rate_bps))
             .fold(f64::INFINITY, f64::min)
     }
 }
@@ -257,7 +258,7 @@ impl SimPath {
                 return None;
             }
             let hop = &self.hops[k];
-            let cap = hop.spec.capacity_bps;
+            let cap = hop.spec.sustained_bps();
             let avail = |x: f64, y: f64| cap - hop.cross_bits_between(x, y) / (y - x) * 1e9;
             let whole = avail(a, b);
             let step = (b - a) / splits as f64;

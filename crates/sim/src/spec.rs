@@ -10,6 +10,7 @@
 //! | `hops` | capacities, e.g. `40G+10G` | `10G+10G` |
 //! | `capacity` | one capacity for the last hop (shorthand) | |
 //! | `cross` | per hop `none`, `cbr:RATE`, `poisson:RATE`, `bursty:RATE`, `smoothed:RATE`; one value applies to the last hop | `bursty:2.5G` on the last hop |
+//! | `shaper` | per hop `none` or a token bucket `RATE/BUCKET` (`500M/3000B`) in front of the link; one value applies to the last hop | `none` |
 //! | `buffer` | bytes per hop (`1MB`, `64KB`) | `1MB` |
 //! | `delay` | propagation per hop (`50us`) | `1us` |
 //! | `coalescence` | interrupt interval, or `off` | `125us` |
@@ -23,7 +24,7 @@
 //! sizes `B`, `KB`, `MB` (1000-based).
 
 use crate::cross::{CrossModel, CrossSpec, OnOffParams, SizeMix};
-use crate::hop::HopSpec;
+use crate::hop::{HopSpec, TokenBucket};
 use crate::path::{HopConfig, JitterSpec, PathSpec};
 use crate::receiver::ReceiverSpec;
 
@@ -91,6 +92,26 @@ pub fn parse_bytes(s: &str) -> Result<u64, SpecError> {
 
 /// One hop's cross traffic, `MODEL:RATE[:KEY=VALUE...]` or `none`
 /// (shared with `tightlink cross` and lab scenarios).
+/// `none` or `RATE/BUCKET`, e.g. `500M/3000B`.
+pub fn parse_shaper(s: &str) -> Result<Option<TokenBucket>, SpecError> {
+    if s == "none" || s == "off" {
+        return Ok(None);
+    }
+    let Some((rate, bucket)) = s.split_once('/') else {
+        return err(format!(
+            "'{s}': expected none or RATE/BUCKET, like 500M/3000B"
+        ));
+    };
+    let bucket_bytes = parse_bytes(bucket)?;
+    if bucket_bytes == 0 {
+        return err(format!("'{s}': the bucket must hold at least one byte"));
+    }
+    Ok(Some(TokenBucket {
+        rate_bps: parse_rate(rate)?,
+        bucket_bytes,
+    }))
+}
+
 pub fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
     if s == "none" || s == "0" {
         return Ok(None);
@@ -180,6 +201,7 @@ impl Default for PathSpec {
                         capacity_bps: 10e9,
                         buffer_bytes: 1_000_000,
                         propagation_ns: 1_000.0,
+                        shaper: None,
                     },
                     cross: None,
                 },
@@ -188,6 +210,7 @@ impl Default for PathSpec {
                         capacity_bps: 10e9,
                         buffer_bytes: 1_000_000,
                         propagation_ns: 1_000.0,
+                        shaper: None,
                     },
                     cross: Some(CrossSpec {
                         model: CrossModel::Bursty(OnOffParams::default()),
@@ -218,6 +241,7 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
     let mut cross: Option<Vec<Option<CrossSpec>>> = None;
     let mut buffers: Option<Vec<u64>> = None;
     let mut delays: Option<Vec<f64>> = None;
+    let mut shapers: Option<Vec<Option<TokenBucket>>> = None;
     for item in body.split(',').filter(|s| !s.is_empty()) {
         let Some((key, value)) = item.split_once('=') else {
             return err(format!("'{item}': expected KEY=VALUE"));
@@ -232,6 +256,7 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
                 "cross" => cross = Some(per_hop().map(parse_cross).collect::<Result<_, _>>()?),
                 "buffer" => buffers = Some(per_hop().map(parse_bytes).collect::<Result<_, _>>()?),
                 "delay" => delays = Some(per_hop().map(parse_time_ns).collect::<Result<_, _>>()?),
+                "shaper" => shapers = Some(per_hop().map(parse_shaper).collect::<Result<_, _>>()?),
                 "coalescence" => {
                     spec.receiver.coalescence_ns = if value == "off" || value == "0" {
                         None
@@ -266,7 +291,7 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
                 }
                 _ => {
                     return err(format!(
-                        "unknown key '{key}' (known: hops, capacity, cross, buffer, delay, coalescence, quantum, jitter, drift, idle, seed)"
+                        "unknown key '{key}' (known: hops, capacity, cross, shaper, buffer, delay, coalescence, quantum, jitter, drift, idle, seed)"
                     ))
                 }
             }
@@ -292,6 +317,7 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
                     capacity_bps: c,
                     buffer_bytes: 1_000_000,
                     propagation_ns: 1_000.0,
+                    shaper: None,
                 },
                 cross: None,
             })
@@ -340,13 +366,31 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
             }
         }
     }
+    if let Some(t) = shapers {
+        if t.len() == 1 {
+            spec.hops[n - 1].hop.shaper = t[0];
+        } else {
+            for (i, x) in spread(t.len(), "shaper")?.into_iter().zip(t) {
+                spec.hops[i].hop.shaper = x;
+            }
+        }
+    }
     for h in &spec.hops {
+        if let Some(t) = h.hop.shaper {
+            if t.rate_bps >= h.hop.capacity_bps {
+                return err(format!(
+                    "a {:.3} Gbit/s shaper on a {:.3} Gbit/s hop shapes nothing",
+                    t.rate_bps / 1e9,
+                    h.hop.capacity_bps / 1e9
+                ));
+            }
+        }
         if let Some(c) = &h.cross {
-            if c.rate_bps >= h.hop.capacity_bps {
+            if c.rate_bps >= h.hop.sustained_bps() {
                 return err(format!(
                     "cross traffic of {:.3} Gbit/s fills a {:.3} Gbit/s hop",
                     c.rate_bps / 1e9,
-                    h.hop.capacity_bps / 1e9
+                    h.hop.sustained_bps() / 1e9
                 ));
             }
         }
@@ -357,6 +401,29 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shaper_key() {
+        let s = parse_sim_target("sim:hops=40G+10G,shaper=500M/3000B,cross=none").unwrap();
+        assert_eq!(s.hops[0].hop.shaper, None);
+        assert_eq!(
+            s.hops[1].hop.shaper,
+            Some(TokenBucket {
+                rate_bps: 500e6,
+                bucket_bytes: 3000
+            })
+        );
+        assert_eq!(s.narrow_capacity_bps(), 500e6);
+        let e = parse_sim_target("sim:hops=10G,shaper=20G/3000B").unwrap_err();
+        assert!(e.0.contains("shapes nothing"), "{e}");
+        let e = parse_sim_target("sim:shaper=500M").unwrap_err();
+        assert!(
+            e.0.contains("shaper=500M") && e.0.contains("RATE/BUCKET"),
+            "{e}"
+        );
+        let e = parse_sim_target("sim:hops=10G,shaper=500M/3000B,cross=cbr:600M").unwrap_err();
+        assert!(e.0.contains("fills"), "{e}");
+    }
 
     #[test]
     fn units() {

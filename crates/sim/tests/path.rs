@@ -22,6 +22,7 @@ fn one_hop(capacity: f64, cross: Option<CrossSpec>, buffer: u64) -> PathSpec {
                 capacity_bps: capacity,
                 buffer_bytes: buffer,
                 propagation_ns: 10_000.0,
+                shaper: None,
             },
             cross,
         }],

@@ -15,11 +15,18 @@
 //!   dispersion grows with packet size.
 //! - [`pathrate`]: Pathrate's histogram modes, rejected below the ADR.
 //! - [`capprobe`]: CapProbe's minimum delay sum and its convergence test.
+//! - [`shaper`]: token-bucket shapers, which pairs cannot see, from the
+//!   head and tail of trains.
 
 pub mod capprobe;
 pub mod pairs;
 pub mod pathrate;
+pub mod shaper;
 
 pub use capprobe::{capprobe, capprobe_by_size, CapProbeEstimate, CapProbeParams};
-pub use pairs::{pair_samples, size_scaling, train_dispersion_bps, PairSample, Pairs, SizeScaling};
+pub use pairs::{
+    pair_samples, pair_samples_at, size_scaling, train_dispersion_bps, PairSample, Pairs,
+    SizeScaling,
+};
 pub use pathrate::{pathrate, Mode, PathrateEstimate, PathrateParams};
+pub use shaper::{shaper_from_trains, train_shape, Shaper, TrainShape};

@@ -1,0 +1,290 @@
+//! Token-bucket shapers seen in back-to-back trains. Not in the papers:
+//! their packet-pair methods assume every hop is a FIFO link, but rate
+//! limits on real paths (Linux tbf, policers, a cloud VM's bandwidth cap)
+//! are token buckets, and a bucket that holds two packets lets every pair
+//! through at the line rate. A train longer than the bucket shows the
+//! shaper: its head leaves at the sender's (or line) rate while the
+//! bucket lasts, then the rest at the token rate. A FIFO link shows no
+//! such head: its first gap is already `size / C`, and cross traffic only
+//! widens gaps.
+//!
+//! Measured per train: the tail's rate `R` (least squares over the second
+//! half), and the bytes that arrived beyond what `R` allows from the
+//! head's first packet on, `excess_j = bytes(start..=j) - R (r_j -
+//! r_start) / 8`. On a link it stays one packet; behind a bucket `B` it
+//! climbs to `B` while the head passes and stays there (tokens pace the
+//! rest); a sender that stalls only lowers it. So the bucket is its
+//! maximum (over heads starting at any of the first four packets), and
+//! the head is the packets up to where it first gets near that maximum
+//! (tbf counts the bucket at its own layer: the estimate is at the
+//! probes' layer).
+
+use super::pairs::median;
+use crate::stream::ProbeStream;
+
+/// The head and tail of one train.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrainShape {
+    /// Least-squares rate over the second half of the received packets,
+    /// bit/s.
+    pub tail_rate_bps: f64,
+    /// Rate at which the head (from its start to where the excess first
+    /// comes within half a packet of its maximum) arrived, bit/s; `None`
+    /// when the head is one packet.
+    pub head_rate_bps: Option<f64>,
+    /// Most bytes ahead of the tail rate: the bucket, bytes.
+    pub burst_bytes: f64,
+    /// Size of the train's first packet, bytes.
+    pub size_bytes: u32,
+    /// 90th percentile of the distance of the tail's gaps from what the
+    /// tail rate makes of their sizes: the shaper's (or link's) timing
+    /// noise, ns. (The median hides it: on a tbf most gaps are within
+    /// 0.5 us, one in ten is off by 3 us or more.)
+    pub tail_jitter_ns: f64,
+    /// Share of the tail's gaps under a quarter of what the tail rate
+    /// makes of their sizes: packets stamped in one receive batch.
+    pub tail_batched: f64,
+}
+
+/// The shape of one train; `None` with fewer than 8 received packets, a
+/// lost first packet, or no time span in the tail.
+pub fn train_shape(stream: &ProbeStream) -> Option<TrainShape> {
+    let p = &stream.packets;
+    let r0 = p.first()?.recv_ns?;
+    // (bytes through this packet, receive time relative to the first)
+    let mut points: Vec<(f64, f64)> = Vec::with_capacity(p.len());
+    let mut cum = 0.0;
+    for k in p {
+        if let Some(r) = k.recv_ns {
+            cum += k.size_bytes as f64;
+            points.push((cum, (r as i128 - r0 as i128) as f64));
+        }
+    }
+    if points.len() < 8 {
+        return None;
+    }
+    let tail = &points[points.len() / 2..];
+    let n = tail.len() as f64;
+    let mx = tail.iter().map(|q| q.0).sum::<f64>() / n;
+    let my = tail.iter().map(|q| q.1).sum::<f64>() / n;
+    let sxy: f64 = tail.iter().map(|q| (q.0 - mx) * (q.1 - my)).sum();
+    let sxx: f64 = tail.iter().map(|q| (q.0 - mx).powi(2)).sum();
+    let ns_per_byte = sxy / sxx;
+    if !(ns_per_byte > 0.0 && ns_per_byte.is_finite()) {
+        return None;
+    }
+    // Excess of packets i..=j: E_j - E_i + size_i with E as below; the
+    // head may start at any of the first four packets (a sender that
+    // stalls after its first packet delays the rest, and the bucket
+    // refills meanwhile).
+    let e: Vec<f64> = points.iter().map(|q| q.0 - q.1 / ns_per_byte).collect();
+    let size_at = |k: usize| points[k].0 - if k == 0 { 0.0 } else { points[k - 1].0 };
+    let mut best = (f64::NEG_INFINITY, 0, 0);
+    for i in 0..4.min(points.len()) {
+        for j in i..points.len() {
+            let x = e[j] - e[i] + size_at(i);
+            if x > best.0 {
+                best = (x, i, j);
+            }
+        }
+    }
+    let (burst_bytes, start, _) = best;
+    let knee = (start..points.len())
+        .find(|&j| e[j] - e[start] + size_at(start) >= burst_bytes - 0.5 * size_at(start))
+        .unwrap_or(start);
+    let span = points[knee].1 - points[start].1;
+    let head_rate_bps =
+        (knee > start && span > 0.0).then(|| (points[knee].0 - points[start].0) * 8e9 / span);
+    let mut jitter: Vec<f64> = tail
+        .windows(2)
+        .map(|w| ((w[1].1 - w[0].1) - (w[1].0 - w[0].0) * ns_per_byte).abs())
+        .collect();
+    let batched = tail
+        .windows(2)
+        .filter(|w| w[1].1 - w[0].1 < 0.25 * (w[1].0 - w[0].0) * ns_per_byte)
+        .count() as f64
+        / (tail.len() - 1) as f64;
+    Some(TrainShape {
+        tail_rate_bps: 8e9 / ns_per_byte,
+        head_rate_bps,
+        burst_bytes,
+        size_bytes: p[0].size_bytes,
+        tail_jitter_ns: percentile(&mut jitter, 0.9),
+        tail_batched: batched,
+    })
+}
+
+/// A shaper found in most trains.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shaper {
+    /// Median tail rate of the shaped trains: the token rate less what
+    /// cross traffic through the shaper took (a dispersion rate, at most
+    /// the token rate), bit/s.
+    pub rate_bps: f64,
+    pub low_bps: f64,
+    pub high_bps: f64,
+    /// Median bytes that passed on the bucket.
+    pub bucket_bytes: f64,
+    /// Median head rate: how fast packets arrive while the bucket lasts
+    /// (the sender or the line), bit/s.
+    pub head_rate_bps: f64,
+    /// Median of the shaped trains' tail jitter (90th percentile of each
+    /// train's gap error): how exactly the shaper paces, ns.
+    pub jitter_ns: f64,
+    pub trains_shaped: usize,
+    pub trains: usize,
+}
+
+/// A train is shaped when its head arrived at more than 1.4 times the
+/// tail's rate, more than 1.3 packets passed ahead of the tail rate, and
+/// under a quarter of its tail's gaps were batched (a receiver that
+/// stamps in batches makes any train look like a burst then a pause; a
+/// tbf whose timer woke late sends a few packets back to back, seen as
+/// 5-10 % of gaps); a path is
+/// when more than half of at least three trains are. Cross traffic or a
+/// receiver batch can fake one train's head, not most; a sender that
+/// stalls after the first packet hides one (seen on a 500 Mbit/s tbf:
+/// one train in three or four, first gap 44 us, then a burst).
+pub fn shaper_from_trains(shapes: &[TrainShape]) -> Option<Shaper> {
+    if shapes.len() < 3 {
+        return None;
+    }
+    let shaped: Vec<&TrainShape> = shapes
+        .iter()
+        .filter(|s| {
+            s.head_rate_bps.is_some_and(|h| h > 1.4 * s.tail_rate_bps)
+                && s.burst_bytes > 1.3 * s.size_bytes as f64
+                && s.tail_batched < 0.25
+        })
+        .collect();
+    if 2 * shaped.len() <= shapes.len() {
+        return None;
+    }
+    let mut rates: Vec<f64> = shaped.iter().map(|s| s.tail_rate_bps).collect();
+    let mut buckets: Vec<f64> = shaped.iter().map(|s| s.burst_bytes).collect();
+    let mut heads: Vec<f64> = shaped.iter().filter_map(|s| s.head_rate_bps).collect();
+    let mut jitter: Vec<f64> = shaped.iter().map(|s| s.tail_jitter_ns).collect();
+    Some(Shaper {
+        rate_bps: median(&mut rates),
+        low_bps: rates[0],
+        high_bps: rates[rates.len() - 1],
+        bucket_bytes: median(&mut buckets),
+        head_rate_bps: median(&mut heads),
+        jitter_ns: median(&mut jitter),
+        trains_shaped: shaped.len(),
+        trains: shapes.len(),
+    })
+}
+
+/// The `q` quantile (nearest rank) of a non-empty slice, sorted in place.
+fn percentile(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+    v.get(i).copied().unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::ProbePacket;
+
+    fn train(recv: &[i64]) -> ProbeStream {
+        ProbeStream::new(
+            0,
+            recv.iter()
+                .map(|&r| ProbePacket {
+                    size_bytes: 1000,
+                    send_ns: 0,
+                    recv_ns: Some(r),
+                })
+                .collect(),
+        )
+    }
+
+    /// 1000-byte packets through a 1 Gbit/s bucket (8000 ns per packet)
+    /// of 3000 bytes, sent 1000 ns apart: packets 0-2 pass on the bucket
+    /// (0, 1000, 2000; 250 tokens left at 2000, one per 8 ns coming in),
+    /// packet 3 waits for 750 more: 2000 + 750 x 8 = 8000, then every
+    /// 8000 ns. Excess: 1000, 2000 - 125, 3000 - 250, then 4000 - 1000
+    /// = 3000 for good: bucket 3000; the first within 500 of it is packet
+    /// 2, so the head is 2000 bytes in 2000 ns (8 Gbit/s).
+    #[test]
+    fn a_bucket_by_hand() {
+        let mut recv = vec![0, 1000, 2000];
+        recv.extend((0..13).map(|k| 8000 + 8000 * k));
+        let s = train_shape(&train(&recv)).unwrap();
+        assert!((s.tail_rate_bps - 1e9).abs() < 1.0, "{s:?}");
+        assert!((s.burst_bytes - 3000.0).abs() < 1e-6, "{s:?}");
+        assert!((s.head_rate_bps.unwrap() - 8e9).abs() < 1.0);
+        assert!(s.tail_jitter_ns.abs() < 1e-6);
+    }
+
+    /// A sender that stalls 30 us after packet 0 of the same train: the
+    /// bucket refills meanwhile (it was full anyway) and the rest passes
+    /// as before, 30 us later; the excess still peaks at the bucket.
+    #[test]
+    fn a_stalled_sender_does_not_hide_the_bucket() {
+        let mut recv = vec![0, 31_000, 32_000, 33_000];
+        recv.extend((0..12).map(|k| 33_000 + 6000 + 8000 * k));
+        let s = train_shape(&train(&recv)).unwrap();
+        assert!((s.tail_rate_bps - 1e9).abs() < 1.0, "{s:?}");
+        assert!(s.burst_bytes > 2000.0 && s.head_rate_bps.is_some(), "{s:?}");
+    }
+
+    /// The same packets on a 1 Gbit/s FIFO link: every gap 8000 ns, the
+    /// excess stays one packet, no head; not shaped.
+    #[test]
+    fn a_link_has_no_head() {
+        let recv: Vec<i64> = (0..16).map(|k| 8000 * k).collect();
+        let s = train_shape(&train(&recv)).unwrap();
+        assert_eq!(s.head_rate_bps, None);
+        assert!((s.burst_bytes - 1000.0).abs() < 1e-6);
+        assert_eq!(shaper_from_trains(&[s; 5]), None);
+    }
+
+    /// Three shaped trains of five: a shaper; two of four, or two of two:
+    /// not.
+    #[test]
+    fn most_trains_must_agree() {
+        let mut recv = vec![0, 1000, 2000];
+        recv.extend((0..13).map(|k| 8000 + 8000 * k));
+        let shaped = train_shape(&train(&recv)).unwrap();
+        let link = train_shape(&train(&(0..16).map(|k| 8000 * k).collect::<Vec<_>>())).unwrap();
+        let found = shaper_from_trains(&[shaped, link, link, shaped, shaped]).unwrap();
+        assert!((found.rate_bps - 1e9).abs() < 1.0);
+        assert!((found.bucket_bytes - 3000.0).abs() < 1e-6);
+        // Head gaps of 1000 ns: 8 Gbit/s while the bucket lasts.
+        assert!((found.head_rate_bps - 8e9).abs() < 1.0);
+        assert_eq!((found.trains_shaped, found.trains), (3, 5));
+        assert_eq!(shaper_from_trains(&[shaped, link, shaped, link]), None);
+        assert_eq!(shaper_from_trains(&[shaped, shaped]), None);
+    }
+
+    /// A receiver that stamps in batches every 40 us (five packets each,
+    /// 100 ns apart, the first alone): it has a "head", but four in five
+    /// of its tail's gaps are batched; not shaped.
+    #[test]
+    fn a_batching_receiver_is_not_a_shaper() {
+        let recv: Vec<i64> = (0..41)
+            .map(|k| {
+                if k == 0 {
+                    0
+                } else {
+                    40_000 * ((k - 1) / 5 + 1) + 100 * ((k - 1) % 5)
+                }
+            })
+            .collect();
+        let s = train_shape(&train(&recv)).unwrap();
+        assert!(s.tail_batched > 0.7, "{s:?}");
+        assert_eq!(shaper_from_trains(&[s; 5]), None);
+    }
+
+    #[test]
+    fn short_or_headless_trains_have_no_shape() {
+        assert_eq!(train_shape(&train(&[0, 1, 2, 3, 4, 5, 6])), None);
+        assert_eq!(train_shape(&train(&[5; 16])), None);
+        let mut t = train(&(0..16).map(|k| 8000 * k).collect::<Vec<_>>());
+        t.packets[0].recv_ns = None;
+        assert_eq!(train_shape(&t), None);
+    }
+}
