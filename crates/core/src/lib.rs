@@ -13,6 +13,8 @@
 //! - [`analysis`]: one entry point per method, as the CLI names them.
 //! - [`capacity`]: narrow-link capacity from packet pairs and trains
 //!   (Pathrate, CapProbe).
+//! - [`tcp`]: passive estimators on a TCP flow seen at its sender
+//!   (Westwood BE/RE/ERE, BBE loss discrimination and buffer, TCPProbe).
 //! - [`synth`]: closed-form streams with known answers, for tests and
 //!   benchmarks.
 
@@ -22,6 +24,7 @@ pub mod decision;
 pub mod smoothing;
 pub mod stream;
 pub mod synth;
+pub mod tcp;
 
 pub use analysis::{analyze, Analysis, AnalysisParams, Method};
 pub use decision::{Bound, Decision};

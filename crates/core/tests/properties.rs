@@ -397,3 +397,43 @@ proptest! {
         prop_assert_eq!(train_dispersion_bps(&mk(0), 500.0), train_dispersion_bps(&mk(offset), 500.0));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Any segment sequence (times out of order, wrapping sequence
+    /// numbers, bogus ACKs): the passive estimators never panic; levels
+    /// lie in [0, 1]; every loss event gets one verdict; the acknowledged
+    /// bytes add up to the last cumulative point.
+    #[test]
+    fn tcp_estimators_hold_on_any_segments(
+        segs in prop::collection::vec(
+            (0i64..10_000_000, any::<bool>(), any::<u32>(), any::<u32>(), 0u32..9000, any::<bool>()),
+            0..300,
+        ),
+    ) {
+        use tightlink_core::capacity::CapProbeParams;
+        use tightlink_core::tcp::{discriminate, replay, tcpprobe, westwood, BbeParams, Direction, Segment, WestwoodParams};
+        let segments: Vec<Segment> = segs.iter().enumerate().map(|(i, &(t, data, seq, ack, len, syn))| Segment {
+            t_ns: t,
+            direction: if data { Direction::Data } else { Direction::Ack },
+            seq,
+            ack,
+            has_ack: true,
+            syn,
+            fin: false,
+            payload_bytes: if data { len } else { 0 },
+            packet: i as u64 + 1,
+        }).collect();
+        let f = replay(&segments);
+        let acked: u64 = f.acks.iter().map(|a| a.acked_bytes).sum();
+        prop_assert_eq!(acked, f.acks.last().map_or(0, |a| a.ack));
+        let b = discriminate(&f, BbeParams::default());
+        prop_assert_eq!(b.verdicts.len(), f.losses.len());
+        prop_assert!(b.verdicts.iter().all(|v| (0.0..=1.0).contains(&v.level)));
+        prop_assert!(b.levels.iter().all(|(_, c)| c.is_none_or(|c| (0.0..=1.0).contains(&c))));
+        let w = westwood(&f, WestwoodParams::default());
+        prop_assert!(w.iter().all(|p| p.be_bps >= 0.0 && p.re_bps >= 0.0));
+        let _ = tcpprobe(&f, CapProbeParams::default());
+    }
+}

@@ -1,0 +1,331 @@
+//! Replays one TCP flow as its sender saw it: which bytes went out when,
+//! which ACKs came back when. What the TCPW-BBE estimators read (paper
+//! section 3.1: "RTT values determined at the sender preceding a packet
+//! loss"):
+//!
+//! - RTT samples: an ACK that moves the cumulative point onto the end of a
+//!   segment gives `ack time - send time` of that segment, unless any
+//!   segment it covers was retransmitted (Karn's rule: the ACK may answer
+//!   the retransmission). An ACK that covers several segments (delayed
+//!   ACKs) measures the newest of them.
+//! - Loss events: a data segment starting below the highest byte sent is
+//!   a retransmission; the first one starts a loss event that lasts until
+//!   the ACKs pass the highest byte sent when it began (one event per
+//!   window, as TCP reduces its window once per window).
+//! - ACK arrivals: the bytes each ACK newly acknowledges.
+
+/// Which way a segment went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Sender to receiver: data.
+    Data,
+    /// Receiver to sender: ACKs.
+    Ack,
+}
+
+/// One captured segment of the flow (a TCP header's fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub t_ns: i64,
+    pub direction: Direction,
+    pub seq: u32,
+    pub ack: u32,
+    /// Whether the ACK flag is set.
+    pub has_ack: bool,
+    pub syn: bool,
+    pub fin: bool,
+    pub payload_bytes: u32,
+    /// Position in the capture (1-based), for messages.
+    pub packet: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RttSample {
+    pub t_ns: i64,
+    pub rtt_ns: f64,
+}
+
+/// An ACK that moved the cumulative point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AckEvent {
+    pub t_ns: i64,
+    /// Bytes newly acknowledged.
+    pub acked_bytes: u64,
+    /// Cumulative point after it (bytes from the first data byte).
+    pub ack: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LossEvent {
+    /// Time of the first retransmission of the event.
+    pub t_ns: i64,
+    /// Segments retransmitted during the event.
+    pub segments: usize,
+    pub bytes: u64,
+    /// The last RTT sample before the event, if any.
+    pub rtt_before_ns: Option<f64>,
+}
+
+/// A data segment as sent: (end offset, first send time, retransmitted).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sent {
+    pub start: u64,
+    pub end: u64,
+    pub t_ns: i64,
+    pub payload_bytes: u32,
+    pub retransmitted: bool,
+}
+
+/// Everything the estimators read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Flow {
+    pub rtt: Vec<RttSample>,
+    pub acks: Vec<AckEvent>,
+    pub losses: Vec<LossEvent>,
+    /// Data segments in first-send order.
+    pub sent: Vec<Sent>,
+    /// ACK arrivals: (time, cumulative point), every ACK including
+    /// duplicates, in order.
+    pub ack_arrivals: Vec<(i64, u64)>,
+    pub data_bytes: u64,
+    pub retransmitted_segments: usize,
+    pub first_ns: i64,
+    pub last_ns: i64,
+}
+
+/// Sequence numbers as offsets from a base, across wrap-around (a flow
+/// moves less than 2 GB between two segments of one direction).
+#[derive(Debug, Clone, Copy)]
+struct Unwrap {
+    base: u32,
+    last: u64,
+}
+
+impl Unwrap {
+    fn new(base: u32) -> Self {
+        Unwrap { base, last: 0 }
+    }
+
+    fn offset(&mut self, seq: u32) -> u64 {
+        let rel = seq.wrapping_sub(self.base);
+        let last_rel = self.last as u32;
+        let delta = rel.wrapping_sub(last_rel) as i32 as i64;
+        let v = (self.last as i64 + delta).max(0) as u64;
+        self.last = self.last.max(v);
+        v
+    }
+}
+
+/// Replays `segments` (capture order) of one flow seen at its sender.
+pub fn replay(segments: &[Segment]) -> Flow {
+    let mut flow = Flow {
+        first_ns: segments.first().map_or(0, |s| s.t_ns),
+        last_ns: segments.last().map_or(0, |s| s.t_ns),
+        ..Flow::default()
+    };
+    // The first data byte: after the SYN if we saw it, else the first
+    // data segment's sequence number.
+    let base = segments
+        .iter()
+        .find(|s| s.direction == Direction::Data && (s.syn || s.payload_bytes > 0))
+        .map(|s| if s.syn { s.seq.wrapping_add(1) } else { s.seq });
+    let Some(base) = base else {
+        return flow;
+    };
+    let mut seq_u = Unwrap::new(base);
+    let mut ack_u = Unwrap::new(base);
+    // Sent segments by end offset, for RTT samples.
+    let mut by_end: std::collections::BTreeMap<u64, usize> = Default::default();
+    let mut snd_nxt = 0u64;
+    let mut snd_una = 0u64;
+    let mut recovery_until: Option<u64> = None;
+    for s in segments {
+        match s.direction {
+            Direction::Data => {
+                if s.syn || s.payload_bytes == 0 {
+                    continue;
+                }
+                let start = seq_u.offset(s.seq);
+                let end = start + s.payload_bytes as u64;
+                if start < snd_nxt {
+                    // A retransmission (of bytes sent before).
+                    flow.retransmitted_segments += 1;
+                    for (_, &i) in by_end.range(start + 1..=end.min(snd_nxt)) {
+                        flow.sent[i].retransmitted = true;
+                    }
+                    match (recovery_until, flow.losses.last_mut()) {
+                        (Some(r), Some(l)) if snd_una < r => {
+                            l.segments += 1;
+                            l.bytes += s.payload_bytes as u64;
+                        }
+                        _ => {
+                            recovery_until = Some(snd_nxt);
+                            flow.losses.push(LossEvent {
+                                t_ns: s.t_ns,
+                                segments: 1,
+                                bytes: s.payload_bytes as u64,
+                                rtt_before_ns: flow.rtt.last().map(|r| r.rtt_ns),
+                            });
+                        }
+                    }
+                    if end > snd_nxt {
+                        snd_nxt = end;
+                    }
+                } else {
+                    by_end.insert(end, flow.sent.len());
+                    flow.sent.push(Sent {
+                        start,
+                        end,
+                        t_ns: s.t_ns,
+                        payload_bytes: s.payload_bytes,
+                        retransmitted: false,
+                    });
+                    flow.data_bytes += s.payload_bytes as u64;
+                    snd_nxt = end;
+                }
+            }
+            Direction::Ack => {
+                if !s.has_ack || s.syn {
+                    continue;
+                }
+                let ack = ack_u.offset(s.ack);
+                flow.ack_arrivals.push((s.t_ns, ack));
+                if ack <= snd_una {
+                    continue;
+                }
+                flow.acks.push(AckEvent {
+                    t_ns: s.t_ns,
+                    acked_bytes: ack - snd_una,
+                    ack,
+                });
+                snd_una = ack;
+                // Karn: the newest segment the ACK covers, if nothing it
+                // covers was sent twice.
+                let clean = by_end
+                    .range(..=ack)
+                    .all(|(_, &i)| !flow.sent[i].retransmitted);
+                if let Some((_, &i)) = by_end.range(..=ack).next_back() {
+                    let seg = flow.sent[i];
+                    if clean && seg.end == ack {
+                        flow.rtt.push(RttSample {
+                            t_ns: s.t_ns,
+                            rtt_ns: (s.t_ns as i128 - seg.t_ns as i128) as f64,
+                        });
+                    }
+                }
+                // Segments wholly acknowledged are done with.
+                let done: Vec<u64> = by_end.range(..=ack).map(|(&e, _)| e).collect();
+                for e in done {
+                    by_end.remove(&e);
+                }
+                if recovery_until.is_some_and(|r| snd_una >= r) {
+                    recovery_until = None;
+                }
+            }
+        }
+    }
+    flow
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn data(t_us: i64, seq: u32, len: u32) -> Segment {
+        Segment {
+            t_ns: t_us * 1000,
+            direction: Direction::Data,
+            seq,
+            ack: 1,
+            has_ack: true,
+            syn: false,
+            fin: false,
+            payload_bytes: len,
+            packet: 0,
+        }
+    }
+
+    pub fn ack(t_us: i64, ack: u32) -> Segment {
+        Segment {
+            t_ns: t_us * 1000,
+            direction: Direction::Ack,
+            seq: 1,
+            ack,
+            has_ack: true,
+            syn: false,
+            fin: false,
+            payload_bytes: 0,
+            packet: 0,
+        }
+    }
+
+    /// Four 1000-byte segments from sequence 1000 at 0, 10, 20, 30 us;
+    /// ACKs at 100 (2000: segment 0, RTT 100), 125 (4000: two segments,
+    /// the newest sent at 20, RTT 105), a duplicate at 130 (no sample),
+    /// 140 (5000: RTT 110).
+    #[test]
+    fn rtt_samples_by_hand() {
+        let segs = [
+            data(0, 1000, 1000),
+            data(10, 2000, 1000),
+            data(20, 3000, 1000),
+            data(30, 4000, 1000),
+            ack(100, 2000),
+            ack(125, 4000),
+            ack(130, 4000),
+            ack(140, 5000),
+        ];
+        let f = replay(&segs);
+        let rtts: Vec<f64> = f.rtt.iter().map(|r| r.rtt_ns / 1000.0).collect();
+        assert_eq!(rtts, vec![100.0, 105.0, 110.0]);
+        let acked: Vec<u64> = f.acks.iter().map(|a| a.acked_bytes).collect();
+        assert_eq!(acked, vec![1000, 2000, 1000]);
+        assert_eq!(f.ack_arrivals.len(), 4);
+        assert_eq!(f.data_bytes, 4000);
+        assert!(f.losses.is_empty());
+    }
+
+    /// Segment 1 (2000..3000) is lost: duplicate ACKs, then it is resent
+    /// at 200 us and again at 210 (one event, two segments); the event's
+    /// RTT before is the last sample (100 us); the ACK at 300 covers the
+    /// retransmitted segment and the one after: no sample from it (Karn).
+    /// A later retransmission starts a second event.
+    #[test]
+    fn loss_events_by_hand() {
+        let segs = [
+            data(0, 1000, 1000),
+            data(10, 2000, 1000),
+            data(20, 3000, 1000),
+            ack(100, 2000),
+            ack(130, 2000),
+            data(200, 2000, 1000),
+            data(210, 2000, 1000),
+            ack(300, 4000),
+            data(310, 4000, 1000),
+            data(320, 4000, 1000),
+        ];
+        let f = replay(&segs);
+        assert_eq!(f.losses.len(), 2);
+        assert_eq!(f.losses[0].segments, 2);
+        assert_eq!(f.losses[0].t_ns, 200_000);
+        assert_eq!(f.losses[0].rtt_before_ns, Some(100_000.0));
+        assert_eq!(f.rtt.len(), 1);
+        assert_eq!(f.retransmitted_segments, 3);
+        assert_eq!(f.losses[1].segments, 1);
+    }
+
+    /// Sequence numbers that wrap: base 4294967000, 1000-byte segments.
+    #[test]
+    fn sequence_wrap() {
+        let b = 4_294_967_000u32;
+        let segs = [
+            data(0, b, 1000),
+            data(10, b.wrapping_add(1000), 1000),
+            ack(100, b.wrapping_add(2000)),
+        ];
+        let f = replay(&segs);
+        assert_eq!(f.sent[1].end, 2000);
+        assert_eq!(f.acks[0].ack, 2000);
+        assert_eq!(f.rtt.len(), 1);
+    }
+}
