@@ -3,6 +3,7 @@
 //! probe, net, eval).
 
 mod analyze;
+mod analyze_tcp;
 mod capacity;
 mod cross;
 mod doctor;
@@ -39,6 +40,10 @@ enum Command {
     /// Analyze a recorded probe trace (format v1, plain or gzip): one
     /// decision or estimate per stream and method.
     Analyze(analyze::AnalyzeArgs),
+    /// Passive estimators on a TCP flow from a pcap/pcapng capture taken
+    /// at the sender: RTT, losses and their classes (congestion or
+    /// random), Westwood BE/RE/ERE, bottleneck buffer, TCPProbe capacity.
+    AnalyzeTcp(analyze_tcp::AnalyzeTcpArgs),
     /// Send probe streams through a simulated path and write them as a
     /// probe trace, with the ground truth per stream in a separate CSV.
     Simulate(simulate::SimulateArgs),
@@ -65,6 +70,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(args),
+        Command::AnalyzeTcp(args) => analyze_tcp::run(args),
         Command::Estimate(args) => estimate::run(args),
         Command::Capacity(args) => capacity::run(args),
         Command::Simulate(args) => simulate::run(args),

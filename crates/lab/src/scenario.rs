@@ -317,8 +317,11 @@ mod tests {
         for (name, _) in BUILT_IN {
             let s = Scenario::load(name).unwrap_or_else(|e| panic!("{e}"));
             assert!(!s.description.is_empty(), "{name} has no description");
-            // Inside the range this VM shapes precisely (BENCHMARKS.md).
-            assert!(s.hops.iter().all(|h| h.rate_bps <= 300e6), "{name}");
+            // Inside the range this VM shapes precisely (BENCHMARKS.md);
+            // shaper500 is issue 5's 500 Mbit/s capacity lab (its trains
+            // read 499-501 Mbit/s: README, Capacity).
+            let top = if *name == "shaper500" { 500e6 } else { 300e6 };
+            assert!(s.hops.iter().all(|h| h.rate_bps <= top), "{name}");
         }
     }
 

@@ -23,18 +23,20 @@ pub struct TcpProbeEstimate {
 pub fn ack_pairs(flow: &Flow) -> (Vec<PairSample>, usize) {
     let mut out = Vec::new();
     let mut seen = 0;
-    // Sent segments by end, never retransmitted.
-    let ends: std::collections::HashMap<u64, (i64, bool)> = flow
+    // Sent segments by end: (send time, retransmitted).
+    let ends: std::collections::BTreeMap<u64, (i64, bool)> = flow
         .sent
         .iter()
         .map(|s| (s.end, (s.t_ns, s.retransmitted)))
         .collect();
     for (i, w) in flow.acks.windows(2).enumerate() {
         let (a, b) = (w[0], w[1]);
-        let (Some(&(ta, ra)), Some(&(tb, rb))) = (ends.get(&a.ack), ends.get(&b.ack)) else {
+        let (Some(&(ta, ra)), Some(&(tb, _))) = (ends.get(&a.ack), ends.get(&b.ack)) else {
             continue;
         };
-        if ra || rb {
+        // Nothing either ACK covers was sent twice (a recovery's ACK
+        // spacing is not a dispersion).
+        if ra || ends.range(a.ack + 1..=b.ack).any(|(_, &(_, r))| r) {
             continue;
         }
         seen += 1;

@@ -1,0 +1,550 @@
+//! tightlink-capture: TCP flows from packet captures, for the passive
+//! estimators of `tightlink_core::tcp` (TCPW-BBE paper, sections 3-4).
+//!
+//! Reads pcap (micro- or nanosecond) and pcapng (any `if_tsresol`) with
+//! the `pcap-file` crate; link types Ethernet (with 802.1Q tags), Linux
+//! cooked (SLL, SLL2) and raw IP; IPv4 and IPv6 (no extension headers)
+//! carrying TCP. Every header is checked against what was captured: a
+//! packet whose IP or TCP header is cut short or inconsistent is an error
+//! naming its packet number, never skipped. Payload cut by the snap length
+//! is fine (lengths come from the IP header). Non-TCP packets are counted
+//! and left out.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::IpAddr;
+use std::path::Path;
+
+use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::DataLink;
+use tightlink_core::tcp::{Direction, Segment};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("{path}: {message}")]
+    File { path: String, message: String },
+    #[error("{path}: packet {packet}: {message}")]
+    Packet {
+        path: String,
+        packet: u64,
+        message: String,
+    },
+}
+
+/// One TCP packet of a capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpPacket {
+    /// Position in the capture, 1-based (as Wireshark numbers frames).
+    pub packet: u64,
+    pub t_ns: i64,
+    pub src: (IpAddr, u16),
+    pub dst: (IpAddr, u16),
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub payload_bytes: u32,
+}
+
+/// A capture's TCP packets and what else it held.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Capture {
+    pub tcp: Vec<TcpPacket>,
+    pub packets: u64,
+    pub non_tcp: u64,
+}
+
+/// One connection: both directions of a 4-tuple.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSummary {
+    /// The data sender's end and the receiver's end (the direction with
+    /// more payload bytes is data).
+    pub sender: (IpAddr, u16),
+    pub receiver: (IpAddr, u16),
+    pub packets: usize,
+    pub data_bytes: u64,
+}
+
+impl FlowSummary {
+    /// `SENDER_IP:PORT-RECEIVER_IP:PORT`, what `--flow` takes.
+    pub fn name(&self) -> String {
+        format!("{}-{}", endpoint(self.sender), endpoint(self.receiver))
+    }
+}
+
+fn endpoint((ip, port): (IpAddr, u16)) -> String {
+    match ip {
+        IpAddr::V4(a) => format!("{a}:{port}"),
+        IpAddr::V6(a) => format!("[{a}]:{port}"),
+    }
+}
+
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+
+/// Reads a pcap or pcapng file.
+pub fn read_capture(path: &Path) -> Result<Capture, CaptureError> {
+    let name = path.display().to_string();
+    let file_err = |m: String| CaptureError::File {
+        path: name.clone(),
+        message: m,
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| file_err(e.to_string()))?;
+    parse_capture(&bytes).map_err(|e| match e {
+        Fail::File(m) => file_err(m),
+        Fail::Packet(packet, message) => CaptureError::Packet {
+            path: name.clone(),
+            packet,
+            message,
+        },
+    })
+}
+
+enum Fail {
+    File(String),
+    Packet(u64, String),
+}
+
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
+fn parse_capture(bytes: &[u8]) -> Result<Capture, Fail> {
+    if bytes.len() < 4 {
+        return Err(Fail::File("too short for a capture file".into()));
+    }
+    let mut cap = Capture::default();
+    if bytes[..4] == PCAPNG_MAGIC {
+        let mut r = PcapNgReader::new(bytes).map_err(|e| Fail::File(format!("pcapng: {e}")))?;
+        // (link type, if_tsresol) per interface, in order of description.
+        let mut ifaces: Vec<(DataLink, u8)> = Vec::new();
+        while let Some(block) = r.next_block() {
+            let block = block.map_err(|e| {
+                Fail::Packet(cap.packets + 1, format!("unreadable pcapng block: {e}"))
+            })?;
+            let epb = match block {
+                Block::SectionHeader(_) => {
+                    ifaces.clear();
+                    continue;
+                }
+                Block::InterfaceDescription(idb) => {
+                    let resol = idb
+                        .options
+                        .iter()
+                        .find_map(|o| match o {
+                            InterfaceDescriptionOption::IfTsResol(v) => Some(*v),
+                            _ => None,
+                        })
+                        .unwrap_or(6);
+                    ifaces.push((idb.linktype, resol));
+                    continue;
+                }
+                Block::EnhancedPacket(epb) => epb,
+                _ => continue,
+            };
+            cap.packets += 1;
+            let &(link, resol) = ifaces.get(epb.interface_id as usize).ok_or_else(|| {
+                Fail::Packet(
+                    cap.packets,
+                    format!("no interface {} described", epb.interface_id),
+                )
+            })?;
+            // pcap-file hands the raw tick count over as nanoseconds.
+            let t_ns = ticks_to_ns(epb.timestamp.as_nanos(), resol)
+                .ok_or_else(|| Fail::Packet(cap.packets, "timestamp out of range".into()))?;
+            decode(&mut cap, link, &epb.data, t_ns)?;
+        }
+    } else {
+        let mut r = PcapReader::new(bytes)
+            .map_err(|e| Fail::File(format!("neither pcap nor pcapng ({e})")))?;
+        let link = r.header().datalink;
+        while let Some(p) = r.next_packet() {
+            let p = p.map_err(|e| {
+                Fail::Packet(cap.packets + 1, format!("truncated or corrupt record: {e}"))
+            })?;
+            cap.packets += 1;
+            let t_ns = i64::try_from(p.timestamp.as_nanos())
+                .map_err(|_| Fail::Packet(cap.packets, "timestamp out of range".into()))?;
+            decode(&mut cap, link, &p.data, t_ns)?;
+        }
+    }
+    Ok(cap)
+}
+
+/// pcapng ticks at `if_tsresol` (high bit clear: 10^-v s; set: 2^-v s).
+fn ticks_to_ns(ticks: u128, resol: u8) -> Option<i64> {
+    let ns = if resol & 0x80 == 0 {
+        let v = resol as u32;
+        if v <= 9 {
+            ticks.checked_mul(10u128.pow(9 - v))?
+        } else {
+            ticks / 10u128.checked_pow(v - 9)?
+        }
+    } else {
+        let v = (resol & 0x7f) as u32;
+        ticks.checked_mul(1_000_000_000)? >> v.min(127)
+    };
+    i64::try_from(ns).ok()
+}
+
+fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(), Fail> {
+    let n = cap.packets;
+    let bad = |m: String| Fail::Packet(n, m);
+    let (ethertype, ip) = match link {
+        DataLink::ETHERNET => {
+            if data.len() < 14 {
+                return Err(bad(format!("Ethernet header cut at {} bytes", data.len())));
+            }
+            let mut et = u16::from_be_bytes([data[12], data[13]]);
+            let mut off = 14;
+            while et == 0x8100 || et == 0x88a8 {
+                if data.len() < off + 4 {
+                    return Err(bad("VLAN tag cut short".into()));
+                }
+                et = u16::from_be_bytes([data[off + 2], data[off + 3]]);
+                off += 4;
+            }
+            (et, &data[off..])
+        }
+        DataLink::LINUX_SLL => {
+            if data.len() < 16 {
+                return Err(bad(format!(
+                    "Linux cooked header cut at {} bytes",
+                    data.len()
+                )));
+            }
+            (u16::from_be_bytes([data[14], data[15]]), &data[16..])
+        }
+        DataLink::LINUX_SLL2 => {
+            if data.len() < 20 {
+                return Err(bad(format!(
+                    "Linux cooked v2 header cut at {} bytes",
+                    data.len()
+                )));
+            }
+            (u16::from_be_bytes([data[0], data[1]]), &data[20..])
+        }
+        DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => match data.first().map(|b| b >> 4) {
+            Some(4) => (0x0800, data),
+            Some(6) => (0x86dd, data),
+            _ => {
+                cap.non_tcp += 1;
+                return Ok(());
+            }
+        },
+        other => {
+            return Err(Fail::File(format!(
+                "link type {other:?} is not supported (Ethernet, Linux cooked, raw IP are)"
+            )))
+        }
+    };
+    let (src, dst, tcp, ip_payload_len) = match ethertype {
+        0x0800 => {
+            if ip.len() < 20 {
+                return Err(bad(format!("IPv4 header cut at {} bytes", ip.len())));
+            }
+            if ip[0] >> 4 != 4 {
+                return Err(bad(format!("IPv4 version field is {}", ip[0] >> 4)));
+            }
+            let ihl = (ip[0] & 0x0f) as usize * 4;
+            let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+            if ihl < 20 || total < ihl {
+                return Err(bad(format!(
+                    "IPv4 header length {ihl} / total length {total} inconsistent"
+                )));
+            }
+            if ip[9] != 6 {
+                cap.non_tcp += 1;
+                return Ok(());
+            }
+            let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
+            if frag != 0 {
+                // A later fragment carries no TCP header.
+                cap.non_tcp += 1;
+                return Ok(());
+            }
+            if ip.len() < ihl {
+                return Err(bad(format!(
+                    "IPv4 options cut at {} of {ihl} bytes",
+                    ip.len()
+                )));
+            }
+            let s = IpAddr::from([ip[12], ip[13], ip[14], ip[15]]);
+            let d = IpAddr::from([ip[16], ip[17], ip[18], ip[19]]);
+            (s, d, &ip[ihl..], total - ihl)
+        }
+        0x86dd => {
+            if ip.len() < 40 {
+                return Err(bad(format!("IPv6 header cut at {} bytes", ip.len())));
+            }
+            if ip[6] != 6 {
+                cap.non_tcp += 1;
+                return Ok(());
+            }
+            let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
+            let s: [u8; 16] = ip[8..24].try_into().expect("16 bytes");
+            let d: [u8; 16] = ip[24..40].try_into().expect("16 bytes");
+            (IpAddr::from(s), IpAddr::from(d), &ip[40..], plen)
+        }
+        _ => {
+            cap.non_tcp += 1;
+            return Ok(());
+        }
+    };
+    if tcp.len() < 20 {
+        return Err(bad(format!("TCP header cut at {} bytes", tcp.len())));
+    }
+    let data_off = (tcp[12] >> 4) as usize * 4;
+    if data_off < 20 || data_off > ip_payload_len {
+        return Err(bad(format!(
+            "TCP data offset {data_off} inconsistent with {ip_payload_len} bytes of IP payload"
+        )));
+    }
+    cap.tcp.push(TcpPacket {
+        packet: n,
+        t_ns,
+        src: (src, u16::from_be_bytes([tcp[0], tcp[1]])),
+        dst: (dst, u16::from_be_bytes([tcp[2], tcp[3]])),
+        seq: u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]),
+        ack: u32::from_be_bytes([tcp[8], tcp[9], tcp[10], tcp[11]]),
+        flags: tcp[13],
+        payload_bytes: (ip_payload_len - data_off) as u32,
+    });
+    Ok(())
+}
+
+type Key = ((IpAddr, u16), (IpAddr, u16));
+
+fn key(p: &TcpPacket) -> Key {
+    if p.src <= p.dst {
+        (p.src, p.dst)
+    } else {
+        (p.dst, p.src)
+    }
+}
+
+/// The capture's connections, most data first.
+pub fn flows(cap: &Capture) -> Vec<FlowSummary> {
+    // key -> (packets, bytes from the lower end, bytes from the higher)
+    let mut m: HashMap<Key, (usize, u64, u64)> = HashMap::new();
+    let mut order: Vec<Key> = Vec::new();
+    for p in &cap.tcp {
+        let k = key(p);
+        let e = m.entry(k).or_insert_with(|| {
+            order.push(k);
+            (0, 0, 0)
+        });
+        e.0 += 1;
+        if p.src == k.0 {
+            e.1 += p.payload_bytes as u64;
+        } else {
+            e.2 += p.payload_bytes as u64;
+        }
+    }
+    let mut out: Vec<FlowSummary> = order
+        .into_iter()
+        .map(|k| {
+            let (packets, lo, hi) = m[&k];
+            let (sender, receiver, data_bytes) = if lo >= hi {
+                (k.0, k.1, lo)
+            } else {
+                (k.1, k.0, hi)
+            };
+            FlowSummary {
+                sender,
+                receiver,
+                packets,
+                data_bytes,
+            }
+        })
+        .collect();
+    out.sort_by_key(|f| std::cmp::Reverse(f.data_bytes));
+    out
+}
+
+/// The segments of one flow, as the estimators take them.
+pub fn segments(cap: &Capture, flow: &FlowSummary) -> Vec<Segment> {
+    cap.tcp
+        .iter()
+        .filter(|p| {
+            (p.src == flow.sender && p.dst == flow.receiver)
+                || (p.src == flow.receiver && p.dst == flow.sender)
+        })
+        .map(|p| Segment {
+            t_ns: p.t_ns,
+            direction: if p.src == flow.sender {
+                Direction::Data
+            } else {
+                Direction::Ack
+            },
+            seq: p.seq,
+            ack: p.ack,
+            has_ack: p.flags & ACK != 0,
+            syn: p.flags & SYN != 0,
+            fin: p.flags & FIN != 0,
+            payload_bytes: p.payload_bytes,
+            packet: p.packet,
+        })
+        .collect()
+}
+
+/// Finds `--flow NAME` (as [`FlowSummary::name`] prints it, either
+/// direction) or `--flow N` (1-based rank by data bytes).
+pub fn find_flow<'a>(flows: &'a [FlowSummary], sel: &str) -> Option<&'a FlowSummary> {
+    if let Ok(n) = sel.parse::<usize>() {
+        return n.checked_sub(1).and_then(|i| flows.get(i));
+    }
+    flows.iter().find(|f| {
+        f.name() == sel || format!("{}-{}", endpoint(f.receiver), endpoint(f.sender)) == sel
+    })
+}
+
+/// Writes a pcap (nanosecond, Ethernet) file of IPv4/TCP packets, for
+/// tests and examples: `(t_ns, src, dst, seq, ack, flags, payload)`.
+pub mod write {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    use pcap_file::{DataLink, TsResolution};
+    use std::time::Duration;
+
+    #[derive(Debug, Clone, Copy)]
+    pub struct Tcp4 {
+        pub t_ns: u64,
+        pub src: ([u8; 4], u16),
+        pub dst: ([u8; 4], u16),
+        pub seq: u32,
+        pub ack: u32,
+        pub flags: u8,
+        pub payload_bytes: u16,
+    }
+
+    /// The frame for one packet (payload zeros, not captured past 64
+    /// bytes of it: lengths come from the IP header).
+    pub fn frame(p: &Tcp4) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend([0x08, 0x00]);
+        let total = 20 + 20 + p.payload_bytes;
+        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip.extend(p.src.0);
+        ip.extend(p.dst.0);
+        f.extend(ip);
+        f.extend(p.src.1.to_be_bytes());
+        f.extend(p.dst.1.to_be_bytes());
+        f.extend(p.seq.to_be_bytes());
+        f.extend(p.ack.to_be_bytes());
+        f.extend([0x50, p.flags, 0xff, 0xff, 0, 0, 0, 0]);
+        f.extend(std::iter::repeat_n(0u8, p.payload_bytes.min(64) as usize));
+        f
+    }
+
+    pub fn pcap(packets: &[Tcp4]) -> Vec<u8> {
+        let header = PcapHeader {
+            datalink: DataLink::ETHERNET,
+            ts_resolution: TsResolution::NanoSecond,
+            ..PcapHeader::default()
+        };
+        let mut w = PcapWriter::with_header(Vec::new(), header).expect("in memory");
+        for p in packets {
+            let f = frame(p);
+            let orig = f.len() as u32 + p.payload_bytes.saturating_sub(64) as u32;
+            w.write_packet(&PcapPacket::new(Duration::from_nanos(p.t_ns), orig, &f))
+                .expect("in memory");
+        }
+        w.into_writer()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write::{pcap, Tcp4};
+    use super::*;
+
+    fn pkt(t_ns: u64, from_sender: bool, seq: u32, ack: u32, len: u16) -> Tcp4 {
+        let (a, b) = (([10, 0, 0, 1], 40000), ([10, 0, 0, 2], 5201));
+        Tcp4 {
+            t_ns,
+            src: if from_sender { a } else { b },
+            dst: if from_sender { b } else { a },
+            seq,
+            ack,
+            flags: 0x10,
+            payload_bytes: len,
+        }
+    }
+
+    /// Two data segments of 1448 bytes and one ACK: one flow, 10.0.0.1
+    /// sends 2896 bytes; the segments come out in order with directions,
+    /// lengths from the IP header (the capture holds 64 bytes of each
+    /// payload), times in ns.
+    #[test]
+    fn a_flow_by_hand() {
+        let bytes = pcap(&[
+            pkt(1_000, true, 100, 1, 1448),
+            pkt(2_000, true, 1548, 1, 1448),
+            pkt(90_000, false, 1, 2996, 0),
+        ]);
+        let cap = parse_capture(&bytes).ok().unwrap();
+        assert_eq!((cap.packets, cap.tcp.len(), cap.non_tcp), (3, 3, 0));
+        let f = flows(&cap);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].data_bytes, 2896);
+        assert_eq!(f[0].name(), "10.0.0.1:40000-10.0.0.2:5201");
+        assert_eq!(find_flow(&f, "1"), Some(&f[0]));
+        assert_eq!(find_flow(&f, "10.0.0.2:5201-10.0.0.1:40000"), Some(&f[0]));
+        assert_eq!(find_flow(&f, "2"), None);
+        let s = segments(&cap, &f[0]);
+        assert_eq!(s[1].payload_bytes, 1448);
+        assert_eq!(s[2].direction, Direction::Ack);
+        assert_eq!((s[2].t_ns, s[2].ack, s[2].packet), (90_000, 2996, 3));
+    }
+
+    /// A record cut inside its TCP header names packet 2; a bad IP header
+    /// length names its packet too; garbage is neither pcap nor pcapng.
+    #[test]
+    fn broken_captures_name_the_packet() {
+        let good = pkt(1_000, true, 100, 1, 10);
+        // Packet 2 captured only 40 bytes: Ethernet + IPv4 + 6 of TCP.
+        let mut w = pcap_file::pcap::PcapWriter::new(Vec::new()).unwrap();
+        for (i, f) in [
+            super::write::frame(&good),
+            super::write::frame(&good)[..40].to_vec(),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let t = std::time::Duration::from_micros(i as u64);
+            w.write_packet(&pcap_file::pcap::PcapPacket::new(t, 64, f))
+                .unwrap();
+        }
+        match parse_capture(&w.into_writer()) {
+            Err(Fail::Packet(2, m)) => assert!(m.contains("TCP header cut at 6"), "{m}"),
+            _ => panic!("expected packet 2 to fail"),
+        }
+        let mut bad_ihl = pcap(&[good]);
+        let ip0 = 24 + 16 + 14;
+        bad_ihl[ip0] = 0x43; // IHL 12 bytes
+        assert!(
+            matches!(parse_capture(&bad_ihl), Err(Fail::Packet(1, m)) if m.contains("IPv4 header length"))
+        );
+        assert!(
+            matches!(parse_capture(b"hello world!"), Err(Fail::File(m)) if m.contains("neither"))
+        );
+        // A record header promising more than the file holds.
+        let mut short = pcap(&[good]);
+        short.truncate(short.len() - 5);
+        assert!(
+            matches!(parse_capture(&short), Err(Fail::Packet(1, m)) if m.contains("truncated"))
+        );
+    }
+
+    #[test]
+    fn pcapng_resolutions() {
+        assert_eq!(ticks_to_ns(1_500_000, 6), Some(1_500_000_000));
+        assert_eq!(ticks_to_ns(7, 9), Some(7));
+        assert_eq!(ticks_to_ns(1 << 30, 0x80 | 30), Some(1_000_000_000));
+        assert_eq!(ticks_to_ns(u128::MAX, 6), None);
+    }
+}
