@@ -433,12 +433,22 @@ pub fn shaper_note(s: &Shaper) -> String {
     )
 }
 
-/// The plan for pair streams after the shaper check.
-fn pair_plan(shaper: Option<&Shaper>, p: &CapacityParams, max: f64) -> PairPlan {
-    match shaper {
+/// The shaper check both methods start with: `n` trains, the shaper they
+/// show, and the plan for pair streams that follows from it.
+fn shaper_check(
+    c: &mut Counter,
+    n: usize,
+    p: &CapacityParams,
+    max: f64,
+) -> Result<(Trains, Option<Shaper>, PairPlan), ChannelError> {
+    let mut trains = Trains::default();
+    trains.send(c, n, p, max)?;
+    let shaper = trains.shaper();
+    let plan = match &shaper {
         Some(s) => PairPlan::behind_bucket(s, p.size_bytes, max, p.pair_load),
         None => PairPlan::plain(max, p.pair_load),
-    }
+    };
+    Ok((trains, shaper, plan))
 }
 
 pub fn run_pathrate(
@@ -447,10 +457,8 @@ pub fn run_pathrate(
 ) -> Result<CapacityReport, ChannelError> {
     let max = channel.max_rate_bps();
     let mut c = Counter::new(channel);
-    let mut trains = Trains::default();
-    trains.send(&mut c, p.shaper_trains.min(p.trains), &p, max)?;
-    let shaper = trains.shaper();
-    let mut plan = pair_plan(shaper.as_ref(), &p, max);
+    let (mut trains, shaper, mut plan) =
+        shaper_check(&mut c, p.shaper_trains.min(p.trains), &p, max)?;
     let sizes = [p.size_bytes / 2, p.size_bytes * 3 / 4, p.size_bytes];
     let mut pairs = Pairs::default();
     let mut stop = "phase II";
@@ -518,10 +526,7 @@ pub fn run_capprobe(
 ) -> Result<CapacityReport, ChannelError> {
     let max = channel.max_rate_bps();
     let mut c = Counter::new(channel);
-    let mut trains = Trains::default();
-    trains.send(&mut c, p.shaper_trains, &p, max)?;
-    let shaper = trains.shaper();
-    let mut plan = pair_plan(shaper.as_ref(), &p, max);
+    let (trains, shaper, mut plan) = shaper_check(&mut c, p.shaper_trains, &p, max)?;
     // The smaller size is 3/5 of the larger, not 1/2: with 1/2, a pair
     // of each size with one and two cross packets between them (of the
     // size of the small probe's third) read the same wrong figure and

@@ -116,14 +116,20 @@ pub fn discriminate(flow: &Flow, p: BbeParams) -> Bbe {
     let mut min: Option<f64> = None;
     let mut cong: Option<f64> = None;
     let mut rtt_i = 0;
-    for loss in &flow.losses {
-        while rtt_i < flow.rtt.len() && flow.rtt[rtt_i].t_ns <= loss.t_ns {
+    // Takes in the RTT samples up to `until`: RTTmin and the level each
+    // sample had against the RTTcong known then.
+    let mut take_samples = |until: i64, min: &mut Option<f64>, cong: Option<f64>, out: &mut Bbe| {
+        while rtt_i < flow.rtt.len() && flow.rtt[rtt_i].t_ns <= until {
             let r = flow.rtt[rtt_i];
-            min = Some(min.map_or(r.rtt_ns, |m| m.min(r.rtt_ns)));
-            let c = cong.zip(min).map(|(c, m)| level(r.rtt_ns, m, c));
-            out.levels.push((r.t_ns, c));
+            let m = min.map_or(r.rtt_ns, |m| m.min(r.rtt_ns));
+            *min = Some(m);
+            out.levels
+                .push((r.t_ns, cong.map(|c| level(r.rtt_ns, m, c))));
             rtt_i += 1;
         }
+    };
+    for loss in &flow.losses {
+        take_samples(loss.t_ns, &mut min, cong, &mut out);
         let (lvl, class) = match (loss.rtt_before_ns, min, cong) {
             (Some(r), Some(m), Some(c)) => {
                 let l = level(r, m, c);
@@ -156,11 +162,7 @@ pub fn discriminate(flow: &Flow, p: BbeParams) -> Bbe {
             }
         }
     }
-    for r in &flow.rtt[rtt_i..] {
-        min = Some(min.map_or(r.rtt_ns, |m| m.min(r.rtt_ns)));
-        let c = cong.zip(min).map(|(c, m)| level(r.rtt_ns, m, c));
-        out.levels.push((r.t_ns, c));
-    }
+    take_samples(i64::MAX, &mut min, cong, &mut out);
     out.rtt_cong_ns = cong;
     out.rtt_min_ns = min;
     out
