@@ -45,6 +45,9 @@ pub struct TcpPacket {
     pub ack: u32,
     pub flags: u8,
     pub payload_bytes: u32,
+    /// IP packet length (header included) + 14, the Ethernet frame
+    /// without FCS, whatever link the capture was taken on.
+    pub frame_bytes: u32,
 }
 
 /// A capture's TCP packets and what else it held.
@@ -241,7 +244,7 @@ fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(
             )))
         }
     };
-    let (src, dst, tcp, ip_payload_len) = match ethertype {
+    let (src, dst, tcp, ip_payload_len, ip_header_len) = match ethertype {
         0x0800 => {
             if ip.len() < 20 {
                 return Err(bad(format!("IPv4 header cut at {} bytes", ip.len())));
@@ -274,7 +277,7 @@ fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(
             }
             let s = IpAddr::from([ip[12], ip[13], ip[14], ip[15]]);
             let d = IpAddr::from([ip[16], ip[17], ip[18], ip[19]]);
-            (s, d, &ip[ihl..], total - ihl)
+            (s, d, &ip[ihl..], total - ihl, ihl)
         }
         0x86dd => {
             if ip.len() < 40 {
@@ -287,7 +290,7 @@ fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(
             let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
             let s: [u8; 16] = ip[8..24].try_into().expect("16 bytes");
             let d: [u8; 16] = ip[24..40].try_into().expect("16 bytes");
-            (IpAddr::from(s), IpAddr::from(d), &ip[40..], plen)
+            (IpAddr::from(s), IpAddr::from(d), &ip[40..], plen, 40)
         }
         _ => {
             cap.non_tcp += 1;
@@ -312,6 +315,7 @@ fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(
         ack: u32::from_be_bytes([tcp[8], tcp[9], tcp[10], tcp[11]]),
         flags: tcp[13],
         payload_bytes: (ip_payload_len - data_off) as u32,
+        frame_bytes: (ip_header_len + ip_payload_len + 14) as u32,
     });
     Ok(())
 }
@@ -386,6 +390,7 @@ pub fn segments(cap: &Capture, flow: &FlowSummary) -> Vec<Segment> {
             syn: p.flags & SYN != 0,
             fin: p.flags & FIN != 0,
             payload_bytes: p.payload_bytes,
+            frame_bytes: p.frame_bytes,
             packet: p.packet,
         })
         .collect()

@@ -76,8 +76,17 @@ struct JsonReport<'a> {
     random_losses: usize,
     capacity_bps: Option<f64>,
     capacity_source: &'a str,
-    tcpprobe_pairs: usize,
-    tcpprobe_converged: bool,
+    /// ACK pairs offered (nothing resent under them).
+    ack_pairs_seen: usize,
+    /// CapProbe over the back-to-back pairs of the most common size.
+    back_to_back_pairs: usize,
+    back_to_back_bps: Option<f64>,
+    back_to_back_converged: bool,
+    /// The median (and quartiles) of the queued pairs of that size.
+    queued_pairs: usize,
+    queued_bps: Option<f64>,
+    queued_p25_bps: Option<f64>,
+    queued_p75_bps: Option<f64>,
     buffer_bytes: Option<f64>,
     buffer_delay_ms: Option<f64>,
     be_median_bps: Option<f64>,
@@ -157,7 +166,10 @@ pub fn run(a: AnalyzeTcpArgs) -> Result<()> {
     let r = analyze_flow(&segs, WestwoodParams::default(), bp);
     let (capacity, source) = match (capacity_flag, &r.tcpprobe) {
         (Some(c), _) => (Some(c), "--capacity"),
-        (None, Some(t)) => (Some(t.capprobe.capacity_bps), "tcpprobe"),
+        (None, Some(t)) => match t.capacity() {
+            Some((c, how)) => (Some(c), how),
+            None => (None, "none"),
+        },
         (None, None) => (None, "none"),
     };
     let j = json_report(&a, flow.name(), &r, capacity, source);
@@ -198,6 +210,8 @@ fn json_report<'a>(
     let duration = secs(f.last_ns).max(1e-9);
     let (cong, _) = r.bbe.count(LossClass::Congestion);
     let (random, _) = r.bbe.count(LossClass::Random);
+    let b2b = r.tcpprobe.and_then(|t| t.back_to_back);
+    let queued = r.tcpprobe.and_then(|t| t.queued);
     JsonReport {
         capture: a.capture.display().to_string(),
         flow: name,
@@ -215,8 +229,14 @@ fn json_report<'a>(
         random_losses: random,
         capacity_bps: capacity,
         capacity_source: source,
-        tcpprobe_pairs: r.tcpprobe.map_or(0, |t| t.capprobe.samples),
-        tcpprobe_converged: r.tcpprobe.is_some_and(|t| t.capprobe.converged),
+        ack_pairs_seen: r.tcpprobe.map_or(0, |t| t.pairs_seen),
+        back_to_back_pairs: b2b.map_or(0, |c| c.samples),
+        back_to_back_bps: b2b.map(|c| c.capacity_bps),
+        back_to_back_converged: b2b.is_some_and(|c| c.converged),
+        queued_pairs: queued.map_or(0, |q| q.pairs),
+        queued_bps: queued.map(|q| q.capacity_bps),
+        queued_p25_bps: queued.map(|q| q.p25_bps),
+        queued_p75_bps: queued.map(|q| q.p75_bps),
         buffer_bytes: capacity.and_then(|c| r.bbe.buffer_bytes(c)),
         buffer_delay_ms: r.bbe.buffer_delay_ns().map(ms),
         be_median_bps: median(r.timeline.iter().map(|p| p.be_bps).collect()),
@@ -280,26 +300,36 @@ fn print_summary(j: &JsonReport, packets: u64, n_flows: usize) {
         opt_ms(j.rtt_cong_ms)
     );
     match j.capacity_bps {
-        Some(c) => println!(
-            "capacity    {} ({}{})",
-            rate(c),
-            j.capacity_source,
-            if j.capacity_source == "tcpprobe" {
-                format!(
-                    ": minimum delay sum of {} ACK pairs, {}",
-                    j.tcpprobe_pairs,
-                    if j.tcpprobe_converged {
-                        "converged"
-                    } else {
-                        "not converged"
-                    }
-                )
-            } else {
-                String::new()
-            }
-        ),
+        Some(c) => println!("capacity    {} (from {})", rate(c), j.capacity_source),
         None => println!("capacity    none (no ACK pairs; give --capacity)"),
     }
+    println!(
+        "ack pairs   {} seen; queued: {}; back to back: {}",
+        j.ack_pairs_seen,
+        match (j.queued_bps, j.queued_p25_bps, j.queued_p75_bps) {
+            (Some(m), Some(lo), Some(hi)) => format!(
+                "median {} of {} (quartiles {} - {})",
+                rate(m),
+                j.queued_pairs,
+                rate(lo),
+                rate(hi)
+            ),
+            _ => "none".into(),
+        },
+        match j.back_to_back_bps {
+            Some(c) => format!(
+                "{} by CapProbe over {} ({})",
+                rate(c),
+                j.back_to_back_pairs,
+                if j.back_to_back_converged {
+                    "converged"
+                } else {
+                    "not converged"
+                }
+            ),
+            None => "none".into(),
+        }
+    );
     match (j.buffer_bytes, j.buffer_delay_ms) {
         (Some(b), Some(d)) => println!(
             "buffer      {:.1} KB ({d:.3} ms of queue before congestion losses at the capacity)",

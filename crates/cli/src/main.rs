@@ -67,6 +67,12 @@ enum Command {
 }
 
 fn main() {
+    // Output piped into `head` and the like: end quietly when the reader
+    // goes away (Rust ignores SIGPIPE, so println! would panic instead).
+    // SAFETY: setting a signal's disposition to default before any thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(args),

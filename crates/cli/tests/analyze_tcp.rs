@@ -44,9 +44,12 @@ fn seg(t_us: u64, data: bool, seq: u32, ack: u32, len: u16) -> Tcp4 {
 /// rest are duplicate ACKs, it is resent at 1000 us and the ACK at 1100
 /// covers everything. So: RTTmin 100 us, RTT before the loss 345 us
 /// (segment 49), one loss event, judged congestion (the first sets
-/// RTTcong), buffer delay 245 us; ACK pairs 9 us apart from data 4 us
-/// apart give 888.9 Mbit/s, the first pair (delay sum 100 + 105) the
-/// minimum, and the recovery's ACK is no pair.
+/// RTTcong), buffer delay 245 us. ACK pairs: 49 before the loss (the
+/// recovery's ACK is none), all back to back (data 4 us apart, ACKs 9);
+/// those whose second segment k waited >= 18 us over the minimum (5k >= 18,
+/// 46 pairs) are queued; each is one 1054-byte frame per 9 us = 936.9
+/// Mbit/s, which is the answer (queued pairs, >= 20 of them). CapProbe
+/// over the back-to-back ones agrees (first pair, delay sum 100 + 105).
 #[test]
 fn a_hand_made_flow() {
     let mut pkts = Vec::new();
@@ -77,11 +80,15 @@ fn a_hand_made_flow() {
     assert!((j["rtt_min_ms"].as_f64().unwrap() - 0.1).abs() < 1e-9);
     assert!((j["losses"][0]["rtt_before_ms"].as_f64().unwrap() - 0.345).abs() < 1e-9);
     assert!((j["buffer_delay_ms"].as_f64().unwrap() - 0.245).abs() < 1e-9);
-    assert_eq!(j["tcpprobe_converged"], true);
     let c = j["capacity_bps"].as_f64().unwrap();
-    assert!((c - 8000.0 / 9e-6).abs() < 1.0, "{c}");
-    assert_eq!(j["capacity_source"], "tcpprobe");
-    // Buffer = 245 us at 888.9 Mbit/s = 27 222 bytes.
+    assert!((c - 1054.0 * 8.0 / 9e-6).abs() < 1.0, "{c}");
+    assert_eq!(j["capacity_source"], "queued pairs");
+    assert_eq!(j["ack_pairs_seen"], 49);
+    assert_eq!(j["queued_pairs"], 46);
+    assert_eq!(j["back_to_back_pairs"], 49);
+    assert_eq!(j["back_to_back_converged"], true);
+    assert!((j["back_to_back_bps"].as_f64().unwrap() - c).abs() < 1.0);
+    // Buffer = 245 us at 936.9 Mbit/s = 28 692 bytes.
     assert!((j["buffer_bytes"].as_f64().unwrap() - 245e-6 * c / 8.0).abs() < 1e-6);
     let series = j["series"].as_array().unwrap();
     assert!(!series.is_empty());

@@ -423,6 +423,7 @@ proptest! {
             syn,
             fin: false,
             payload_bytes: if data { len } else { 0 },
+            frame_bytes: if data { len + 54 } else { 54 },
             packet: i as u64 + 1,
         }).collect();
         let f = replay(&segments);

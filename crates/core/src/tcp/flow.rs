@@ -35,6 +35,9 @@ pub struct Segment {
     pub syn: bool,
     pub fin: bool,
     pub payload_bytes: u32,
+    /// The packet on an Ethernet link: IP packet + 14-byte header, no FCS
+    /// (what tbf and htb count, and what a link serialises).
+    pub frame_bytes: u32,
     /// Position in the capture (1-based), for messages.
     pub packet: u64,
 }
@@ -73,6 +76,7 @@ pub struct Sent {
     pub end: u64,
     pub t_ns: i64,
     pub payload_bytes: u32,
+    pub frame_bytes: u32,
     pub retransmitted: bool,
 }
 
@@ -178,6 +182,7 @@ pub fn replay(segments: &[Segment]) -> Flow {
                         end,
                         t_ns: s.t_ns,
                         payload_bytes: s.payload_bytes,
+                        frame_bytes: s.frame_bytes,
                         retransmitted: false,
                     });
                     flow.data_bytes += s.payload_bytes as u64;
@@ -241,6 +246,8 @@ pub(crate) mod tests {
             syn: false,
             fin: false,
             payload_bytes: len,
+            // IPv4 + TCP without options + Ethernet.
+            frame_bytes: len + 54,
             packet: 0,
         }
     }
@@ -255,6 +262,7 @@ pub(crate) mod tests {
             syn: false,
             fin: false,
             payload_bytes: 0,
+            frame_bytes: 54,
             packet: 0,
         }
     }
