@@ -39,7 +39,7 @@ fn seg(t_us: u64, data: bool, seq: u32, ack: u32, len: u16) -> Tcp4 {
 }
 
 /// 1000-byte segments sent every 4 us, ACKed one each every 9 us from
-/// 100 us on (a bottleneck of 8000 bits / 9 us = 888.9 Mbit/s, its queue
+/// 100 us on (a bottleneck of one 1054-byte frame per 9 us, its queue
 /// growing: segment k's RTT is 100 + 5k us); segment 50 is lost: the
 /// rest are duplicate ACKs, it is resent at 1000 us and the ACK at 1100
 /// covers everything. So: RTTmin 100 us, RTT before the loss 345 us
