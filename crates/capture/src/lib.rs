@@ -9,6 +9,9 @@
 //! naming its packet number, never skipped. Payload cut by the snap length
 //! is fine (lengths come from the IP header). Non-TCP packets are counted
 //! and left out.
+//!
+//! [`live`] writes such captures itself (AF_PACKET), for machines without
+//! tcpdump.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -20,6 +23,8 @@ use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption
 use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::DataLink;
 use tightlink_core::tcp::{Direction, Segment};
+
+pub mod live;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
@@ -48,6 +53,9 @@ pub struct TcpPacket {
     /// IP packet length (header included) + 14, the Ethernet frame
     /// without FCS, whatever link the capture was taken on.
     pub frame_bytes: u32,
+    /// A D-SACK block (RFC 2883: the first SACK block below the ACK or
+    /// inside the second): data that arrived twice.
+    pub dsack: Option<(u32, u32)>,
 }
 
 /// A capture's TCP packets and what else it held.
@@ -163,15 +171,36 @@ fn parse_capture(bytes: &[u8]) -> Result<Capture, Fail> {
     } else {
         let mut r = PcapReader::new(bytes)
             .map_err(|e| Fail::File(format!("neither pcap nor pcapng ({e})")))?;
-        let link = r.header().datalink;
-        while let Some(p) = r.next_packet() {
+        let header = r.header();
+        let frac_ns: u64 = match header.ts_resolution {
+            pcap_file::TsResolution::MicroSecond => 1000,
+            pcap_file::TsResolution::NanoSecond => 1,
+        };
+        // Raw records, checked here: pcap-file's own check refuses a
+        // record whose original length exceeds the snap length, which is
+        // every full-size packet of a `tcpdump -s 96` capture.
+        while let Some(p) = r.next_raw_packet() {
             let p = p.map_err(|e| {
                 Fail::Packet(cap.packets + 1, format!("truncated or corrupt record: {e}"))
             })?;
             cap.packets += 1;
-            let t_ns = i64::try_from(p.timestamp.as_nanos())
-                .map_err(|_| Fail::Packet(cap.packets, "timestamp out of range".into()))?;
-            decode(&mut cap, link, &p.data, t_ns)?;
+            if p.incl_len > p.orig_len || p.incl_len > header.snaplen.max(65535) {
+                return Err(Fail::Packet(
+                    cap.packets,
+                    format!(
+                        "record keeps {} bytes of a {}-byte packet (snap length {})",
+                        p.incl_len, p.orig_len, header.snaplen
+                    ),
+                ));
+            }
+            if p.ts_frac as u64 * frac_ns >= 1_000_000_000 {
+                return Err(Fail::Packet(
+                    cap.packets,
+                    format!("timestamp fraction {} out of range", p.ts_frac),
+                ));
+            }
+            let t_ns = p.ts_sec as i64 * 1_000_000_000 + (p.ts_frac as u64 * frac_ns) as i64;
+            decode(&mut cap, header.datalink, &p.data, t_ns)?;
         }
     }
     Ok(cap)
@@ -306,18 +335,67 @@ fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(
             "TCP data offset {data_off} inconsistent with {ip_payload_len} bytes of IP payload"
         )));
     }
+    if tcp.len() < data_off {
+        return Err(bad(format!(
+            "TCP header cut at {} of its {data_off} bytes (capture with a larger snap length)",
+            tcp.len()
+        )));
+    }
+    let ack = u32::from_be_bytes([tcp[8], tcp[9], tcp[10], tcp[11]]);
+    let dsack = dsack_block(&tcp[20..data_off], ack);
     cap.tcp.push(TcpPacket {
         packet: n,
         t_ns,
         src: (src, u16::from_be_bytes([tcp[0], tcp[1]])),
         dst: (dst, u16::from_be_bytes([tcp[2], tcp[3]])),
         seq: u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]),
-        ack: u32::from_be_bytes([tcp[8], tcp[9], tcp[10], tcp[11]]),
+        ack,
         flags: tcp[13],
         payload_bytes: (ip_payload_len - data_off) as u32,
         frame_bytes: (ip_header_len + ip_payload_len + 14) as u32,
+        dsack,
     });
     Ok(())
+}
+
+/// The D-SACK block among TCP options, if any (RFC 2883 section 4: the
+/// first SACK block reports a duplicate when it lies below the cumulative
+/// ACK or inside the second block). Malformed options end the walk.
+fn dsack_block(options: &[u8], ack: u32) -> Option<(u32, u32)> {
+    let mut i = 0;
+    while i < options.len() {
+        match options[i] {
+            0 => return None,
+            1 => i += 1,
+            kind => {
+                let len = *options.get(i + 1)? as usize;
+                if len < 2 || i + len > options.len() {
+                    return None;
+                }
+                if kind == 5 && len >= 10 {
+                    let word = |o: usize| {
+                        u32::from_be_bytes([
+                            options[o],
+                            options[o + 1],
+                            options[o + 2],
+                            options[o + 3],
+                        ])
+                    };
+                    let (l1, r1) = (word(i + 2), word(i + 6));
+                    // Sequence comparisons modulo 2^32.
+                    let before = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
+                    let below_ack = before(l1, ack);
+                    let inside_second = len >= 18 && {
+                        let (l2, r2) = (word(i + 10), word(i + 14));
+                        !before(l1, l2) && !before(r2, r1)
+                    };
+                    return (below_ack || inside_second).then_some((l1, r1));
+                }
+                i += len;
+            }
+        }
+    }
+    None
 }
 
 type Key = ((IpAddr, u16), (IpAddr, u16));
@@ -391,6 +469,7 @@ pub fn segments(cap: &Capture, flow: &FlowSummary) -> Vec<Segment> {
             fin: p.flags & FIN != 0,
             payload_bytes: p.payload_bytes,
             frame_bytes: p.frame_bytes,
+            dsack: p.dsack,
             packet: p.packet,
         })
         .collect()
@@ -446,9 +525,12 @@ pub mod write {
     }
 
     pub fn pcap(packets: &[Tcp4]) -> Vec<u8> {
+        // Snap length = what `frame` keeps (Ethernet, IPv4, TCP, 64 bytes
+        // of payload), so long packets are cut as `tcpdump -s 118` cuts.
         let header = PcapHeader {
             datalink: DataLink::ETHERNET,
             ts_resolution: TsResolution::NanoSecond,
+            snaplen: 14 + 20 + 20 + 64,
             ..PcapHeader::default()
         };
         let mut w = PcapWriter::with_header(Vec::new(), header).expect("in memory");
@@ -543,6 +625,40 @@ mod tests {
         assert!(
             matches!(parse_capture(&short), Err(Fail::Packet(1, m)) if m.contains("truncated"))
         );
+    }
+
+    /// SACK option layouts by hand: NOP NOP SACK(l1 r1 [l2 r2]).
+    #[test]
+    fn dsack_blocks() {
+        let opts = |blocks: &[(u32, u32)]| {
+            let mut o = vec![1u8, 1, 5, 2 + 8 * blocks.len() as u8];
+            for (l, r) in blocks {
+                o.extend(l.to_be_bytes());
+                o.extend(r.to_be_bytes());
+            }
+            o
+        };
+        // Below the ACK: a duplicate.
+        assert_eq!(dsack_block(&opts(&[(100, 200)]), 300), Some((100, 200)));
+        // Above: ordinary SACK.
+        assert_eq!(dsack_block(&opts(&[(400, 500)]), 300), None);
+        // Above the ACK but inside the second block: a duplicate.
+        assert_eq!(
+            dsack_block(&opts(&[(450, 500), (400, 600)]), 300),
+            Some((450, 500))
+        );
+        // Across the sequence wrap: 4294967000 is below 200.
+        assert_eq!(
+            dsack_block(&opts(&[(4_294_967_000, 100)]), 200),
+            Some((4_294_967_000, 100))
+        );
+        // Timestamps before the SACK, and a length running past the end.
+        let mut ts = vec![8u8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        ts.extend(opts(&[(1, 2)]));
+        assert_eq!(dsack_block(&ts, 9), Some((1, 2)));
+        assert_eq!(dsack_block(&[5, 40, 0, 0], 9), None);
+        assert_eq!(dsack_block(&[5], 9), None);
+        assert_eq!(dsack_block(&[0, 5, 10], 9), None);
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub enum Format {
 #[derive(Serialize)]
 struct JsonLoss {
     t_s: f64,
+    /// TCP sequence number of the first segment resent.
+    seq: u32,
     segments: usize,
     rtt_before_ms: Option<f64>,
     rtt_cong_ms: Option<f64>,
@@ -71,6 +73,9 @@ struct JsonReport<'a> {
     rtt_max_ms: Option<f64>,
     rtt_cong_ms: Option<f64>,
     loss_events: usize,
+    /// Retransmission events wholly D-SACKed (tail-loss probes, spurious
+    /// timeouts): not losses.
+    spurious_events: usize,
     retransmitted_segments: usize,
     congestion_losses: usize,
     random_losses: usize,
@@ -224,6 +229,7 @@ fn json_report<'a>(
         rtt_max_ms: rtts.iter().copied().reduce(f64::max).map(ms),
         rtt_cong_ms: r.bbe.rtt_cong_ns.map(ms),
         loss_events: f.losses.len(),
+        spurious_events: f.spurious.len(),
         retransmitted_segments: f.retransmitted_segments,
         congestion_losses: cong,
         random_losses: random,
@@ -249,6 +255,7 @@ fn json_report<'a>(
             .iter()
             .map(|v| JsonLoss {
                 t_s: secs(v.t_ns),
+                seq: v.seq,
                 segments: v.segments,
                 rtt_before_ms: v.rtt_before_ns.map(ms),
                 rtt_cong_ms: v.rtt_cong_ns.map(ms),
@@ -292,9 +299,10 @@ fn print_summary(j: &JsonReport, packets: u64, n_flows: usize) {
         j.rtt_samples
     );
     println!(
-        "losses      {} events ({} segments resent): {} congestion, {} random; RTTcong {}",
+        "losses      {} events ({} segments resent, {} spurious events): {} congestion, {} random; RTTcong {}",
         j.loss_events,
         j.retransmitted_segments,
+        j.spurious_events,
         j.congestion_losses,
         j.random_losses,
         opt_ms(j.rtt_cong_ms)

@@ -27,6 +27,10 @@ pub struct CrossArgs {
     /// TCP bulk flows beside the UDP traffic.
     #[arg(long, default_value_t = 0)]
     pub tcp: usize,
+    /// Congestion control of the TCP flows (e.g. cubic, reno, bbr);
+    /// default: the system's.
+    #[arg(long)]
+    pub tcp_congestion: Option<String>,
     /// Count what arrives on this UDP and TCP `ADDR:PORT` instead of sending.
     #[arg(long, conflicts_with = "to")]
     pub sink: Option<SocketAddr>,
@@ -59,6 +63,7 @@ pub fn run(args: CrossArgs) -> Result<()> {
             duration,
             seed: args.seed,
             tcp_flows: args.tcp,
+            tcp_congestion: args.tcp_congestion,
         },
         &stop,
     )

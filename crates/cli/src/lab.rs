@@ -36,6 +36,31 @@ pub enum LabCommand {
     /// Up, server, cross traffic, estimates with truth, down; a table per
     /// method.
     Run(RunArgs),
+    /// A bulk TCP transfer (cubic) through the lab, captured at the sender:
+    /// analyze-tcp's capacity, buffer and loss classes against the
+    /// configured bottleneck and each loss's true cause.
+    Tcp(TcpArgs),
+}
+
+#[derive(Args)]
+pub struct TcpArgs {
+    #[command(flatten)]
+    pub target: LabTarget,
+    /// Transfer length (e.g. 3s).
+    #[arg(long, default_value = "3s")]
+    pub duration: String,
+    /// The transfer's congestion control.
+    #[arg(long, default_value = "cubic")]
+    pub congestion: String,
+    /// Transfers, one after the other (a fresh lab each).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Keep the captures in this directory.
+    #[arg(long)]
+    pub keep_captures: Option<PathBuf>,
+    /// One JSON object per transfer instead of the summary.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -169,7 +194,86 @@ pub fn run(args: LabArgs) -> Result<()> {
             Ok(())
         }
         LabCommand::Run(a) => run_lab(a),
+        LabCommand::Tcp(a) => tcp_lab(a),
     }
+}
+
+fn tcp_lab(a: TcpArgs) -> Result<()> {
+    need_root()?;
+    let ns = tightlink_sim::spec::parse_time_ns(&a.duration)
+        .with_context(|| format!("--duration {}", a.duration))?;
+    let duration = Duration::from_nanos(ns as u64);
+    if !(Duration::from_millis(200)..=Duration::from_secs(60)).contains(&duration) {
+        bail!("--duration {}: must be within 200ms..60s", a.duration);
+    }
+    if !(1..=100).contains(&a.repeat) {
+        bail!("--repeat {}: must be within 1..100", a.repeat);
+    }
+    let lab = lab_of(&a.target)?;
+    let exe = std::env::current_exe()?;
+    for i in 0..a.repeat {
+        let o = tightlink_lab::passive::TcpLabOptions {
+            duration,
+            congestion: a.congestion.clone(),
+            keep_captures: a.keep_captures.as_ref().map(|d| {
+                if a.repeat > 1 {
+                    d.join(format!("run{}", i + 1))
+                } else {
+                    d.clone()
+                }
+            }),
+        };
+        let r = tightlink_lab::passive::tcp_run(&lab, &exe, &o)?;
+        if a.json {
+            println!("{}", serde_json::to_string(&r)?);
+            continue;
+        }
+        let pct = |v: Option<f64>| v.map_or("-".into(), |e| format!("{:+.1} %", e * 100.0));
+        println!(
+            "{} ({}): {:.1} MB at {:.1} Mbit/s, RTT min {} ms; bottleneck hop {} {:.0} Mbit/s, queue {} B, loss {} %",
+            r.scenario,
+            r.congestion,
+            r.data_bytes as f64 / 1e6,
+            r.throughput_bps / 1e6,
+            r.rtt_min_ms.map_or("-".into(), |v| format!("{v:.3}")),
+            r.bottleneck_hop,
+            r.rate_bps / 1e6,
+            r.buffer_bytes,
+            r.loss * 100.0
+        );
+        println!(
+            "  capacity {} ({}: {}); buffer {} ({})",
+            r.capacity_bps
+                .map_or("-".into(), |c| format!("{:.1} Mbit/s", c / 1e6)),
+            pct(r.capacity_error),
+            r.capacity_source,
+            r.buffer_estimate_bytes
+                .map_or("-".into(), |b| format!("{:.1} KB", b / 1e3)),
+            pct(r.buffer_error)
+        );
+        print!(
+            "  losses {} ({} congestion, {} random, {} spurious left out; the bottleneck dropped {} packets)",
+            r.loss_events, r.congestion_losses, r.random_losses, r.spurious_events, r.bottleneck_drops
+        );
+        match r.truth {
+            Some(t) => println!(
+                "; truth: random {}/{} called random, overflow {}/{} called congestion{}",
+                t.random_as_random,
+                t.random_as_random + t.random_as_congestion,
+                t.overflow_as_congestion,
+                t.overflow_as_congestion + t.overflow_as_random,
+                if r.unmatched > 0 {
+                    format!(", {} unmatched", r.unmatched)
+                } else {
+                    String::new()
+                }
+            ),
+            None => {
+                println!("; truth: unknown (random loss and the bottleneck are both at router 1)")
+            }
+        }
+    }
+    Ok(())
 }
 
 fn run_lab(a: RunArgs) -> Result<()> {

@@ -5,6 +5,7 @@
 mod analyze;
 mod analyze_tcp;
 mod capacity;
+mod capture;
 mod cross;
 mod doctor;
 mod estimate;
@@ -44,6 +45,9 @@ enum Command {
     /// at the sender: RTT, losses and their classes (congestion or
     /// random), Westwood BE/RE/ERE, bottleneck buffer, TCPProbe capacity.
     AnalyzeTcp(analyze_tcp::AnalyzeTcpArgs),
+    /// Capture an interface into a pcap file (both directions, kernel
+    /// nanosecond stamps) for analyze-tcp, without tcpdump (CAP_NET_RAW).
+    Capture(capture::CaptureArgs),
     /// Send probe streams through a simulated path and write them as a
     /// probe trace, with the ground truth per stream in a separate CSV.
     Simulate(simulate::SimulateArgs),
@@ -77,6 +81,7 @@ fn main() {
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::AnalyzeTcp(args) => analyze_tcp::run(args),
+        Command::Capture(args) => capture::run(args),
         Command::Estimate(args) => estimate::run(args),
         Command::Capacity(args) => capacity::run(args),
         Command::Simulate(args) => simulate::run(args),

@@ -424,6 +424,7 @@ proptest! {
             fin: false,
             payload_bytes: if data { len } else { 0 },
             frame_bytes: if data { len + 54 } else { 54 },
+            dsack: None,
             packet: i as u64 + 1,
         }).collect();
         let f = replay(&segments);

@@ -30,6 +30,9 @@ pub struct CrossOptions {
     pub seed: u64,
     /// TCP bulk flows to the sink's TCP port (the same port number).
     pub tcp_flows: usize,
+    /// Their congestion control (TCP_CONGESTION, e.g. "cubic"); `None`:
+    /// the namespace's default (bbr on these machines, not cubic).
+    pub tcp_congestion: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -65,6 +68,34 @@ fn sleep_until(deadline_ns: i64) {
     };
 }
 
+/// Sets a TCP socket's congestion control by name.
+pub fn set_congestion(s: &TcpStream, name: &str) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: TCP_CONGESTION takes the name's bytes and their length.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr() as *const libc::c_void,
+            name.len() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+            .unwrap_or_default();
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "congestion control '{name}': {e} (available: {})",
+                avail.trim()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Sends cross traffic until `duration` has passed or `stop` is set.
 pub fn send(opts: &CrossOptions, stop: &AtomicBool) -> io::Result<CrossReport> {
     if opts.duration > MAX_DURATION {
@@ -76,10 +107,15 @@ pub fn send(opts: &CrossOptions, stop: &AtomicBool) -> io::Result<CrossReport> {
     let tcp_stop = Arc::new(AtomicBool::new(false));
     let mut flows = Vec::new();
     for _ in 0..opts.tcp_flows {
-        let (to, bytes, stop) = (opts.to, tcp_bytes.clone(), tcp_stop.clone());
+        // Connected and configured here, so a refused connection or an
+        // unknown congestion control fails at once.
+        let mut s = TcpStream::connect_timeout(&opts.to, Duration::from_secs(3))?;
+        if let Some(cc) = &opts.tcp_congestion {
+            set_congestion(&s, cc)?;
+        }
+        s.set_write_timeout(Some(Duration::from_millis(200)))?;
+        let (bytes, stop) = (tcp_bytes.clone(), tcp_stop.clone());
         flows.push(std::thread::spawn(move || -> io::Result<()> {
-            let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(3))?;
-            s.set_write_timeout(Some(Duration::from_millis(200)))?;
             let buf = vec![0u8; 64 * 1024];
             while !stop.load(Ordering::Relaxed) {
                 match s.write(&buf) {
@@ -248,6 +284,7 @@ mod tests {
                     duration: Duration::from_millis(300),
                     seed: 1,
                     tcp_flows: 0,
+                    tcp_congestion: None,
                 },
                 &AtomicBool::new(false),
             )

@@ -11,9 +11,11 @@
 //! - [`sampler`]: counters every millisecond during a run.
 //! - [`truth`]: available bandwidth over a window from the samples.
 //! - [`run`]: `lab run` and `lab check`.
+//! - [`passive`]: `lab tcp`, the passive estimators on a real transfer.
 
 pub mod cross;
 pub mod kernel;
+pub mod passive;
 pub mod run;
 pub mod sampler;
 pub mod scenario;

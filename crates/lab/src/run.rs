@@ -78,9 +78,9 @@ pub struct MethodSummary {
 }
 
 /// Processes started in the lab, killed on drop; and the lab brought down.
-struct Guard<'a> {
-    lab: &'a Lab,
-    children: Vec<Child>,
+pub(crate) struct Guard<'a> {
+    pub(crate) lab: &'a Lab,
+    pub(crate) children: Vec<Child>,
 }
 
 impl Drop for Guard<'_> {
@@ -93,7 +93,7 @@ impl Drop for Guard<'_> {
     }
 }
 
-fn in_ns(lab: &Lab, role: &str, exe: &PathBuf) -> Command {
+pub(crate) fn in_ns(lab: &Lab, role: &str, exe: &PathBuf) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &lab.ns(role)]).arg(exe);
     c
@@ -178,7 +178,10 @@ pub fn pick_rate(pick: &Regex, output: &str) -> Result<f64, String> {
 }
 
 /// Runs a child to completion with a deadline; (stdout, stderr, success).
-fn run_child(mut cmd: Command, timeout: Duration) -> Result<(String, String, bool), String> {
+pub(crate) fn run_child(
+    mut cmd: Command,
+    timeout: Duration,
+) -> Result<(String, String, bool), String> {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

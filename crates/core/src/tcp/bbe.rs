@@ -54,6 +54,8 @@ impl LossClass {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LossVerdict {
     pub t_ns: i64,
+    /// Sequence number of the first segment resent.
+    pub seq: u32,
     pub segments: usize,
     pub rtt_before_ns: Option<f64>,
     pub rtt_min_ns: Option<f64>,
@@ -149,6 +151,7 @@ pub fn discriminate(flow: &Flow, p: BbeParams) -> Bbe {
         };
         out.verdicts.push(LossVerdict {
             t_ns: loss.t_ns,
+            seq: loss.seq,
             segments: loss.segments,
             rtt_before_ns: loss.rtt_before_ns,
             rtt_min_ns: min,
@@ -183,6 +186,7 @@ mod tests {
                 .iter()
                 .map(|&(t, r)| LossEvent {
                     t_ns: t,
+                    seq: 0,
                     segments: 1,
                     bytes: 1000,
                     rtt_before_ns: Some(r),

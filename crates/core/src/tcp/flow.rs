@@ -12,6 +12,11 @@
 //!   a retransmission; the first one starts a loss event that lasts until
 //!   the ACKs pass the highest byte sent when it began (one event per
 //!   window, as TCP reduces its window once per window).
+//!   An event whose every resent segment the receiver reported as a
+//!   duplicate (D-SACK, RFC 2883) lost nothing: a tail-loss probe or a
+//!   spurious timeout. It is listed apart, not as a loss (the first lab
+//!   capture's first "loss" was a tail-loss probe after a 40 ms receiver
+//!   stall; as a congestion loss it set RTTcong to 40 ms).
 //! - ACK arrivals: the bytes each ACK newly acknowledges.
 
 /// Which way a segment went.
@@ -38,6 +43,8 @@ pub struct Segment {
     /// The packet on an Ethernet link: IP packet + 14-byte header, no FCS
     /// (what tbf and htb count, and what a link serialises).
     pub frame_bytes: u32,
+    /// A D-SACK block the receiver sent (data it got twice).
+    pub dsack: Option<(u32, u32)>,
     /// Position in the capture (1-based), for messages.
     pub packet: u64,
 }
@@ -62,6 +69,8 @@ pub struct AckEvent {
 pub struct LossEvent {
     /// Time of the first retransmission of the event.
     pub t_ns: i64,
+    /// Its TCP sequence number (as on the wire, to find it in a capture).
+    pub seq: u32,
     /// Segments retransmitted during the event.
     pub segments: usize,
     pub bytes: u64,
@@ -86,6 +95,9 @@ pub struct Flow {
     pub rtt: Vec<RttSample>,
     pub acks: Vec<AckEvent>,
     pub losses: Vec<LossEvent>,
+    /// Retransmission events the receiver showed were not losses (all
+    /// their segments D-SACKed).
+    pub spurious: Vec<LossEvent>,
     /// Data segments in first-send order.
     pub sent: Vec<Sent>,
     /// ACK arrivals: (time, cumulative point), every ACK including
@@ -143,6 +155,10 @@ pub fn replay(segments: &[Segment]) -> Flow {
     let mut snd_nxt = 0u64;
     let mut snd_una = 0u64;
     let mut recovery_until: Option<u64> = None;
+    // Resent ranges not yet D-SACKed: (start, end, event), and the bytes
+    // of each event D-SACKed so far.
+    let mut resent: Vec<(u64, u64, usize)> = Vec::new();
+    let mut dsacked: Vec<u64> = Vec::new();
     for s in segments {
         match s.direction {
             Direction::Data => {
@@ -164,14 +180,17 @@ pub fn replay(segments: &[Segment]) -> Flow {
                         }
                         _ => {
                             recovery_until = Some(snd_nxt);
+                            dsacked.push(0);
                             flow.losses.push(LossEvent {
                                 t_ns: s.t_ns,
+                                seq: s.seq,
                                 segments: 1,
                                 bytes: s.payload_bytes as u64,
                                 rtt_before_ns: flow.rtt.last().map(|r| r.rtt_ns),
                             });
                         }
                     }
+                    resent.push((start, end, flow.losses.len() - 1));
                     if end > snd_nxt {
                         snd_nxt = end;
                     }
@@ -195,6 +214,16 @@ pub fn replay(segments: &[Segment]) -> Flow {
                 }
                 let ack = ack_u.offset(s.ack);
                 flow.ack_arrivals.push((s.t_ns, ack));
+                if let Some((l, r)) = s.dsack {
+                    let (l, r) = (ack_u.offset(l), ack_u.offset(r));
+                    resent.retain(|&(a, b, e)| {
+                        let dup = a >= l && b <= r;
+                        if dup {
+                            dsacked[e] += b - a;
+                        }
+                        !dup
+                    });
+                }
                 if ack <= snd_una {
                     continue;
                 }
@@ -229,6 +258,14 @@ pub fn replay(segments: &[Segment]) -> Flow {
             }
         }
     }
+    let events = std::mem::take(&mut flow.losses);
+    for (l, d) in events.into_iter().zip(dsacked) {
+        if d >= l.bytes {
+            flow.spurious.push(l);
+        } else {
+            flow.losses.push(l);
+        }
+    }
     flow
 }
 
@@ -248,6 +285,7 @@ pub(crate) mod tests {
             payload_bytes: len,
             // IPv4 + TCP without options + Ethernet.
             frame_bytes: len + 54,
+            dsack: None,
             packet: 0,
         }
     }
@@ -263,6 +301,7 @@ pub(crate) mod tests {
             fin: false,
             payload_bytes: 0,
             frame_bytes: 54,
+            dsack: None,
             packet: 0,
         }
     }
@@ -320,6 +359,38 @@ pub(crate) mod tests {
         assert_eq!(f.rtt.len(), 1);
         assert_eq!(f.retransmitted_segments, 3);
         assert_eq!(f.losses[1].segments, 1);
+    }
+
+    /// A tail-loss probe: segments 1000-2999 sent; the ACK for the first
+    /// arrives; the second is resent at 200 us (an event); the ACK at 300
+    /// covers it and D-SACKs 2000-3000 (the receiver got it twice): the
+    /// event is spurious, no loss. A real loss later (resent at 500, no
+    /// D-SACK) stays one. A D-SACK for half an event's bytes keeps it.
+    #[test]
+    fn dsacked_retransmissions_are_not_losses() {
+        let dsack = |t, a, l, r| Segment {
+            dsack: Some((l, r)),
+            ..ack(t, a)
+        };
+        let segs = [
+            data(0, 1000, 1000),
+            data(10, 2000, 1000),
+            ack(100, 2000),
+            data(200, 2000, 1000),
+            dsack(300, 3000, 2000, 3000),
+            data(310, 3000, 1000),
+            data(320, 4000, 1000),
+            data(500, 3000, 1000),
+            data(510, 4000, 1000),
+            // Only 3000-4000 of the second event's 2000 bytes reported.
+            dsack(600, 5000, 3000, 4000),
+        ];
+        let f = replay(&segs);
+        assert_eq!(f.spurious.len(), 1);
+        assert_eq!(f.spurious[0].t_ns, 200_000);
+        assert_eq!(f.losses.len(), 1);
+        assert_eq!((f.losses[0].t_ns, f.losses[0].segments), (500_000, 2));
+        assert_eq!(f.retransmitted_segments, 3);
     }
 
     /// Sequence numbers that wrap: base 4294967000, 1000-byte segments.
