@@ -306,3 +306,64 @@ fn capacity_of_a_500m_shaper_within_5_percent() {
         assert!(m["probe_bytes"].as_f64().unwrap() < 50e6, "{name}");
     }
 }
+
+/// Issue 5's passive targets on real CUBIC transfers, captured at the
+/// sender by `tightlink capture`. quiet (200 Mbit/s tbf, 100 KB queue, no
+/// filter; every loss is an overflow): capacity within 10 %, buffer within
+/// 25 %, most overflows called congestion. tcp-random-loss (0.05 % random
+/// drops before the same bottleneck, each loss's cause from a capture
+/// after hop 1): capacity within 10 %, most random drops called random and
+/// most overflows congestion. Measured here (BENCHMARKS.md): capacity
+/// +0.1..+0.3 %, buffer -0.9 % (quiet), -13 % and +0.2 % (random loss),
+/// overflows 20/20 and 5/5, 7/7 called congestion, random drops 82-94 %
+/// called random.
+#[test]
+fn passive_estimators_on_cubic_transfers() {
+    if !may_run() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for (scenario, letter) in [("quiet", 't'), ("tcp-random-loss", 'u')] {
+        let lab = Down::new(scenario, letter);
+        let (ok, out, err) = tightlink(&[
+            "lab",
+            "tcp",
+            scenario,
+            "--name",
+            &lab.name,
+            "--json",
+            "--duration",
+            "3s",
+        ]);
+        assert!(ok, "lab tcp {scenario}: {err}");
+        let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert!(
+            namespaces_of(&lab.name).is_empty(),
+            "lab tcp left namespaces"
+        );
+        assert_eq!(j["congestion"], "cubic");
+        assert_eq!(j["rate_bps"], 200e6);
+        let cap = j["capacity_error"].as_f64().expect("a capacity");
+        assert!(cap.abs() < 0.10, "{scenario}: capacity off by {cap}: {j}");
+        let t = &j["truth"];
+        let n = |k: &str| t[k].as_u64().unwrap();
+        let overflow = n("overflow_as_congestion") + n("overflow_as_random");
+        let random = n("random_as_random") + n("random_as_congestion");
+        if scenario == "quiet" {
+            let buf = j["buffer_error"].as_f64().expect("a buffer estimate");
+            assert!(buf.abs() < 0.25, "buffer off by {buf}: {j}");
+            assert_eq!(random, 0, "{j}");
+            assert!(
+                overflow >= 5,
+                "a 3 s CUBIC transfer overflows a 100 KB queue: {j}"
+            );
+            assert!(n("overflow_as_congestion") * 10 >= overflow * 8, "{j}");
+        } else {
+            assert!(random >= 5, "0.05 % of ~50 000 segments: {j}");
+            assert!(n("random_as_random") * 2 > random, "{j}");
+            if overflow >= 3 {
+                assert!(n("overflow_as_congestion") * 2 > overflow, "{j}");
+            }
+        }
+    }
+}

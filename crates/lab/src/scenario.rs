@@ -29,6 +29,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("two-hop", include_str!("../scenarios/two-hop.toml")),
     ("lossy", include_str!("../scenarios/lossy.toml")),
     ("shaper500", include_str!("../scenarios/shaper500.toml")),
+    (
+        "tcp-random-loss",
+        include_str!("../scenarios/tcp-random-loss.toml"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -319,8 +323,14 @@ mod tests {
             assert!(!s.description.is_empty(), "{name} has no description");
             // Inside the range this VM shapes precisely (BENCHMARKS.md);
             // shaper500 is issue 5's 500 Mbit/s capacity lab (its trains
-            // read 499-501 Mbit/s: README, Capacity).
-            let top = if *name == "shaper500" { 500e6 } else { 300e6 };
+            // read 499-501 Mbit/s: README, Capacity). tcp-random-loss's
+            // 1 Gbit/s hop only forwards a 200 Mbit/s flow: its rate is
+            // never reached, so its precision does not matter.
+            let top = match *name {
+                "shaper500" => 500e6,
+                "tcp-random-loss" => 1e9,
+                _ => 300e6,
+            };
             assert!(s.hops.iter().all(|h| h.rate_bps <= top), "{name}");
         }
     }
