@@ -223,9 +223,10 @@ fn forward_estimate_through_a_200_mbit_tbf() {
     assert!(v["sender_bottleneck_bps"].is_null(), "{v}");
     assert!(v["rate_layer"].as_str().unwrap().contains("Ethernet frame"));
     // PRC-MT's binary search may end on a bound, and one wrong decision
-    // early sends it astray (seen: 1 run in 8 at half the rate); the
-    // median of three runs must be within 10 %.
-    let mut prcmt: Vec<f64> = (0..3)
+    // early sends it astray (seen: 1 run in 8 at half the rate; once in
+    // CI 2 of 3 runs ended at 150 Mbit/s "exact"); the median of five
+    // runs must be within 10 %.
+    let mut prcmt: Vec<f64> = (0..5)
         .map(|_| {
             let v = lab.estimate_json(&["--method", "prcmt"]);
             eprintln!("prcmt: {v}");
@@ -233,7 +234,7 @@ fn forward_estimate_through_a_200_mbit_tbf() {
         })
         .collect();
     prcmt.sort_by(f64::total_cmp);
-    assert!(rel(prcmt[1], 200e6).abs() < 0.10, "prcmt runs {prcmt:?}");
+    assert!(rel(prcmt[2], 200e6).abs() < 0.10, "prcmt runs {prcmt:?}");
 }
 
 /// Reverse mode measures the download direction: the router shapes it
