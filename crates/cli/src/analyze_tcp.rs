@@ -26,6 +26,10 @@ pub struct AnalyzeTcpArgs {
     /// known better than the flow's own TCPProbe figure.
     #[arg(long)]
     pub capacity: Option<String>,
+    /// Also draw the paper's figures into this PNG: RTT histograms overall
+    /// and right before losses; BE, RE and ERE over time.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
     /// Level of congestion `c` from which a loss counts as congestion.
     #[arg(long, default_value_t = BbeParams::default().congested_level)]
     pub congested_level: f64,
@@ -178,6 +182,32 @@ pub fn run(a: AnalyzeTcpArgs) -> Result<()> {
         (None, None) => (None, "none"),
     };
     let j = json_report(&a, flow.name(), &r, capacity, source);
+    if let Some(file) = &a.plot {
+        let rtt_ms: Vec<f64> = r.flow.rtt.iter().map(|s| s.rtt_ns / 1e6).collect();
+        let before: Vec<f64> = r
+            .flow
+            .losses
+            .iter()
+            .filter_map(|l| l.rtt_before_ns.map(|v| v / 1e6))
+            .collect();
+        let rates: Vec<(f64, f64, f64, f64)> = j
+            .series
+            .iter()
+            .map(|p| (p.t_s, p.be_bps, p.re_bps, p.ere_bps))
+            .collect();
+        let title = j.flow.clone();
+        tightlink_eval::plots::draw_tcp_flow(
+            file,
+            &tightlink_eval::plots::TcpFlowPlot {
+                title: &title,
+                rtt_ms: &rtt_ms,
+                rtt_before_loss_ms: &before,
+                rates: &rates,
+                capacity_bps: capacity,
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("--plot {}: {e}", file.display()))?;
+    }
     match a.format {
         Format::Json => println!("{}", serde_json::to_string(&j)?),
         Format::Csv => {

@@ -98,6 +98,16 @@ fn a_hand_made_flow() {
     let (ok, out, _) = tightlink(&["analyze-tcp", &f, "--format", "csv"]);
     assert!(ok && out.starts_with("t_s,rtt_ms,be_bps,re_bps,ere_bps,level\n"));
     assert_eq!(out.lines().count(), series.len() + 1);
+    // --plot writes a PNG; an unwritable path is an error naming it.
+    let png = format!("{f}.png");
+    let (ok, _, err) = tightlink(&["analyze-tcp", &f, "--plot", &png]);
+    assert!(ok, "{err}");
+    assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
+    let (ok, _, err) = tightlink(&["analyze-tcp", &f, "--plot", "/nonexistent/dir/x.png"]);
+    assert!(
+        !ok && err.contains("--plot /nonexistent/dir/x.png"),
+        "{err}"
+    );
     // A capacity given overrides TCPProbe's.
     let (ok, out, _) = tightlink(&["analyze-tcp", &f, "--format", "json", "--capacity", "1G"]);
     let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
