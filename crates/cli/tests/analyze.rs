@@ -11,12 +11,8 @@ fn sample(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn tightlink(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tightlink"))
-        .args(args)
-        .output()
-        .expect("run tightlink")
-}
+mod common;
+use common::tightlink;
 
 fn stdout(o: &Output) -> String {
     assert!(

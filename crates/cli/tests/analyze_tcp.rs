@@ -2,20 +2,10 @@
 //! whose answers are worked out in the test, and broken captures that
 //! must name the packet.
 
-use std::process::Command;
 use tightlink_capture::write::{pcap, Tcp4};
 
-fn tightlink(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_tightlink"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+mod common;
+use common::tightlink_text as tightlink;
 
 fn file(name: &str, bytes: &[u8]) -> String {
     let dir = std::env::temp_dir().join(format!("tl-atcp-{}", std::process::id()));

@@ -2,12 +2,8 @@
 
 use std::process::Command;
 
-fn tightlink(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tightlink"))
-        .args(args)
-        .output()
-        .expect("run tightlink")
-}
+mod common;
+use common::tightlink;
 
 #[test]
 fn json_has_the_documented_fields_and_tracks_the_truth() {

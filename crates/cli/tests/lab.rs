@@ -29,17 +29,8 @@ fn may_run() -> bool {
     false
 }
 
-fn tightlink(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_tightlink"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+mod common;
+use common::tightlink_text as tightlink;
 
 fn namespaces_of(name: &str) -> Vec<String> {
     let o = Command::new("ip").args(["netns", "list"]).output().unwrap();

@@ -2,14 +2,9 @@
 //! to end through real files.
 
 use std::path::PathBuf;
-use std::process::Command;
 
-fn tightlink(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tightlink"))
-        .args(args)
-        .output()
-        .expect("run tightlink")
-}
+mod common;
+use common::tightlink;
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tl-cli-{}-{name}", std::process::id()));

@@ -139,19 +139,11 @@ pub fn tcp_run(lab: &Lab, exe: &PathBuf, o: &TcpLabOptions) -> Result<TcpLabRepo
         .enumerate()
         .min_by(|a, b| a.1.rate_bps.total_cmp(&b.1.rate_bps))
         .expect("a scenario has a hop");
-    let dir = match &o.keep_captures {
-        Some(d) => {
-            std::fs::create_dir_all(d)
-                .map_err(|e| LabError::Command(format!("{}: {e}", d.display())))?;
-            d.clone()
-        }
-        None => {
-            let d = std::env::temp_dir().join(format!("tightlink-lab-tcp-{}", std::process::id()));
-            std::fs::create_dir_all(&d)
-                .map_err(|e| LabError::Command(format!("{}: {e}", d.display())))?;
-            d
-        }
-    };
+    let dir = o.keep_captures.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("tightlink-lab-tcp-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| LabError::Command(format!("{}: {e}", dir.display())))?;
     let snd_pcap = dir.join(format!("{}-sender.pcap", lab.name));
     let r1_pcap = dir.join(format!("{}-after-hop1.pcap", lab.name));
     let result = transfer(lab, exe, o, bottleneck, &snd_pcap, &r1_pcap);
