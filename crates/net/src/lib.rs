@@ -12,6 +12,7 @@
 //! - [`auth`]: the optional pre-shared key (HMAC-SHA256 challenge).
 //! - [`host`]: the measuring host's own limits (send cost, offloads).
 //! - [`doctor`]: `tightlink doctor`, all of the host's limits and a verdict.
+//! - [`ttl`]: TTL-limited probes and their ICMP errors (per-hop capacity).
 //! - [`loopback`]: a server and a client on this host, for tests and
 //!   `doctor`.
 
@@ -24,6 +25,7 @@ pub mod loopback;
 pub mod packets;
 pub mod receiver;
 pub mod server;
+pub mod ttl;
 pub mod udp;
 
 pub use client::{ClientOptions, UdpChannel};

@@ -8,6 +8,7 @@
 
 pub mod capacity;
 pub mod channel;
+pub mod hops;
 pub mod strategy;
 
 pub use channel::{

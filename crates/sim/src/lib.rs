@@ -19,5 +19,5 @@ pub mod receiver;
 pub mod rng;
 pub mod spec;
 
-pub use path::{PathSpec, SimPath, SimStream, Truth};
+pub use path::{IcmpSpec, PathSpec, SimPath, SimStream, Truth, TtlOutcome, TtlPacket, TtlReply};
 pub use spec::parse_sim_target;

@@ -60,6 +60,61 @@ pub struct HopConfig {
     pub cross: Option<CrossSpec>,
 }
 
+/// ICMP replies to TTL-limited probes: the router's slow path and the
+/// way back (links in reverse, idle but for random queueing).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IcmpSpec {
+    /// Time a router takes to generate an ICMP error, ns.
+    pub reply_delay_ns: f64,
+    /// Mean of an exponential extra on top (a busy control plane).
+    pub reply_jitter_mean_ns: f64,
+    /// Share of replies queued on each reverse link, and the mean of that
+    /// queueing (exponential), ns.
+    pub reverse_queue_share: f64,
+    pub reverse_queue_mean_ns: f64,
+}
+
+impl Default for IcmpSpec {
+    fn default() -> Self {
+        IcmpSpec {
+            reply_delay_ns: 20_000.0,
+            reply_jitter_mean_ns: 5_000.0,
+            reverse_queue_share: 0.2,
+            reverse_queue_mean_ns: 20_000.0,
+        }
+    }
+}
+
+/// One packet of a TTL-limited stream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TtlPacket {
+    pub offset_ns: i64,
+    pub size_bytes: u32,
+    pub ttl: u8,
+}
+
+/// An ICMP reply as the sender stamps it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TtlReply {
+    /// Sender's clock, ns.
+    pub at_ns: i64,
+    /// Hops the packet crossed before the answer (= the TTL, or the path
+    /// length at the destination).
+    pub hop: usize,
+    /// The receiver answered (port unreachable), not a router.
+    pub destination: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TtlOutcome {
+    /// Scheduled send on the sender's clock, ns.
+    pub send_ns: i64,
+    pub reply: Option<TtlReply>,
+}
+
+/// A hop's first and last packet arrival of a stream (none: no packet).
+type Window = (Option<f64>, Option<f64>);
+
 /// Everything that defines a simulated path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PathSpec {
@@ -74,6 +129,8 @@ pub struct PathSpec {
     /// Idle time after each stream (the paper: 10 ms).
     pub idle_ns: f64,
     pub truth_splits: usize,
+    /// Replies to TTL-limited probes (`tightlink hops`).
+    pub icmp: IcmpSpec,
 }
 
 impl PathSpec {
@@ -199,35 +256,8 @@ impl SimPath {
             self.last_departure_ns = t;
             times.push(t);
         }
-        let mut alive = vec![true; n];
-        let mut windows = Vec::with_capacity(self.hops.len());
-        for k in 0..self.hops.len() {
-            let first = (0..n).find(|&i| alive[i]).map(|i| times[i]);
-            let last = (0..n).rev().find(|&i| alive[i]).map(|i| times[i]);
-            if let Some(f) = first {
-                self.hops[k].forget_cross_before(f);
-            }
-            let prop = self.hops[k].spec.propagation_ns;
-            for i in 0..n {
-                if !alive[i] {
-                    continue;
-                }
-                let arrival = times[i];
-                if let Some(c) = self.cross[k].as_mut() {
-                    while c.peek_ns() <= arrival {
-                        let (t, b) = c.pop().expect("peeked");
-                        self.hops[k].offer_cross(t, b);
-                        self.events += 2;
-                    }
-                }
-                self.events += 2;
-                match self.hops[k].offer(arrival, sizes[i]) {
-                    Some(d) => times[i] = d + prop,
-                    None => alive[i] = false,
-                }
-            }
-            windows.push((first, last));
-        }
+        let hops = self.hops.len();
+        let (alive, windows) = self.forward(&mut times, sizes, &vec![hops; n]);
         let mut packets = Vec::with_capacity(n);
         for i in 0..n {
             let recv_ns = alive[i].then(|| {
@@ -249,7 +279,108 @@ impl SimPath {
         }
     }
 
-    fn truth(&self, windows: &[(Option<f64>, Option<f64>)]) -> Option<Truth> {
+    /// Carries packets (actual send times in `times`) through the first
+    /// `cross_hops[i]` hops each; `times` become arrival times at the end
+    /// of the last hop crossed. Returns which were not dropped and each
+    /// hop's (first, last) arrival window.
+    fn forward(
+        &mut self,
+        times: &mut [f64],
+        sizes: &[u32],
+        cross_hops: &[usize],
+    ) -> (Vec<bool>, Vec<Window>) {
+        let n = times.len();
+        let mut alive = vec![true; n];
+        let mut windows = Vec::with_capacity(self.hops.len());
+        for k in 0..self.hops.len() {
+            let here = |i: usize| alive[i] && cross_hops[i] > k;
+            let first = (0..n).find(|&i| here(i)).map(|i| times[i]);
+            let last = (0..n).rev().find(|&i| here(i)).map(|i| times[i]);
+            if let Some(f) = first {
+                self.hops[k].forget_cross_before(f);
+            }
+            let prop = self.hops[k].spec.propagation_ns;
+            for i in 0..n {
+                if !alive[i] || cross_hops[i] <= k {
+                    continue;
+                }
+                let arrival = times[i];
+                if let Some(c) = self.cross[k].as_mut() {
+                    while c.peek_ns() <= arrival {
+                        let (t, b) = c.pop().expect("peeked");
+                        self.hops[k].offer_cross(t, b);
+                        self.events += 2;
+                    }
+                }
+                self.events += 2;
+                match self.hops[k].offer(arrival, sizes[i]) {
+                    Some(d) => times[i] = d + prop,
+                    None => alive[i] = false,
+                }
+            }
+            windows.push((first, last));
+        }
+        (alive, windows)
+    }
+
+    /// Sends TTL-limited packets (per-hop capacity, host paper 4.1): a
+    /// packet with TTL k < hops crosses k hops and the router there
+    /// answers with an ICMP time-exceeded; TTL >= hops reaches the
+    /// receiver, which answers port-unreachable. Returns the stream's
+    /// start on the sender's clock and, per packet, its scheduled send
+    /// and the reply (or `None`: dropped on the way).
+    pub fn send_ttl_stream(&mut self, packets: &[TtlPacket]) -> Vec<TtlOutcome> {
+        let n = packets.len();
+        let start = self.now_ns;
+        let hops = self.hops.len();
+        let mut times = Vec::with_capacity(n);
+        let mut out = Vec::with_capacity(n);
+        for p in packets {
+            let intended = start + p.offset_ns as f64;
+            let t = (intended + self.lateness()).max(self.last_departure_ns);
+            self.last_departure_ns = t;
+            times.push(t);
+            out.push(TtlOutcome {
+                send_ns: intended.round() as i64 + self.spec.sender_offset_ns,
+                reply: None,
+            });
+        }
+        let sizes: Vec<u32> = packets.iter().map(|p| p.size_bytes).collect();
+        let cross_hops: Vec<usize> = packets
+            .iter()
+            .map(|p| (p.ttl.max(1) as usize).min(hops))
+            .collect();
+        let (alive, _) = self.forward(&mut times, &sizes, &cross_hops);
+        for i in 0..n {
+            if !alive[i] {
+                continue;
+            }
+            let k = cross_hops[i];
+            // Linux quotes at most 576 bytes of IP packet in an ICMP error
+            // (icmp_send: 576 minus its own headers) behind 28 bytes of
+            // IP and ICMP headers.
+            let reply_bytes = 28 + sizes[i].min(548);
+            let icmp = self.spec.icmp.clone();
+            let mut at = times[i] + icmp.reply_delay_ns + self.rng.exp(icmp.reply_jitter_mean_ns);
+            for j in (0..k).rev() {
+                let h = &self.hops[j].spec;
+                at += reply_bytes as f64 * 8e9 / h.capacity_bps + h.propagation_ns;
+                if icmp.reverse_queue_share > 0.0 && self.rng.unit() < icmp.reverse_queue_share {
+                    at += self.rng.exp(icmp.reverse_queue_mean_ns);
+                }
+            }
+            out[i].reply = Some(TtlReply {
+                at_ns: at.round() as i64 + self.spec.sender_offset_ns,
+                hop: k,
+                destination: k == hops,
+            });
+        }
+        let end = start + packets.iter().map(|p| p.offset_ns).max().unwrap_or(0) as f64;
+        self.now_ns = end + self.spec.idle_ns;
+        out
+    }
+
+    fn truth(&self, windows: &[Window]) -> Option<Truth> {
         let splits = self.spec.truth_splits.max(1);
         let mut best: Option<Truth> = None;
         for (k, w) in windows.iter().enumerate() {

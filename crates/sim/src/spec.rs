@@ -25,7 +25,7 @@
 
 use crate::cross::{CrossModel, CrossSpec, OnOffParams, SizeMix};
 use crate::hop::{HopSpec, TokenBucket};
-use crate::path::{HopConfig, JitterSpec, PathSpec};
+use crate::path::{HopConfig, IcmpSpec, JitterSpec, PathSpec};
 use crate::receiver::ReceiverSpec;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -225,6 +225,7 @@ impl Default for PathSpec {
             warmup_ns: 20e6,
             idle_ns: 10e6,
             truth_splits: 4,
+            icmp: IcmpSpec::default(),
         }
     }
 }

@@ -5,7 +5,7 @@ use tightlink_sim::cross::{CrossModel, CrossSpec, OnOffParams, SizeMix};
 use tightlink_sim::hop::HopSpec;
 use tightlink_sim::path::{HopConfig, JitterSpec, PathSpec};
 use tightlink_sim::receiver::ReceiverSpec;
-use tightlink_sim::{parse_sim_target, SimPath};
+use tightlink_sim::{parse_sim_target, IcmpSpec, SimPath, TtlOutcome, TtlPacket};
 
 fn schedule(rate_bps: f64, n: usize, size: u32) -> (Vec<i64>, Vec<u32>) {
     let gap = size as f64 * 8e9 / rate_bps;
@@ -218,4 +218,101 @@ fn bursty_cross_traffic_moves_the_truth_between_streams() {
     // Around 7.5 on average, and visibly varying from stream to stream.
     assert!((mean / 7.5e9 - 1.0).abs() < 0.08, "mean {mean}");
     assert!(spread > 0.2e9, "mean deviation {spread}");
+}
+
+/// Two links, 100 then 50 Mbit/s, 1 us each, no cross traffic or jitter;
+/// routers answer in exactly 10 us. A 1000 B probe with TTL 1: 80 us on
+/// link 1 + 1 us, 10 us, then the 576 B reply back over link 1 (46.08 us
+/// plus 1 us) = 138.08 us. TTL 2 reaches the receiver: 81 + 160 + 1 +
+/// 10, back over link 2 (92.16 + 1) and link 1 (47.08) = 392.24 us.
+#[test]
+fn ttl_limited_probes_are_answered_by_the_hop_they_expire_at() {
+    let mut spec = one_hop(100e6, None, 1_000_000);
+    let mut second = spec.hops[0].clone();
+    second.hop.capacity_bps = 50e6;
+    second.hop.propagation_ns = 1_000.0;
+    spec.hops[0].hop.propagation_ns = 1_000.0;
+    spec.hops.push(second);
+    spec.icmp = IcmpSpec {
+        reply_delay_ns: 10_000.0,
+        reply_jitter_mean_ns: 0.0,
+        reverse_queue_share: 0.0,
+        reverse_queue_mean_ns: 0.0,
+    };
+    let mut p = SimPath::new(spec);
+    let packets = [
+        TtlPacket {
+            offset_ns: 0,
+            size_bytes: 1000,
+            ttl: 1,
+        },
+        TtlPacket {
+            offset_ns: 1_000_000,
+            size_bytes: 1000,
+            ttl: 2,
+        },
+        TtlPacket {
+            offset_ns: 2_000_000,
+            size_bytes: 1000,
+            ttl: 9,
+        },
+    ];
+    let out = p.send_ttl_stream(&packets);
+    let rtt = |o: &TtlOutcome| o.reply.expect("answered").at_ns - o.send_ns;
+    assert_eq!(rtt(&out[0]), 138_080);
+    assert_eq!(out[0].reply.unwrap().hop, 1);
+    assert!(!out[0].reply.unwrap().destination);
+    assert_eq!(rtt(&out[1]), 392_240);
+    assert!(out[1].reply.unwrap().destination);
+    // Any TTL beyond the path ends at the receiver too.
+    assert_eq!(rtt(&out[2]), 392_240);
+    assert_eq!(out[2].reply.unwrap().hop, 2);
+}
+
+/// A probe behind a head on a 600 Mbit/s token bucket (3000 B) in front of
+/// a 10 Gbit/s link: the head of 10 x 1500 B empties the bucket, so the
+/// probe waits for its own tokens before its 10 Gbit/s serialisation:
+/// 13.33 + 0.8 ns per byte, where a lone probe sees the link's 0.8 ns/B
+/// (900 B apart: 12.72 us vs 0.72 us).
+#[test]
+fn a_probe_behind_a_head_waits_for_its_own_tokens() {
+    let mut spec = one_hop(10e9, None, 1_000_000);
+    spec.hops[0].hop.shaper = Some(tightlink_sim::hop::TokenBucket {
+        rate_bps: 600e6,
+        bucket_bytes: 3000,
+    });
+    spec.hops[0].hop.propagation_ns = 0.0;
+    spec.icmp = IcmpSpec {
+        reply_delay_ns: 0.0,
+        reply_jitter_mean_ns: 0.0,
+        reverse_queue_share: 0.0,
+        reverse_queue_mean_ns: 0.0,
+    };
+    let mut p = SimPath::new(spec);
+    let arrival = |p: &mut SimPath, size: u32, heads: usize| {
+        let mut v: Vec<TtlPacket> = (0..heads)
+            .map(|_| TtlPacket {
+                offset_ns: 0,
+                size_bytes: 1500,
+                ttl: 255,
+            })
+            .collect();
+        v.push(TtlPacket {
+            offset_ns: 0,
+            size_bytes: size,
+            ttl: 1,
+        });
+        let out = p.send_ttl_stream(&v);
+        let o = out.last().unwrap();
+        // Less the reply's 576 B back over 10 Gbit/s (460.8 ns).
+        (o.reply.unwrap().at_ns - o.send_ns) as f64 - 460.8
+    };
+    // 600 B, not less: smaller probes get smaller replies (the quote).
+    let lone = arrival(&mut p, 1500, 0) - arrival(&mut p, 600, 0);
+    assert!((lone - 720.0).abs() < 2.0, "{lone}");
+    let behind = arrival(&mut p, 1500, 10) - arrival(&mut p, 600, 10);
+    assert!(
+        (behind - 900.0 * (40.0 / 3.0 + 0.8)).abs() < 2.0,
+        "{behind}"
+    );
 }

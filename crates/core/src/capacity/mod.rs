@@ -17,11 +17,14 @@
 //! - [`capprobe`]: CapProbe's minimum delay sum and its convergence test.
 //! - [`shaper`]: token-bucket shapers, which pairs cannot see, from the
 //!   head and tail of trains.
+//! - [`vps`]: per-hop capacity by variable packet size (pathchar; host
+//!   paper section 4.1), with probes behind a head for shaped hops.
 
 pub mod capprobe;
 pub mod pairs;
 pub mod pathrate;
 pub mod shaper;
+pub mod vps;
 
 pub use capprobe::{capprobe, capprobe_by_size, CapProbeEstimate, CapProbeParams};
 pub use pairs::{
@@ -30,3 +33,4 @@ pub use pairs::{
 };
 pub use pathrate::{pathrate, Mode, PathrateEstimate, PathrateParams};
 pub use shaper::{shaper_from_trains, train_shape, Shaper, TrainShape};
+pub use vps::{estimate_links, fit_hop, HopFit, LinkCapacity, LinkEstimate, VpsParams, VpsSample};
