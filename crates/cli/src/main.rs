@@ -10,6 +10,7 @@ mod cross;
 mod doctor;
 mod estimate;
 mod eval;
+mod hops;
 mod lab;
 mod report;
 mod save;
@@ -38,6 +39,10 @@ enum Command {
     /// by side (by default on a simulated 10 Gbit/s narrow link behind
     /// 40 Gbit/s with 30 % cross traffic).
     Capacity(capacity::CapacityArgs),
+    /// Each link's capacity by variable packet size (pathchar): TTL-limited
+    /// UDP probes of several sizes and their ICMP errors (no root needed);
+    /// `--behind N` to see token-bucket shapers.
+    Hops(hops::HopsArgs),
     /// Analyze a recorded probe trace (format v1, plain or gzip): one
     /// decision or estimate per stream and method.
     Analyze(analyze::AnalyzeArgs),
@@ -84,6 +89,7 @@ fn main() {
         Command::Capture(args) => capture::run(args),
         Command::Estimate(args) => estimate::run(args),
         Command::Capacity(args) => capacity::run(args),
+        Command::Hops(args) => hops::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Server(args) => server::run(args),

@@ -358,3 +358,56 @@ fn passive_estimators_on_cubic_transfers() {
         }
     }
 }
+
+/// Issue 5's per-hop target: chain3 (tbf 600, 400 then 200 Mbit/s on
+/// routers 1-3), `tightlink hops --behind 16` from the sender: links 2-4
+/// each within 10 % of their tbf. The median of three runs per link: on a
+/// busy 2-CPU machine the sender's head sometimes leaves slower than
+/// 600 Mbit/s and hop 2 then cannot queue it (here, pinned to CPU 0:
+/// 9 of 9 runs within 3 %; unpinned on CPU 1: 2 of 3 runs lost hop 2).
+#[test]
+fn per_hop_capacity_of_a_three_router_chain() {
+    if !may_run() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Down::new("chain3", 'h');
+    let (ok, _, err) = tightlink(&["lab", "up", "chain3", "--name", &lab.name]);
+    assert!(ok, "lab up: {err}");
+    let snd = format!("tllab-{}-snd", lab.name);
+    let mut per_link: Vec<Vec<f64>> = vec![Vec::new(); 3];
+    for seed in ["1", "2", "3"] {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &snd])
+            .arg(env!("CARGO_BIN_EXE_tightlink"))
+            .args(["hops", "10.77.2.2", "--behind", "16", "--cpu", "0"])
+            .args(["--json", "--seed", seed])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(j["reached_destination"], true, "{j}");
+        let hops = j["hops"].as_array().unwrap();
+        assert_eq!(hops.len(), 5, "snd-r1-r2-r3-far-rcv: {j}");
+        assert!(
+            hops.iter().all(|h| h["replies"].as_u64() > Some(100)),
+            "{j}"
+        );
+        for l in j["links"].as_array().unwrap() {
+            let ttl = l["ttl"].as_u64().unwrap() as usize;
+            if (2..=4).contains(&ttl) {
+                per_link[ttl - 2].push(l["capacity_bps"].as_f64().unwrap_or(0.0));
+            }
+        }
+    }
+    for (mut v, rate) in per_link.into_iter().zip([600e6, 400e6, 200e6]) {
+        assert_eq!(v.len(), 3, "{rate}");
+        v.sort_by(f64::total_cmp);
+        let median = v[1];
+        assert!((median / rate - 1.0).abs() < 0.10, "link at {rate}: {v:?}");
+    }
+}

@@ -55,6 +55,12 @@ pub fn sh(cmd: &str) -> Result<String, LabError> {
     }
 }
 
+fn icmp_unlimited(ns: &str) -> String {
+    format!(
+        "ip netns exec {ns} sysctl -qw net.ipv4.icmp_ratelimit=0 net.ipv4.icmp_msgs_per_sec=1000000 net.ipv4.icmp_msgs_burst=100000"
+    )
+}
+
 /// A lab's layout (names only; nothing is touched until [`Lab::up`]).
 #[derive(Debug, Clone)]
 pub struct Lab {
@@ -240,6 +246,14 @@ impl Lab {
         c.push(format!(
             "ip netns exec {far} sysctl -qw net.ipv4.ip_forward=1"
         ));
+        // Every reply to `tightlink hops`: Linux sends one ICMP error per
+        // second per destination after a burst of 6 (icmp_ratelimit), and
+        // 1000 a second in all (icmp_msgs_per_sec). Per namespace.
+        for k in 0..n {
+            c.push(icmp_unlimited(&self.router(k)));
+        }
+        c.push(icmp_unlimited(&far));
+        c.push(icmp_unlimited(&rcv));
         let last = format!("10.77.{}.1", 10 + n - 1);
         c.push(format!("ip -n {far} route add 10.77.1.0/24 via {last}"));
         if entry.is_some() {

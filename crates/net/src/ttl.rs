@@ -207,8 +207,10 @@ impl UdpTtlChannel {
                 std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut i32, ttl_value);
             }
         }
+        self.clear_pending_error();
         let t0 = realtime_ns();
         let mut done = 0;
+        let mut retried = 0;
         while done < n {
             // SAFETY: msgs[done..] are valid headers (see above).
             let r = unsafe {
@@ -220,11 +222,44 @@ impl UdpTtlChannel {
                 )
             };
             if r < 0 {
-                return Err(io::Error::last_os_error());
+                let e = io::Error::last_os_error();
+                // With IP_RECVERR every ICMP error also becomes the
+                // socket's pending error, which the next send returns
+                // (ECONNREFUSED after a head's port-unreachable); the
+                // failed send consumed it, so sending again goes on.
+                if retried < 16
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(libc::ECONNREFUSED)
+                            | Some(libc::EHOSTUNREACH)
+                            | Some(libc::ENETUNREACH)
+                    )
+                {
+                    retried += 1;
+                    continue;
+                }
+                return Err(e);
             }
             done += r as usize;
         }
         Ok(t0)
+    }
+
+    /// Reads (and so clears) the socket's pending error; 0 if none.
+    fn clear_pending_error(&self) -> i32 {
+        let mut v: i32 = 0;
+        let mut len = size_of::<i32>() as libc::socklen_t;
+        // SAFETY: valid fd, an int and its length.
+        unsafe {
+            libc::getsockopt(
+                self.sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                &mut v as *mut i32 as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        v
     }
 
     /// Reads one error-queue message, if any.

@@ -402,9 +402,8 @@ mod tests {
     }
 
     /// Shapers at 600, 400 and 200 Mbit/s on 10 Gbit/s links (the lab's
-    /// chain): lone probes see only the 10 Gbit/s links; behind a head
-    /// each shaped hop reads its own rate (plus its link's 0.8 ns/B:
-    /// 566, 381 and 195 Mbit/s) within 5 %.
+    /// chain): behind a head each shaped hop reads its own rate within
+    /// 2 % (the head's packets follow each other at the token rate).
     #[test]
     fn behind_a_head_shaped_hops_read_their_rates() {
         let target = "sim:hops=10G+10G+10G+10G,shaper=none+600M/3000B+400M/3000B+200M/3000B,cross=none,seed=7";
@@ -415,16 +414,33 @@ mod tests {
         let report = run_hops(&mut ch, &params, |_, _, _| {}).unwrap();
         let links = &report.links;
         assert_eq!(links.len(), 4);
-        assert!(matches!(links[0].capacity, LinkCapacity::AtLeast { .. }));
+        // The head queues on the first 10 Gbit/s link too (the sender
+        // puts it there at once); the sender's jitter makes that one the
+        // least precise.
+        assert_eq!(links[0].queued_behind_head, Some(true));
+        let first = measured(&links[0]);
+        assert!((first / 10e9 - 1.0).abs() < 0.2, "{first}");
         for (l, rate) in links[1..].iter().zip([600e6, 400e6, 200e6]) {
             assert_eq!(l.queued_behind_head, Some(true), "ttl {}", l.ttl);
-            let expect = 8e9 / (8e9 / rate + 0.8);
             let c = measured(l);
             assert!(
-                (c / expect - 1.0).abs() < 0.05,
-                "ttl {}: {c} vs {expect}",
+                (c / rate - 1.0).abs() < 0.02,
+                "ttl {}: {c} vs {rate}",
                 l.ttl
             );
+        }
+        // Lone probes pass every bucket full: the shapers are invisible,
+        // no link reads as slow as a shaper.
+        params.head_packets.clear();
+        let mut ch = SimHopChannel::new(parse_sim_target(target).unwrap(), 1e6, 1e9);
+        let lone = run_hops(&mut ch, &params, |_, _, _| {}).unwrap();
+        for l in &lone.links {
+            let low = match l.capacity {
+                LinkCapacity::Measured { low_bps, .. } => low_bps,
+                LinkCapacity::AtLeast { bps } => bps,
+                LinkCapacity::Inconsistent { .. } => f64::INFINITY,
+            };
+            assert!(low > 700e6, "ttl {}: {:?}", l.ttl, l.capacity);
         }
         assert_eq!(report.truth_bps, Some(vec![10e9, 600e6, 400e6, 200e6]));
     }
