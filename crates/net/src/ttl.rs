@@ -34,6 +34,7 @@ use tightlink_probe::channel::ChannelError;
 use tightlink_probe::hops::{HopChannel, HopReply};
 
 use crate::clock::realtime_ns;
+use crate::udp::{getsockopt_int, setsockopt_int};
 
 const MAGIC: &[u8; 8] = b"TLHOPS01";
 const KIND_HEAD: u8 = 1;
@@ -83,24 +84,6 @@ pub struct UdpTtlChannel {
     pub counters: TtlCounters,
 }
 
-fn setsockopt_int(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
-    // SAFETY: a valid fd and a pointer to an int of the given length.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &value as *const i32 as *const libc::c_void,
-            size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 fn io_err(what: &str, e: io::Error) -> ChannelError {
     ChannelError::Io(format!("{what}: {e}"))
 }
@@ -130,21 +113,10 @@ impl UdpTtlChannel {
         probe
             .connect(dst)
             .map_err(|e| io_err(&format!("no route to {dst}"), e))?;
-        let mut mtu: i32 = 0;
-        let mut len = size_of::<i32>() as libc::socklen_t;
-        // SAFETY: valid fd, an int and its length.
-        let r = unsafe {
-            libc::getsockopt(
-                probe.as_raw_fd(),
-                libc::SOL_IP,
-                libc::IP_MTU,
-                &mut mtu as *mut i32 as *mut libc::c_void,
-                &mut len,
-            )
+        let mtu = match getsockopt_int(probe.as_raw_fd(), libc::SOL_IP, libc::IP_MTU) {
+            Ok(m) if m >= 576 => m,
+            _ => 1500,
         };
-        if r != 0 || mtu < 576 {
-            mtu = 1500;
-        }
         let mut ch = UdpTtlChannel {
             sock,
             dst,
@@ -245,21 +217,9 @@ impl UdpTtlChannel {
         Ok(t0)
     }
 
-    /// Reads (and so clears) the socket's pending error; 0 if none.
-    fn clear_pending_error(&self) -> i32 {
-        let mut v: i32 = 0;
-        let mut len = size_of::<i32>() as libc::socklen_t;
-        // SAFETY: valid fd, an int and its length.
-        unsafe {
-            libc::getsockopt(
-                self.sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                &mut v as *mut i32 as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        v
+    /// Reads (and so clears) the socket's pending error.
+    fn clear_pending_error(&self) {
+        let _ = getsockopt_int(self.sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR);
     }
 
     /// Reads one error-queue message, if any.
@@ -340,7 +300,11 @@ impl UdpTtlChannel {
     /// what was there; returns the reply to probe `want` if it was there.
     fn drain(&mut self, want: Option<u32>) -> Option<IcmpError> {
         let mut found = None;
-        while let Some(e) = self.read_error() {
+        // Bounded: a flood of ICMP errors toward this port must not keep
+        // the prober here past its timeout.
+        let mut budget = 4096;
+        while let Some(e) = self.read_error().filter(|_| budget > 0) {
+            budget -= 1;
             match (e.seq, e.kind) {
                 (Some(s), Some(KIND_PROBE)) if Some(s) == want && found.is_none() => {
                     found = Some(e)
@@ -353,7 +317,8 @@ impl UdpTtlChannel {
         // Datagrams a far end may send back: not ours to read.
         let mut buf = [0u8; 64];
         let _ = self.sock.set_nonblocking(true);
-        while self.sock.recv(&mut buf).is_ok() {
+        while budget > 0 && self.sock.recv(&mut buf).is_ok() {
+            budget -= 1;
             self.counters.foreign += 1;
         }
         found

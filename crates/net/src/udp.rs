@@ -64,7 +64,7 @@ pub struct ProbeSocket {
     rcvbuf_bytes: usize,
 }
 
-fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+pub(crate) fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: a valid fd and a pointer to an int of the stated size.
     let r = unsafe {
         libc::setsockopt(
@@ -82,7 +82,7 @@ fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()
     }
 }
 
-fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+pub(crate) fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
     let mut v: i32 = 0;
     let mut len = size_of::<i32>() as libc::socklen_t;
     // SAFETY: a valid fd, an int-sized out-pointer and its length.
