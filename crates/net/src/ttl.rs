@@ -94,6 +94,9 @@ impl UdpTtlChannel {
     /// refused.
     pub fn open(dst: SocketAddrV4, timeout: Duration, gap: Duration) -> Result<Self, ChannelError> {
         let sock = UdpSocket::bind("0.0.0.0:0").map_err(|e| io_err("UDP socket", e))?;
+        // Every read is a poll of what is there; waiting is done by poll().
+        sock.set_nonblocking(true)
+            .map_err(|e| io_err("UDP socket", e))?;
         let fd = sock.as_raw_fd();
         setsockopt_int(fd, libc::SOL_IP, libc::IP_RECVERR, 1)
             .map_err(|e| io_err("IP_RECVERR (ICMP errors on a UDP socket)", e))?;
@@ -210,6 +213,11 @@ impl UdpTtlChannel {
                     retried += 1;
                     continue;
                 }
+                // The socket is non-blocking: a full send buffer waits.
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    crate::udp::wait_fd(self.sock.as_raw_fd(), libc::POLLOUT, 10)?;
+                    continue;
+                }
                 return Err(e);
             }
             done += r as usize;
@@ -316,7 +324,6 @@ impl UdpTtlChannel {
         }
         // Datagrams a far end may send back: not ours to read.
         let mut buf = [0u8; 64];
-        let _ = self.sock.set_nonblocking(true);
         while budget > 0 && self.sock.recv(&mut buf).is_ok() {
             budget -= 1;
             self.counters.foreign += 1;

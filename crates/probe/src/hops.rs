@@ -247,9 +247,11 @@ pub fn run_hops<C: HopChannel + ?Sized>(
 pub struct SimHopChannel {
     path: SimPath,
     timeout_ns: f64,
-    mtu: u32,
     start_ns: f64,
 }
+
+/// The simulated first link's MTU (IP bytes).
+const SIM_MTU_BYTES: u32 = 1500;
 
 impl SimHopChannel {
     /// `gap_ns`: idle time after each probe; `timeout_ns`: replies later
@@ -261,7 +263,6 @@ impl SimHopChannel {
             start_ns: path.now_ns(),
             path,
             timeout_ns,
-            mtu: 1500,
         }
     }
 
@@ -313,7 +314,7 @@ impl HopChannel for SimHopChannel {
     }
 
     fn mtu_bytes(&self) -> u32 {
-        self.mtu
+        SIM_MTU_BYTES
     }
 
     fn elapsed_ns(&self) -> f64 {

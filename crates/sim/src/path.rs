@@ -351,6 +351,7 @@ impl SimPath {
             .map(|p| (p.ttl.max(1) as usize).min(hops))
             .collect();
         let (alive, _) = self.forward(&mut times, &sizes, &cross_hops);
+        let icmp = self.spec.icmp.clone();
         for i in 0..n {
             if !alive[i] {
                 continue;
@@ -360,7 +361,6 @@ impl SimPath {
             // (icmp_send: 576 minus its own headers) behind 28 bytes of
             // IP and ICMP headers.
             let reply_bytes = 28 + sizes[i].min(548);
-            let icmp = self.spec.icmp.clone();
             let mut at = times[i] + icmp.reply_delay_ns + self.rng.exp(icmp.reply_jitter_mean_ns);
             for j in (0..k).rev() {
                 let h = &self.hops[j].spec;
