@@ -38,6 +38,9 @@ pub struct CapacityArgs {
     /// Real servers: never send a stream faster on average than this.
     #[arg(long)]
     pub max_rate: Option<String>,
+    /// Real servers: udp, packet or xdp (as for `estimate`).
+    #[arg(long, default_value = "udp")]
+    pub backend: String,
     /// Write every stream of every method as one probe trace (format v1),
     /// the methods' streams one after the other (metadata says how many).
     #[arg(long)]
@@ -98,6 +101,7 @@ pub fn run(a: CapacityArgs) -> Result<()> {
         reverse: a.reverse,
         key_file: a.key_file.clone(),
         max_rate: a.max_rate.clone(),
+        backend: a.backend.clone(),
     };
     let mut reports: Vec<(CapacityReport, &'static str)> = Vec::new();
     let mut streams = Vec::new();

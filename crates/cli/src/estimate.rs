@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use tightlink_core::{AnalysisParams, Bound};
+use tightlink_net::backend::Backend;
 use tightlink_net::{ClientOptions, UdpChannel};
 use tightlink_probe::strategy;
 use tightlink_probe::{Budget, Channel, Recorder, Report, SimChannel, TraceChannel};
@@ -51,6 +52,12 @@ pub struct EstimateArgs {
     /// Real servers: never probe faster than this (e.g. 500M).
     #[arg(long)]
     pub max_rate: Option<String>,
+    /// Real servers: how this host sends (forward) or receives (-R)
+    /// probes: udp (a UDP socket), packet (AF_PACKET; TPACKET_V3 ring to
+    /// receive) or xdp (AF_XDP copy mode, send only). packet and xdp need
+    /// root (CAP_NET_RAW) and IPv4; `tightlink doctor` compares them.
+    #[arg(long, default_value = "udp")]
+    pub backend: String,
 }
 
 /// The `--json` object. Fields are only ever added, never renamed.
@@ -91,6 +98,14 @@ struct JsonReport<'a> {
 
 /// The channel a target names: `sim:...`, `trace:FILE` or a server.
 pub fn open_channel(target: &str, args: &EstimateArgs) -> Result<Box<dyn Channel>> {
+    let backend: Backend = args
+        .backend
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--backend: {e}"))?;
+    let real = !target.starts_with("sim:") && target != "sim" && !target.starts_with("trace:");
+    if backend != Backend::Udp && !real {
+        bail!("--backend {backend} applies to real servers only; '{target}' sends no packets");
+    }
     if let Some(file) = target.strip_prefix("trace:") {
         let trace = tightlink_trace::read_path(Path::new(file))?;
         let max_rate_bps = match trace.meta("max_rate_bps") {
@@ -103,8 +118,9 @@ pub fn open_channel(target: &str, args: &EstimateArgs) -> Result<Box<dyn Channel
         };
         return Ok(Box::new(TraceChannel::new(trace.streams, max_rate_bps)));
     }
-    if !target.starts_with("sim:") && target != "sim" {
+    if real {
         let mut opts = ClientOptions {
+            backend,
             direction: if args.reverse {
                 Direction::Reverse
             } else {

@@ -15,7 +15,7 @@
 //! queued the probes, i.e. the tight link is the sender's own.
 
 use std::io::{self, BufWriter};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, SocketAddrV4, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -29,8 +29,12 @@ use tightlink_wire::control::{
 use tightlink_wire::twamp::ProbeRepr;
 use tightlink_wire::DropCounters;
 
+use crate::backend::packet::{PacketRing, PacketTx};
+use crate::backend::route::next_hop;
+use crate::backend::xdp::{self, XdpTx};
+use crate::backend::{send_paced, Backend, Transmit};
 use crate::receiver::{collect_stream, Expect};
-use crate::udp::{send_paced, Departures, ProbeSocket};
+use crate::udp::{Departures, ProbeSocket, UdpTx};
 use crate::{auth, clock, host, packets};
 
 /// Layer name used in reports.
@@ -45,6 +49,8 @@ pub struct ClientOptions {
     pub max_rate_bps: Option<f64>,
     /// Connect and per-step timeout of the control connection.
     pub timeout: Duration,
+    /// How this end sends (forward) or receives (reverse) probes.
+    pub backend: Backend,
 }
 
 impl Default for ClientOptions {
@@ -54,6 +60,7 @@ impl Default for ClientOptions {
             direction: Direction::Forward,
             max_rate_bps: None,
             timeout: Duration::from_secs(5),
+            backend: Backend::Udp,
         }
     }
 }
@@ -160,6 +167,11 @@ pub struct UdpChannel {
     writer: BufWriter<TcpStream>,
     ctrl_fd: i32,
     sock: ProbeSocket,
+    /// The raw sender (forward mode, backends other than udp).
+    raw_tx: Option<Box<dyn Transmit>>,
+    /// The packet ring (reverse mode, packet backend).
+    ring: Option<PacketRing>,
+    backend: Backend,
     server_udp: SocketAddr,
     session: u64,
     limits: Limits,
@@ -178,6 +190,7 @@ pub struct UdpChannel {
     credit_balance: i64,
     own_link: Vec<f64>,
     tx_missing: u64,
+    last_departures: Option<Departures>,
     /// Packets this end dropped while timestamping (reverse mode).
     pub drops: DropCounters,
     /// The server's drop counts, once the session is closed.
@@ -267,6 +280,70 @@ pub fn with_default_port(server: &str) -> String {
     }
 }
 
+/// A raw sender (forward) or a packet ring (reverse), or neither (udp).
+type BackendParts = (Option<Box<dyn Transmit>>, Option<PacketRing>);
+
+/// The raw sender or the packet ring that `opts.backend` asks for.
+fn open_backend(
+    opts: &ClientOptions,
+    sock: &ProbeSocket,
+    server_udp: SocketAddr,
+    session: u64,
+    warnings: &mut Vec<String>,
+) -> Result<BackendParts, ChannelError> {
+    let berr = |e: String| ChannelError::Io(format!("--backend {}: {e}", opts.backend));
+    if opts.backend == Backend::Udp {
+        return Ok((None, None));
+    }
+    let local = sock.local_addr().map_err(io_err("probe socket"))?;
+    let (SocketAddr::V4(local4), SocketAddr::V4(peer4)) = (local, server_udp) else {
+        return Err(berr("IPv4 only (its frames carry IPv4 headers)".into()));
+    };
+    match opts.direction {
+        Direction::Forward => {
+            // Resolving the next hop may need one ordinary packet out: a
+            // warm-up of this session, which the server takes.
+            let mut seq = u32::MAX / 2;
+            let (warm, _) = packets::build(session, u32::MAX, &[], &[], &mut seq);
+            let hop = next_hop(*peer4.ip(), &mut || {
+                let _ =
+                    std::net::UdpSocket::bind(SocketAddr::V4(SocketAddrV4::new(*local4.ip(), 0)))
+                        .and_then(|u| u.send_to(&warm, server_udp));
+            })
+            .map_err(berr)?;
+            let tx: Box<dyn Transmit> = match opts.backend {
+                Backend::Packet => {
+                    Box::new(PacketTx::open(local4, peer4, &hop).map_err(|e| berr(e.to_string()))?)
+                }
+                _ => {
+                    warnings.push(format!(
+                        "the xdp backend hands frames to {}'s driver past the qdisc and gets no transmit stamps: a shaper on this host's own link neither applies nor shows",
+                        hop.ifname
+                    ));
+                    Box::new(XdpTx::open(local4, peer4, &hop).map_err(|e| berr(e.to_string()))?)
+                }
+            };
+            Ok((Some(tx), None))
+        }
+        Direction::Reverse => {
+            if !opts.backend.receives() {
+                return Err(berr(
+                    "receives nothing here: AF_XDP would need an XDP program and stamps in user space after batching; use --backend packet or udp in reverse mode".into(),
+                ));
+            }
+            let dev = host::interface_of(local.ip())
+                .ok_or_else(|| berr(format!("no interface holds {}", local.ip())))?;
+            let c = std::ffi::CString::new(dev.clone())
+                .map_err(|_| berr("bad interface name".into()))?;
+            // SAFETY: a NUL-terminated name.
+            let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
+            let ring = PacketRing::open(ifindex, local)
+                .map_err(|e| berr(format!("ring on {dev}: {e}")))?;
+            Ok((None, Some(ring)))
+        }
+    }
+}
+
 impl UdpChannel {
     /// Connects to `server` (`HOST[:PORT]`, port 7447 by default), proves
     /// the key if given, opens a session in `opts.direction`.
@@ -350,7 +427,10 @@ impl UdpChannel {
         let server_udp = SocketAddr::new(addr.ip(), udp_port);
         let overhead = if addr.is_ipv4() { 42 } else { 62 };
         let mtu = path_mtu(&sock, server_udp).unwrap_or(1500).min(9000);
-        let payload = (mtu - (overhead - 14)).min(limits.max_packet_bytes as u32);
+        let mut payload = (mtu - (overhead - 14)).min(limits.max_packet_bytes as u32);
+        if opts.backend == Backend::Xdp {
+            payload = payload.min(xdp::MAX_PAYLOAD as u32);
+        }
         if payload < ProbeRepr::buffer_len() as u32 {
             return Err(ChannelError::Io(format!(
                 "the server allows {payload}-byte payloads; probes need {}",
@@ -365,8 +445,9 @@ impl UdpChannel {
             );
         }
         warnings.extend(host::merging_offloads(local_ip));
+        let (raw_tx, ring) = open_backend(opts, &sock, server_udp, session, &mut warnings)?;
         let host_limit_bps = match opts.direction {
-            Direction::Forward => host::pacing_limit_bps(payload, frame_bytes),
+            Direction::Forward => host::pacing_limit_bps(opts.backend, payload, frame_bytes),
             // The server sends; its limit is in its clamped max rate.
             Direction::Reverse => f64::INFINITY,
         };
@@ -378,6 +459,9 @@ impl UdpChannel {
             writer,
             ctrl_fd,
             sock,
+            raw_tx,
+            ring,
+            backend: opts.backend,
             server_udp,
             session,
             limits,
@@ -394,16 +478,18 @@ impl UdpChannel {
             credit_balance: 0,
             own_link: Vec::new(),
             tx_missing: 0,
+            last_departures: None,
             drops: DropCounters::default(),
             server_drops: None,
             warnings,
             description: format!(
-                "tightlink server {addr} ({}{})",
+                "tightlink server {addr} ({}{}, {} backend)",
                 match opts.direction {
                     Direction::Forward => "forward",
                     Direction::Reverse => "reverse",
                 },
-                if authenticated { ", key" } else { "" }
+                if authenticated { ", key" } else { "" },
+                opts.backend
             ),
         };
         if opts.direction == Direction::Reverse {
@@ -536,10 +622,24 @@ impl UdpChannel {
             .collect()
     }
 
+    /// The departures of the last stream: this host's sends (forward) or
+    /// the server's transmit stamps on its schedule (reverse).
+    pub fn last_departures(&self) -> Option<&Departures> {
+        self.last_departures.as_ref()
+    }
+
+    /// The backend this end sends or receives with.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
     fn note(&mut self, d: &Departures, sizes: &[u32]) {
         let v = judge_departures(d, sizes);
         self.late_streams += v.late as usize;
-        self.tx_missing += v.tx_missing as u64;
+        if self.backend != Backend::Xdp || self.direction == Direction::Reverse {
+            // xdp has no transmit stamps to miss (said once at connect).
+            self.tx_missing += v.tx_missing as u64;
+        }
         if let Some(r) = v.queued_rate_bps.filter(|_| !v.late) {
             self.own_link.push(r);
         }
@@ -572,9 +672,16 @@ impl UdpChannel {
             &payloads,
             &mut self.sequence,
         );
+        let mut udp = UdpTx {
+            sock: &mut self.sock,
+            to: self.server_udp,
+        };
+        let tx: &mut dyn Transmit = match self.raw_tx.as_mut() {
+            Some(t) => t.as_mut(),
+            None => &mut udp,
+        };
         let d = send_paced(
-            &mut self.sock,
-            self.server_udp,
+            tx,
             &warm,
             &mut pk,
             &request.offsets_ns,
@@ -585,7 +692,9 @@ impl UdpChannel {
             .map_err(io_err("stream sent"))?;
         let recv = self.read_records(stream, RecordKind::Receive, n)?;
         self.note(&d, &request.sizes);
-        Ok(probe_stream(stream, &request.sizes, &d.scheduled_ns, &recv))
+        let s = probe_stream(stream, &request.sizes, &d.scheduled_ns, &recv);
+        self.last_departures = Some(d);
+        Ok(s)
     }
 
     fn reverse(
@@ -627,8 +736,13 @@ impl UdpChannel {
         let duration = request.offsets_ns.last().copied().unwrap_or(0);
         let deadline = clock::monotonic_ns() + duration + 2_000_000_000;
         let reader = &mut self.reader;
+        let mut udp = &self.sock;
+        let source: &mut dyn crate::backend::ProbeSource = match self.ring.as_mut() {
+            Some(r) => r,
+            None => &mut udp,
+        };
         let c = collect_stream(
-            &self.sock,
+            source,
             &expect,
             Some(self.ctrl_fd),
             &mut || match read_message(reader) {
@@ -645,6 +759,17 @@ impl UdpChannel {
         )
         .map_err(io_err("receive"))?;
         self.drops.merge(&c.drops);
+        if let Some(r) = &self.ring {
+            // The socket got the same datagrams the ring did: discard them.
+            crate::receiver::discard(&self.sock).map_err(io_err("receive"))?;
+            let lost = r.dropped().map_err(io_err("packet ring"))?;
+            if lost > 0 || r.malformed > 0 {
+                self.warnings.push(format!(
+                    "packet ring: {lost} frames dropped (ring full), {} not IPv4 UDP",
+                    r.malformed
+                ));
+            }
+        }
         if c.unstamped > 0 {
             return Err(ChannelError::Io(format!(
                 "{} packets came without a kernel receive timestamp",
@@ -662,12 +787,9 @@ impl UdpChannel {
             tx_ns: tx,
         };
         self.note(&d, &request.sizes);
-        Ok(probe_stream(
-            stream,
-            &request.sizes,
-            &d.scheduled_ns,
-            &c.recv_ns,
-        ))
+        let s = probe_stream(stream, &request.sizes, &d.scheduled_ns, &c.recv_ns);
+        self.last_departures = Some(d);
+        Ok(s)
     }
 }
 

@@ -2,16 +2,21 @@
 //! paper sections 3 and 5-7: timers, syscalls, interrupts and I/O limit
 //! what a measuring host can send and stamp.) Measures the clock, how
 //! precisely this host paces trains per packet size and rate, what a
-//! receiver sees of a paced train (batching, receive-rate error: the
-//! cloud paper's Tables 1-2 for the "nativeUDP" backend), merging
-//! offloads and CPU frequency scaling; then the verdict.
+//! receiver sees of a paced train (batching, receive-rate error), for
+//! every backend side by side (the cloud paper's Tables 1-2: sending
+//! backends against the server's kernel stamps, receiving backends
+//! against its transmit stamps), merging offloads and CPU frequency
+//! scaling; then the verdict.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
+use tightlink_core::ProbeStream;
 use tightlink_probe::{Channel, StreamRequest};
+use tightlink_wire::control::Direction;
 
+use crate::backend::{send_paced, Backend};
 use crate::client::{ClientOptions, UdpChannel};
-use crate::udp::{send_paced, ProbeSocket};
+use crate::udp::{Departures, ProbeSocket};
 use crate::{clock, host, loopback, packets};
 
 /// Gap precision asked of a usable rate: this share of sends within 1 us
@@ -20,6 +25,7 @@ pub const PRECISE_SHARE: f64 = 0.90;
 
 #[derive(Debug, Clone)]
 pub struct PacingRow {
+    pub backend: Backend,
     pub frame_bytes: u32,
     pub rate_bps: f64,
     /// Share of sends that began within 1 us of schedule.
@@ -28,14 +34,36 @@ pub struct PacingRow {
     pub sent_rate_bps: f64,
 }
 
+/// One sending backend at one rate, against a receiver's kernel stamps
+/// (the cloud paper's Table 1: estimated and actual send rates).
+#[derive(Debug, Clone)]
+pub struct SendRow {
+    pub backend: Backend,
+    pub rate_bps: f64,
+    /// Medians over the repeats: the rate the sender believes it sent
+    /// (user-space send times) and the rate the receiver's kernel stamps
+    /// saw (the actual one).
+    pub est_send_bps: f64,
+    pub act_bps: f64,
+    /// Relative standard deviation of the actual rate over the repeats.
+    pub act_rsd: f64,
+    /// Share of sends within 1 us of schedule (all repeats).
+    pub within_1us: f64,
+    pub lost: usize,
+}
+
+/// One receiving backend at one rate (the cloud paper's Table 2):
+/// the server paces with UDP, this host stamps.
 #[derive(Debug, Clone)]
 pub struct ReceiveRow {
-    pub backend: &'static str,
+    pub backend: Backend,
     pub rate_bps: f64,
-    /// Rate the sender reports (schedule) and the receiver's rate from
-    /// its kernel stamps: first to last packet.
+    /// Medians over the repeats: the rate between the sender's kernel
+    /// transmit stamps and the rate between this host's receive stamps.
     pub send_rate_bps: f64,
     pub recv_rate_bps: f64,
+    /// Relative standard deviation of the receive rate over the repeats.
+    pub recv_rsd: f64,
     /// Share of receive gaps under 1 us (packets stamped in one batch).
     pub back_to_back: f64,
     /// Mean run length of back-to-back packets (1 = none batched).
@@ -47,13 +75,17 @@ pub struct ReceiveRow {
 pub struct Doctor {
     pub clock_read_ns: f64,
     pub clock_resolution_ns: i64,
-    pub send_cost_ns: Vec<(u32, f64)>,
+    /// Per backend and frame size: median cost of one send (ns).
+    pub send_cost_ns: Vec<(Backend, u32, f64)>,
     pub pacing: Vec<PacingRow>,
+    pub sends: Vec<SendRow>,
     pub receive: Vec<ReceiveRow>,
+    /// Backends (and directions) this host could not run, and why.
+    pub unavailable: Vec<(Backend, String)>,
     pub offloads: Vec<(String, Option<bool>, Option<bool>)>,
     pub cpu_governor: Option<String>,
-    /// Per frame size: the highest rate paced precisely.
-    pub limits: Vec<(u32, f64)>,
+    /// Per backend and frame size: the highest rate paced precisely.
+    pub limits: Vec<(Backend, u32, f64)>,
     pub target: String,
 }
 
@@ -78,20 +110,25 @@ fn clock_resolution_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-/// Paces `n` frames of `frame_bytes` at `rate_bps` to a local sink and
-/// measures how close to schedule each send began.
-pub fn pacing_row(frame_bytes: u32, rate_bps: f64, n: usize) -> std::io::Result<PacingRow> {
+/// Paces `n` frames of `frame_bytes` at `rate_bps` through `backend` to a
+/// local sink and measures how close to schedule each send began.
+pub fn pacing_row(
+    backend: Backend,
+    frame_bytes: u32,
+    rate_bps: f64,
+    n: usize,
+) -> std::io::Result<PacingRow> {
     let payload = frame_bytes - 42;
     let sink = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))?;
     let to = sink.local_addr()?;
     let mut s = ProbeSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 8 << 20)?;
+    let mut tx = host::loopback_tx(backend, &mut s, to)?;
     let gap = frame_bytes as f64 * 8e9 / rate_bps;
     let offsets: Vec<i64> = (0..n).map(|i| (i as f64 * gap).round() as i64).collect();
     let mut seq = 0;
     let (warm, mut pk) = packets::build(1, 0, &offsets, &vec![payload; n], &mut seq);
     let d = send_paced(
-        &mut s,
-        to,
+        tx.as_mut(),
         &warm,
         &mut pk,
         &offsets,
@@ -99,6 +136,7 @@ pub fn pacing_row(frame_bytes: u32, rate_bps: f64, n: usize) -> std::io::Result<
     )?;
     let span = (d.user_ns[n - 1] - d.user_ns[0]).max(1) as f64;
     Ok(PacingRow {
+        backend,
         frame_bytes,
         rate_bps,
         within_1us: 1.0 - d.late_share(1_000),
@@ -106,88 +144,196 @@ pub fn pacing_row(frame_bytes: u32, rate_bps: f64, n: usize) -> std::io::Result<
     })
 }
 
-/// Sends a paced train through a real channel and reads what the
-/// receiver's kernel stamps say of it.
-pub fn receive_row(ch: &mut UdpChannel, rate_bps: f64, n: usize) -> Result<ReceiveRow, String> {
-    let frame = ch.probe_size_bytes().unwrap_or(1514);
+/// Frame size of the backend tables' trains (the paper's 1514 bytes).
+pub const TABLE_FRAME_BYTES: u32 = 1514;
+
+/// A paced train of `n` frames at `rate_bps` through a channel.
+fn train(
+    ch: &mut UdpChannel,
+    rate_bps: f64,
+    n: usize,
+) -> Result<(ProbeStream, Departures), String> {
+    let frame = TABLE_FRAME_BYTES;
     let gap = frame as f64 * 8e9 / rate_bps;
     let times: Vec<i64> = (0..n).map(|i| (i as f64 * gap).round() as i64).collect();
     let p = ch
         .probe(&StreamRequest::from_send_times(&times, frame))
         .map_err(|e| e.to_string())?;
-    let got: Vec<(i64, i64)> = p
-        .stream
-        .packets
-        .iter()
-        .filter_map(|q| q.recv_ns.map(|r| (q.send_ns, r)))
-        .collect();
-    let lost = n - got.len();
-    if got.len() < 2 {
-        return Err("fewer than two packets arrived".into());
+    let d = ch
+        .last_departures()
+        .cloned()
+        .ok_or("the channel kept no departures")?;
+    Ok((p.stream, d))
+}
+
+/// Rate (bit/s) of equal frames between the first and last of `t`.
+fn span_rate(frame: u32, t: &[i64]) -> Option<f64> {
+    if t.len() < 2 {
+        return None;
     }
-    let bytes = (got.len() - 1) as f64 * frame as f64 * 8.0;
-    let send_span = (got[got.len() - 1].0 - got[0].0).max(1) as f64;
-    let recv_span = (got[got.len() - 1].1 - got[0].1).max(1) as f64;
-    let gaps: Vec<i64> = got.windows(2).map(|w| w[1].1 - w[0].1).collect();
-    let b2b = gaps.iter().filter(|&&g| g < 1_000).count();
-    // Runs of back-to-back gaps: a run of k such gaps is a batch of k+1.
-    let mut batches = Vec::new();
-    let mut run = 0;
-    for &g in &gaps {
-        if g < 1_000 {
-            run += 1;
-        } else {
-            batches.push(run + 1);
-            run = 0;
-        }
+    let span = (t[t.len() - 1] - t[0]).max(1) as f64;
+    Some((t.len() - 1) as f64 * frame as f64 * 8e9 / span)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn rsd(v: &[f64]) -> f64 {
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64;
+    var.sqrt() / m
+}
+
+/// Table 1 row: `reps` trains sent through the channel's backend; the
+/// receiver's kernel stamps give the actual rate.
+pub fn send_row(
+    ch: &mut UdpChannel,
+    rate_bps: f64,
+    n: usize,
+    reps: usize,
+) -> Result<SendRow, String> {
+    let frame = TABLE_FRAME_BYTES;
+    let (mut est, mut act) = (Vec::new(), Vec::new());
+    let (mut on_time, mut sends, mut lost) = (0.0, 0usize, 0);
+    for _ in 0..reps {
+        let (s, d) = train(ch, rate_bps, n)?;
+        let recv: Vec<i64> = s.packets.iter().filter_map(|p| p.recv_ns).collect();
+        lost += n - recv.len();
+        act.push(span_rate(frame, &recv).ok_or("fewer than two packets arrived")?);
+        est.push(span_rate(frame, &d.user_ns).ok_or("no send times")?);
+        on_time += (1.0 - d.late_share(1_000)) * d.user_ns.len() as f64;
+        sends += d.user_ns.len();
     }
-    batches.push(run + 1);
-    Ok(ReceiveRow {
-        backend: "udp",
+    Ok(SendRow {
+        backend: ch.backend(),
         rate_bps,
-        send_rate_bps: bytes * 1e9 / send_span,
-        recv_rate_bps: bytes * 1e9 / recv_span,
-        back_to_back: b2b as f64 / gaps.len() as f64,
-        mean_batch: batches.iter().sum::<usize>() as f64 / batches.len() as f64,
+        est_send_bps: median(&mut est),
+        act_rsd: rsd(&act),
+        act_bps: median(&mut act),
+        within_1us: on_time / sends.max(1) as f64,
         lost,
     })
 }
 
+/// Table 2 row: `reps` trains the server sends (reverse session), stamped
+/// here by the channel's backend.
+pub fn receive_row(
+    ch: &mut UdpChannel,
+    rate_bps: f64,
+    n: usize,
+    reps: usize,
+) -> Result<ReceiveRow, String> {
+    let frame = TABLE_FRAME_BYTES;
+    let (mut sent, mut recv) = (Vec::new(), Vec::new());
+    let (mut b2b, mut gaps_total, mut batches, mut lost) = (0usize, 0usize, Vec::new(), 0);
+    for _ in 0..reps {
+        let (s, d) = train(ch, rate_bps, n)?;
+        // Packets stamped at both ends.
+        let both: Vec<(i64, i64)> = s
+            .packets
+            .iter()
+            .zip(&d.tx_ns)
+            .filter_map(|(p, t)| Some((t.as_ref().copied()?, p.recv_ns?)))
+            .collect();
+        lost += n - s.packets.iter().filter(|p| p.recv_ns.is_some()).count();
+        let tx: Vec<i64> = both.iter().map(|b| b.0).collect();
+        let rx: Vec<i64> = both.iter().map(|b| b.1).collect();
+        sent.push(span_rate(frame, &tx).ok_or("fewer than two packets stamped at both ends")?);
+        recv.push(span_rate(frame, &rx).ok_or("fewer than two packets arrived")?);
+        let gaps: Vec<i64> = rx.windows(2).map(|w| w[1] - w[0]).collect();
+        b2b += gaps.iter().filter(|&&g| g < 1_000).count();
+        gaps_total += gaps.len();
+        // Runs of back-to-back gaps: a run of k such gaps is a batch of k+1.
+        let mut run = 0;
+        for &g in &gaps {
+            if g < 1_000 {
+                run += 1;
+            } else {
+                batches.push(run + 1);
+                run = 0;
+            }
+        }
+        batches.push(run + 1);
+    }
+    Ok(ReceiveRow {
+        backend: ch.backend(),
+        rate_bps,
+        send_rate_bps: median(&mut sent),
+        recv_rsd: rsd(&recv),
+        recv_rate_bps: median(&mut recv),
+        back_to_back: b2b as f64 / gaps_total.max(1) as f64,
+        mean_batch: batches.iter().sum::<usize>() as f64 / batches.len().max(1) as f64,
+        lost,
+    })
+}
+
+/// Where `doctor` measures against: a given server, or one it starts on
+/// loopback (keyed, so its limits do not cap the rates).
+struct Peer {
+    addr: String,
+    key: Option<Vec<u8>>,
+    label: String,
+    loopback: bool,
+}
+
+fn connect(peer: &Peer, backend: Backend, direction: Direction) -> Result<UdpChannel, String> {
+    let opts = ClientOptions {
+        key: peer.key.clone(),
+        backend,
+        direction,
+        ..Default::default()
+    };
+    UdpChannel::connect(&peer.addr, &opts).map_err(|e| e.to_string())
+}
+
 /// Runs every check. `peer`: a `tightlink server` to measure the
-/// receiving side against; `None` starts one on loopback.
-pub fn run(peer: Option<&str>, quick: bool) -> Result<Doctor, String> {
+/// receiving side against (with `key`, its keyed limits apply); `None`
+/// starts one on loopback.
+pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doctor, String> {
     let frames = [128u32, 1514, 9014];
     let rates = [100e6, 500e6, 1e9, 2e9, 4e9, 8e9, 10e9];
+    let table_rates = [1e9, 2e9, 4e9, 8e9, 10e9];
     let n = if quick { 200 } else { 1000 };
+    let reps = if quick { 2 } else { 5 };
+    let mut unavailable = Vec::new();
     let mut pacing = Vec::new();
     let mut limits = Vec::new();
-    for &f in &frames {
-        let mut best = 0.0;
-        for &r in &rates {
-            let row = pacing_row(f, r, n).map_err(|e| format!("pacing {f} B at {r}: {e}"))?;
-            if row.within_1us >= PRECISE_SHARE {
-                best = r;
+    let mut send_cost_ns = Vec::new();
+    for b in Backend::ALL {
+        for &f in &frames {
+            if b == Backend::Xdp && f as usize - 42 > crate::backend::xdp::MAX_PAYLOAD {
+                continue;
             }
-            pacing.push(row);
+            let cost = match host::send_cost_ns(b, f - 42, 2000) {
+                Ok(c) => c,
+                Err(e) => {
+                    unavailable.push((b, format!("send: {e}")));
+                    break;
+                }
+            };
+            send_cost_ns.push((b, f, cost));
+            let mut best = 0.0;
+            for &r in &rates {
+                let row =
+                    pacing_row(b, f, r, n).map_err(|e| format!("pacing {b} {f} B at {r}: {e}"))?;
+                if row.within_1us >= PRECISE_SHARE {
+                    best = r;
+                }
+                pacing.push(row);
+            }
+            limits.push((b, f, best));
         }
-        limits.push((f, best));
     }
-    let send_cost_ns = frames
-        .iter()
-        .map(|&f| {
-            Ok((
-                f,
-                host::send_cost_ns(f - 42, 2000).map_err(|e| e.to_string())?,
-            ))
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    let (mut ch, target) = match peer {
-        Some(p) => (
-            UdpChannel::connect(p, &ClientOptions::default()).map_err(|e| e.to_string())?,
-            p.to_string(),
-        ),
+    let peer = match peer {
+        Some(p) => Peer {
+            addr: p.to_string(),
+            key,
+            label: p.to_string(),
+            loopback: false,
+        },
         None => {
-            // A keyed loopback server, so its limits do not cap the rates.
             let key = b"doctor".to_vec();
             let (addr, _) = loopback::spawn_server(crate::ServerConfig {
                 key: Some(key.clone()),
@@ -195,62 +341,109 @@ pub fn run(peer: Option<&str>, quick: bool) -> Result<Doctor, String> {
                 ..Default::default()
             })
             .map_err(|e| e.to_string())?;
-            let opts = ClientOptions {
+            Peer {
+                addr: addr.to_string(),
                 key: Some(key),
-                ..Default::default()
-            };
-            (
-                UdpChannel::connect(&addr.to_string(), &opts).map_err(|e| e.to_string())?,
-                "loopback (a server on 127.0.0.1)".to_string(),
-            )
+                label: "loopback (a server on 127.0.0.1)".to_string(),
+                loopback: true,
+            }
         }
     };
+    let mut sends = Vec::new();
     let mut receive = Vec::new();
-    let top = ch.limits().max_rate_bps as f64;
-    for &r in rates.iter().filter(|&&r| r <= top) {
-        receive.push(receive_row(&mut ch, r, n)?);
-    }
-    let _ = ch.close_session();
     let mut offloads = Vec::new();
-    let local_ip: Option<IpAddr> = ch.local_udp().ok().map(|a| a.ip());
-    if let Some(dev) = local_ip.and_then(host::interface_of) {
-        let (gro, lro) = host::offloads(&dev);
-        offloads.push((dev, gro, lro));
+    for b in Backend::ALL {
+        if unavailable.iter().any(|(u, _)| *u == b) {
+            continue;
+        }
+        if peer.loopback && b != Backend::Udp {
+            // Frames from 127.0.0.1 injected at layer 2 come back in on lo
+            // and IP input drops them as martians (route_localnet=0).
+            unavailable.push((b, "tables need a peer across a real link: on loopback, frames injected below IP are dropped as martians (run with --peer; scripts/doctor-lab.sh does, across namespaces)".into()));
+            continue;
+        }
+        let rows = (|| -> Result<(), String> {
+            let mut ch = connect(&peer, b, Direction::Forward)?;
+            let top = ch.limits().max_rate_bps as f64;
+            for &r in table_rates.iter().filter(|&&r| r <= top) {
+                sends.push(send_row(&mut ch, r, n, reps)?);
+            }
+            if offloads.is_empty() {
+                let local_ip: Option<IpAddr> = ch.local_udp().ok().map(|a| a.ip());
+                if let Some(dev) = local_ip.and_then(host::interface_of) {
+                    let (gro, lro) = host::offloads(&dev);
+                    offloads.push((dev, gro, lro));
+                }
+            }
+            let _ = ch.close_session();
+            Ok(())
+        })();
+        if let Err(e) = rows {
+            unavailable.push((b, format!("send: {e}")));
+        }
+        if !b.receives() {
+            unavailable.push((b, "receive: no per-packet kernel stamps (needs an XDP program; would stamp in user space after batching)".into()));
+            continue;
+        }
+        let rows = (|| -> Result<(), String> {
+            let mut ch = connect(&peer, b, Direction::Reverse)?;
+            let top = ch.limits().max_rate_bps as f64;
+            for &r in table_rates.iter().filter(|&&r| r <= top) {
+                receive.push(receive_row(&mut ch, r, n, reps)?);
+            }
+            let _ = ch.close_session();
+            Ok(())
+        })();
+        if let Err(e) = rows {
+            unavailable.push((b, format!("receive: {e}")));
+        }
     }
     Ok(Doctor {
         clock_read_ns: clock_read_ns(),
         clock_resolution_ns: clock_resolution_ns(),
         send_cost_ns,
         pacing,
+        sends,
         receive,
+        unavailable,
         offloads,
         cpu_governor: host::cpu_governor(),
         limits,
-        target,
+        target: peer.label,
     })
 }
 
 impl Doctor {
-    /// "this host can probe up to X Gbit/s with Y us gap precision", for
-    /// MTU-sized (1514-byte) frames.
-    pub fn verdict(&self) -> String {
-        let limit = self
-            .limits
+    /// The highest rate paced precisely with `frame`-byte frames through
+    /// `backend` (0 when none was).
+    pub fn limit(&self, backend: Backend, frame: u32) -> f64 {
+        self.limits
             .iter()
-            .find(|(f, _)| *f == 1514)
-            .map_or(0.0, |l| l.1);
+            .find(|(b, f, _)| *b == backend && *f == frame)
+            .map_or(0.0, |l| l.2)
+    }
+
+    /// "this host can probe up to X Gbit/s with Y us gap precision", for
+    /// MTU-sized (1514-byte) frames, through the default (udp) backend
+    /// and through the best other one.
+    pub fn verdict(&self) -> String {
+        let limit = self.limit(Backend::Udp, 1514);
+        let best = Backend::ALL
+            .into_iter()
+            .map(|b| (b, self.limit(b, 1514)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .filter(|(b, l)| *b != Backend::Udp && *l > limit);
+        let better = best.map_or(String::new(), |(b, l)| {
+            format!("; --backend {b} paces up to {:.1} Gbit/s", l / 1e9)
+        });
         if limit == 0.0 {
-            return "this host cannot pace 1514-byte frames within 1 us even at 100 Mbit/s: its estimates are host-limited".into();
+            return format!("this host cannot pace 1514-byte frames within 1 us even at 100 Mbit/s: its estimates are host-limited{better}");
         }
         format!(
-            "this host can probe up to {:.1} Gbit/s with 1514-byte frames, {:.0} % of gaps within 1 us of schedule (jumbo 9014-byte frames: {:.1} Gbit/s)",
+            "this host can probe up to {:.1} Gbit/s with 1514-byte frames, {:.0} % of gaps within 1 us of schedule (jumbo 9014-byte frames: {:.1} Gbit/s){better}",
             limit / 1e9,
             PRECISE_SHARE * 100.0,
-            self.limits
-                .iter()
-                .find(|(f, _)| *f == 9014)
-                .map_or(0.0, |l| l.1)
-                / 1e9
+            self.limit(Backend::Udp, 9014) / 1e9
         )
     }
 }

@@ -7,40 +7,67 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
+use crate::backend::packet::PacketTx;
+use crate::backend::route::next_hop;
+use crate::backend::xdp::XdpTx;
+use crate::backend::{Backend, Transmit};
 use crate::clock;
-use crate::udp::ProbeSocket;
+use crate::udp::{ProbeSocket, UdpTx};
 
-/// Median cost of one `send` of `payload` bytes, back to back, to a sink
-/// on loopback (ns). On veth and loopback the receive path runs inside the
-/// sender's `send` (PLATFORM.md), so this is close to the real cost.
-pub fn send_cost_ns(payload: u32, sends: usize) -> std::io::Result<f64> {
+/// Median cost of handing one datagram of `payload` bytes to the kernel
+/// through `backend`, back to back, to a sink on loopback (ns). On veth
+/// and loopback the receive path runs inside the sender's `send`
+/// (PLATFORM.md), so this is close to the real cost.
+pub fn send_cost_ns(backend: Backend, payload: u32, sends: usize) -> std::io::Result<f64> {
     let sink = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))?;
     let to = sink.local_addr()?;
     let mut s = ProbeSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), 1 << 20)?;
+    let mut tx = loopback_tx(backend, &mut s, to)?;
     let buf = vec![0u8; payload as usize];
     let mut costs = Vec::with_capacity(sends);
     let mut drain = vec![0u8; 65_536];
+    let mut stamps = Vec::new();
     sink.set_nonblocking(true)?;
     for i in 0..sends {
         let t = clock::monotonic_ns();
-        s.send_to(&buf, to)?;
+        tx.send_now(&buf)?;
         costs.push((clock::monotonic_ns() - t) as f64);
         if i % 64 == 63 {
             while sink.recv(&mut drain).is_ok() {}
-            let mut stamps = Vec::new();
-            s.drain_tx_stamps(&mut stamps)?;
+            stamps.clear();
+            tx.drain_tx_stamps(&mut stamps)?;
         }
     }
     costs.sort_by(f64::total_cmp);
     Ok(costs[costs.len() / 2])
 }
 
+/// A transmitter of `backend` from `sock`'s address to `to`, both on
+/// loopback.
+pub fn loopback_tx<'a>(
+    backend: Backend,
+    sock: &'a mut ProbeSocket,
+    to: SocketAddr,
+) -> std::io::Result<Box<dyn Transmit + 'a>> {
+    let v4 = |a: SocketAddr| match a {
+        SocketAddr::V4(a) => Ok(a),
+        SocketAddr::V6(_) => Err(std::io::Error::other("IPv4 only")),
+    };
+    let (src, dst) = (v4(sock.local_addr()?)?, v4(to)?);
+    let hop = || next_hop(*dst.ip(), &mut || {}).map_err(std::io::Error::other);
+    Ok(match backend {
+        Backend::Udp => Box::new(UdpTx { sock, to }),
+        Backend::Packet => Box::new(PacketTx::open(src, dst, &hop()?)?),
+        Backend::Xdp => Box::new(XdpTx::open(src, dst, &hop()?)?),
+    })
+}
+
 /// The highest rate (bit/s, at the frame layer) this host paces probes of
-/// `payload` bytes at: one frame per median send cost, with 25 % slack
-/// for the spin loop and interrupts. `f64::INFINITY` if it cannot be
-/// measured (the strategies then use the server's limit).
-pub fn pacing_limit_bps(payload: u32, frame_bytes: u32) -> f64 {
-    match send_cost_ns(payload, 400) {
+/// `payload` bytes at through `backend`: one frame per median send cost,
+/// with 25 % slack for the spin loop and interrupts. `f64::INFINITY` if
+/// it cannot be measured (the strategies then use the server's limit).
+pub fn pacing_limit_bps(backend: Backend, payload: u32, frame_bytes: u32) -> f64 {
+    match send_cost_ns(backend, payload, 400) {
         Ok(c) if c > 0.0 => frame_bytes as f64 * 8e9 / (c * 1.25),
         _ => f64::INFINITY,
     }
@@ -160,9 +187,9 @@ mod tests {
 
     #[test]
     fn loopback_sends_cost_something_and_limit_is_finite() {
-        let c = send_cost_ns(1472, 200).unwrap();
+        let c = send_cost_ns(Backend::Udp, 1472, 200).unwrap();
         assert!(c > 50.0 && c < 1e6, "{c}");
-        let l = pacing_limit_bps(1472, 1514);
+        let l = pacing_limit_bps(Backend::Udp, 1472, 1514);
         assert!(l.is_finite() && l > 1e6, "{l}");
     }
 

@@ -3,7 +3,10 @@
 //!
 //! - [`clock`]: the clocks we pace with and stamp with.
 //! - [`udp`]: the probe socket: kernel software receive and transmit
-//!   timestamps, `recvmmsg` batches, the busy-wait paced sender.
+//!   timestamps, `recvmmsg` batches.
+//! - [`backend`]: the busy-wait paced sender and the backends it sends
+//!   through (`udp`, `packet` = AF_PACKET + TPACKET_V3 ring, `xdp` =
+//!   AF_XDP), each measured by `doctor`.
 //! - [`packets`]: a train's packets, built before it is sent.
 //! - [`receiver`]: the receiving end of a stream (server forward, client
 //!   reverse): stamps kept per position, everything else counted by reason.
@@ -17,6 +20,7 @@
 //!   `doctor`.
 
 pub mod auth;
+pub mod backend;
 pub mod client;
 pub mod clock;
 pub mod doctor;

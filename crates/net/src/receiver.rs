@@ -10,6 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
 use tightlink_wire::{DropCounters, DropReason};
 
+use crate::backend::ProbeSource;
 use crate::clock;
 use crate::udp::{ProbeSocket, Received, HEADER_COPY};
 
@@ -106,7 +107,7 @@ fn classify(
 /// and the sender has finished, [`DRAIN_NS`] after the sender finished, or
 /// at `deadline_ns` (CLOCK_MONOTONIC), whichever comes first.
 pub fn collect_stream(
-    sock: &ProbeSocket,
+    sock: &mut dyn ProbeSource,
     e: &Expect,
     control: Option<i32>,
     on_control: &mut dyn FnMut() -> io::Result<bool>,
@@ -198,6 +199,22 @@ pub fn absorb(sock: &ProbeSocket, e: &Expect, c: &mut Collected) -> io::Result<(
         }
         if n < 32 {
             return Ok(());
+        }
+    }
+}
+
+/// Empties the socket's receive queue, without waiting; returns how many
+/// datagrams it held. For a socket whose datagrams were read elsewhere
+/// (the packet ring sees the same ones first).
+pub fn discard(sock: &ProbeSocket) -> io::Result<usize> {
+    let mut headers = [[0u8; HEADER_COPY]; 32];
+    let mut got = [None; 32];
+    let mut total = 0;
+    loop {
+        let n = sock.recv_batch(&mut headers, &mut got)?;
+        total += n;
+        if n < 32 {
+            return Ok(total);
         }
     }
 }

@@ -36,8 +36,9 @@ use tightlink_wire::control::{
 use tightlink_wire::twamp::ProbeRepr;
 use tightlink_wire::DropCounters;
 
+use crate::backend::send_paced;
 use crate::receiver::{absorb, collect_stream, Collected, Expect};
-use crate::udp::{send_paced, ProbeSocket};
+use crate::udp::{ProbeSocket, UdpTx};
 use crate::{auth, clock, packets};
 
 /// Longest stream, so receive offsets fit the records' 32-bit ns.
@@ -436,7 +437,7 @@ fn session(
                 let deadline = clock::monotonic_ns() + duration_ns as i64 + 2_000_000_000;
                 let mut sender_done = false;
                 let c = collect_stream(
-                    &sock,
+                    &mut &sock,
                     &expect,
                     Some(conn.as_raw_fd()),
                     &mut || match read_message(&mut r) {
@@ -611,8 +612,7 @@ fn send_schedule(
     let sizes: Vec<u32> = schedule.iter().map(|s| s.size_bytes as u32).collect();
     let (warm, mut pk) = packets::build(session, stream, &offsets, &sizes, sequence);
     let d = send_paced(
-        sock,
-        to,
+        &mut UdpTx { sock, to },
         &warm,
         &mut pk,
         &offsets,

@@ -17,12 +17,6 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::Duration;
-
-use tightlink_wire::twamp::SenderPacket;
-use tightlink_wire::NtpTimestamp;
-
-use crate::clock;
 
 // linux/net_tstamp.h and linux/errqueue.h; the libc crate lacks them.
 const SOF_TIMESTAMPING_TX_SOFTWARE: u32 = 1 << 1;
@@ -31,11 +25,17 @@ const SOF_TIMESTAMPING_SOFTWARE: u32 = 1 << 4;
 const SOF_TIMESTAMPING_OPT_ID: u32 = 1 << 7;
 const SOF_TIMESTAMPING_OPT_TSONLY: u32 = 1 << 11;
 const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
+// linux/if_packet.h: how an AF_PACKET socket's error queue labels stamps.
+const PACKET_TX_TIMESTAMP: i32 = 16;
+/// Transmit stamping flags shared by every socket that stamps sends.
+pub(crate) const TX_STAMP_FLAGS: u32 = SOF_TIMESTAMPING_TX_SOFTWARE
+    | SOF_TIMESTAMPING_SOFTWARE
+    | SOF_TIMESTAMPING_OPT_ID
+    | SOF_TIMESTAMPING_OPT_TSONLY;
 
 /// Bytes of each datagram copied out: the probe header and then some.
 pub const HEADER_COPY: usize = 64;
-/// Datagrams per `recvmmsg`.
-const BATCH: usize = 32;
+use crate::backend::{Backend, ProbeSource, Transmit, BATCH};
 
 /// One received datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,7 +131,7 @@ pub(crate) fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr>
 /// # Safety
 /// `msg` must be a message filled by `recvmsg`/`recvmmsg` whose control
 /// buffer is still alive.
-unsafe fn cmsg_stamp(msg: &libc::msghdr) -> (Option<i64>, Option<u32>) {
+pub(crate) unsafe fn cmsg_stamp(msg: &libc::msghdr) -> (Option<i64>, Option<u32>) {
     let mut stamp = None;
     let mut id = None;
     let mut cmsg = libc::CMSG_FIRSTHDR(msg);
@@ -151,6 +151,7 @@ unsafe fn cmsg_stamp(msg: &libc::msghdr) -> (Option<i64>, Option<u32>) {
             stamp = Some(ts.tv_sec * 1_000_000_000 + ts.tv_nsec);
         } else if (level == libc::SOL_IP && ty == libc::IP_RECVERR)
             || (level == libc::SOL_IPV6 && ty == libc::IPV6_RECVERR)
+            || (level == libc::SOL_PACKET && ty == PACKET_TX_TIMESTAMP)
         {
             let ee: libc::sock_extended_err =
                 std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::sock_extended_err);
@@ -170,11 +171,7 @@ impl ProbeSocket {
     pub fn bind(addr: SocketAddr, rcvbuf_bytes: i32) -> io::Result<Self> {
         let sock = UdpSocket::bind(addr)?;
         let fd = sock.as_raw_fd();
-        let flags = SOF_TIMESTAMPING_RX_SOFTWARE
-            | SOF_TIMESTAMPING_TX_SOFTWARE
-            | SOF_TIMESTAMPING_SOFTWARE
-            | SOF_TIMESTAMPING_OPT_ID
-            | SOF_TIMESTAMPING_OPT_TSONLY;
+        let flags = SOF_TIMESTAMPING_RX_SOFTWARE | TX_STAMP_FLAGS;
         setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags as i32)?;
         if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf_bytes).is_err() {
             setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf_bytes)?;
@@ -284,33 +281,40 @@ impl ProbeSocket {
     /// Takes every transmit stamp waiting in the error queue, without
     /// waiting.
     pub fn drain_tx_stamps(&self, out: &mut Vec<TxStamp>) -> io::Result<()> {
-        loop {
-            // SAFETY: as in `recv_batch`, for one message.
-            let got = unsafe {
-                let mut data = [0u8; 64];
-                let mut iov = libc::iovec {
-                    iov_base: data.as_mut_ptr() as *mut libc::c_void,
-                    iov_len: data.len(),
-                };
-                let mut control = [0u64; 32];
-                let mut msg: libc::msghdr = zeroed();
-                msg.msg_iov = &mut iov;
-                msg.msg_iovlen = 1;
-                msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-                msg.msg_controllen = size_of::<[u64; 32]>() as _;
-                let n = libc::recvmsg(self.fd(), &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT);
-                if n < 0 {
-                    let e = io::Error::last_os_error();
-                    if e.kind() == io::ErrorKind::WouldBlock {
-                        return Ok(());
-                    }
-                    return Err(e);
-                }
-                cmsg_stamp(&msg)
+        drain_errqueue(self.fd(), out)
+    }
+}
+
+/// Takes every transmit stamp waiting in `fd`'s error queue (a UDP or an
+/// AF_PACKET socket stamping with [`TX_STAMP_FLAGS`]), without waiting.
+pub(crate) fn drain_errqueue(fd: RawFd, out: &mut Vec<TxStamp>) -> io::Result<()> {
+    loop {
+        // SAFETY: zeroed plain-old-data structs; the message's pointers
+        // point at live locals with their lengths.
+        let got = unsafe {
+            let mut data = [0u8; 64];
+            let mut iov = libc::iovec {
+                iov_base: data.as_mut_ptr() as *mut libc::c_void,
+                iov_len: data.len(),
             };
-            if let (Some(kernel_ns), Some(id)) = got {
-                out.push(TxStamp { id, kernel_ns });
+            let mut control = [0u64; 32];
+            let mut msg: libc::msghdr = zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+            msg.msg_controllen = size_of::<[u64; 32]>() as _;
+            let n = libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT);
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    return Ok(());
+                }
+                return Err(e);
             }
+            cmsg_stamp(&msg)
+        };
+        if let (Some(kernel_ns), Some(id)) = got {
+            out.push(TxStamp { id, kernel_ns });
         }
     }
 }
@@ -363,67 +367,33 @@ impl Departures {
     }
 }
 
-/// Sends `packets[i]` at `offsets_ns[i]` after `start_monotonic_ns`,
-/// spinning in between, stamping each with its scheduled time (the TWAMP
-/// timestamp field), after a throw-away `warmup` packet sent
-/// `warmup_lead_ns` earlier (the first send of a train is 12-15 us slow:
-/// it wakes the receiving side). Drains transmit stamps whenever the next
-/// send is more than 20 us away, and once more at the end.
-pub fn send_paced(
-    sock: &mut ProbeSocket,
-    to: SocketAddr,
-    warmup: &[u8],
-    packets: &mut [Vec<u8>],
-    offsets_ns: &[i64],
-    start_monotonic_ns: i64,
-) -> io::Result<Departures> {
-    const WARMUP_LEAD_NS: i64 = 100_000;
-    let n = packets.len();
-    let mut stamps = Vec::with_capacity(n + 1);
-    // REALTIME = MONOTONIC + shift, read once, so schedules are exact.
-    let shift = clock::realtime_ns() - clock::monotonic_ns();
-    clock::spin_until(start_monotonic_ns - WARMUP_LEAD_NS);
-    sock.send_to(warmup, to)?;
-    let mut d = Departures {
-        scheduled_ns: Vec::with_capacity(n),
-        user_ns: Vec::with_capacity(n),
-        tx_ns: vec![None; n],
-    };
-    let mut first_id = None;
-    for (p, &off) in packets.iter_mut().zip(offsets_ns) {
-        let due = start_monotonic_ns + off;
-        if due - clock::monotonic_ns() > 20_000 {
-            sock.drain_tx_stamps(&mut stamps)?;
-        }
-        // The TWAMP timestamp is the (scheduled) send time, NTP format.
-        let stamp = NtpTimestamp::from_unix_ns((due + shift).max(0) as u64);
-        SenderPacket::new_unchecked(&mut p[..]).set_timestamp(stamp);
-        clock::spin_until(due);
-        d.scheduled_ns.push(due + shift);
-        d.user_ns.push(clock::realtime_ns());
-        let id = sock.send_to(p, to)?;
-        first_id.get_or_insert(id);
+/// The UDP backend's transmitter: the probe socket and the peer.
+pub struct UdpTx<'a> {
+    pub sock: &'a mut ProbeSocket,
+    pub to: SocketAddr,
+}
+
+impl Transmit for UdpTx<'_> {
+    fn backend(&self) -> Backend {
+        Backend::Udp
     }
-    // Stamps trail the last send by a few us; wait up to 2 ms for them.
-    let until = clock::monotonic_ns() + 2_000_000;
-    loop {
-        sock.drain_tx_stamps(&mut stamps)?;
-        let have = stamps
-            .iter()
-            .filter(|s| first_id.is_some_and(|f| s.id.wrapping_sub(f) < n as u32))
-            .count();
-        if have >= n || clock::monotonic_ns() > until {
-            break;
-        }
-        std::thread::sleep(Duration::from_micros(100));
+    fn send_now(&mut self, payload: &[u8]) -> io::Result<Option<u32>> {
+        self.sock.send_to(payload, self.to).map(Some)
     }
-    if let Some(f) = first_id {
-        for s in stamps {
-            let i = s.id.wrapping_sub(f) as usize;
-            if i < n {
-                d.tx_ns[i] = Some(s.kernel_ns);
-            }
-        }
+    fn drain_tx_stamps(&mut self, out: &mut Vec<TxStamp>) -> io::Result<()> {
+        self.sock.drain_tx_stamps(out)
     }
-    Ok(d)
+}
+
+impl ProbeSource for &ProbeSocket {
+    fn fd(&self) -> RawFd {
+        ProbeSocket::fd(self)
+    }
+    fn recv_batch(
+        &mut self,
+        headers: &mut [[u8; HEADER_COPY]; BATCH],
+        out: &mut [Option<Received>; BATCH],
+    ) -> io::Result<usize> {
+        ProbeSocket::recv_batch(self, headers, out)
+    }
 }

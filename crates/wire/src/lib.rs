@@ -16,6 +16,7 @@
 pub mod control;
 pub mod ntp;
 pub mod twamp;
+pub mod udp4;
 
 pub use ntp::{ErrorEstimate, NtpTimestamp};
 pub use twamp::{ProbeRepr, ReflectorPacket, ReflectorRepr, SenderPacket};

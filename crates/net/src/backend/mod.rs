@@ -1,0 +1,282 @@
+//! Send and receive backends behind the one channel (issue 6 part 6; the
+//! cloud paper's four methods, section III and Tables 1-2):
+//!
+//! | `--backend` | sends with                      | receives with              | paper row  |
+//! |-------------|---------------------------------|----------------------------|------------|
+//! | `udp`       | `send` on a UDP socket          | `recvmmsg`, kernel stamps  | nativeUDP  |
+//! | `packet`    | AF_PACKET, headers built ahead  | TPACKET_V3 ring, kernel stamps | LibPcap |
+//! | `xdp`       | AF_XDP TX ring (copy mode)      | (not here: see below)      | kernel bypass (Netmap/DPDK) |
+//!
+//! Every backend paces with the same busy-wait loop ([`send_paced`]) and
+//! reports the same [`Departures`]; only the last step (hand one packet to
+//! the kernel) and where transmit stamps come from differ. The UDP socket
+//! stays bound under every backend: it owns the port the raw backends
+//! write into their headers and keeps the kernel from answering the peer
+//! with port-unreachable.
+//!
+//! Limits, measured here (kernel 6.18, veth, no NIC offers zero-copy or
+//! hardware stamps): AF_XDP gives no per-packet kernel stamps and its
+//! transmit path skips the qdisc, so an `xdp` sender cannot see its own
+//! shaped link; receiving over AF_XDP needs an XDP program and would stamp
+//! in user space after batching (the paper's Netmap receive row), so
+//! `xdp` receives nothing here: reverse mode with `--backend xdp` is an
+//! error that says so.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use tightlink_wire::twamp::SenderPacket;
+use tightlink_wire::NtpTimestamp;
+
+use crate::clock;
+use crate::udp::{Departures, Received, TxStamp, HEADER_COPY};
+
+pub mod packet;
+pub mod route;
+pub mod xdp;
+
+/// Datagrams per receive batch.
+pub const BATCH: usize = 32;
+
+/// Which path probe packets take through the sending host's kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Backend {
+    /// A UDP socket (the whole IP stack).
+    #[default]
+    Udp,
+    /// An AF_PACKET socket: frames with headers built in advance, past
+    /// the IP stack but through the qdisc; a TPACKET_V3 ring to receive.
+    Packet,
+    /// An AF_XDP socket in copy mode: frames into a UMEM, past the IP
+    /// stack and the qdisc; send only.
+    Xdp,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 3] = [Backend::Udp, Backend::Packet, Backend::Xdp];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Udp => "udp",
+            Backend::Packet => "packet",
+            Backend::Xdp => "xdp",
+        }
+    }
+
+    /// Whether this backend can receive a probe stream (reverse mode).
+    pub fn receives(self) -> bool {
+        !matches!(self, Backend::Xdp)
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| format!("unknown backend '{s}' (udp, packet or xdp)"))
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The last step of sending: one UDP payload handed to the kernel now.
+pub trait Transmit {
+    fn backend(&self) -> Backend;
+    /// Sends `payload` as one datagram to the peer. Returns the id its
+    /// kernel transmit stamp will carry, or `None` where this backend gets
+    /// no stamps. A full queue is waited out, never dropped.
+    fn send_now(&mut self, payload: &[u8]) -> io::Result<Option<u32>>;
+    /// Takes waiting transmit stamps without blocking.
+    fn drain_tx_stamps(&mut self, out: &mut Vec<TxStamp>) -> io::Result<()>;
+}
+
+/// Where received probes come from: a UDP socket or a packet ring.
+pub trait ProbeSource {
+    /// Polled for `POLLIN` before [`ProbeSource::recv_batch`].
+    fn fd(&self) -> RawFd;
+    /// Takes up to [`BATCH`] datagrams without waiting; `headers[k]` gets
+    /// the first [`HEADER_COPY`] bytes of datagram `k`'s UDP payload.
+    /// `None` marks a datagram whose sender cannot be read.
+    fn recv_batch(
+        &mut self,
+        headers: &mut [[u8; HEADER_COPY]; BATCH],
+        out: &mut [Option<Received>; BATCH],
+    ) -> io::Result<usize>;
+}
+
+/// Sends `packets[i]` at `offsets_ns[i]` after `start_monotonic_ns`,
+/// spinning in between, stamping each with its scheduled time (the TWAMP
+/// timestamp field), after a throw-away `warmup` packet sent 100 us
+/// earlier (the first send of a train is 12-15 us slow: it wakes the
+/// receiving side). Drains transmit stamps whenever the next send is more
+/// than 20 us away, and once more at the end.
+pub fn send_paced(
+    tx: &mut dyn Transmit,
+    warmup: &[u8],
+    packets: &mut [Vec<u8>],
+    offsets_ns: &[i64],
+    start_monotonic_ns: i64,
+) -> io::Result<Departures> {
+    const WARMUP_LEAD_NS: i64 = 100_000;
+    let n = packets.len();
+    let mut stamps = Vec::with_capacity(n + 1);
+    // REALTIME = MONOTONIC + shift, read once, so schedules are exact.
+    let shift = clock::realtime_ns() - clock::monotonic_ns();
+    clock::spin_until(start_monotonic_ns - WARMUP_LEAD_NS);
+    tx.send_now(warmup)?;
+    let mut d = Departures {
+        scheduled_ns: Vec::with_capacity(n),
+        user_ns: Vec::with_capacity(n),
+        tx_ns: vec![None; n],
+    };
+    let mut first_id = None;
+    for (p, &off) in packets.iter_mut().zip(offsets_ns) {
+        let due = start_monotonic_ns + off;
+        if due - clock::monotonic_ns() > 20_000 {
+            tx.drain_tx_stamps(&mut stamps)?;
+        }
+        // The TWAMP timestamp is the (scheduled) send time, NTP format.
+        let stamp = NtpTimestamp::from_unix_ns((due + shift).max(0) as u64);
+        SenderPacket::new_unchecked(&mut p[..]).set_timestamp(stamp);
+        clock::spin_until(due);
+        d.scheduled_ns.push(due + shift);
+        d.user_ns.push(clock::realtime_ns());
+        if let Some(id) = tx.send_now(p)? {
+            first_id.get_or_insert(id);
+        }
+    }
+    let Some(f) = first_id else {
+        return Ok(d);
+    };
+    // Stamps trail the last send by a few us; wait up to 2 ms for them.
+    let until = clock::monotonic_ns() + 2_000_000;
+    loop {
+        tx.drain_tx_stamps(&mut stamps)?;
+        let have = stamps
+            .iter()
+            .filter(|s| s.id.wrapping_sub(f) < n as u32)
+            .count();
+        if have >= n || clock::monotonic_ns() > until {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    for s in stamps {
+        let i = s.id.wrapping_sub(f) as usize;
+        if i < n {
+            d.tx_ns[i] = Some(s.kernel_ns);
+        }
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transmitter that records when each packet was handed over and
+    /// stamps it `lag_ns` later.
+    struct Recorder {
+        sent: Vec<(i64, Vec<u8>)>,
+        lag_ns: i64,
+        stamps: bool,
+    }
+
+    impl Transmit for Recorder {
+        fn backend(&self) -> Backend {
+            Backend::Udp
+        }
+        fn send_now(&mut self, payload: &[u8]) -> io::Result<Option<u32>> {
+            self.sent.push((clock::realtime_ns(), payload.to_vec()));
+            Ok(self.stamps.then_some(self.sent.len() as u32 - 1))
+        }
+        fn drain_tx_stamps(&mut self, out: &mut Vec<TxStamp>) -> io::Result<()> {
+            if self.stamps {
+                out.clear();
+                out.extend(self.sent.iter().enumerate().map(|(i, (t, _))| TxStamp {
+                    id: i as u32,
+                    kernel_ns: t + self.lag_ns,
+                }));
+            }
+            Ok(())
+        }
+    }
+
+    fn train(n: usize) -> (Vec<u8>, Vec<Vec<u8>>, Vec<i64>) {
+        let offsets: Vec<i64> = (0..n as i64).map(|i| i * 50_000).collect();
+        let mut seq = 0;
+        let (w, p) = crate::packets::build(7, 1, &offsets, &vec![100; n], &mut seq);
+        (w, p, offsets)
+    }
+
+    #[test]
+    fn stamps_match_packets_after_the_warmup() {
+        let (w, mut p, offsets) = train(5);
+        let mut r = Recorder {
+            sent: Vec::new(),
+            lag_ns: 2_000,
+            stamps: true,
+        };
+        let d = send_paced(
+            &mut r,
+            &w,
+            &mut p,
+            &offsets,
+            clock::monotonic_ns() + 200_000,
+        )
+        .unwrap();
+        assert_eq!(r.sent.len(), 6, "warm-up plus five");
+        // Stamp i belongs to packet i (the warm-up's stamp, id 0, is not
+        // any packet's).
+        for i in 0..5 {
+            assert_eq!(d.tx_ns[i], Some(r.sent[i + 1].0 + 2_000));
+            assert!(d.user_ns[i] >= d.scheduled_ns[i]);
+        }
+        // Schedules keep the offsets exactly.
+        assert_eq!(d.scheduled_ns[4] - d.scheduled_ns[0], 200_000);
+        // Each packet carries its scheduled time in the TWAMP timestamp.
+        let ts = SenderPacket::new_checked(&r.sent[3].1[..])
+            .unwrap()
+            .timestamp();
+        let want = NtpTimestamp::from_unix_ns(d.scheduled_ns[2] as u64);
+        assert_eq!(ts, want);
+    }
+
+    #[test]
+    fn a_backend_without_stamps_leaves_them_missing() {
+        let (w, mut p, offsets) = train(3);
+        let mut r = Recorder {
+            sent: Vec::new(),
+            lag_ns: 0,
+            stamps: false,
+        };
+        let d = send_paced(
+            &mut r,
+            &w,
+            &mut p,
+            &offsets,
+            clock::monotonic_ns() + 200_000,
+        )
+        .unwrap();
+        assert_eq!(d.tx_ns, vec![None; 3]);
+        assert_eq!(d.user_ns.len(), 3);
+    }
+
+    #[test]
+    fn backend_names_round_trip() {
+        for b in Backend::ALL {
+            assert_eq!(b.name().parse::<Backend>(), Ok(b));
+        }
+        assert!("dpdk"
+            .parse::<Backend>()
+            .unwrap_err()
+            .contains("udp, packet or xdp"));
+    }
+}
