@@ -104,8 +104,42 @@ fn doctor_prints_tables_and_a_verdict() {
     let o = tightlink(&["doctor", "--quick"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("| 1514 B | 0.1 Gbit/s |"), "{out}");
+    assert!(out.contains("| udp | 1514 B | 0.1 Gbit/s |"), "{out}");
+    assert!(
+        out.contains("| udp | 1.0 Gbit/s |"),
+        "send table row: {out}"
+    );
     assert!(out.contains("verdict     this host can"), "{out}");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // Root: the raw backends pace too; their tables need a real link.
+        for b in ["packet", "xdp"] {
+            assert!(
+                out.contains(&format!("| {b} | 1514 B | 0.1 Gbit/s |")),
+                "{out}"
+            );
+            assert!(
+                out.contains(&format!("unavailable {b}: tables need a peer")),
+                "{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn backend_flag_errors_say_what_is_wrong() {
+    let o = tightlink(&["estimate", "127.0.0.1:9", "--backend", "dpdk"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--backend: unknown backend 'dpdk'"),
+        "{err}"
+    );
+    let o = tightlink(&["estimate", "--backend", "packet"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("applies to real servers only"),
+        "{err}"
+    );
 }
 
 #[test]
