@@ -107,14 +107,7 @@ impl PacketTx {
         }
         Ok(PacketTx {
             fd,
-            header: Udp4Header {
-                dst_mac: hop.dst_mac,
-                src_mac: hop.src_mac,
-                src,
-                dst,
-                ttl: 64,
-                ident: 0,
-            },
+            header: hop.header(src, dst),
             sent: 0,
         })
     }

@@ -7,8 +7,10 @@
 //! network namespace (/proc/net and /sys follow the process's, or the
 //! mount's); policy routing (ip rule) is not followed.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
 use std::time::Duration;
+use tightlink_wire::udp4::Udp4Header;
 
 use crate::clock;
 
@@ -21,6 +23,21 @@ pub struct NextHop {
     pub dst_mac: [u8; 6],
     /// The gateway, or `None` when the destination is on the link.
     pub gateway: Option<Ipv4Addr>,
+}
+
+impl NextHop {
+    /// The headers of frames from `src` to `dst` over this hop (TTL 64,
+    /// identification counted by the sender).
+    pub fn header(&self, src: SocketAddrV4, dst: SocketAddrV4) -> Udp4Header {
+        Udp4Header {
+            dst_mac: self.dst_mac,
+            src_mac: self.src_mac,
+            src,
+            dst,
+            ttl: 64,
+            ident: 0,
+        }
+    }
 }
 
 /// One row of /proc/net/route.

@@ -247,14 +247,7 @@ impl XdpTx {
             _fill: fill,
             fd,
             umem,
-            header: Udp4Header {
-                dst_mac: hop.dst_mac,
-                src_mac: hop.src_mac,
-                src,
-                dst,
-                ttl: 64,
-                ident: 0,
-            },
+            header: hop.header(src, dst),
             queued: 0,
             completed: 0,
         })
