@@ -11,6 +11,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
 use tightlink_core::ProbeStream;
+use tightlink_probe::strategy::median;
 use tightlink_probe::{Channel, StreamRequest};
 use tightlink_wire::control::Direction;
 
@@ -175,11 +176,6 @@ fn span_rate(frame: u32, t: &[i64]) -> Option<f64> {
     Some((t.len() - 1) as f64 * frame as f64 * 8e9 / span)
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 fn rsd(v: &[f64]) -> f64 {
     let m = v.iter().sum::<f64>() / v.len() as f64;
     let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64;
@@ -209,9 +205,9 @@ pub fn send_row(
     Ok(SendRow {
         backend: ch.backend(),
         rate_bps,
-        est_send_bps: median(&mut est),
+        est_send_bps: median(&est),
         act_rsd: rsd(&act),
-        act_bps: median(&mut act),
+        act_bps: median(&act),
         within_1us: on_time / sends.max(1) as f64,
         lost,
     })
@@ -260,9 +256,9 @@ pub fn receive_row(
     Ok(ReceiveRow {
         backend: ch.backend(),
         rate_bps,
-        send_rate_bps: median(&mut sent),
+        send_rate_bps: median(&sent),
         recv_rsd: rsd(&recv),
-        recv_rate_bps: median(&mut recv),
+        recv_rate_bps: median(&recv),
         back_to_back: b2b as f64 / gaps_total.max(1) as f64,
         mean_batch: batches.iter().sum::<usize>() as f64 / batches.len().max(1) as f64,
         lost,

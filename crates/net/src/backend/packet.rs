@@ -414,19 +414,18 @@ impl ProbeSource for PacketRing {
                 self.release_block();
                 continue;
             }
-            // SAFETY: next_off lies inside this block (checked above).
-            let p = unsafe { b.add(self.next_off) };
+            let start = self.next_off;
+            // SAFETY: start lies inside this block (checked above).
+            let p = unsafe { b.add(start) };
             let snap = Self::read_u32(p, PKT_SNAPLEN) as usize;
             let wire = Self::read_u32(p, PKT_LEN) as usize;
             let mac = Self::read_u16(p, PKT_MAC) as usize;
             let net = Self::read_u16(p, PKT_NET) as usize;
             let kernel_ns = Self::read_u32(p, PKT_SEC) as i64 * 1_000_000_000
                 + Self::read_u32(p, PKT_NSEC) as i64;
-            let next = Self::read_u32(p, PKT_NEXT) as usize;
             self.next_pkt += 1;
-            self.next_off += next;
-            let in_block = self.next_off.saturating_sub(next) + mac + snap <= BLOCK_BYTES as usize;
-            if net < mac || !in_block {
+            self.next_off += Self::read_u32(p, PKT_NEXT) as usize;
+            if net < mac || start + mac + snap > BLOCK_BYTES as usize {
                 self.malformed += 1;
                 continue;
             }
