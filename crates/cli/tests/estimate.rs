@@ -126,6 +126,32 @@ fn doctor_prints_tables_and_a_verdict() {
     }
 }
 
+/// Raw frames to this host's own address would vanish in IP input: the
+/// channel refuses at connect and says why, instead of measuring nothing.
+#[test]
+fn raw_backends_refuse_a_server_on_this_host() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: raw backends need root");
+        return;
+    }
+    let (addr, _) = tightlink_net::loopback::spawn_server(tightlink_net::ServerConfig {
+        log: false,
+        ..Default::default()
+    })
+    .unwrap();
+    for b in ["packet", "xdp"] {
+        let o = tightlink(&["estimate", &addr.to_string(), "--backend", b]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success()
+                && err.contains("drops them as martians")
+                && err.contains("--backend udp"),
+            "{b}: {err}"
+        );
+    }
+}
+
 #[test]
 fn backend_flag_errors_say_what_is_wrong() {
     let o = tightlink(&["estimate", "127.0.0.1:9", "--backend", "dpdk"]);

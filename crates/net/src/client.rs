@@ -311,6 +311,13 @@ fn open_backend(
                         .and_then(|u| u.send_to(&warm, server_udp));
             })
             .map_err(berr)?;
+            if hop.ifname == "lo" {
+                return Err(berr(format!(
+                    "cannot send to {}: {}; use --backend udp for a server on this host",
+                    peer4.ip(),
+                    crate::backend::LOCAL_FRAMES_DROPPED
+                )));
+            }
             let tx: Box<dyn Transmit> = match opts.backend {
                 Backend::Packet => {
                     Box::new(PacketTx::open(local4, peer4, &hop).map_err(|e| berr(e.to_string()))?)

@@ -355,7 +355,13 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
         if peer.loopback && b != Backend::Udp {
             // Frames from 127.0.0.1 injected at layer 2 come back in on lo
             // and IP input drops them as martians (route_localnet=0).
-            unavailable.push((b, "tables need a peer across a real link: on loopback, frames injected below IP are dropped as martians (run with --peer; scripts/doctor-lab.sh does, across namespaces)".into()));
+            unavailable.push((
+                b,
+                format!(
+                    "tables need a peer across a real link: {} (run with --peer; scripts/doctor-lab.sh does, across namespaces)",
+                    crate::backend::LOCAL_FRAMES_DROPPED
+                ),
+            ));
             continue;
         }
         let rows = (|| -> Result<(), String> {

@@ -36,6 +36,9 @@ pub mod packet;
 pub mod route;
 pub mod xdp;
 
+/// Why `packet` and `xdp` cannot send to this host's own addresses.
+pub const LOCAL_FRAMES_DROPPED: &str = "frames injected below IP toward this host's own address come back in on lo and IP input drops them as martians (route_localnet=0)";
+
 /// Datagrams per receive batch.
 pub const BATCH: usize = 32;
 
