@@ -9,7 +9,7 @@ use clap::Args;
 use serde::Serialize;
 use tightlink_core::{AnalysisParams, Bound};
 use tightlink_net::backend::Backend;
-use tightlink_net::{ClientOptions, UdpChannel};
+use tightlink_net::{ClientOptions, TwampChannel, UdpChannel};
 use tightlink_probe::strategy;
 use tightlink_probe::{Budget, Channel, Recorder, Report, SimChannel, TraceChannel};
 use tightlink_wire::control::Direction;
@@ -19,6 +19,8 @@ use crate::save;
 #[derive(Args)]
 pub struct EstimateArgs {
     /// `HOST[:PORT]` of a `tightlink server` (port 7447 by default);
+    /// `twamp:HOST[:PORT]` of a TWAMP-light reflector (port 862 by
+    /// default; its receive stamps measure the path toward it);
     /// `sim:` with the path described (see README), or nothing for the
     /// embedded default: 10 Gbit/s, 2.5 Gbit/s bursty cross traffic,
     /// 125 us receiver coalescence; `trace:FILE` replays a saved run.
@@ -96,7 +98,8 @@ struct JsonReport<'a> {
     probe_window_unix_ns: Option<[i64; 2]>,
 }
 
-/// The channel a target names: `sim:...`, `trace:FILE` or a server.
+/// The channel a target names: `sim:...`, `trace:FILE`, `twamp:HOST` (a
+/// TWAMP-light reflector) or a server.
 pub fn open_channel(target: &str, args: &EstimateArgs) -> Result<Box<dyn Channel>> {
     let backend: Backend = args
         .backend
@@ -138,6 +141,11 @@ pub fn open_channel(target: &str, args: &EstimateArgs) -> Result<Box<dyn Channel
             opts.max_rate_bps = Some(
                 tightlink_sim::spec::parse_rate(r).with_context(|| format!("--max-rate {r}"))?,
             );
+        }
+        if let Some(host) = target.strip_prefix("twamp:") {
+            let ch =
+                TwampChannel::connect(host, &opts).with_context(|| format!("target '{target}'"))?;
+            return Ok(Box::new(ch));
         }
         let ch =
             UdpChannel::connect(target, &opts).with_context(|| format!("target '{target}'"))?;
@@ -217,7 +225,7 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     let cap_reason = if host_limited {
         " (host-limited)"
     } else if capped {
-        " (the most the server or --max-rate allows)"
+        " (the most the far end or --max-rate allows)"
     } else {
         ""
     };

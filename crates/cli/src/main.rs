@@ -12,6 +12,7 @@ mod estimate;
 mod eval;
 mod hops;
 mod lab;
+mod reflector;
 mod report;
 mod save;
 mod server;
@@ -63,6 +64,10 @@ enum Command {
     /// Serve as the far end of real measurements (TCP control port 7447,
     /// a UDP port per session); safe to expose (limits, timeouts, optional key).
     Server(server::ServerArgs),
+    /// A TWAMP-light reflector (RFC 5357, UDP 862): any TWAMP-light
+    /// sender, `estimate twamp:HOST` among them, can use this host as its
+    /// far end; no amplification, rate-limited per sender.
+    Reflector(reflector::ReflectorArgs),
     /// Is this host the bottleneck? Clock, pacing precision per packet
     /// size, receiver batching, offloads; prints the rate it can probe up to.
     Doctor(doctor::DoctorArgs),
@@ -93,6 +98,7 @@ fn main() {
         Command::Simulate(args) => simulate::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Server(args) => server::run(args),
+        Command::Reflector(args) => reflector::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Lab(args) => lab::run(args),
         Command::Cross(args) => cross::run(args),

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 mod common;
-use common::tightlink;
+use common::{tightlink, tightlink_text};
 
 #[test]
 fn json_has_the_documented_fields_and_tracks_the_truth() {
@@ -124,6 +124,59 @@ fn doctor_prints_tables_and_a_verdict() {
             );
         }
     }
+}
+
+/// `tightlink reflector` and `estimate twamp:HOST:PORT` on loopback: the
+/// same JSON object, every probe answered; the reflector logs the sender
+/// once it has gone idle; `-R` is refused with the reason.
+#[test]
+fn estimate_against_a_loopback_twamp_reflector() {
+    use std::io::Read;
+    let mut reflector = Command::new(env!("CARGO_BIN_EXE_tightlink"))
+        .args([
+            "reflector",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            "17462",
+            "--idle",
+            "1",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let target = "twamp:127.0.0.1:17462";
+    let o = tightlink(&["estimate", target, "--json", "--max-rate", "300M"]);
+    let (ok, _, err) = tightlink_text(&["estimate", target, "-R"]);
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let mut log = String::new();
+    let _ = reflector.kill();
+    reflector
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    let _ = reflector.wait();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["target"], target);
+    assert_eq!(v["bound"], "at_least", "{v}");
+    assert_eq!(v["probe_ceiling_bps"].as_f64().unwrap(), 300e6);
+    assert!(v["drops"].as_object().unwrap().is_empty(), "{v}");
+    let packets = v["probe_packets"].as_u64().unwrap();
+    assert!(packets > 0, "{v}");
+    // One line for this sender: hello, a warm-up per stream, the probes.
+    let streams = v["streams"].as_u64().unwrap();
+    assert!(
+        log.contains(&format!(
+            "{} reflected, 0 over the rate limit",
+            1 + streams + packets
+        )),
+        "{log}\n{v}"
+    );
+    assert!(!ok && err.contains("needs a tightlink server"), "{err}");
 }
 
 /// Raw frames to this host's own address would vanish in IP input: the

@@ -152,7 +152,42 @@ impl Lab {
         panic!("server did not start listening");
     }
 
+    /// `tightlink reflector` on the receiver's address, port 862.
+    fn start_reflector(&mut self) {
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns("d"),
+                env!("CARGO_BIN_EXE_tightlink"),
+                "reflector",
+                "--bind",
+                SERVER_IP,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.server = Some(child);
+        for _ in 0..100 {
+            if sh(&format!(
+                "ip netns exec {} ss -lun | grep -q {SERVER_IP}:862",
+                self.ns("d")
+            ))
+            .is_ok()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("reflector did not start");
+    }
+
     fn estimate(&self, args: &[&str]) -> (bool, String, String) {
+        self.estimate_to(SERVER_IP, args)
+    }
+
+    fn estimate_to(&self, target: &str, args: &[&str]) -> (bool, String, String) {
         let o = Command::new("ip")
             .args([
                 "netns",
@@ -160,7 +195,7 @@ impl Lab {
                 &self.ns("s"),
                 env!("CARGO_BIN_EXE_tightlink"),
                 "estimate",
-                SERVER_IP,
+                target,
             ])
             .args(args)
             .output()
@@ -173,9 +208,13 @@ impl Lab {
     }
 
     fn estimate_json(&self, args: &[&str]) -> serde_json::Value {
+        self.estimate_json_to(SERVER_IP, args)
+    }
+
+    fn estimate_json_to(&self, target: &str, args: &[&str]) -> serde_json::Value {
         let mut a = vec!["--json"];
         a.extend_from_slice(args);
-        let (ok, out, err) = self.estimate(&a);
+        let (ok, out, err) = self.estimate_to(target, &a);
         assert!(ok, "estimate {args:?} failed: {err}");
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
     }
@@ -256,6 +295,41 @@ fn reverse_estimate_measures_the_other_direction() {
     eprintln!("reverse: {v}");
     assert_eq!(v["bound"], "exact", "{v}");
     assert!(rel(est, 150e6).abs() < 0.10, "{est} vs 150e6: {v}");
+}
+
+/// A TWAMP-light reflector as the far end: its receive stamps measure the
+/// path toward it (200 Mbit/s), not the return path (150 Mbit/s here),
+/// with the UDP and the AF_PACKET sender. Median of three runs each, as
+/// for the raw backends below.
+#[test]
+fn a_twamp_reflector_measures_the_path_toward_it() {
+    let _turn = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !may_run() {
+        return;
+    }
+    let mut lab = Lab::up(
+        Some("rate 200mbit burst 3000 limit 100000"),
+        Some("rate 150mbit burst 3000 limit 100000"),
+        None,
+    );
+    lab.start_reflector();
+    let target = format!("twamp:{SERVER_IP}");
+    for args in [&[][..], &["--backend", "packet"][..]] {
+        let mut est: Vec<f64> = (0..3)
+            .map(|_| {
+                let v = lab.estimate_json_to(&target, args);
+                eprintln!("twamp {args:?}: {v}");
+                assert_eq!(v["bound"], "exact", "{v}");
+                assert!(v["drops"].as_object().unwrap().is_empty(), "{args:?}: {v}");
+                v["available_bandwidth_bps"].as_f64().unwrap()
+            })
+            .collect();
+        est.sort_by(f64::total_cmp);
+        assert!(
+            rel(est[1], 200e6).abs() < 0.10,
+            "{args:?}: {est:?} vs 200e6"
+        );
+    }
 }
 
 /// The raw backends through the same path: AF_PACKET and AF_XDP senders

@@ -154,6 +154,51 @@ pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
     v
 }
 
+/// What the departures of every stream said about the sending host: the
+/// part of [`HostFindings`] that any channel sending paced probes keeps.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SendLedger {
+    pub late_streams: usize,
+    /// Own-link rates of the streams the sender's interface queued.
+    pub own_link: Vec<f64>,
+    pub tx_missing: u64,
+}
+
+impl SendLedger {
+    /// Judges one stream's departures; `stamps_expected` is false where
+    /// the backend gets no transmit stamps (said once, not per stream).
+    pub fn note(&mut self, d: &Departures, sizes: &[u32], stamps_expected: bool) {
+        let v = judge_departures(d, sizes);
+        self.late_streams += v.late as usize;
+        if stamps_expected {
+            self.tx_missing += v.tx_missing as u64;
+        }
+        if let Some(r) = v.queued_rate_bps.filter(|_| !v.late) {
+            self.own_link.push(r);
+        }
+    }
+
+    pub fn findings(
+        &self,
+        host_limit_bps: f64,
+        drops: Vec<(&'static str, u64)>,
+        warnings: Vec<String>,
+    ) -> HostFindings {
+        let mut own = self.own_link.clone();
+        own.sort_by(f64::total_cmp);
+        HostFindings {
+            host_limit_bps,
+            late_streams: self.late_streams,
+            queued_streams: own.len(),
+            own_link_bps: own.get(own.len() / 2).copied(),
+            tx_stamps_missing: self.tx_missing,
+            drops,
+            rate_layer: RATE_LAYER,
+            warnings,
+        }
+    }
+}
+
 fn median_i64(xs: &[i64]) -> i64 {
     let mut v = xs.to_vec();
     v.sort_unstable();
@@ -185,11 +230,9 @@ pub struct UdpChannel {
     elapsed_ns: f64,
     max_rate_bps: f64,
     host_limit_bps: f64,
-    late_streams: usize,
     /// Credit sent minus reverse bytes asked for (reverse without a key).
     credit_balance: i64,
-    own_link: Vec<f64>,
-    tx_missing: u64,
+    ledger: SendLedger,
     last_departures: Option<Departures>,
     /// Packets this end dropped while timestamping (reverse mode).
     pub drops: DropCounters,
@@ -212,7 +255,7 @@ fn refused(reason: &str) -> ChannelError {
 }
 
 /// IP_MTU of a connected UDP socket (the path MTU the kernel knows).
-fn path_mtu(sock: &ProbeSocket, to: SocketAddr) -> Option<u32> {
+pub(crate) fn path_mtu(sock: &ProbeSocket, to: SocketAddr) -> Option<u32> {
     let (level, name) = if to.is_ipv4() {
         (libc::IPPROTO_IP, libc::IP_MTU)
     } else {
@@ -239,7 +282,7 @@ fn path_mtu(sock: &ProbeSocket, to: SocketAddr) -> Option<u32> {
 
 /// The stream model of one probed stream: sizes at the frame layer, the
 /// schedule as send times, kernel receive stamps.
-fn probe_stream(
+pub(crate) fn probe_stream(
     stream: u32,
     sizes: &[u32],
     send_ns: &[i64],
@@ -260,31 +303,36 @@ fn probe_stream(
     )
 }
 
-/// `HOST[:PORT]` with the default port added where none is given
+/// `HOST[:PORT]` with the server's default port added where none is given
 /// (`::1` and `[::1]` are hosts; `[::1]:9` has a port).
 pub fn with_default_port(server: &str) -> String {
+    with_port(server, crate::DEFAULT_PORT)
+}
+
+/// `HOST[:PORT]` with `default` added where no port is given.
+pub fn with_port(server: &str, default: u16) -> String {
     if server.parse::<SocketAddr>().is_ok() {
         return server.to_string();
     }
     if server.parse::<std::net::Ipv6Addr>().is_ok() {
-        return format!("[{server}]:{}", crate::DEFAULT_PORT);
+        return format!("[{server}]:{default}");
     }
     if server.starts_with('[') && server.ends_with(']') {
-        return format!("{server}:{}", crate::DEFAULT_PORT);
+        return format!("{server}:{default}");
     }
     match server.rsplit_once(':') {
         Some((host, port)) if !host.contains(':') && port.parse::<u16>().is_ok() => {
             server.to_string()
         }
-        _ => format!("{server}:{}", crate::DEFAULT_PORT),
+        _ => format!("{server}:{default}"),
     }
 }
 
 /// A raw sender (forward) or a packet ring (reverse), or neither (udp).
-type BackendParts = (Option<Box<dyn Transmit>>, Option<PacketRing>);
+pub(crate) type BackendParts = (Option<Box<dyn Transmit>>, Option<PacketRing>);
 
 /// The raw sender or the packet ring that `opts.backend` asks for.
-fn open_backend(
+pub(crate) fn open_backend(
     opts: &ClientOptions,
     sock: &ProbeSocket,
     server_udp: SocketAddr,
@@ -481,10 +529,8 @@ impl UdpChannel {
             elapsed_ns: 0.0,
             max_rate_bps,
             host_limit_bps,
-            late_streams: 0,
             credit_balance: 0,
-            own_link: Vec::new(),
-            tx_missing: 0,
+            ledger: SendLedger::default(),
             last_departures: None,
             drops: DropCounters::default(),
             server_drops: None,
@@ -641,15 +687,9 @@ impl UdpChannel {
     }
 
     fn note(&mut self, d: &Departures, sizes: &[u32]) {
-        let v = judge_departures(d, sizes);
-        self.late_streams += v.late as usize;
-        if self.backend != Backend::Xdp || self.direction == Direction::Reverse {
-            // xdp has no transmit stamps to miss (said once at connect).
-            self.tx_missing += v.tx_missing as u64;
-        }
-        if let Some(r) = v.queued_rate_bps.filter(|_| !v.late) {
-            self.own_link.push(r);
-        }
+        // xdp has no transmit stamps to miss (said once at connect).
+        let stamps = self.backend != Backend::Xdp || self.direction == Direction::Reverse;
+        self.ledger.note(d, sizes, stamps);
     }
 
     fn forward(
@@ -845,22 +885,14 @@ impl Channel for UdpChannel {
     }
 
     fn host(&self) -> Option<HostFindings> {
-        let mut own = self.own_link.clone();
-        own.sort_by(f64::total_cmp);
         let mut drops = self.drops;
         if let Some(s) = &self.server_drops {
             drops.merge(s);
         }
-        Some(HostFindings {
-            host_limit_bps: self.host_limit_bps,
-            late_streams: self.late_streams,
-            queued_streams: own.len(),
-            own_link_bps: own.get(own.len() / 2).copied(),
-            tx_stamps_missing: self.tx_missing,
-            drops: drops.nonzero(),
-            rate_layer: RATE_LAYER,
-            warnings: self.warnings.clone(),
-        })
+        Some(
+            self.ledger
+                .findings(self.host_limit_bps, drops.nonzero(), self.warnings.clone()),
+        )
     }
 }
 

@@ -12,6 +12,9 @@
 //!   reverse): stamps kept per position, everything else counted by reason.
 //! - [`server`]: `tightlink server`, safe to expose.
 //! - [`client`]: [`UdpChannel`], the channel strategies use against a server.
+//! - [`reflector`]: `tightlink reflector`, a TWAMP-light reflector.
+//! - [`twamp_light`]: [`TwampChannel`], the channel strategies use against
+//!   any TWAMP-light reflector (its receive stamps give the gaps).
 //! - [`auth`]: the optional pre-shared key (HMAC-SHA256 challenge).
 //! - [`host`]: the measuring host's own limits (send cost, offloads).
 //! - [`doctor`]: `tightlink doctor`, all of the host's limits and a verdict.
@@ -28,12 +31,16 @@ pub mod host;
 pub mod loopback;
 pub mod packets;
 pub mod receiver;
+pub mod reflector;
 pub mod server;
 pub mod ttl;
+pub mod twamp_light;
 pub mod udp;
 
 pub use client::{ClientOptions, UdpChannel};
+pub use reflector::{Reflector, ReflectorConfig};
 pub use server::{Server, ServerConfig};
+pub use twamp_light::TwampChannel;
 
 /// The server's default TCP control port.
 pub const DEFAULT_PORT: u16 = 7447;

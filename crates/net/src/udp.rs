@@ -33,8 +33,9 @@ pub(crate) const TX_STAMP_FLAGS: u32 = SOF_TIMESTAMPING_TX_SOFTWARE
     | SOF_TIMESTAMPING_OPT_ID
     | SOF_TIMESTAMPING_OPT_TSONLY;
 
-/// Bytes of each datagram copied out: the probe header and then some.
-pub const HEADER_COPY: usize = 64;
+/// Bytes of each datagram copied out: the 48-byte probe header, or a
+/// reflector's 41-byte header and the 34 bytes of our fields it returns.
+pub const HEADER_COPY: usize = 80;
 use crate::backend::{Backend, ProbeSource, Transmit, BATCH};
 
 /// One received datagram.

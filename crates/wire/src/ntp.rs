@@ -40,6 +40,20 @@ impl NtpTimestamp {
         Some(secs * 1_000_000_000 + sub as u64)
     }
 
+    /// The 64-bit fixed-point value (seconds << 32 | fraction).
+    pub fn to_u64(self) -> u64 {
+        ((self.seconds as u64) << 32) | self.fraction as u64
+    }
+
+    /// `self - earlier` in nanoseconds (rounded), across an NTP era
+    /// boundary: the difference is read as a signed 32.32 number, so any
+    /// two stamps within 68 years of each other compare right. A far
+    /// clock's stamps are only ever compared with each other this way.
+    pub fn ns_since(self, earlier: NtpTimestamp) -> i64 {
+        let d = self.to_u64().wrapping_sub(earlier.to_u64()) as i64;
+        ((d as i128 * 1_000_000_000 + (1 << 31)) >> 32) as i64
+    }
+
     pub fn to_bytes(self) -> [u8; 8] {
         let mut b = [0u8; 8];
         b[..4].copy_from_slice(&self.seconds.to_be_bytes());
@@ -140,6 +154,22 @@ mod tests {
             let back = NtpTimestamp::from_unix_ns(ns).to_unix_ns().unwrap();
             assert!(back.abs_diff(ns) <= 1, "{ns} -> {back}");
         }
+    }
+
+    /// Differences by hand: half a second of fraction; 1.25 s across the
+    /// 2036 era boundary (0xFFFFFFFF.0 to 0.0x40000000) and back.
+    #[test]
+    fn differences_cross_the_era_boundary() {
+        let t = |seconds, fraction| NtpTimestamp { seconds, fraction };
+        assert_eq!(t(7, 0x8000_0000).ns_since(t(7, 0)), 500_000_000);
+        assert_eq!(t(0, 0x4000_0000).ns_since(t(0xFFFF_FFFF, 0)), 1_250_000_000);
+        assert_eq!(
+            t(0xFFFF_FFFF, 0).ns_since(t(0, 0x4000_0000)),
+            -1_250_000_000
+        );
+        // One unit (2^-32 s = 0.233 ns) rounds to 0, three to 1 ns.
+        assert_eq!(t(9, 1).ns_since(t(9, 0)), 0);
+        assert_eq!(t(9, 3).ns_since(t(9, 0)), 1);
     }
 
     /// 1 us = 4294.97 units of 2^-32 s: scale 5 gives 134.2, rounded up to

@@ -10,7 +10,7 @@
 //! - [`PacketRing`] receives through a TPACKET_V3 ring (PLATFORM.md: loses
 //!   nothing at these rates; its stamps equal SO_TIMESTAMPNS's). A
 //!   classic BPF filter keeps only IPv4 UDP to the probe port and cuts
-//!   each frame to its first 160 bytes, so the ring holds headers only.
+//!   each frame to its first 162 bytes, so the ring holds headers only.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -168,9 +168,9 @@ impl Transmit for PacketTx {
     }
 }
 
-/// Bytes of each frame the filter keeps: Ethernet, IP with options, UDP
-/// and the probe header.
-const SNAP_BYTES: u32 = 160;
+/// Bytes of each frame the filter keeps: Ethernet, IP with options (up to
+/// 60), UDP and the [`HEADER_COPY`] bytes of payload: 14 + 60 + 8 + 80.
+const SNAP_BYTES: u32 = 162;
 /// 16 blocks of 256 KB: at ~200 bytes a frame, 20 000 frames in flight.
 const BLOCK_BYTES: u32 = 1 << 18;
 const BLOCKS: u32 = 16;
@@ -191,7 +191,7 @@ fn udp_port_filter(port: u16) -> [libc::sock_filter; 11] {
         op(0xb1, 0, 0, 14),              // ldxb 4*([14]&0xf) IP header length
         op(0x48, 0, 0, 16),              // ldh [x+16]       UDP dst port
         op(0x15, 0, 1, port as u32),     // jeq #port        else drop
-        op(0x06, 0, 0, SNAP_BYTES),      // ret #160
+        op(0x06, 0, 0, SNAP_BYTES),      // ret #162
         op(0x06, 0, 0, 0),               // ret #0
     ]
 }

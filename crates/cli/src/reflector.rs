@@ -1,0 +1,67 @@
+//! `tightlink reflector`: a TWAMP-light reflector. Thin: flags to a
+//! [`tightlink_net::ReflectorConfig`], then reflect until killed.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use tightlink_net::reflector::TWAMP_PORT;
+use tightlink_net::{Reflector, ReflectorConfig};
+
+#[derive(Args)]
+pub struct ReflectorArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind: IpAddr,
+    /// UDP port of the test packets (862 needs root or
+    /// CAP_NET_BIND_SERVICE).
+    #[arg(long, short, default_value_t = TWAMP_PORT)]
+    pub port: u16,
+    /// Reply rate per sender (frame layer, e.g. 1G) ...
+    #[arg(long, default_value = "1G")]
+    pub peer_rate: String,
+    /// ... and the burst a sender may reply-to at once (e.g. 16MB).
+    #[arg(long, default_value = "16MB")]
+    pub peer_burst: String,
+    /// Reply rate over all senders (e.g. 4G).
+    #[arg(long, default_value = "4G")]
+    pub total_rate: String,
+    /// Senders tracked at once.
+    #[arg(long, default_value_t = 64)]
+    pub max_peers: usize,
+    /// Seconds after which a silent sender is forgotten (and logged).
+    #[arg(long, default_value_t = 30)]
+    pub idle: u64,
+}
+
+pub fn run(args: ReflectorArgs) -> Result<()> {
+    let rate = |flag: &str, v: &str| {
+        tightlink_sim::spec::parse_rate(v).with_context(|| format!("{flag} {v}"))
+    };
+    let peer_rate_bps = rate("--peer-rate", &args.peer_rate)?;
+    let total_rate_bps = rate("--total-rate", &args.total_rate)?;
+    let peer_burst_bytes = tightlink_sim::spec::parse_bytes(&args.peer_burst)
+        .with_context(|| format!("--peer-burst {}", args.peer_burst))?
+        as f64;
+    let config = ReflectorConfig {
+        bind: SocketAddr::new(args.bind, args.port),
+        max_peers: args.max_peers.max(1),
+        peer_rate_bps,
+        peer_burst_bytes,
+        total_rate_bps,
+        total_burst_bytes: peer_burst_bytes.max(ReflectorConfig::default().total_burst_bytes),
+        peer_idle: Duration::from_secs(args.idle.max(1)),
+        log: true,
+    };
+    let r = Reflector::bind(config.clone()).with_context(|| format!("bind {}", config.bind))?;
+    eprintln!(
+        "tightlink reflector: TWAMP-light on {} (UDP); replies as long as requests, {} Mbit/s and {} MB burst per sender, {} Mbit/s in all, {} senders",
+        r.local_addr()?,
+        (peer_rate_bps / 1e6).round(),
+        (peer_burst_bytes / 1e6).round(),
+        (total_rate_bps / 1e6).round(),
+        config.max_peers
+    );
+    r.serve().context("reflector")
+}

@@ -1,0 +1,762 @@
+//! `tightlink reflector`: a TWAMP-light Session-Reflector (RFC 5357
+//! section 4.2.1, unauthenticated mode; the cloud paper's TWAMP framing).
+//! Any TWAMP-light sender, tightlink's own `twamp:` channel among them,
+//! can use this host as its far end without a control session.
+//!
+//! Each test packet is answered with the reflector header (its own
+//! sequence number per sender, its transmit time, the kernel's receive
+//! time of the packet, then the sender's sequence number, timestamp, error
+//! estimate and TTL), followed by the sender's packet from byte 14 on (its
+//! padding, so tightlink's fields come back too), cut so that the reply is
+//! exactly as long as the request (RFC 6038's symmetric size). Receive
+//! times are kernel software stamps (SO_TIMESTAMPING); the error estimate
+//! follows the kernel's NTP state (adjtimex).
+//!
+//! Safe to expose. It keeps no state beyond a bounded table of senders
+//! (a sequence counter and a token bucket each), and:
+//! - never amplifies: a reply is as long as its request, and requests
+//!   shorter than the 41-byte reflector header get no reply;
+//! - answers only a packet's source, which a spoofer chooses: so the reply
+//!   rate is capped per sender and in all by token buckets (defaults in
+//!   [`ReflectorConfig::default`]), and sources on privileged ports other
+//!   than 862 (DNS, NTP, ...) get nothing;
+//! - memory is one batch of receive buffers and at most `max_peers`
+//!   entries, whatever arrives; senders idle for `peer_idle` are dropped.
+//!
+//! Every packet it does not answer is counted by reason
+//! ([`ReflectorStats`]); one log line per sender when it goes idle.
+
+use std::collections::HashMap;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tightlink_wire::twamp::field;
+use tightlink_wire::{ErrorEstimate, NtpTimestamp, ReflectorRepr};
+
+use crate::clock;
+use crate::udp::{cmsg_stamp, setsockopt_int, sockaddr_to_std, wait_fd};
+
+/// The TWAMP test port (RFC 5357 section 8.2 registers 862 for control;
+/// TWAMP-light deployments use it for test packets too).
+pub const TWAMP_PORT: u16 = 862;
+
+/// Largest request answered: a 9000-byte jumbo frame's UDP payload.
+pub const MAX_REQUEST: usize = 9_000;
+
+const BATCH: usize = 32;
+
+#[derive(Debug, Clone)]
+pub struct ReflectorConfig {
+    pub bind: SocketAddr,
+    /// Senders (address and port) tracked at once; packets of more are
+    /// dropped as `peers_full` until one goes idle.
+    pub max_peers: usize,
+    /// Reply rate per sender, bit/s at the frame layer, and its burst.
+    pub peer_rate_bps: f64,
+    pub peer_burst_bytes: f64,
+    /// Reply rate over all senders, and its burst.
+    pub total_rate_bps: f64,
+    pub total_burst_bytes: f64,
+    /// A sender silent this long is forgotten (and logged).
+    pub peer_idle: Duration,
+    pub log: bool,
+}
+
+impl Default for ReflectorConfig {
+    /// 1 Gbit/s per sender with a 16 MB burst (a 10 000-packet train of
+    /// 1514-byte frames at any rate), 4 Gbit/s and 32 MB in all, 64
+    /// senders, idle after 30 s.
+    fn default() -> Self {
+        ReflectorConfig {
+            bind: SocketAddr::from(([0, 0, 0, 0], TWAMP_PORT)),
+            max_peers: 64,
+            peer_rate_bps: 1e9,
+            peer_burst_bytes: 16e6,
+            total_rate_bps: 4e9,
+            total_burst_bytes: 32e6,
+            peer_idle: Duration::from_secs(30),
+            log: true,
+        }
+    }
+}
+
+/// What the reflector did with what arrived.
+#[derive(Debug, Default)]
+pub struct ReflectorStats {
+    pub received: AtomicU64,
+    pub reflected: AtomicU64,
+    /// Shorter than the reflector header: a reply would amplify.
+    pub too_short: AtomicU64,
+    /// Longer than [`MAX_REQUEST`].
+    pub too_long: AtomicU64,
+    /// From a port below 1024 other than 862, or port 0.
+    pub privileged_port: AtomicU64,
+    /// Over a sender's or the total reply rate.
+    pub rate_limited: AtomicU64,
+    /// From a new sender while the table was full.
+    pub peers_full: AtomicU64,
+    /// Replies the socket would not take.
+    pub send_failed: AtomicU64,
+    /// Requests without a kernel receive stamp (stamped in user space).
+    pub unstamped: AtomicU64,
+}
+
+impl ReflectorStats {
+    /// (reason, count) of every packet not answered, non-zero ones only.
+    pub fn drops(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("too_short", &self.too_short),
+            ("too_long", &self.too_long),
+            ("privileged_port", &self.privileged_port),
+            ("rate_limited", &self.rate_limited),
+            ("peers_full", &self.peers_full),
+            ("send_failed", &self.send_failed),
+        ]
+        .into_iter()
+        .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
+        .filter(|(_, c)| *c > 0)
+        .collect()
+    }
+}
+
+/// Why a request gets no reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoReply {
+    TooShort,
+    TooLong,
+    PrivilegedPort,
+    RateLimited,
+    PeersFull,
+}
+
+/// A token bucket in bytes.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    last_ns: i64,
+}
+
+impl Bucket {
+    fn full(burst: f64, now_ns: i64) -> Self {
+        Bucket {
+            tokens: burst,
+            last_ns: now_ns,
+        }
+    }
+
+    fn refill(&mut self, rate_bps: f64, burst: f64, now_ns: i64) {
+        let dt = (now_ns - self.last_ns).max(0) as f64;
+        self.tokens = (self.tokens + dt * rate_bps / 8e9).min(burst);
+        self.last_ns = now_ns;
+    }
+}
+
+#[derive(Debug)]
+struct Peer {
+    sequence: u32,
+    bucket: Bucket,
+    first_ns: i64,
+    last_ns: i64,
+    reflected: u64,
+    limited: u64,
+}
+
+/// The reflector's decisions, apart from sockets and clocks: the sender
+/// table and both buckets, with the time passed in.
+#[derive(Debug)]
+pub struct Policy {
+    config: ReflectorConfig,
+    peers: HashMap<SocketAddr, Peer>,
+    total: Bucket,
+}
+
+impl Policy {
+    pub fn new(config: ReflectorConfig, now_ns: i64) -> Self {
+        let total = Bucket::full(config.total_burst_bytes, now_ns);
+        Policy {
+            config,
+            peers: HashMap::new(),
+            total,
+        }
+    }
+
+    /// Decides whether a `len`-byte request from `from` is answered; if
+    /// so, returns the reflector sequence number to use and charges the
+    /// reply's frame bytes (`len` + `frame_overhead`) to both buckets.
+    pub fn admit(
+        &mut self,
+        from: SocketAddr,
+        len: usize,
+        frame_overhead: usize,
+        now_ns: i64,
+    ) -> Result<u32, NoReply> {
+        if len < field::reflector::HEADER_LEN {
+            return Err(NoReply::TooShort);
+        }
+        if len > MAX_REQUEST {
+            return Err(NoReply::TooLong);
+        }
+        let port = from.port();
+        if port == 0 || (port < 1024 && port != TWAMP_PORT) {
+            return Err(NoReply::PrivilegedPort);
+        }
+        let c = &self.config;
+        if !self.peers.contains_key(&from) {
+            if self.peers.len() >= c.max_peers {
+                return Err(NoReply::PeersFull);
+            }
+            self.peers.insert(
+                from,
+                Peer {
+                    sequence: 0,
+                    bucket: Bucket::full(c.peer_burst_bytes, now_ns),
+                    first_ns: now_ns,
+                    last_ns: now_ns,
+                    reflected: 0,
+                    limited: 0,
+                },
+            );
+        }
+        let peer = self.peers.get_mut(&from).expect("inserted above");
+        peer.last_ns = now_ns;
+        let bytes = (len + frame_overhead) as f64;
+        peer.bucket
+            .refill(c.peer_rate_bps, c.peer_burst_bytes, now_ns);
+        self.total
+            .refill(c.total_rate_bps, c.total_burst_bytes, now_ns);
+        if peer.bucket.tokens < bytes || self.total.tokens < bytes {
+            peer.limited += 1;
+            return Err(NoReply::RateLimited);
+        }
+        peer.bucket.tokens -= bytes;
+        self.total.tokens -= bytes;
+        peer.reflected += 1;
+        let s = peer.sequence;
+        peer.sequence = s.wrapping_add(1);
+        Ok(s)
+    }
+
+    /// Forgets senders idle for `peer_idle`; returns one line per sender.
+    pub fn expire(&mut self, now_ns: i64) -> Vec<String> {
+        let idle = self.config.peer_idle.as_nanos() as i64;
+        let mut lines = Vec::new();
+        self.peers.retain(|addr, p| {
+            let keep = now_ns - p.last_ns < idle;
+            if !keep {
+                lines.push(format!(
+                    "tightlink reflector: {addr}: {} reflected, {} over the rate limit, over {:.1} s",
+                    p.reflected,
+                    p.limited,
+                    (p.last_ns - p.first_ns) as f64 / 1e9
+                ));
+            }
+            keep
+        });
+        lines
+    }
+
+    pub fn peers(&self) -> usize {
+        self.peers.len()
+    }
+}
+
+/// Writes the reply to `request` into `reply` (at least as long) and
+/// returns its length, which is the request's: the reflector header, then
+/// the request from byte 14 on, cut by the 27 bytes the header adds.
+/// `request` must be at least [`field::reflector::HEADER_LEN`] long.
+pub fn build_reply(
+    request: &[u8],
+    sequence: u32,
+    receive: NtpTimestamp,
+    transmit: NtpTimestamp,
+    error: ErrorEstimate,
+    ttl: u8,
+    reply: &mut [u8],
+) -> usize {
+    let len = request.len();
+    let sender_error = u16::from_be_bytes([request[12], request[13]]);
+    let mut ts = [0u8; 8];
+    ts.copy_from_slice(&request[field::TIMESTAMP]);
+    ReflectorRepr {
+        sequence,
+        timestamp: transmit,
+        error_estimate: error,
+        receive_timestamp: receive,
+        sender_sequence: u32::from_be_bytes([request[0], request[1], request[2], request[3]]),
+        sender_timestamp: NtpTimestamp::from_bytes(ts),
+        sender_error_estimate: ErrorEstimate::from_u16(sender_error),
+        sender_ttl: ttl,
+    }
+    .emit(&mut reply[..field::reflector::HEADER_LEN]);
+    let padding = len - field::reflector::HEADER_LEN;
+    let from = field::ERROR_ESTIMATE.end;
+    reply[field::reflector::HEADER_LEN..len].copy_from_slice(&request[from..from + padding]);
+    len
+}
+
+/// This host clock's error estimate from the kernel's NTP state: S set
+/// when synchronised, the estimated error (at least 1 us, the software
+/// stamp's own spread) otherwise the maximum error.
+pub fn clock_error_estimate() -> ErrorEstimate {
+    // SAFETY: a zeroed timex with modes 0 only reads the kernel's state.
+    let (state, tx) = unsafe {
+        let mut tx: libc::timex = zeroed();
+        let state = libc::adjtimex(&mut tx);
+        (state, tx)
+    };
+    let synced = state >= 0 && state != libc::TIME_ERROR && tx.status & libc::STA_UNSYNC == 0;
+    let error_us = if synced { tx.esterror } else { tx.maxerror };
+    ErrorEstimate::from_ns((error_us.max(1) as u64).saturating_mul(1_000), synced)
+}
+
+/// One received request.
+struct Request {
+    len: usize,
+    from: SocketAddr,
+    kernel_ns: Option<i64>,
+    ttl: Option<u8>,
+}
+
+/// The TTL (IPv4) or hop limit (IPv6) in a received message's control data.
+///
+/// # Safety
+/// `msg` must be a message filled by `recvmmsg` whose control buffer is
+/// still alive.
+unsafe fn cmsg_ttl(msg: &libc::msghdr) -> Option<u8> {
+    let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+    while !cmsg.is_null() {
+        let (level, ty) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
+        if (level == libc::IPPROTO_IP && ty == libc::IP_TTL)
+            || (level == libc::IPPROTO_IPV6 && ty == libc::IPV6_HOPLIMIT)
+        {
+            let v: i32 = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const i32);
+            return u8::try_from(v).ok();
+        }
+        cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+    }
+    None
+}
+
+pub struct Reflector {
+    sock: UdpSocket,
+    config: ReflectorConfig,
+    stats: Arc<ReflectorStats>,
+    stop: Arc<AtomicBool>,
+}
+
+/// A reflector running on its own thread; dropping it stops it.
+pub struct ReflectorHandle {
+    pub addr: SocketAddr,
+    pub stats: Arc<ReflectorStats>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+}
+
+impl Drop for ReflectorHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Reflector {
+    /// Binds the test port with kernel receive stamps and TTLs on, and a
+    /// receive buffer for a 10 000-packet train.
+    pub fn bind(config: ReflectorConfig) -> io::Result<Reflector> {
+        let sock = UdpSocket::bind(config.bind)?;
+        let fd = sock.as_raw_fd();
+        // linux/net_tstamp.h: RX_SOFTWARE | SOFTWARE.
+        setsockopt_int(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            (1 << 3) | (1 << 4),
+        )?;
+        if config.bind.is_ipv4() {
+            setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
+        } else {
+            setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
+        }
+        let rcvbuf = 32 << 20;
+        if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf).is_err() {
+            setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf)?;
+        }
+        sock.set_nonblocking(true)?;
+        Ok(Reflector {
+            sock,
+            config,
+            stats: Arc::default(),
+            stop: Arc::default(),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    pub fn stats(&self) -> Arc<ReflectorStats> {
+        self.stats.clone()
+    }
+
+    /// Runs on a thread of its own until the handle is dropped.
+    pub fn spawn(self) -> io::Result<ReflectorHandle> {
+        let addr = self.local_addr()?;
+        let stats = self.stats.clone();
+        let stop = self.stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("tightlink-reflector".into())
+            .spawn(move || self.serve())?;
+        Ok(ReflectorHandle {
+            addr,
+            stats,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Answers test packets until stopped (forever from the CLI).
+    pub fn serve(self) -> io::Result<()> {
+        let fd = self.sock.as_raw_fd();
+        let overhead = if self.config.bind.is_ipv4() { 42 } else { 62 };
+        let mut policy = Policy::new(self.config.clone(), clock::monotonic_ns());
+        let mut bufs = vec![[0u8; MAX_REQUEST + 1]; BATCH];
+        let mut reply = vec![0u8; MAX_REQUEST];
+        let mut got: Vec<Option<Request>> = (0..BATCH).map(|_| None).collect();
+        let mut error = clock_error_estimate();
+        let mut next_housekeeping = clock::monotonic_ns() + 1_000_000_000;
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = clock::monotonic_ns();
+            if now >= next_housekeeping {
+                for line in policy.expire(now) {
+                    if self.config.log {
+                        eprintln!("{line}");
+                    }
+                }
+                error = clock_error_estimate();
+                next_housekeeping = now + 1_000_000_000;
+            }
+            if !wait_fd(fd, libc::POLLIN, 200)? {
+                continue;
+            }
+            loop {
+                let n = recv_full_batch(fd, &mut bufs, &mut got)?;
+                for (buf, slot) in bufs.iter().zip(got.iter_mut()).take(n) {
+                    let Some(r) = slot.take() else { continue };
+                    self.answer(&mut policy, &buf[..r.len], &r, overhead, error, &mut reply);
+                }
+                if n < BATCH {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn answer(
+        &self,
+        policy: &mut Policy,
+        request: &[u8],
+        r: &Request,
+        overhead: usize,
+        error: ErrorEstimate,
+        reply: &mut [u8],
+    ) {
+        let s = &self.stats;
+        s.received.fetch_add(1, Ordering::Relaxed);
+        let sequence = match policy.admit(r.from, r.len, overhead, clock::monotonic_ns()) {
+            Ok(seq) => seq,
+            Err(why) => {
+                let c = match why {
+                    NoReply::TooShort => &s.too_short,
+                    NoReply::TooLong => &s.too_long,
+                    NoReply::PrivilegedPort => &s.privileged_port,
+                    NoReply::RateLimited => &s.rate_limited,
+                    NoReply::PeersFull => &s.peers_full,
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let receive_ns = match r.kernel_ns {
+            Some(t) => t,
+            None => {
+                s.unstamped.fetch_add(1, Ordering::Relaxed);
+                clock::realtime_ns()
+            }
+        };
+        let receive = NtpTimestamp::from_unix_ns(receive_ns.max(0) as u64);
+        let transmit = NtpTimestamp::from_unix_ns(clock::realtime_ns().max(0) as u64);
+        let len = build_reply(
+            request,
+            sequence,
+            receive,
+            transmit,
+            error,
+            r.ttl.unwrap_or(0),
+            reply,
+        );
+        let sent = loop {
+            match self.sock.send_to(&reply[..len], r.from) {
+                Ok(_) => break true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !wait_fd(self.sock.as_raw_fd(), libc::POLLOUT, 10).unwrap_or(false) {
+                        break false;
+                    }
+                }
+                Err(_) => break false,
+            }
+        };
+        if sent {
+            s.reflected.fetch_add(1, Ordering::Relaxed);
+        } else {
+            s.send_failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// `recvmmsg` of up to [`BATCH`] whole datagrams with their kernel receive
+/// stamps and TTLs, without waiting. A datagram longer than its buffer
+/// keeps its real length (MSG_TRUNC), so [`Policy::admit`] refuses it.
+fn recv_full_batch(
+    fd: i32,
+    bufs: &mut [[u8; MAX_REQUEST + 1]],
+    out: &mut [Option<Request>],
+) -> io::Result<usize> {
+    // SAFETY: zeroed plain-old-data structs; every pointer in `msgs` points
+    // at a live local or into `bufs`, with its length.
+    unsafe {
+        let mut names: [libc::sockaddr_storage; BATCH] = zeroed();
+        let mut iovs: [libc::iovec; BATCH] = zeroed();
+        let mut controls = [[0u64; 16]; BATCH];
+        let mut msgs: [libc::mmsghdr; BATCH] = zeroed();
+        let n_bufs = bufs.len().min(BATCH);
+        for i in 0..n_bufs {
+            iovs[i] = libc::iovec {
+                iov_base: bufs[i].as_mut_ptr() as *mut libc::c_void,
+                iov_len: bufs[i].len(),
+            };
+            let h = &mut msgs[i].msg_hdr;
+            h.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = &mut iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = controls[i].as_mut_ptr() as *mut libc::c_void;
+            h.msg_controllen = size_of::<[u64; 16]>() as _;
+        }
+        let n = libc::recvmmsg(
+            fd,
+            msgs.as_mut_ptr(),
+            n_bufs as u32,
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            std::ptr::null_mut(),
+        );
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let n = n as usize;
+        for i in 0..n {
+            let h = &msgs[i].msg_hdr;
+            let (kernel_ns, _) = cmsg_stamp(h);
+            out[i] = sockaddr_to_std(&names[i]).map(|from| Request {
+                // Past the buffer: keep the real length, cut the view.
+                len: (msgs[i].msg_len as usize).min(MAX_REQUEST + 1),
+                from,
+                kernel_ns,
+                ttl: cmsg_ttl(h),
+            });
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    fn config() -> ReflectorConfig {
+        ReflectorConfig {
+            max_peers: 2,
+            peer_rate_bps: 8e6, // 1 byte per us
+            peer_burst_bytes: 3_000.0,
+            total_rate_bps: 16e6,
+            total_burst_bytes: 4_500.0,
+            peer_idle: Duration::from_secs(1),
+            log: false,
+            ..ReflectorConfig::default()
+        }
+    }
+
+    /// A 60-byte request and its reply worked out by hand: the 41-byte
+    /// reflector header, then request bytes 14..33 (60 - 41 = 19 of them).
+    #[test]
+    fn reply_is_the_request_size_with_the_header_first() {
+        let mut req = [0u8; 60];
+        req[0..4].copy_from_slice(&[0, 0, 1, 2]); // sequence 258
+        req[4..12].copy_from_slice(&[0x83, 0xAA, 0x7E, 0x81, 0x80, 0, 0, 0]);
+        req[12..14].copy_from_slice(&[0x85, 0x87]);
+        for (i, b) in req[14..].iter_mut().enumerate() {
+            *b = 100 + i as u8;
+        }
+        let recv = NtpTimestamp {
+            seconds: 0x83AA_7E82,
+            fraction: 0x4000_0000,
+        };
+        let xmit = NtpTimestamp {
+            seconds: 0x83AA_7E82,
+            fraction: 0x4000_1000,
+        };
+        let mut reply = [0xEEu8; 100];
+        let err = ErrorEstimate::from_u16(0x0A01);
+        let len = build_reply(&req, 7, recv, xmit, err, 61, &mut reply);
+        assert_eq!(len, 60);
+        let want_head: [u8; 41] = [
+            0, 0, 0, 7, // reflector sequence
+            0x83, 0xAA, 0x7E, 0x82, 0x40, 0, 0x10, 0, // transmit time
+            0x0A, 0x01, // error estimate
+            0, 0, // MBZ
+            0x83, 0xAA, 0x7E, 0x82, 0x40, 0, 0, 0, // receive time
+            0, 0, 1, 2, // sender sequence
+            0x83, 0xAA, 0x7E, 0x81, 0x80, 0, 0, 0, // sender timestamp
+            0x85, 0x87, // sender error estimate
+            0, 0,  // MBZ
+            61, // sender TTL
+        ];
+        assert_eq!(&reply[..41], &want_head);
+        let want_tail: Vec<u8> = (100..119).collect();
+        assert_eq!(&reply[41..60], &want_tail[..]);
+        assert_eq!(reply[60], 0xEE, "nothing written past the request's length");
+    }
+
+    #[test]
+    fn short_long_and_privileged_requests_get_no_reply() {
+        let mut p = Policy::new(config(), 0);
+        let ok = addr("192.0.2.1:40000");
+        assert_eq!(p.admit(ok, 40, 42, 0), Err(NoReply::TooShort));
+        assert_eq!(p.admit(ok, MAX_REQUEST + 1, 42, 0), Err(NoReply::TooLong));
+        assert_eq!(
+            p.admit(addr("192.0.2.1:53"), 100, 42, 0),
+            Err(NoReply::PrivilegedPort)
+        );
+        assert_eq!(
+            p.admit(addr("192.0.2.1:0"), 100, 42, 0),
+            Err(NoReply::PrivilegedPort)
+        );
+        assert_eq!(p.admit(addr("192.0.2.1:862"), 41, 42, 0), Ok(0));
+        // None of the refused ones took a table slot.
+        assert_eq!(p.peers(), 1);
+    }
+
+    /// Per sender: burst 3000 B, 1 B/us; in all: 4500 B, 2 B/us. Replies
+    /// of 1458 B cost 1500 B (frame). Worked out by hand below.
+    #[test]
+    fn each_sender_has_its_own_bucket_and_sequence() {
+        let mut p = Policy::new(config(), 0);
+        let a = addr("192.0.2.1:40000");
+        let b = addr("192.0.2.2:40000");
+        assert_eq!(p.admit(a, 1458, 42, 0), Ok(0));
+        assert_eq!(p.admit(a, 1458, 42, 0), Ok(1));
+        // a's bucket is empty (total: 1500 left).
+        assert_eq!(p.admit(a, 1458, 42, 0), Err(NoReply::RateLimited));
+        // b has its own full bucket and its own sequence; it takes the
+        // total's last 1500, so its second reply is over the total.
+        assert_eq!(p.admit(b, 1458, 42, 0), Ok(0));
+        assert_eq!(p.admit(b, 1458, 42, 0), Err(NoReply::RateLimited));
+        // After 1499 us a has 1499 B; after 1500 us enough (total: 3000).
+        assert_eq!(p.admit(a, 1458, 42, 1_499_000), Err(NoReply::RateLimited));
+        assert_eq!(p.admit(a, 1458, 42, 1_500_000), Ok(2));
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_idle_senders_leave_it() {
+        let mut p = Policy::new(config(), 0);
+        assert!(p.admit(addr("192.0.2.1:40000"), 100, 42, 0).is_ok());
+        assert!(p
+            .admit(addr("192.0.2.2:40000"), 100, 42, 500_000_000)
+            .is_ok());
+        assert_eq!(
+            p.admit(addr("192.0.2.3:40000"), 100, 42, 600_000_000),
+            Err(NoReply::PeersFull)
+        );
+        // At 1.2 s the first (last seen at 0) is idle, the second not.
+        let lines = p.expire(1_200_000_000);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].contains("192.0.2.1:40000: 1 reflected"),
+            "{}",
+            lines[0]
+        );
+        assert!(p
+            .admit(addr("192.0.2.3:40000"), 100, 42, 1_200_000_000)
+            .is_ok());
+        assert_eq!(p.peers(), 2);
+    }
+
+    /// On loopback: a 48-byte TWAMP packet comes back as 48 bytes with
+    /// our sequence, timestamp and TTL and a kernel receive stamp; a
+    /// 20-byte one gets nothing and is counted.
+    #[test]
+    fn reflects_on_loopback_and_counts_what_it_drops() {
+        let r = Reflector::bind(ReflectorConfig {
+            bind: addr("127.0.0.1:0"),
+            log: false,
+            ..ReflectorConfig::default()
+        })
+        .unwrap();
+        let h = r.spawn().unwrap();
+        let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 100];
+        // The first socket on a host to ask for receive stamps switches
+        // them on from a kernel work queue (net_enable_timestamp): a
+        // packet before that has none. One exchange and a pause first.
+        c.send_to(&[0u8; 48], h.addr).unwrap();
+        c.recv_from(&mut buf).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let unstamped_before = h.stats.unstamped.load(Ordering::Relaxed);
+        c.send_to(&[1u8; 20], h.addr).unwrap();
+        let mut req = [0u8; 48];
+        req[0..4].copy_from_slice(&9u32.to_be_bytes());
+        req[4..12].copy_from_slice(&[0x83, 0xAA, 0x7E, 0x81, 0, 0, 0, 5]);
+        let before = clock::realtime_ns();
+        c.send_to(&req, h.addr).unwrap();
+        let (n, from) = c.recv_from(&mut buf).unwrap();
+        assert_eq!((n, from), (48, h.addr));
+        let view = tightlink_wire::ReflectorPacket::new_checked(&buf[..n]).unwrap();
+        let rep = ReflectorRepr::parse(&view);
+        assert_eq!(rep.sender_sequence, 9);
+        assert_eq!(
+            rep.sender_timestamp.to_bytes(),
+            [0x83, 0xAA, 0x7E, 0x81, 0, 0, 0, 5]
+        );
+        assert_eq!(rep.sender_ttl, 64, "loopback keeps the default TTL");
+        // The kernel's receive stamp lies between our send and now.
+        let recv = rep.receive_timestamp.to_unix_ns().unwrap() as i64;
+        assert!(
+            recv >= before - 1_000 && recv <= clock::realtime_ns(),
+            "{recv} vs {before}"
+        );
+        // The counter moves just after the send: give it a moment.
+        let until = clock::monotonic_ns() + 1_000_000_000;
+        while h.stats.reflected.load(Ordering::Relaxed) < 2 && clock::monotonic_ns() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(h.stats.too_short.load(Ordering::Relaxed), 1);
+        assert_eq!(h.stats.reflected.load(Ordering::Relaxed), 2);
+        assert_eq!(h.stats.unstamped.load(Ordering::Relaxed), unstamped_before);
+    }
+}

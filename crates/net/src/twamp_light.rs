@@ -1,0 +1,539 @@
+//! The TWAMP-light channel: probing strategies use any TWAMP-light
+//! Session-Reflector (RFC 5357 section 4.2.1; `tightlink reflector`, a
+//! router's or a NIC's) as the far end, without a control session (cloud
+//! paper section II: TWAMP framing of probe trains). Target
+//! `twamp:HOST[:PORT]`, port 862 by default.
+//!
+//! This host sends the paced train (any backend, the same
+//! [`send_paced`] as against a server); the reflector's receive timestamp
+//! in each reply gives the receive gaps: the path toward the reflector is
+//! measured, and only that direction. Replies are matched to probes by the
+//! sender sequence number and timestamp they echo, never by our fields in
+//! the padding, which reflectors that write their header over the request
+//! destroy. Reflector stamps are on the reflector's clock: only their
+//! differences are used, mapped once per session onto this host's clock.
+//!
+//! What a reflector cannot tell: a probe lost on the way there and a reply
+//! lost on the way back look alike (both are a lost probe), and its stamps
+//! are as good as its clock reads them (a reflector stamping in user space,
+//! or in 1 us steps, adds noise that the smoothing has to absorb; coarse
+//! steps are detected and reported).
+
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::time::Duration;
+
+use tightlink_core::ProbeStream;
+use tightlink_probe::channel::{ChannelError, HostFindings, Probed};
+use tightlink_probe::{Channel, StreamRequest};
+use tightlink_wire::control::Direction;
+use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
+use tightlink_wire::{DropCounters, DropReason, NtpTimestamp, ReflectorPacket, ReflectorRepr};
+
+use crate::backend::xdp;
+use crate::backend::{send_paced, Backend, Transmit};
+use crate::client::{open_backend, path_mtu, probe_stream, with_port, ClientOptions, SendLedger};
+use crate::reflector::TWAMP_PORT;
+use crate::udp::{wait_fd, Departures, ProbeSocket, Received, UdpTx, HEADER_COPY};
+use crate::{auth, clock, host, packets};
+
+/// Test packets sent to find the reflector before giving up.
+const HELLO_TRIES: usize = 3;
+
+pub struct TwampChannel {
+    sock: ProbeSocket,
+    raw_tx: Option<Box<dyn Transmit>>,
+    backend: Backend,
+    reflector: SocketAddr,
+    /// Our id in the padding (for captures; replies are not matched by it).
+    session: u64,
+    sequence: u32,
+    next_stream: u32,
+    overhead: u32,
+    frame_bytes: u32,
+    max_payload: u32,
+    timeout: Duration,
+    /// Smallest round trip seen (this host's send to its receive stamp).
+    rtt_min_ns: i64,
+    rtt_max_ns: i64,
+    /// The reflector's clock on ours: a reflector stamp and the time on
+    /// this host it stands for, from the first reply.
+    clock_map: Option<(NtpTimestamp, i64)>,
+    elapsed_ns: f64,
+    max_rate_bps: f64,
+    host_limit_bps: f64,
+    ledger: SendLedger,
+    /// Replies not used, by reason.
+    pub drops: DropCounters,
+    /// Probes whose reply never came (lost either way; in the streams as
+    /// losses, like a server's missing stamps).
+    pub lost: u64,
+    /// Whether the reflector returns our padding (RFC 6038 style).
+    pub reflects_padding: bool,
+    coarse_stamps_ns: Option<i64>,
+    warnings: Vec<String>,
+    last_departures: Option<Departures>,
+}
+
+fn io_err(what: &str) -> impl Fn(std::io::Error) -> ChannelError + '_ {
+    move |e| ChannelError::Io(format!("{what}: {e}"))
+}
+
+/// A reply sorted: the probe it answers (by sequence number) and its
+/// stamps, or why it is not used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    pub sender_sequence: u32,
+    pub sender_timestamp: NtpTimestamp,
+    pub receive_timestamp: NtpTimestamp,
+    /// This host's kernel receive stamp of the reply.
+    pub here_ns: Option<i64>,
+}
+
+/// Parses a reply (`header`: its first bytes): only the reflector's
+/// address is taken.
+pub fn parse_reply(
+    header: &[u8],
+    r: &Received,
+    reflector: SocketAddr,
+) -> Result<Reply, DropReason> {
+    if r.from != reflector {
+        return Err(DropReason::WrongPeer);
+    }
+    let rep = ReflectorRepr::parse(&ReflectorPacket::new_checked(header)?);
+    Ok(Reply {
+        sender_sequence: rep.sender_sequence,
+        sender_timestamp: rep.sender_timestamp,
+        receive_timestamp: rep.receive_timestamp,
+        here_ns: r.kernel_ns,
+    })
+}
+
+/// The coarsest step (1 ms, 100 us, 10 us or 1 us) that every one of at
+/// least 20 differences between stamps is a multiple of, within 2 ns
+/// (NTP fractions round): a reflector that stamps that coarsely.
+pub fn stamp_step_ns(deltas_ns: &[i64]) -> Option<i64> {
+    if deltas_ns.len() < 20 || deltas_ns.iter().all(|&d| d == 0) {
+        return None;
+    }
+    [1_000_000, 100_000, 10_000, 1_000].into_iter().find(|&q| {
+        deltas_ns.iter().all(|&d| {
+            let r = d.rem_euclid(q);
+            r <= 2 || r >= q - 2
+        })
+    })
+}
+
+impl TwampChannel {
+    /// Finds the reflector at `target` (`HOST[:PORT]`, port 862 by
+    /// default): up to three test packets, `opts.timeout` in all.
+    pub fn connect(target: &str, opts: &ClientOptions) -> Result<TwampChannel, ChannelError> {
+        if opts.direction == Direction::Reverse {
+            return Err(ChannelError::Io(
+                "a TWAMP-light reflector only answers: its receive stamps measure the path toward it; the reverse direction (-R) needs a tightlink server".into(),
+            ));
+        }
+        if opts.key.is_some() {
+            return Err(ChannelError::Io(
+                "TWAMP-light test packets are unauthenticated here; --key-file applies to tightlink servers".into(),
+            ));
+        }
+        let with = with_port(target, TWAMP_PORT);
+        let reflector = with
+            .to_socket_addrs()
+            .map_err(|e| ChannelError::Io(format!("reflector '{target}': {e}")))?
+            .next()
+            .ok_or_else(|| ChannelError::Io(format!("reflector '{target}': no address")))?;
+        // The local address routing picks toward the reflector.
+        let unspec = SocketAddr::new(
+            if reflector.is_ipv4() {
+                std::net::Ipv4Addr::UNSPECIFIED.into()
+            } else {
+                std::net::Ipv6Addr::UNSPECIFIED.into()
+            },
+            0,
+        );
+        let route = UdpSocket::bind(unspec).map_err(io_err("socket"))?;
+        route
+            .connect(reflector)
+            .map_err(|e| ChannelError::Io(format!("no route to {reflector}: {e}")))?;
+        let local_ip = route.local_addr().map_err(io_err("socket"))?.ip();
+        // Replies of a whole train wait in the buffer while we pace.
+        let sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), 64 << 20)
+            .map_err(io_err("probe socket"))?;
+        let nonce = auth::nonce().map_err(io_err("random session id"))?;
+        let session = u64::from_be_bytes(nonce[..8].try_into().expect("8 bytes"));
+        let overhead = if reflector.is_ipv4() { 42 } else { 62 };
+        let mtu = path_mtu(&sock, reflector).unwrap_or(1500).min(9000);
+        let mut max_payload = mtu - (overhead - 14);
+        if opts.backend == Backend::Xdp {
+            max_payload = max_payload.min(xdp::MAX_PAYLOAD as u32);
+        }
+        let mut ch = TwampChannel {
+            sock,
+            raw_tx: None,
+            backend: opts.backend,
+            reflector,
+            session,
+            sequence: 0,
+            next_stream: 0,
+            overhead,
+            frame_bytes: max_payload + overhead,
+            max_payload,
+            timeout: opts.timeout,
+            rtt_min_ns: i64::MAX,
+            rtt_max_ns: 0,
+            clock_map: None,
+            elapsed_ns: 0.0,
+            max_rate_bps: 0.0,
+            host_limit_bps: 0.0,
+            ledger: SendLedger::default(),
+            drops: DropCounters::default(),
+            lost: 0,
+            reflects_padding: false,
+            coarse_stamps_ns: None,
+            warnings: Vec::new(),
+            last_departures: None,
+        };
+        ch.hello()?;
+        let mut warnings = Vec::new();
+        let (raw_tx, _) = open_backend(
+            &ClientOptions {
+                direction: Direction::Forward,
+                ..opts.clone()
+            },
+            &ch.sock,
+            reflector,
+            session,
+            &mut warnings,
+        )?;
+        ch.raw_tx = raw_tx;
+        ch.warnings.extend(warnings);
+        ch.host_limit_bps = host::pacing_limit_bps(opts.backend, max_payload, ch.frame_bytes);
+        ch.max_rate_bps = ch
+            .host_limit_bps
+            .min(opts.max_rate_bps.unwrap_or(f64::INFINITY));
+        Ok(ch)
+    }
+
+    /// Sends single test packets until one is answered; learns the round
+    /// trip and whether our padding comes back.
+    fn hello(&mut self) -> Result<(), ChannelError> {
+        let per_try = self.timeout / HELLO_TRIES as u32;
+        for _ in 0..HELLO_TRIES {
+            let (mut warm, _) =
+                packets::build(self.session, u32::MAX, &[], &[], &mut self.sequence);
+            // Room for our fields after the 41-byte reflector header, so
+            // a reflector that returns the padding shows it.
+            warm.resize(ProbeRepr::buffer_len() + 27, 0);
+            let seq = self.sequence.wrapping_sub(1);
+            let sent_ns = clock::realtime_ns();
+            SenderPacket::new_unchecked(&mut warm[..])
+                .set_timestamp(NtpTimestamp::from_unix_ns(sent_ns as u64));
+            self.sock
+                .send_to(&warm, self.reflector)
+                .map_err(io_err("send to the reflector"))?;
+            let until = clock::monotonic_ns() + per_try.as_nanos() as i64;
+            let mut answered = false;
+            self.receive(until, &mut |ch, reply, header| {
+                if reply.sender_sequence != seq {
+                    ch.drops.count(DropReason::Late);
+                    return false;
+                }
+                let rtt = reply.here_ns.unwrap_or_else(clock::realtime_ns) - sent_ns;
+                ch.rtt_min_ns = ch.rtt_min_ns.min(rtt);
+                ch.rtt_max_ns = ch.rtt_max_ns.max(rtt);
+                // Our fields come back only from reflectors that return
+                // the padding after their header.
+                ch.reflects_padding = ReflectorPacket::new_checked(header)
+                    .and_then(|v| v.reflected_probe())
+                    .is_ok_and(|p| p.session == ch.session && p.sequence == seq);
+                answered = true;
+                true
+            })
+            .map_err(io_err("receive from the reflector"))?;
+            if answered {
+                return Ok(());
+            }
+        }
+        Err(ChannelError::Io(format!(
+            "no TWAMP-light reflector answered at {} within {:.1} s ({HELLO_TRIES} test packets sent): is a reflector running there and UDP {} open on the way?",
+            self.reflector,
+            self.timeout.as_secs_f64(),
+            self.reflector.port()
+        )))
+    }
+
+    /// Reads replies until `on_reply` returns true or `until` (monotonic)
+    /// passes. `on_reply` gets each parsed reply and its first bytes.
+    fn receive(
+        &mut self,
+        until: i64,
+        on_reply: &mut dyn FnMut(&mut Self, &Reply, &[u8]) -> bool,
+    ) -> std::io::Result<()> {
+        let mut headers = [[0u8; HEADER_COPY]; crate::backend::BATCH];
+        let mut got = [None; crate::backend::BATCH];
+        loop {
+            let now = clock::monotonic_ns();
+            if now >= until {
+                return Ok(());
+            }
+            let wait_ms = ((until - now) / 1_000_000).clamp(1, 10) as i32;
+            if !wait_fd(self.sock.fd(), libc::POLLIN, wait_ms)? {
+                continue;
+            }
+            loop {
+                let n = self.sock.recv_batch(&mut headers, &mut got)?;
+                let mut done = false;
+                for k in 0..n {
+                    let Some(r) = got[k].take() else {
+                        self.drops.count(DropReason::WrongPeer);
+                        continue;
+                    };
+                    let header = &headers[k][..r.len.min(HEADER_COPY)];
+                    match parse_reply(header, &r, self.reflector) {
+                        Ok(reply) => done |= on_reply(self, &reply, header),
+                        Err(why) => self.drops.count(why),
+                    }
+                }
+                if done {
+                    return Ok(());
+                }
+                if n < crate::backend::BATCH {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The reflector's receive stamp on this host's clock.
+    fn on_our_clock(&mut self, stamp: NtpTimestamp, here_ns: i64) -> i64 {
+        let (t0, ns0) = *self.clock_map.get_or_insert((stamp, here_ns));
+        ns0 + stamp.ns_since(t0)
+    }
+
+    fn payload_sizes(&self, request: &StreamRequest) -> Result<Vec<u32>, ChannelError> {
+        request
+            .sizes
+            .iter()
+            .map(|&s| {
+                let p = s.saturating_sub(self.overhead);
+                if p < ProbeRepr::buffer_len() as u32 || p > self.max_payload {
+                    Err(ChannelError::Io(format!(
+                        "probe size {s} bytes (frame): frames toward {} must be {}-{} bytes",
+                        self.reflector,
+                        ProbeRepr::buffer_len() as u32 + self.overhead,
+                        self.max_payload + self.overhead
+                    )))
+                } else {
+                    Ok(p)
+                }
+            })
+            .collect()
+    }
+
+    /// The departures of the last stream.
+    pub fn last_departures(&self) -> Option<&Departures> {
+        self.last_departures.as_ref()
+    }
+
+    /// Smallest round trip seen to the reflector, ns.
+    pub fn rtt_min_ns(&self) -> i64 {
+        self.rtt_min_ns
+    }
+
+    pub fn reflector(&self) -> SocketAddr {
+        self.reflector
+    }
+
+    fn forward(
+        &mut self,
+        request: &StreamRequest,
+        stream: u32,
+    ) -> Result<ProbeStream, ChannelError> {
+        let n = request.offsets_ns.len();
+        let payloads = self.payload_sizes(request)?;
+        let first_seq = self.sequence.wrapping_add(1); // after the warm-up
+        let (warm, mut pk) = packets::build(
+            self.session,
+            stream,
+            &request.offsets_ns,
+            &payloads,
+            &mut self.sequence,
+        );
+        let to = self.reflector;
+        let mut udp = UdpTx {
+            sock: &mut self.sock,
+            to,
+        };
+        let tx: &mut dyn Transmit = match self.raw_tx.as_mut() {
+            Some(t) => t.as_mut(),
+            None => &mut udp,
+        };
+        let d = send_paced(
+            tx,
+            &warm,
+            &mut pk,
+            &request.offsets_ns,
+            clock::monotonic_ns() + 200_000,
+        )
+        .map_err(io_err("send"))?;
+        // Wait for the replies: four of the longest round trips seen and
+        // 200 ms for queues, at most the timeout.
+        let wait = (4 * self.rtt_max_ns + 200_000_000).min(self.timeout.as_nanos() as i64);
+        let until = clock::monotonic_ns() + wait;
+        let mut stamps: Vec<Option<NtpTimestamp>> = vec![None; n];
+        let mut here: Vec<Option<i64>> = vec![None; n];
+        let mut got = 0usize;
+        let warm_seq = first_seq.wrapping_sub(1);
+        self.receive(until, &mut |ch, reply, _| {
+            let i = reply.sender_sequence.wrapping_sub(first_seq) as usize;
+            if reply.sender_sequence == warm_seq {
+                return false;
+            }
+            if i >= n {
+                ch.drops.count(DropReason::Late);
+                return false;
+            }
+            let sent = NtpTimestamp::from_unix_ns(d.scheduled_ns[i].max(0) as u64);
+            if stamps[i].is_some() || reply.sender_timestamp != sent {
+                // A second reply to one probe, or a sequence number we
+                // used with another timestamp.
+                ch.drops.count(DropReason::Malformed);
+                return false;
+            }
+            stamps[i] = Some(reply.receive_timestamp);
+            here[i] = reply.here_ns;
+            got += 1;
+            got == n
+        })
+        .map_err(io_err("receive replies"))?;
+        self.lost += (n - got) as u64;
+        // Round trips from this host's send (kernel stamp where there is
+        // one) to the reply's kernel receive stamp.
+        for (i, h) in here.iter().enumerate() {
+            let sent = d.tx_ns[i].or(d.user_ns.get(i).copied());
+            if let (Some(s), Some(h)) = (sent, *h) {
+                self.rtt_min_ns = self.rtt_min_ns.min(h - s);
+                self.rtt_max_ns = self.rtt_max_ns.max(h - s);
+            }
+        }
+        let mut recv_ns = vec![None; n];
+        let mut deltas = Vec::with_capacity(n);
+        let mut prev: Option<NtpTimestamp> = None;
+        for i in 0..n {
+            let Some(t) = stamps[i] else { continue };
+            // The first reply of the session maps the reflector's clock:
+            // its stamp stands for our send time plus half a round trip.
+            let sent = d.tx_ns[i].unwrap_or(d.scheduled_ns[i]);
+            let anchor = sent + self.rtt_min_ns.max(0) / 2;
+            recv_ns[i] = Some(self.on_our_clock(t, anchor));
+            if let Some(p) = prev {
+                deltas.push(t.ns_since(p));
+            }
+            prev = Some(t);
+        }
+        if let Some(q) = stamp_step_ns(&deltas) {
+            if self.coarse_stamps_ns.is_none() {
+                self.warnings.push(format!(
+                    "the reflector's receive stamps come in {} us steps: gaps finer than that are not seen",
+                    q / 1_000
+                ));
+            }
+            self.coarse_stamps_ns = Some(q);
+        }
+        self.ledger
+            .note(&d, &request.sizes, self.backend != Backend::Xdp);
+        let s = probe_stream(stream, &request.sizes, &d.scheduled_ns, &recv_ns);
+        self.last_departures = Some(d);
+        Ok(s)
+    }
+}
+
+impl Channel for TwampChannel {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        let stream = self.next_stream;
+        self.next_stream += 1;
+        let s = self.forward(request, stream)?;
+        self.elapsed_ns += s.send_span_ns();
+        Ok(Probed {
+            stream: s,
+            truth: None,
+        })
+    }
+
+    fn max_rate_bps(&self) -> f64 {
+        self.max_rate_bps
+    }
+
+    fn elapsed_ns(&self) -> f64 {
+        self.elapsed_ns
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "TWAMP-light reflector {} (toward it, {} backend, its receive stamps; round trip {:.0} us)",
+            self.reflector,
+            self.backend,
+            self.rtt_min_ns as f64 / 1e3
+        )
+    }
+
+    fn probe_size_bytes(&self) -> Option<u32> {
+        Some(self.frame_bytes)
+    }
+
+    /// Drops are replies this end did not use; probes without a reply
+    /// are losses in their streams (as a server's missing stamps are).
+    fn host(&self) -> Option<HostFindings> {
+        Some(self.ledger.findings(
+            self.host_limit_bps,
+            self.drops.nonzero(),
+            self.warnings.clone(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coarse_reflector_stamps_are_recognised() {
+        // 12 us gaps from a clock in 1 us steps (NTP rounding: +-1 ns).
+        let us: Vec<i64> = (0..20).map(|i| 12_000 + (i % 3) - 1).collect();
+        assert_eq!(stamp_step_ns(&us), Some(1_000));
+        // 100 us steps (a stream at a low rate on such a clock).
+        assert_eq!(stamp_step_ns(&[100_000; 25]), Some(100_000));
+        // Nanosecond stamps: 83.36 us gaps with jitter.
+        let ns: Vec<i64> = (0..20).map(|i| 83_360 + 37 * i).collect();
+        assert_eq!(stamp_step_ns(&ns), None);
+        // Too few differences, or all zero, say nothing.
+        assert_eq!(stamp_step_ns(&[12_000; 19]), None);
+        assert_eq!(stamp_step_ns(&[0; 30]), None);
+    }
+
+    #[test]
+    fn replies_from_elsewhere_or_too_short_are_not_used() {
+        let reflector: SocketAddr = "192.0.2.9:862".parse().unwrap();
+        let mut buf = [0u8; 41];
+        buf[24..28].copy_from_slice(&77u32.to_be_bytes());
+        buf[16..24].copy_from_slice(&[0x83, 0xAA, 0x7E, 0x81, 0x40, 0, 0, 0]);
+        let r = |from: &str, len| Received {
+            len,
+            from: from.parse().unwrap(),
+            kernel_ns: Some(5),
+        };
+        let got = parse_reply(&buf, &r("192.0.2.9:862", 41), reflector).unwrap();
+        assert_eq!(got.sender_sequence, 77);
+        assert_eq!(got.receive_timestamp.fraction, 0x4000_0000);
+        assert_eq!(got.here_ns, Some(5));
+        assert_eq!(
+            parse_reply(&buf, &r("192.0.2.9:863", 41), reflector),
+            Err(DropReason::WrongPeer)
+        );
+        assert_eq!(
+            parse_reply(&buf[..40], &r("192.0.2.9:862", 40), reflector),
+            Err(DropReason::TooShort)
+        );
+    }
+}
