@@ -6,7 +6,10 @@
 # namespaces (prefix tlr) are removed at exit. Until `tightlink lab`
 # (issue 4) exists, this is how the README's real-packet figures are made:
 #   sudo scripts/netns-200m.sh [RUNS] [METHOD...]
+# FAR_END=twamp measures against `tightlink reflector` (TWAMP-light, UDP
+# 862) with `estimate twamp:10.201.2.2` instead of `tightlink server`.
 set -euo pipefail
+far=${FAR_END:-server}
 runs=${1:-10}; shift || true
 methods=("${@:-multirate}")
 bin=${TIGHTLINK:-target/release/tightlink}
@@ -31,13 +34,19 @@ ip -n $d route add default via 10.201.2.1
 ip netns exec $r sysctl -qw net.ipv4.ip_forward=1
 ip netns exec $r sh -c "echo 2 > /sys/class/net/${p}b/queues/rx-0/rps_cpus; echo 2 > /sys/class/net/${p}c/queues/rx-0/rps_cpus"
 ip netns exec $r tc qdisc add dev ${p}c root tbf rate 200mbit burst 3000 limit 100000
-ip netns exec $d "$bin" server --bind 10.201.2.2 2>/dev/null &
+if [ "$far" = twamp ]; then
+  ip netns exec $d "$bin" reflector --bind 10.201.2.2 2>/dev/null &
+  target=twamp:10.201.2.2
+else
+  ip netns exec $d "$bin" server --bind 10.201.2.2 2>/dev/null &
+  target=10.201.2.2
+fi
 server=$!
 trap 'kill $server 2>/dev/null; down' EXIT
 sleep 0.3
 for m in "${methods[@]}"; do
   for i in $(seq 1 "$runs"); do
-    ip netns exec $s "$bin" estimate 10.201.2.2 --json --method "$m" |
-      python3 -c 'import json,sys; v=json.load(sys.stdin); print(v["method"], round(v["available_bandwidth_bps"]/1e6,1), v["bound"], v["streams"], round(v["probe_bytes"]/1e6,2), round(v["wall_s"],2))'
+    ip netns exec $s "$bin" estimate "$target" --json --method "$m" |
+      python3 -c 'import json,sys; v=json.load(sys.stdin); print(v["target"], v["method"], round(v["available_bandwidth_bps"]/1e6,1), v["bound"], v["streams"], round(v["probe_bytes"]/1e6,2), round(v["wall_s"],2))'
   done
 done

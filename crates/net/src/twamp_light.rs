@@ -234,7 +234,7 @@ impl TwampChannel {
                 .map_err(io_err("send to the reflector"))?;
             let until = clock::monotonic_ns() + per_try.as_nanos() as i64;
             let mut answered = false;
-            self.receive(until, &mut |ch, reply, header| {
+            self.receive(until, i64::MAX, &mut |ch, reply, header| {
                 if reply.sender_sequence != seq {
                     ch.drops.count(DropReason::Late);
                     return false;
@@ -263,24 +263,28 @@ impl TwampChannel {
         )))
     }
 
-    /// Reads replies until `on_reply` returns true or `until` (monotonic)
-    /// passes. `on_reply` gets each parsed reply and its first bytes.
+    /// Reads replies until `on_reply` returns true, `until` (monotonic)
+    /// passes, or nothing has arrived for `quiet_ns`. `on_reply` gets each
+    /// parsed reply and its first bytes.
     fn receive(
         &mut self,
         until: i64,
+        quiet_ns: i64,
         on_reply: &mut dyn FnMut(&mut Self, &Reply, &[u8]) -> bool,
     ) -> std::io::Result<()> {
         let mut headers = [[0u8; HEADER_COPY]; crate::backend::BATCH];
         let mut got = [None; crate::backend::BATCH];
+        let mut last_arrival = clock::monotonic_ns();
         loop {
             let now = clock::monotonic_ns();
-            if now >= until {
+            if now >= until || now - last_arrival > quiet_ns {
                 return Ok(());
             }
             let wait_ms = ((until - now) / 1_000_000).clamp(1, 10) as i32;
             if !wait_fd(self.sock.fd(), libc::POLLIN, wait_ms)? {
                 continue;
             }
+            last_arrival = clock::monotonic_ns();
             loop {
                 let n = self.sock.recv_batch(&mut headers, &mut got)?;
                 let mut done = false;
@@ -378,14 +382,17 @@ impl TwampChannel {
         )
         .map_err(io_err("send"))?;
         // Wait for the replies: four of the longest round trips seen and
-        // 200 ms for queues, at most the timeout.
+        // 200 ms for queues, at most the timeout; but probes lost on the
+        // way (a queue over its limit) never answer, so stop once none has
+        // come for two of the longest round trips (20 ms at least).
         let wait = (4 * self.rtt_max_ns + 200_000_000).min(self.timeout.as_nanos() as i64);
         let until = clock::monotonic_ns() + wait;
+        let quiet = (2 * self.rtt_max_ns).max(20_000_000);
         let mut stamps: Vec<Option<NtpTimestamp>> = vec![None; n];
         let mut here: Vec<Option<i64>> = vec![None; n];
         let mut got = 0usize;
         let warm_seq = first_seq.wrapping_sub(1);
-        self.receive(until, &mut |ch, reply, _| {
+        self.receive(until, quiet, &mut |ch, reply, _| {
             let i = reply.sender_sequence.wrapping_sub(first_seq) as usize;
             if reply.sender_sequence == warm_seq {
                 return false;

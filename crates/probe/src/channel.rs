@@ -1,6 +1,6 @@
 //! Channels: where a probing strategy sends a probe schedule and gets back
 //! one record per packet. The strategy does not know whether the other end
-//! is the simulator, a recorded trace or (later) a real server.
+//! is the simulator, a recorded trace, a server or a TWAMP-light reflector.
 
 use tightlink_core::ProbeStream;
 use tightlink_sim::{PathSpec, SimPath};

@@ -2,9 +2,9 @@
 //!
 //! A strategy sends probe streams through a [`channel::Channel`] and turns
 //! what comes back into an estimate with a confidence range, counting the
-//! probe bytes and time it spent. Channels today: the simulated path and a
-//! recorded trace; the UDP server and TWAMP-light reflector come next,
-//! behind the same trait.
+//! probe bytes and time it spent. Channels here: the simulated path and a
+//! recorded trace; on real packets (crate `tightlink-net`): a tightlink
+//! server over UDP and any TWAMP-light reflector, behind the same trait.
 
 pub mod capacity;
 pub mod channel;
