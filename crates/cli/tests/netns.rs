@@ -121,66 +121,42 @@ impl Lab {
     }
 
     fn start_server(&mut self, extra: &[&str]) {
+        let mut args = vec!["server", "--bind", SERVER_IP];
+        args.extend_from_slice(extra);
+        self.start_far_end(&args, &format!("ss -ltn | grep -q {SERVER_IP}:7447"));
+    }
+
+    /// `tightlink reflector` on the receiver's address, port 862.
+    fn start_reflector(&mut self) {
+        self.start_far_end(
+            &["reflector", "--bind", SERVER_IP],
+            &format!("ss -lun | grep -q {SERVER_IP}:862"),
+        );
+    }
+
+    /// Runs `tightlink ARGS` in the receiver namespace until the lab is
+    /// dropped; waits until `ready` (a shell test there) succeeds.
+    fn start_far_end(&mut self, args: &[&str], ready: &str) {
         let child = Command::new("ip")
             .args([
                 "netns",
                 "exec",
                 &self.ns("d"),
                 env!("CARGO_BIN_EXE_tightlink"),
-                "server",
-                "--bind",
-                SERVER_IP,
             ])
-            .args(extra)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         self.server = Some(child);
-        // Wait until it listens.
         for _ in 0..100 {
-            if sh(&format!(
-                "ip netns exec {} ss -ltn | grep -q {SERVER_IP}:7447",
-                self.ns("d")
-            ))
-            .is_ok()
-            {
+            if sh(&format!("ip netns exec {} {ready}", self.ns("d"))).is_ok() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("server did not start listening");
-    }
-
-    /// `tightlink reflector` on the receiver's address, port 862.
-    fn start_reflector(&mut self) {
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns("d"),
-                env!("CARGO_BIN_EXE_tightlink"),
-                "reflector",
-                "--bind",
-                SERVER_IP,
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.server = Some(child);
-        for _ in 0..100 {
-            if sh(&format!(
-                "ip netns exec {} ss -lun | grep -q {SERVER_IP}:862",
-                self.ns("d")
-            ))
-            .is_ok()
-            {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("reflector did not start");
+        panic!("{args:?} did not start listening");
     }
 
     fn estimate(&self, args: &[&str]) -> (bool, String, String) {

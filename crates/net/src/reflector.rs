@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::zeroed;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,7 +39,7 @@ use tightlink_wire::twamp::field;
 use tightlink_wire::{ErrorEstimate, NtpTimestamp, ReflectorRepr};
 
 use crate::clock;
-use crate::udp::{cmsg_stamp, setsockopt_int, sockaddr_to_std, wait_fd};
+use crate::udp::{cmsg_stamp, recv_mmsg, setsockopt_int, wait_fd};
 
 /// The TWAMP test port (RFC 5357 section 8.2 registers 862 for control;
 /// TWAMP-light deployments use it for test packets too).
@@ -449,7 +449,10 @@ impl Reflector {
                 let n = recv_full_batch(fd, &mut bufs, &mut got)?;
                 for (buf, slot) in bufs.iter().zip(got.iter_mut()).take(n) {
                     let Some(r) = slot.take() else { continue };
-                    self.answer(&mut policy, &buf[..r.len], &r, overhead, error, &mut reply);
+                    // A longer datagram keeps its real length in `r` (refused as
+                    // too long); the view stops at the buffer.
+                    let request = &buf[..r.len.min(buf.len())];
+                    self.answer(&mut policy, request, &r, overhead, error, &mut reply);
                 }
                 if n < BATCH {
                     break;
@@ -521,63 +524,26 @@ impl Reflector {
     }
 }
 
-/// `recvmmsg` of up to [`BATCH`] whole datagrams with their kernel receive
-/// stamps and TTLs, without waiting. A datagram longer than its buffer
-/// keeps its real length (MSG_TRUNC), so [`Policy::admit`] refuses it.
+/// Up to [`BATCH`] whole datagrams with their kernel receive stamps and
+/// TTLs, without waiting. A datagram longer than its buffer keeps its real
+/// length (MSG_TRUNC), so [`Policy::admit`] refuses it.
 fn recv_full_batch(
     fd: i32,
     bufs: &mut [[u8; MAX_REQUEST + 1]],
     out: &mut [Option<Request>],
 ) -> io::Result<usize> {
-    // SAFETY: zeroed plain-old-data structs; every pointer in `msgs` points
-    // at a live local or into `bufs`, with its length.
-    unsafe {
-        let mut names: [libc::sockaddr_storage; BATCH] = zeroed();
-        let mut iovs: [libc::iovec; BATCH] = zeroed();
-        let mut controls = [[0u64; 16]; BATCH];
-        let mut msgs: [libc::mmsghdr; BATCH] = zeroed();
-        let n_bufs = bufs.len().min(BATCH);
-        for i in 0..n_bufs {
-            iovs[i] = libc::iovec {
-                iov_base: bufs[i].as_mut_ptr() as *mut libc::c_void,
-                iov_len: bufs[i].len(),
-            };
-            let h = &mut msgs[i].msg_hdr;
-            h.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_iov = &mut iovs[i];
-            h.msg_iovlen = 1;
-            h.msg_control = controls[i].as_mut_ptr() as *mut libc::c_void;
-            h.msg_controllen = size_of::<[u64; 16]>() as _;
-        }
-        let n = libc::recvmmsg(
-            fd,
-            msgs.as_mut_ptr(),
-            n_bufs as u32,
-            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-            std::ptr::null_mut(),
-        );
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
-        }
-        let n = n as usize;
-        for i in 0..n {
-            let h = &msgs[i].msg_hdr;
-            let (kernel_ns, _) = cmsg_stamp(h);
-            out[i] = sockaddr_to_std(&names[i]).map(|from| Request {
-                // Past the buffer: keep the real length, cut the view.
-                len: (msgs[i].msg_len as usize).min(MAX_REQUEST + 1),
-                from,
-                kernel_ns,
-                ttl: cmsg_ttl(h),
-            });
-        }
-        Ok(n)
-    }
+    let mut slices: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+    recv_mmsg(fd, &mut slices, |k, len, from, msg| {
+        // SAFETY: `msg` was just filled by recvmmsg; its control buffer
+        // is alive for the call.
+        let (kernel_ns, ttl) = unsafe { (cmsg_stamp(msg).0, cmsg_ttl(msg)) };
+        out[k] = from.map(|from| Request {
+            len,
+            from,
+            kernel_ns,
+            ttl,
+        });
+    })
 }
 
 #[cfg(test)]
@@ -708,7 +674,7 @@ mod tests {
 
     /// On loopback: a 48-byte TWAMP packet comes back as 48 bytes with
     /// our sequence, timestamp and TTL and a kernel receive stamp; a
-    /// 20-byte one gets nothing and is counted.
+    /// 20-byte and a 9500-byte one get nothing and are counted.
     #[test]
     fn reflects_on_loopback_and_counts_what_it_drops() {
         let r = Reflector::bind(ReflectorConfig {
@@ -729,6 +695,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         let unstamped_before = h.stats.unstamped.load(Ordering::Relaxed);
         c.send_to(&[1u8; 20], h.addr).unwrap();
+        // Longer than any buffer: its real length is kept and refused.
+        c.send_to(&[2u8; 9_500], h.addr).unwrap();
         let mut req = [0u8; 48];
         req[0..4].copy_from_slice(&9u32.to_be_bytes());
         req[4..12].copy_from_slice(&[0x83, 0xAA, 0x7E, 0x81, 0, 0, 0, 5]);
@@ -756,6 +724,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(h.stats.too_short.load(Ordering::Relaxed), 1);
+        assert_eq!(h.stats.too_long.load(Ordering::Relaxed), 1);
         assert_eq!(h.stats.reflected.load(Ordering::Relaxed), 2);
         assert_eq!(h.stats.unstamped.load(Ordering::Relaxed), unstamped_before);
     }

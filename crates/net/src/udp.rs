@@ -232,57 +232,80 @@ impl ProbeSocket {
         headers: &mut [[u8; HEADER_COPY]; BATCH],
         out: &mut [Option<Received>; BATCH],
     ) -> io::Result<usize> {
-        // SAFETY: zeroed plain-old-data structs; every pointer in `msgs`
-        // points at a live local or at `headers`, with its length.
-        unsafe {
-            let mut names: [libc::sockaddr_storage; BATCH] = zeroed();
-            let mut iovs: [libc::iovec; BATCH] = zeroed();
-            let mut controls = [[0u64; 16]; BATCH];
-            let mut msgs: [libc::mmsghdr; BATCH] = zeroed();
-            for i in 0..BATCH {
-                iovs[i] = libc::iovec {
-                    iov_base: headers[i].as_mut_ptr() as *mut libc::c_void,
-                    iov_len: HEADER_COPY,
-                };
-                let h = &mut msgs[i].msg_hdr;
-                h.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-                h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-                h.msg_iov = &mut iovs[i];
-                h.msg_iovlen = 1;
-                h.msg_control = controls[i].as_mut_ptr() as *mut libc::c_void;
-                h.msg_controllen = size_of::<[u64; 16]>() as _;
-            }
-            let n = libc::recvmmsg(
-                self.fd(),
-                msgs.as_mut_ptr(),
-                BATCH as u32,
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-                std::ptr::null_mut(),
-            );
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                return match e.kind() {
-                    io::ErrorKind::WouldBlock => Ok(0),
-                    _ => Err(e),
-                };
-            }
-            let n = n as usize;
-            for i in 0..n {
-                let (kernel_ns, _) = cmsg_stamp(&msgs[i].msg_hdr);
-                out[i] = sockaddr_to_std(&names[i]).map(|from| Received {
-                    len: msgs[i].msg_len as usize,
-                    from,
-                    kernel_ns,
-                });
-            }
-            Ok(n)
-        }
+        let mut bufs = headers.each_mut().map(|h| &mut h[..]);
+        recv_mmsg(self.fd(), &mut bufs, |k, len, from, msg| {
+            // SAFETY: `msg` was just filled by recvmmsg; its control
+            // buffer is alive for the call.
+            let (kernel_ns, _) = unsafe { cmsg_stamp(msg) };
+            out[k] = from.map(|from| Received {
+                len,
+                from,
+                kernel_ns,
+            });
+        })
     }
 
     /// Takes every transmit stamp waiting in the error queue, without
     /// waiting.
     pub fn drain_tx_stamps(&self, out: &mut Vec<TxStamp>) -> io::Result<()> {
         drain_errqueue(self.fd(), out)
+    }
+}
+
+/// One `recvmmsg` without waiting: up to [`BATCH`] datagrams, one into each
+/// of `bufs`, with source address and control data (room for a timestamp
+/// and a TTL). Calls `each(k, real length, source, message)` per datagram
+/// (`MSG_TRUNC`: the length may exceed the buffer); returns how many came.
+pub(crate) fn recv_mmsg(
+    fd: RawFd,
+    bufs: &mut [&mut [u8]],
+    mut each: impl FnMut(usize, usize, Option<SocketAddr>, &libc::msghdr),
+) -> io::Result<usize> {
+    let count = bufs.len().min(BATCH);
+    // SAFETY: zeroed plain-old-data structs; every pointer in `msgs`
+    // points at a live local or into `bufs`, with its length.
+    unsafe {
+        let mut names: [libc::sockaddr_storage; BATCH] = zeroed();
+        let mut iovs: [libc::iovec; BATCH] = zeroed();
+        let mut controls = [[0u64; 16]; BATCH];
+        let mut msgs: [libc::mmsghdr; BATCH] = zeroed();
+        for i in 0..count {
+            iovs[i] = libc::iovec {
+                iov_base: bufs[i].as_mut_ptr() as *mut libc::c_void,
+                iov_len: bufs[i].len(),
+            };
+            let h = &mut msgs[i].msg_hdr;
+            h.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = &mut iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = controls[i].as_mut_ptr() as *mut libc::c_void;
+            h.msg_controllen = size_of::<[u64; 16]>() as _;
+        }
+        let n = libc::recvmmsg(
+            fd,
+            msgs.as_mut_ptr(),
+            count as u32,
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            std::ptr::null_mut(),
+        );
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let n = n as usize;
+        for i in 0..n {
+            each(
+                i,
+                msgs[i].msg_len as usize,
+                sockaddr_to_std(&names[i]),
+                &msgs[i].msg_hdr,
+            );
+        }
+        Ok(n)
     }
 }
 
