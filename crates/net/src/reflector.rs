@@ -106,24 +106,6 @@ pub struct ReflectorStats {
     pub unstamped: AtomicU64,
 }
 
-impl ReflectorStats {
-    /// (reason, count) of every packet not answered, non-zero ones only.
-    pub fn drops(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("too_short", &self.too_short),
-            ("too_long", &self.too_long),
-            ("privileged_port", &self.privileged_port),
-            ("rate_limited", &self.rate_limited),
-            ("peers_full", &self.peers_full),
-            ("send_failed", &self.send_failed),
-        ]
-        .into_iter()
-        .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
-        .filter(|(_, c)| *c > 0)
-        .collect()
-    }
-}
-
 /// Why a request gets no reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoReply {

@@ -33,7 +33,7 @@ use crate::backend::xdp;
 use crate::backend::{send_paced, Backend, Transmit};
 use crate::client::{open_backend, path_mtu, probe_stream, with_port, ClientOptions, SendLedger};
 use crate::reflector::TWAMP_PORT;
-use crate::udp::{wait_fd, Departures, ProbeSocket, Received, UdpTx, HEADER_COPY};
+use crate::udp::{wait_fd, ProbeSocket, Received, UdpTx, HEADER_COPY};
 use crate::{auth, clock, host, packets};
 
 /// Test packets sent to find the reflector before giving up.
@@ -64,14 +64,11 @@ pub struct TwampChannel {
     ledger: SendLedger,
     /// Replies not used, by reason.
     pub drops: DropCounters,
-    /// Probes whose reply never came (lost either way; in the streams as
-    /// losses, like a server's missing stamps).
-    pub lost: u64,
     /// Whether the reflector returns our padding (RFC 6038 style).
     pub reflects_padding: bool,
-    coarse_stamps_ns: Option<i64>,
+    /// Said once: the reflector stamps coarsely.
+    warned_coarse: bool,
     warnings: Vec<String>,
-    last_departures: Option<Departures>,
 }
 
 fn io_err(what: &str) -> impl Fn(std::io::Error) -> ChannelError + '_ {
@@ -188,11 +185,9 @@ impl TwampChannel {
             host_limit_bps: 0.0,
             ledger: SendLedger::default(),
             drops: DropCounters::default(),
-            lost: 0,
             reflects_padding: false,
-            coarse_stamps_ns: None,
+            warned_coarse: false,
             warnings: Vec::new(),
-            last_departures: None,
         };
         ch.hello()?;
         let mut warnings = Vec::new();
@@ -335,18 +330,9 @@ impl TwampChannel {
             .collect()
     }
 
-    /// The departures of the last stream.
-    pub fn last_departures(&self) -> Option<&Departures> {
-        self.last_departures.as_ref()
-    }
-
     /// Smallest round trip seen to the reflector, ns.
     pub fn rtt_min_ns(&self) -> i64 {
         self.rtt_min_ns
-    }
-
-    pub fn reflector(&self) -> SocketAddr {
-        self.reflector
     }
 
     fn forward(
@@ -414,7 +400,6 @@ impl TwampChannel {
             got == n
         })
         .map_err(io_err("receive replies"))?;
-        self.lost += (n - got) as u64;
         // Round trips from this host's send (kernel stamp where there is
         // one) to the reply's kernel receive stamp.
         for (i, h) in here.iter().enumerate() {
@@ -439,20 +424,21 @@ impl TwampChannel {
             }
             prev = Some(t);
         }
-        if let Some(q) = stamp_step_ns(&deltas) {
-            if self.coarse_stamps_ns.is_none() {
-                self.warnings.push(format!(
-                    "the reflector's receive stamps come in {} us steps: gaps finer than that are not seen",
-                    q / 1_000
-                ));
-            }
-            self.coarse_stamps_ns = Some(q);
+        if let Some(q) = stamp_step_ns(&deltas).filter(|_| !self.warned_coarse) {
+            self.warned_coarse = true;
+            self.warnings.push(format!(
+                "the reflector's receive stamps come in {} us steps: gaps finer than that are not seen",
+                q / 1_000
+            ));
         }
         self.ledger
             .note(&d, &request.sizes, self.backend != Backend::Xdp);
-        let s = probe_stream(stream, &request.sizes, &d.scheduled_ns, &recv_ns);
-        self.last_departures = Some(d);
-        Ok(s)
+        Ok(probe_stream(
+            stream,
+            &request.sizes,
+            &d.scheduled_ns,
+            &recv_ns,
+        ))
     }
 }
 

@@ -373,6 +373,10 @@ fn our_reflector_gives_the_gaps_toward_it() {
     .spawn()
     .unwrap();
     let mut ch = TwampChannel::connect(&h.addr.to_string(), &ClientOptions::default()).unwrap();
+    // The first socket on a host to ask for receive stamps switches them on
+    // from a kernel work queue (net_enable_timestamp): the hello may come
+    // too early and be stamped in user space. The streams must not be.
+    let unstamped_at_connect = h.stats.unstamped.load(Ordering::Relaxed);
     assert!(ch.reflects_padding);
     assert!(
         ch.rtt_min_ns() > 0 && ch.rtt_min_ns() < 5_000_000,
@@ -384,7 +388,10 @@ fn our_reflector_gives_the_gaps_toward_it() {
     let host = ch.host().unwrap();
     assert!(host.drops.is_empty(), "{:?}", host.drops);
     assert!(ch.describe().contains("TWAMP-light reflector 127.0.0.1"));
-    assert_eq!(h.stats.unstamped.load(Ordering::Relaxed), 0);
+    assert_eq!(
+        h.stats.unstamped.load(Ordering::Relaxed),
+        unstamped_at_connect
+    );
 }
 
 /// A reflector in the other common manner: the reply is the request with
