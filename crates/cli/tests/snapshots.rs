@@ -1,0 +1,141 @@
+//! Snapshots of what users see: `--help` of every command, the JSON that
+//! `estimate`, `capacity` and `hops` print on their default simulated
+//! targets, `analyze --method all` on the shipped traces and `eval --quick`.
+//! All of these are seeded, so any difference is a change to the interface
+//! or to the numbers. Wall-clock figures are masked.
+//!
+//! After a deliberate change: `TIGHTLINK_BLESS=1 cargo test --release -p
+//! tightlink --test snapshots` rewrites the files; review the diff.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::tightlink_text;
+
+fn snapshot_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots")
+}
+
+/// Compares `actual` with the stored snapshot `name` (or writes it when
+/// blessing), with a diff of the first differing line on failure.
+fn check(name: &str, actual: &str) {
+    let path = snapshot_dir().join(name);
+    if std::env::var_os("TIGHTLINK_BLESS").is_some() {
+        std::fs::write(&path, actual).expect("write snapshot");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with TIGHTLINK_BLESS=1)", path.display()));
+    if expected != actual {
+        let line = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "{name} changed at line {}:\n  was: {:?}\n  now: {:?}",
+            line + 1,
+            expected.lines().nth(line),
+            actual.lines().nth(line)
+        );
+    }
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let (ok, out, err) = tightlink_text(args);
+    assert!(ok, "tightlink {args:?} failed: {err}");
+    out
+}
+
+/// JSON lines with the wall-clock field `wall_s` replaced by null.
+fn mask_wall(json_lines: &str) -> String {
+    json_lines
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+            if let Some(w) = v.get_mut("wall_s") {
+                *w = serde_json::Value::Null;
+            }
+            serde_json::to_string_pretty(&v).unwrap() + "\n"
+        })
+        .collect()
+}
+
+const COMMANDS: &[&[&str]] = &[
+    &[],
+    &["estimate"],
+    &["capacity"],
+    &["hops"],
+    &["analyze"],
+    &["analyze-tcp"],
+    &["capture"],
+    &["simulate"],
+    &["eval"],
+    &["server"],
+    &["reflector"],
+    &["doctor"],
+    &["lab"],
+    &["lab", "list"],
+    &["lab", "up"],
+    &["lab", "down"],
+    &["lab", "status"],
+    &["lab", "check"],
+    &["lab", "run"],
+    &["lab", "tcp"],
+    &["cross"],
+];
+
+#[test]
+fn help_of_every_command() {
+    for cmd in COMMANDS {
+        let mut args = cmd.to_vec();
+        args.push("--help");
+        let name = if cmd.is_empty() {
+            "help.txt".to_string()
+        } else {
+            format!("help-{}.txt", cmd.join("-"))
+        };
+        check(&name, &run_ok(&args));
+    }
+}
+
+#[test]
+fn estimate_json_on_the_default_path() {
+    check(
+        "estimate.json",
+        &mask_wall(&run_ok(&["estimate", "--json"])),
+    );
+}
+
+#[test]
+fn capacity_json_on_the_default_path() {
+    check(
+        "capacity.json",
+        &mask_wall(&run_ok(&["capacity", "--json"])),
+    );
+}
+
+#[test]
+fn hops_json_on_the_default_path() {
+    check("hops.json", &mask_wall(&run_ok(&["hops", "--json"])));
+}
+
+#[test]
+fn analyze_all_methods_on_the_shipped_traces() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples");
+    for name in ["single-rate-10g", "multi-rate-10g"] {
+        let file = root.join(format!("{name}.csv.gz"));
+        let file = file.to_str().unwrap();
+        let out = run_ok(&["analyze", "--method", "all", "--format", "csv", file]);
+        check(&format!("analyze-{name}.csv"), &out);
+    }
+}
+
+#[test]
+fn eval_quick_tables() {
+    let out = run_ok(&["eval", "--quick", "--jobs", "2"]);
+    // The first line ends with the run time and thread count.
+    let re = regex::Regex::new(r"; [0-9.]+ s on [0-9]+ threads").unwrap();
+    check("eval-quick.md", &re.replace(&out, "; <time>"));
+}
