@@ -133,7 +133,7 @@ pub fn run(a: AnalyzeTcpArgs) -> Result<()> {
         .capacity
         .as_deref()
         .map(|s| {
-            tightlink_sim::spec::parse_rate(s).map_err(|e| anyhow::anyhow!("--capacity {s}: {e}"))
+            tightlink_core::units::parse_rate(s).map_err(|e| anyhow::anyhow!("--capacity {s}: {e}"))
         })
         .transpose()?;
     let cap = read_capture(&a.capture)?;

@@ -5,10 +5,10 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
+use tightlink_core::channel::{Channel, Recorder};
 use tightlink_probe::capacity::{
     run_capacity, shaper_note, CapacityParams, CapacityReport, METHODS,
 };
-use tightlink_probe::{Channel, Recorder};
 
 use crate::estimate::{open_channel, EstimateArgs};
 
@@ -110,10 +110,13 @@ pub fn run(a: CapacityArgs) -> Result<()> {
         // A fresh channel per method: each pays for its own probes.
         let mut ch = Recorder::new(open_channel(&a.target, &est)?);
         let mut params = CapacityParams::default();
-        if let Some(s) = ch.probe_size_bytes() {
+        if let Some(s) = ch.info().probe_size_bytes {
             params.size_bytes = s;
         }
-        let layer = ch.host().map_or("simulated packet", |h| h.rate_layer);
+        let layer = ch
+            .side_report()
+            .host
+            .map_or("simulated packet", |h| h.rate_layer);
         let r = run_capacity(m, &mut ch, params).expect("method checked above")?;
         ch.close()?;
         per_method.push(ch.streams.len().to_string());

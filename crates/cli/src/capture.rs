@@ -32,7 +32,7 @@ pub struct CaptureArgs {
 }
 
 pub fn run(a: CaptureArgs) -> Result<()> {
-    let ns = tightlink_sim::spec::parse_time_ns(&a.duration)
+    let ns = tightlink_core::units::parse_time_ns(&a.duration)
         .with_context(|| format!("--duration {}", a.duration))?;
     let duration = Duration::from_nanos(ns as u64);
     if duration > Duration::from_secs(3600) {

@@ -37,7 +37,7 @@ pub struct CrossArgs {
 }
 
 pub fn run(args: CrossArgs) -> Result<()> {
-    let ns = tightlink_sim::spec::parse_time_ns(&args.duration)
+    let ns = tightlink_core::units::parse_time_ns(&args.duration)
         .with_context(|| format!("--duration {}", args.duration))?;
     let duration = Duration::from_nanos(ns as u64);
     if duration > tightlink_lab::cross::MAX_DURATION {

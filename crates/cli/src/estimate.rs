@@ -7,11 +7,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
+use tightlink_core::channel::{Channel, Recorder, TraceChannel};
 use tightlink_core::{AnalysisParams, Bound};
 use tightlink_net::backend::Backend;
 use tightlink_net::{ClientOptions, TwampChannel, UdpChannel};
 use tightlink_probe::strategy;
-use tightlink_probe::{Budget, Channel, Recorder, Report, SimChannel, TraceChannel};
+use tightlink_probe::{Budget, Report};
+use tightlink_sim::SimChannel;
 use tightlink_wire::control::Direction;
 
 use crate::save;
@@ -139,7 +141,7 @@ pub fn open_channel(target: &str, args: &EstimateArgs) -> Result<Box<dyn Channel
         }
         if let Some(r) = &args.max_rate {
             opts.max_rate_bps = Some(
-                tightlink_sim::spec::parse_rate(r).with_context(|| format!("--max-rate {r}"))?,
+                tightlink_core::units::parse_rate(r).with_context(|| format!("--max-rate {r}"))?,
             );
         }
         if let Some(host) = target.strip_prefix("twamp:") {
@@ -176,7 +178,7 @@ pub fn run(args: EstimateArgs) -> Result<()> {
         max_streams: args.max_streams.max(1),
         ..Budget::default()
     };
-    if let Some(limit) = channel.byte_limit() {
+    if let Some(limit) = channel.info().byte_limit {
         budget.max_bytes = budget.max_bytes.min(limit);
     }
     let show = std::io::stderr().is_terminal() && !args.json;
@@ -200,13 +202,13 @@ pub fn run(args: EstimateArgs) -> Result<()> {
         eprint!("\r{}\r", " ".repeat(40));
     }
     channel.close().context("closing the session")?;
-    let host = channel.host();
+    let host = channel.side_report().host;
     let wall_s = started.elapsed().as_secs_f64();
     let mut report = report;
     // Never a number the sender did not measure: above the fastest rate
     // it could probe at (its host's pacing, the server's limit or
     // --max-rate), the answer is "at least" that rate.
-    let ceiling = channel.max_rate_bps();
+    let ceiling = channel.info().max_rate_bps;
     let host_limit = host
         .as_ref()
         .map(|h| h.host_limit_bps)
@@ -236,7 +238,7 @@ pub fn run(args: EstimateArgs) -> Result<()> {
             ("method".to_string(), args.method.clone()),
             (
                 "max_rate_bps".to_string(),
-                format!("{:.0}", channel.max_rate_bps()),
+                format!("{:.0}", channel.info().max_rate_bps),
             ),
         ];
         save::write_trace(path, metadata, &channel.streams)?;

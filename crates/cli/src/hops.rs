@@ -9,10 +9,12 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use tightlink_core::capacity::LinkCapacity;
+use tightlink_core::channel::HopChannel;
+use tightlink_core::units::{parse_bytes, parse_time_ns};
 use tightlink_net::ttl::UdpTtlChannel;
-use tightlink_probe::hops::{run_hops, HopChannel, HopsParams, HopsReport, SimHopChannel};
+use tightlink_probe::hops::{run_hops, HopsParams, HopsReport};
 use tightlink_sim::parse_sim_target;
-use tightlink_sim::spec::{parse_bytes, parse_time_ns};
+use tightlink_sim::SimHopChannel;
 
 /// The default target: a pathchar-era path where VPS resolves every link
 /// (the host paper: up to about OC-3 with 1500 B packets): 1 Gbit/s, an
@@ -142,7 +144,7 @@ fn parse_sizes(s: &str, mtu: u32) -> Result<Vec<u32>> {
     Ok(HopsParams::even_sizes(low, high, count))
 }
 
-fn open(a: &HopsArgs, timeout_ns: f64, gap_ns: f64) -> Result<Box<dyn HopChannel>> {
+fn open(a: &HopsArgs, timeout_ns: i64, gap_ns: i64) -> Result<Box<dyn HopChannel>> {
     if a.target.starts_with("sim") {
         let spec = parse_sim_target(&a.target)?;
         return Ok(Box::new(SimHopChannel::new(spec, gap_ns, timeout_ns)));
@@ -192,7 +194,7 @@ fn pin_to_cpu(cpu: usize) -> Result<()> {
 pub fn run(a: HopsArgs) -> Result<()> {
     let timeout_ns = parse_time_ns(&a.timeout).map_err(|e| anyhow!("--timeout: {e}"))?;
     let gap_ns = parse_time_ns(&a.gap).map_err(|e| anyhow!("--gap: {e}"))?;
-    if timeout_ns <= 0.0 {
+    if timeout_ns <= 0 {
         bail!("--timeout must be positive");
     }
     if a.first_ttl == 0 || a.first_ttl > a.max_ttl {

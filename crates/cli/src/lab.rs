@@ -200,7 +200,7 @@ pub fn run(args: LabArgs) -> Result<()> {
 
 fn tcp_lab(a: TcpArgs) -> Result<()> {
     need_root()?;
-    let ns = tightlink_sim::spec::parse_time_ns(&a.duration)
+    let ns = tightlink_core::units::parse_time_ns(&a.duration)
         .with_context(|| format!("--duration {}", a.duration))?;
     let duration = Duration::from_nanos(ns as u64);
     if !(Duration::from_millis(200)..=Duration::from_secs(60)).contains(&duration) {

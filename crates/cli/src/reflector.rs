@@ -37,11 +37,11 @@ pub struct ReflectorArgs {
 
 pub fn run(args: ReflectorArgs) -> Result<()> {
     let rate = |flag: &str, v: &str| {
-        tightlink_sim::spec::parse_rate(v).with_context(|| format!("{flag} {v}"))
+        tightlink_core::units::parse_rate(v).with_context(|| format!("{flag} {v}"))
     };
     let peer_rate_bps = rate("--peer-rate", &args.peer_rate)?;
     let total_rate_bps = rate("--total-rate", &args.total_rate)?;
-    let peer_burst_bytes = tightlink_sim::spec::parse_bytes(&args.peer_burst)
+    let peer_burst_bytes = tightlink_core::units::parse_bytes(&args.peer_burst)
         .with_context(|| format!("--peer-burst {}", args.peer_burst))?
         as f64;
     let config = ReflectorConfig {

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use tightlink_core::channel::GroundTruth;
 use tightlink_core::ProbeStream;
-use tightlink_probe::GroundTruth;
 use tightlink_trace::{Trace, TruthRow};
 
 /// Writes `streams` as a trace at `path` (gzip when it ends in `.gz`).

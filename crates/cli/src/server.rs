@@ -52,11 +52,11 @@ pub fn run(args: ServerArgs) -> Result<()> {
                 .with_context(|| format!("--key-file {}", f.display()))?,
         );
     }
-    config.open_limits.max_rate_bps = tightlink_sim::spec::parse_rate(&args.max_rate)
+    config.open_limits.max_rate_bps = tightlink_core::units::parse_rate(&args.max_rate)
         .with_context(|| format!("--max-rate {}", args.max_rate))?
         as u64;
     config.open_limits.max_session_bytes =
-        tightlink_sim::spec::parse_bytes(&args.max_session_bytes)
+        tightlink_core::units::parse_bytes(&args.max_session_bytes)
             .with_context(|| format!("--max-session-bytes {}", args.max_session_bytes))?;
     config.open_limits.max_session_ms = args.max_duration.saturating_mul(1000);
     let server =

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use tightlink_core::channel::{Channel, Recorder, StreamRequest};
 use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_schedule};
-use tightlink_probe::{Channel, Recorder, SimChannel, StreamRequest};
-use tightlink_sim::spec::parse_rate;
+use tightlink_core::units::parse_rate;
+use tightlink_sim::SimChannel;
 
 use crate::save;
 
@@ -72,7 +73,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     }
     let nominal = spec.nominal_available_bps();
     let mut channel = Recorder::new(SimChannel::new(spec, args.target.clone()));
-    let max = channel.max_rate_bps();
+    let max = channel.info().max_rate_bps;
     let check = |flag: &str, r: f64| -> Result<f64> {
         if r.is_nan() || r <= 0.0 || r > max {
             bail!(

@@ -412,7 +412,7 @@ fn a_flood_leaves_the_server_serving_with_bounded_memory() {
     let sender_ns = lab.ns("s");
     let server_ns = lab.ns("d");
     let (drops, received) = std::thread::spawn(move || {
-        use tightlink_probe::{Channel, StreamRequest};
+        use tightlink_core::channel::{Channel, StreamRequest};
         use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
         enter_netns(&sender_ns);
         let mut ch =

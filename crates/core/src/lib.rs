@@ -15,16 +15,25 @@
 //!   (Pathrate, CapProbe).
 //! - [`tcp`]: passive estimators on a TCP flow seen at its sender
 //!   (Westwood BE/RE/ERE, BBE loss discrimination and buffer, TCPProbe).
+//! - [`channel`]: the boundary a probing strategy talks to (`Channel`,
+//!   `HopChannel`, requests, per-packet records, side reports); the
+//!   simulator and the real backends implement it.
+//! - [`units`], [`stats`], [`rng`]: rates, sizes and times as users type
+//!   them; the one median and quantile; seeded random numbers.
 //! - [`synth`]: closed-form streams with known answers, for tests and
 //!   benchmarks.
 
 pub mod analysis;
 pub mod capacity;
+pub mod channel;
 pub mod decision;
+pub mod rng;
 pub mod smoothing;
+pub mod stats;
 pub mod stream;
 pub mod synth;
 pub mod tcp;
+pub mod units;
 
 pub use analysis::{analyze, Analysis, AnalysisParams, Method};
 pub use decision::{Bound, Decision};

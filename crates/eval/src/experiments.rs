@@ -11,8 +11,8 @@ use tightlink_core::decision::multirate::Consistency;
 use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_schedule};
 use tightlink_core::{analyze, AnalysisParams, Decision, Method, StreamKind};
 use tightlink_probe::strategy;
-use tightlink_probe::{Budget, SimChannel};
-use tightlink_sim::{parse_sim_target, PathSpec, SimPath};
+use tightlink_probe::Budget;
+use tightlink_sim::{parse_sim_target, PathSpec, SimChannel, SimPath};
 
 /// Probe packet size of every experiment, bytes (the paper's jumbo frames).
 pub const SIZE_BYTES: u32 = 9000;
@@ -157,7 +157,7 @@ where
         .map(|u| {
             let seed = unit_seed(base_seed, label, u);
             let mut path = SimPath::new(spec_for(target, seed));
-            let mut draw = tightlink_sim::rng::Rng::new(seed ^ 0x5eed);
+            let mut draw = tightlink_core::rng::Rng::new(seed ^ 0x5eed);
             let count = STREAMS_PER_UNIT.min(n - u * STREAMS_PER_UNIT);
             (0..count)
                 .filter_map(|i| {

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tightlink_core::rng::Rng;
 use tightlink_sim::cross::{CrossSpec, CrossTraffic};
-use tightlink_sim::rng::Rng;
 
 use crate::kernel::monotonic_ns;
 

@@ -16,8 +16,9 @@
 //! ```
 
 use serde::Deserialize;
+use tightlink_core::units::{parse_bytes, parse_rate};
 use tightlink_sim::cross::CrossSpec;
-use tightlink_sim::spec::{parse_bytes, parse_cross, parse_rate};
+use tightlink_sim::spec::parse_cross;
 
 /// The shipped scenarios: (name, TOML).
 pub const BUILT_IN: &[(&str, &str)] = &[

@@ -19,9 +19,10 @@ use std::net::{SocketAddr, SocketAddrV4, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
+use tightlink_core::channel::{
+    Channel, ChannelError, ChannelInfo, HostFindings, Probed, SideReport, StreamRequest,
+};
 use tightlink_core::{ProbePacket, ProbeStream};
-use tightlink_probe::channel::{ChannelError, HostFindings, Probed};
-use tightlink_probe::{Channel, StreamRequest};
 use tightlink_wire::control::{
     read_message, write_message, Direction, Limits, Message, RecordKind, Scheduled, MAX_CREDIT,
     MAX_SCHEDULE, VERSION,
@@ -227,7 +228,7 @@ pub struct UdpChannel {
     frame_bytes: u32,
     next_stream: u32,
     sequence: u32,
-    elapsed_ns: f64,
+    elapsed_ns: i64,
     max_rate_bps: f64,
     host_limit_bps: f64,
     /// Credit sent minus reverse bytes asked for (reverse without a key).
@@ -526,7 +527,7 @@ impl UdpChannel {
             frame_bytes,
             next_stream: 0,
             sequence: 0,
-            elapsed_ns: 0.0,
+            elapsed_ns: 0,
             max_rate_bps,
             host_limit_bps,
             credit_balance: 0,
@@ -848,33 +849,26 @@ impl Channel for UdpChannel {
             Direction::Forward => self.forward(request, stream)?,
             Direction::Reverse => self.reverse(request, stream)?,
         };
-        self.elapsed_ns += s.send_span_ns();
+        self.elapsed_ns += s.send_span_ns() as i64;
         Ok(Probed {
             stream: s,
             truth: None,
         })
     }
 
-    fn max_rate_bps(&self) -> f64 {
-        self.max_rate_bps
+    fn info(&self) -> ChannelInfo {
+        ChannelInfo {
+            description: self.description.clone(),
+            max_rate_bps: self.max_rate_bps,
+            probe_size_bytes: Some(self.frame_bytes),
+            // The session's byte limit, less the credit that reverse mode
+            // without a key spends on the way out.
+            byte_limit: Some(self.limits.max_session_bytes * 9 / 10),
+        }
     }
 
-    fn elapsed_ns(&self) -> f64 {
+    fn elapsed_ns(&self) -> i64 {
         self.elapsed_ns
-    }
-
-    fn describe(&self) -> String {
-        self.description.clone()
-    }
-
-    fn probe_size_bytes(&self) -> Option<u32> {
-        Some(self.frame_bytes)
-    }
-
-    /// The session's byte limit, less the credit that reverse mode without
-    /// a key spends on the way out.
-    fn byte_limit(&self) -> Option<u64> {
-        Some(self.limits.max_session_bytes * 9 / 10)
     }
 
     fn close(&mut self) -> Result<(), ChannelError> {
@@ -884,15 +878,19 @@ impl Channel for UdpChannel {
         Ok(())
     }
 
-    fn host(&self) -> Option<HostFindings> {
+    fn side_report(&self) -> SideReport {
         let mut drops = self.drops;
         if let Some(s) = &self.server_drops {
             drops.merge(s);
         }
-        Some(
-            self.ledger
-                .findings(self.host_limit_bps, drops.nonzero(), self.warnings.clone()),
-        )
+        SideReport {
+            host: Some(self.ledger.findings(
+                self.host_limit_bps,
+                drops.nonzero(),
+                self.warnings.clone(),
+            )),
+            truth: None,
+        }
     }
 }
 

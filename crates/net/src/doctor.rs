@@ -10,9 +10,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
+use tightlink_core::channel::{Channel, StreamRequest};
+use tightlink_core::stats::median;
 use tightlink_core::ProbeStream;
-use tightlink_probe::strategy::median;
-use tightlink_probe::{Channel, StreamRequest};
 use tightlink_wire::control::Direction;
 
 use crate::backend::{send_paced, Backend};
@@ -205,9 +205,9 @@ pub fn send_row(
     Ok(SendRow {
         backend: ch.backend(),
         rate_bps,
-        est_send_bps: median(&est),
+        est_send_bps: median(&est).unwrap_or(f64::NAN),
         act_rsd: rsd(&act),
-        act_bps: median(&act),
+        act_bps: median(&act).unwrap_or(f64::NAN),
         within_1us: on_time / sends.max(1) as f64,
         lost,
     })
@@ -256,9 +256,9 @@ pub fn receive_row(
     Ok(ReceiveRow {
         backend: ch.backend(),
         rate_bps,
-        send_rate_bps: median(&sent),
+        send_rate_bps: median(&sent).unwrap_or(f64::NAN),
         recv_rsd: rsd(&recv),
-        recv_rate_bps: median(&recv),
+        recv_rate_bps: median(&recv).unwrap_or(f64::NAN),
         back_to_back: b2b as f64 / gaps_total.max(1) as f64,
         mean_batch: batches.iter().sum::<usize>() as f64 / batches.len().max(1) as f64,
         lost,

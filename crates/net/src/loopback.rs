@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tightlink_probe::channel::ChannelError;
+use tightlink_core::channel::ChannelError;
 
 use crate::client::{ClientOptions, UdpChannel};
 use crate::server::{Server, ServerConfig, ServerStats};

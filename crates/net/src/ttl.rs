@@ -30,8 +30,7 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use tightlink_probe::channel::ChannelError;
-use tightlink_probe::hops::{HopChannel, HopReply};
+use tightlink_core::channel::{ChannelError, HopChannel, HopReply};
 
 use crate::clock::realtime_ns;
 use crate::udp::{getsockopt_int, setsockopt_int};
@@ -406,7 +405,7 @@ impl HopChannel for UdpTtlChannel {
                     }
                 };
                 HopReply {
-                    rtt_ns: Some((at - t0) as f64),
+                    rtt_ns: Some(at - t0),
                     responder: e.from.map(|a| a.to_string()),
                     destination: e.icmp_type == ICMP_DEST_UNREACH,
                 }
@@ -422,8 +421,8 @@ impl HopChannel for UdpTtlChannel {
         self.mtu
     }
 
-    fn elapsed_ns(&self) -> f64 {
-        (realtime_ns() - self.start_ns) as f64
+    fn elapsed_ns(&self) -> i64 {
+        realtime_ns() - self.start_ns
     }
 
     fn describe(&self) -> String {
@@ -453,7 +452,7 @@ mod tests {
         assert!(r.destination, "{r:?}");
         assert_eq!(r.responder.as_deref(), Some("127.0.0.1"));
         let rtt = r.rtt_ns.unwrap();
-        assert!(rtt > 0.0 && rtt < 1e9, "{rtt}");
+        assert!(rtt > 0 && rtt < 1_000_000_000, "{rtt}");
         assert_eq!(ch.counters.no_kernel_stamp, 0);
         let e = ch.probe_hop(1, 70_000, 0, 1500).unwrap_err();
         assert!(e.to_string().contains("70000 B"), "{e}");

@@ -22,9 +22,10 @@
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
 
+use tightlink_core::channel::{
+    Channel, ChannelError, ChannelInfo, Probed, SideReport, StreamRequest,
+};
 use tightlink_core::ProbeStream;
-use tightlink_probe::channel::{ChannelError, HostFindings, Probed};
-use tightlink_probe::{Channel, StreamRequest};
 use tightlink_wire::control::Direction;
 use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
 use tightlink_wire::{DropCounters, DropReason, NtpTimestamp, ReflectorPacket, ReflectorRepr};
@@ -58,7 +59,7 @@ pub struct TwampChannel {
     /// The reflector's clock on ours: a reflector stamp and the time on
     /// this host it stands for, from the first reply.
     clock_map: Option<(NtpTimestamp, i64)>,
-    elapsed_ns: f64,
+    elapsed_ns: i64,
     max_rate_bps: f64,
     host_limit_bps: f64,
     ledger: SendLedger,
@@ -180,7 +181,7 @@ impl TwampChannel {
             rtt_min_ns: i64::MAX,
             rtt_max_ns: 0,
             clock_map: None,
-            elapsed_ns: 0.0,
+            elapsed_ns: 0,
             max_rate_bps: 0.0,
             host_limit_bps: 0.0,
             ledger: SendLedger::default(),
@@ -447,42 +448,42 @@ impl Channel for TwampChannel {
         let stream = self.next_stream;
         self.next_stream += 1;
         let s = self.forward(request, stream)?;
-        self.elapsed_ns += s.send_span_ns();
+        self.elapsed_ns += s.send_span_ns() as i64;
         Ok(Probed {
             stream: s,
             truth: None,
         })
     }
 
-    fn max_rate_bps(&self) -> f64 {
-        self.max_rate_bps
+    fn info(&self) -> ChannelInfo {
+        ChannelInfo {
+            description: format!(
+                "TWAMP-light reflector {} (toward it, {} backend, its receive stamps; round trip {:.0} us)",
+                self.reflector,
+                self.backend,
+                self.rtt_min_ns as f64 / 1e3
+            ),
+            max_rate_bps: self.max_rate_bps,
+            probe_size_bytes: Some(self.frame_bytes),
+            byte_limit: None,
+        }
     }
 
-    fn elapsed_ns(&self) -> f64 {
+    fn elapsed_ns(&self) -> i64 {
         self.elapsed_ns
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "TWAMP-light reflector {} (toward it, {} backend, its receive stamps; round trip {:.0} us)",
-            self.reflector,
-            self.backend,
-            self.rtt_min_ns as f64 / 1e3
-        )
-    }
-
-    fn probe_size_bytes(&self) -> Option<u32> {
-        Some(self.frame_bytes)
     }
 
     /// Drops are replies this end did not use; probes without a reply
     /// are losses in their streams (as a server's missing stamps are).
-    fn host(&self) -> Option<HostFindings> {
-        Some(self.ledger.findings(
-            self.host_limit_bps,
-            self.drops.nonzero(),
-            self.warnings.clone(),
-        ))
+    fn side_report(&self) -> SideReport {
+        SideReport {
+            host: Some(self.ledger.findings(
+                self.host_limit_bps,
+                self.drops.nonzero(),
+                self.warnings.clone(),
+            )),
+            truth: None,
+        }
     }
 }
 

@@ -12,13 +12,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tightlink_core::channel::{Channel, StreamRequest};
 use tightlink_core::synth::single_rate_schedule;
 use tightlink_core::{analyze, AnalysisParams, Decision, Method, StreamKind};
 use tightlink_net::loopback::{channel, spawn_server};
 use tightlink_net::reflector::{Reflector, ReflectorConfig};
 use tightlink_net::{clock, ClientOptions, ServerConfig, TwampChannel, UdpChannel};
 use tightlink_probe::strategy::run_named;
-use tightlink_probe::{Budget, Channel, StreamRequest};
+use tightlink_probe::Budget;
 use tightlink_wire::control::Direction;
 use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
 use tightlink_wire::{DropReason, NtpTimestamp};
@@ -59,7 +60,12 @@ fn paced_stream_arrives(direction: Direction) {
         let p = ch.probe(&request(100e6, 200, 1042)).unwrap();
         let s = p.stream;
         assert_eq!(s.len(), 200);
-        assert_eq!(s.received_count(), 200, "lost on loopback: {:?}", ch.host());
+        assert_eq!(
+            s.received_count(),
+            200,
+            "lost on loopback: {:?}",
+            ch.side_report().host
+        );
         assert_eq!(s.packets[1].send_ns - s.packets[0].send_ns, 83_360);
         let diffs: Vec<f64> = s
             .packets
@@ -88,7 +94,7 @@ fn paced_stream_arrives(direction: Direction) {
         &AnalysisParams::default(),
     );
     assert_eq!(a.decision, Some(Decision::Below), "{a:?}");
-    let h = ch.host().unwrap();
+    let h = ch.side_report().host.unwrap();
     assert_eq!(h.tx_stamps_missing, 0, "{h:?}");
     assert_eq!(h.queued_streams, 0, "{h:?}");
     let drops = ch.close_session().unwrap();
@@ -316,7 +322,7 @@ fn strategies_run_over_loopback() {
         let budget = Budget {
             max_streams: 12,
             max_bytes: 10_000_000,
-            max_duration_ns: 1e9,
+            max_duration_ns: 1_000_000_000,
         };
         let r = run_named(
             method,
@@ -329,7 +335,7 @@ fn strategies_run_over_loopback() {
         .unwrap();
         assert!(r.streams >= 1);
         assert!(r.available_bandwidth_bps > 0.5 * 400e6, "{method}: {r:?}");
-        assert_eq!(ch.probe_size_bytes(), Some(9014));
+        assert_eq!(ch.info().probe_size_bytes, Some(9014));
     }
 }
 
@@ -341,7 +347,7 @@ fn best_gap_error_ns(ch: &mut TwampChannel) -> f64 {
     let mut best = f64::INFINITY;
     for _ in 0..3 {
         let s = ch.probe(&request(100e6, 200, 1042)).unwrap().stream;
-        assert_eq!(s.received_count(), 200, "{:?}", ch.host());
+        assert_eq!(s.received_count(), 200, "{:?}", ch.side_report().host);
         assert_eq!(s.packets[1].send_ns - s.packets[0].send_ns, 83_360);
         let e = median(
             s.packets
@@ -385,9 +391,12 @@ fn our_reflector_gives_the_gaps_toward_it() {
     );
     let e = best_gap_error_ns(&mut ch);
     assert!(e < 2_000.0, "median gap error {e} ns");
-    let host = ch.host().unwrap();
+    let host = ch.side_report().host.unwrap();
     assert!(host.drops.is_empty(), "{:?}", host.drops);
-    assert!(ch.describe().contains("TWAMP-light reflector 127.0.0.1"));
+    assert!(ch
+        .info()
+        .description
+        .contains("TWAMP-light reflector 127.0.0.1"));
     assert_eq!(
         h.stats.unstamped.load(Ordering::Relaxed),
         unstamped_at_connect
@@ -451,7 +460,7 @@ fn an_in_place_reflector_with_user_space_stamps_works_too() {
     // User-space stamps after a blocking recv: a few us of wake-up noise.
     eprintln!("in-place reflector: median gap error {e} ns");
     assert!(e < 10_000.0, "median gap error {e} ns");
-    let drops = ch.host().unwrap().drops;
+    let drops = ch.side_report().host.unwrap().drops;
     assert_eq!(drops, vec![("too_short", 1), ("malformed", 1)]);
 }
 

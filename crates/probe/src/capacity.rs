@@ -25,11 +25,11 @@
 //! spread to a tenth of the token rate (so the bucket refills between
 //! them), and the answer is the rate a flow gets: the token rate.
 
-use crate::channel::{Channel, ChannelError, StreamRequest};
 use tightlink_core::capacity::{
     capprobe_by_size, pair_samples_at, pathrate, shaper_from_trains, size_scaling,
     train_dispersion_bps, train_shape, CapProbeParams, Pairs, PathrateParams, Shaper, SizeScaling,
 };
+use tightlink_core::channel::{Channel, ChannelError, StreamRequest};
 
 /// Methods `tightlink capacity` knows.
 pub const METHODS: [&str; 2] = ["pathrate", "capprobe"];
@@ -109,7 +109,7 @@ pub struct CapacityReport {
 
 struct Counter<'a> {
     channel: &'a mut dyn Channel,
-    start_ns: f64,
+    start_ns: i64,
     bytes: u64,
     packets: u64,
     streams: usize,
@@ -236,7 +236,7 @@ impl PairPlan {
     /// watchdog to set after it before the receive softirq runs), which
     /// made the pair that ended a unit read 3-20 % fast by size.
     pub fn request(&self, sizes: &[u32], seed: u64) -> (StreamRequest, Vec<usize>) {
-        let mut rng = tightlink_sim::rng::Rng::new(seed);
+        let mut rng = tightlink_core::rng::Rng::new(seed);
         let trailer = usize::from(self.head_len > 0);
         let unit = self.head_len + self.bunch + trailer;
         let mut offsets = Vec::with_capacity(unit * sizes.len());
@@ -338,7 +338,7 @@ pub fn run_capacity(
 ) -> Option<Result<CapacityReport, ChannelError>> {
     // A real server's session limit; leave room for the stream that
     // crosses the budget.
-    if let Some(limit) = channel.byte_limit() {
+    if let Some(limit) = channel.info().byte_limit {
         params.max_bytes = params.max_bytes.min(limit * 9 / 10);
     }
     match method {
@@ -370,8 +370,12 @@ fn report(
         probe_bytes: c.bytes,
         probe_packets: c.packets,
         streams: c.streams,
-        duration_s: (c.channel.elapsed_ns() - c.start_ns) / 1e9,
-        truth_bps: c.channel.narrow_capacity_bps(),
+        duration_s: (c.channel.elapsed_ns() - c.start_ns) as f64 / 1e9,
+        truth_bps: c
+            .channel
+            .side_report()
+            .truth
+            .map(|t| t.narrow_capacity_bps()),
         stop,
         warnings,
     }
@@ -455,7 +459,7 @@ pub fn run_pathrate(
     channel: &mut dyn Channel,
     p: CapacityParams,
 ) -> Result<CapacityReport, ChannelError> {
-    let max = channel.max_rate_bps();
+    let max = channel.info().max_rate_bps;
     let mut c = Counter::new(channel);
     let (mut trains, shaper, mut plan) =
         shaper_check(&mut c, p.shaper_trains.min(p.trains), &p, max)?;
@@ -524,7 +528,7 @@ pub fn run_capprobe(
     channel: &mut dyn Channel,
     p: CapacityParams,
 ) -> Result<CapacityReport, ChannelError> {
-    let max = channel.max_rate_bps();
+    let max = channel.info().max_rate_bps;
     let mut c = Counter::new(channel);
     let (trains, shaper, mut plan) = shaper_check(&mut c, p.shaper_trains, &p, max)?;
     // The smaller size is 3/5 of the larger, not 1/2: with 1/2, a pair

@@ -14,45 +14,8 @@
 //! `discovery_tries` probes is skipped (its neighbours' link spans it),
 //! and probing ends at the destination or after `max_silent` silent hops.
 
-use crate::channel::ChannelError;
 use tightlink_core::capacity::{estimate_links, LinkEstimate, VpsParams, VpsSample};
-use tightlink_sim::{PathSpec, SimPath, TtlPacket};
-
-/// What came back for one probe.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HopReply {
-    /// From the send of the probe (or its head's first packet) to the
-    /// reply, ns; `None`: no reply within the channel's timeout.
-    pub rtt_ns: Option<f64>,
-    /// Who answered (an address, or the simulated hop).
-    pub responder: Option<String>,
-    /// The destination answered (port unreachable), not a router.
-    pub destination: bool,
-}
-
-/// Sends TTL-limited probes and reports ICMP replies.
-pub trait HopChannel {
-    /// Sends `head_packets` packets of `head_bytes` that cross the whole
-    /// path, then one probe of `size_bytes` (IP layer) with `ttl`, and
-    /// waits for the probe's reply.
-    fn probe_hop(
-        &mut self,
-        ttl: u8,
-        size_bytes: u32,
-        head_packets: u32,
-        head_bytes: u32,
-    ) -> Result<HopReply, ChannelError>;
-    /// Largest IP packet the path's first link carries.
-    fn mtu_bytes(&self) -> u32;
-    /// Time spent so far, ns (simulated time on the simulator).
-    fn elapsed_ns(&self) -> f64;
-    fn describe(&self) -> String;
-    /// Each link's sustained rate (its shaper's when slower), when the
-    /// channel knows them: the simulator.
-    fn link_truth_bps(&self) -> Option<Vec<f64>> {
-        None
-    }
-}
+use tightlink_core::channel::{ChannelError, HopChannel};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct HopsParams {
@@ -163,7 +126,7 @@ pub fn run_hops<C: HopChannel + ?Sized>(
         probes: 0,
         probe_bytes: 0,
         duration_s: 0.0,
-        truth_bps: channel.link_truth_bps(),
+        truth_bps: channel.side_report().truth.map(|t| t.link_bps),
         reached_destination: false,
     };
     let mut silent = 0;
@@ -225,7 +188,7 @@ pub fn run_hops<C: HopChannel + ?Sized>(
                     ttl,
                     size_bytes: size,
                     head_bytes: head as u64 * mtu as u64,
-                    rtt_ns,
+                    rtt_ns: rtt_ns as f64,
                 });
             }
             progress(ttl, i + 1, total);
@@ -238,124 +201,15 @@ pub fn run_hops<C: HopChannel + ?Sized>(
         }
     }
     report.links = estimate_links(&report.samples, &params.vps);
-    report.duration_s = (channel.elapsed_ns() - start_ns) / 1e9;
+    report.duration_s = (channel.elapsed_ns() - start_ns) as f64 / 1e9;
     Ok(report)
-}
-
-/// The simulated path as a [`HopChannel`]: each probe (with its head) is
-/// one TTL-limited stream, then `gap_ns` of idle time.
-pub struct SimHopChannel {
-    path: SimPath,
-    timeout_ns: f64,
-    start_ns: f64,
-}
-
-/// The simulated first link's MTU (IP bytes).
-const SIM_MTU_BYTES: u32 = 1500;
-
-impl SimHopChannel {
-    /// `gap_ns`: idle time after each probe; `timeout_ns`: replies later
-    /// than this count as lost, as on a real path.
-    pub fn new(mut spec: PathSpec, gap_ns: f64, timeout_ns: f64) -> Self {
-        spec.idle_ns = gap_ns;
-        let path = SimPath::new(spec);
-        SimHopChannel {
-            start_ns: path.now_ns(),
-            path,
-            timeout_ns,
-        }
-    }
-
-    pub fn spec(&self) -> &PathSpec {
-        self.path.spec()
-    }
-}
-
-impl HopChannel for SimHopChannel {
-    fn probe_hop(
-        &mut self,
-        ttl: u8,
-        size_bytes: u32,
-        head_packets: u32,
-        head_bytes: u32,
-    ) -> Result<HopReply, ChannelError> {
-        let mut packets: Vec<TtlPacket> = (0..head_packets)
-            .map(|_| TtlPacket {
-                offset_ns: 0,
-                size_bytes: head_bytes,
-                ttl: u8::MAX,
-            })
-            .collect();
-        packets.push(TtlPacket {
-            offset_ns: 0,
-            size_bytes,
-            ttl,
-        });
-        let out = self.path.send_ttl_stream(&packets);
-        let first_send = out[0].send_ns;
-        let probe = out.last().expect("the probe");
-        let reply = probe
-            .reply
-            .filter(|r| ((r.at_ns - first_send) as f64) <= self.timeout_ns);
-        // The next probe leaves after this one's reply (or timeout).
-        let waited = reply.map_or(self.timeout_ns, |r| (r.at_ns - first_send) as f64);
-        self.path.idle(waited);
-        Ok(HopReply {
-            rtt_ns: reply.map(|r| (r.at_ns - first_send) as f64),
-            responder: reply.map(|r| {
-                if r.destination {
-                    "receiver".to_string()
-                } else {
-                    format!("router {}", r.hop)
-                }
-            }),
-            destination: reply.is_some_and(|r| r.destination),
-        })
-    }
-
-    fn mtu_bytes(&self) -> u32 {
-        SIM_MTU_BYTES
-    }
-
-    fn elapsed_ns(&self) -> f64 {
-        self.path.now_ns() - self.start_ns
-    }
-
-    fn describe(&self) -> String {
-        let hops: Vec<String> = self
-            .path
-            .spec()
-            .hops
-            .iter()
-            .map(|h| match h.hop.shaper {
-                Some(s) => format!(
-                    "{:.0}M shaped to {:.0}M",
-                    h.hop.capacity_bps / 1e6,
-                    s.rate_bps / 1e6
-                ),
-                None => format!("{:.0}M", h.hop.capacity_bps / 1e6),
-            })
-            .collect();
-        format!("simulated path {}", hops.join(" -> "))
-    }
-
-    fn link_truth_bps(&self) -> Option<Vec<f64>> {
-        Some(
-            self.path
-                .spec()
-                .hops
-                .iter()
-                .map(|h| h.hop.sustained_bps())
-                .collect(),
-        )
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use tightlink_core::capacity::LinkCapacity;
-    use tightlink_sim::parse_sim_target;
+    use tightlink_sim::{parse_sim_target, PathSpec, SimHopChannel};
 
     fn measured(l: &LinkEstimate) -> f64 {
         match l.capacity {
@@ -370,7 +224,7 @@ mod tests {
     fn classic_vps_finds_each_link_of_a_slow_path() {
         let spec =
             parse_sim_target("sim:hops=100M+40M+10M,cross=none+poisson:10M+none,seed=3").unwrap();
-        let mut ch = SimHopChannel::new(spec, 1e6, 1e9);
+        let mut ch = SimHopChannel::new(spec, 1_000_000, 1_000_000_000);
         let report = run_hops(&mut ch, &HopsParams::for_mtu(1500), |_, _, _| {}).unwrap();
         assert!(report.reached_destination);
         assert_eq!(report.hops.len(), 3);
@@ -392,7 +246,7 @@ mod tests {
     #[test]
     fn a_fast_link_is_answered_at_least() {
         let spec = parse_sim_target("sim:hops=1G+10G,cross=none,seed=5").unwrap();
-        let mut ch = SimHopChannel::new(spec, 1e6, 1e9);
+        let mut ch = SimHopChannel::new(spec, 1_000_000, 1_000_000_000);
         let report = run_hops(&mut ch, &HopsParams::for_mtu(1500), |_, _, _| {}).unwrap();
         let l = &report.links[1];
         assert!(
@@ -411,7 +265,8 @@ mod tests {
         let mut params = HopsParams::for_mtu(1500);
         params.head_packets = vec![16, 24];
         params.repeats = 6;
-        let mut ch = SimHopChannel::new(parse_sim_target(target).unwrap(), 1e6, 1e9);
+        let mut ch =
+            SimHopChannel::new(parse_sim_target(target).unwrap(), 1_000_000, 1_000_000_000);
         let report = run_hops(&mut ch, &params, |_, _, _| {}).unwrap();
         let links = &report.links;
         assert_eq!(links.len(), 4);
@@ -433,7 +288,8 @@ mod tests {
         // Lone probes pass every bucket full: the shapers are invisible,
         // no link reads as slow as a shaper.
         params.head_packets.clear();
-        let mut ch = SimHopChannel::new(parse_sim_target(target).unwrap(), 1e6, 1e9);
+        let mut ch =
+            SimHopChannel::new(parse_sim_target(target).unwrap(), 1_000_000, 1_000_000_000);
         let lone = run_hops(&mut ch, &params, |_, _, _| {}).unwrap();
         for l in &lone.links {
             let low = match l.capacity {
@@ -448,7 +304,7 @@ mod tests {
 
     #[test]
     fn bad_sizes_are_refused() {
-        let mut ch = SimHopChannel::new(PathSpec::default(), 1e6, 1e9);
+        let mut ch = SimHopChannel::new(PathSpec::default(), 1_000_000, 1_000_000_000);
         let mut p = HopsParams::for_mtu(1500);
         p.sizes = vec![600, 9000];
         let e = run_hops(&mut ch, &p, |_, _, _| {}).unwrap_err();

@@ -3,7 +3,7 @@
 //! traffic), and what they say when the receiver batches.
 
 use tightlink_probe::capacity::{run_capacity, CapacityParams};
-use tightlink_probe::SimChannel;
+use tightlink_sim::SimChannel;
 
 fn channel(spec: &str) -> SimChannel {
     SimChannel::new(tightlink_sim::parse_sim_target(spec).unwrap(), spec)

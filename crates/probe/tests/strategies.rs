@@ -3,8 +3,8 @@
 
 use tightlink_core::{AnalysisParams, Bound};
 use tightlink_probe::strategy;
-use tightlink_probe::{Budget, Report, SimChannel};
-use tightlink_sim::parse_sim_target;
+use tightlink_probe::{Budget, Report};
+use tightlink_sim::{parse_sim_target, SimChannel};
 
 fn run(target: &str, strategy: &str) -> Report {
     let mut ch = SimChannel::new(parse_sim_target(target).unwrap(), target);

@@ -12,9 +12,9 @@
 //!   bucket at 1.05 times its mean rate with a 3000-byte bucket and no loss
 //!   (the paper: "limited to 5 percent of the average sending rate").
 
-use crate::rng::Rng;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use tightlink_core::rng::Rng;
 
 /// Packet-size mix: (size in bytes, share).
 #[derive(Debug, Clone, PartialEq)]

@@ -11,13 +11,16 @@
 //! - [`path`]: sender jitter + hops + receiver, streams in, recorded streams
 //!   and ground truth out.
 //! - [`spec`]: the `sim:` target syntax.
+//! - [`channel`]: the path behind the core's `Channel` and `HopChannel`.
 
+pub mod channel;
 pub mod cross;
 pub mod hop;
 pub mod path;
 pub mod receiver;
-pub mod rng;
+
 pub mod spec;
 
-pub use path::{IcmpSpec, PathSpec, SimPath, SimStream, Truth, TtlOutcome, TtlPacket, TtlReply};
+pub use channel::{SimChannel, SimHopChannel};
+pub use path::{IcmpSpec, PathSpec, SimPath, SimStream, TtlOutcome, TtlPacket, TtlReply};
 pub use spec::parse_sim_target;

@@ -18,7 +18,8 @@
 use crate::cross::{CrossSpec, CrossTraffic};
 use crate::hop::{Hop, HopSpec, HopStats};
 use crate::receiver::{Receiver, ReceiverSpec};
-use crate::rng::Rng;
+use tightlink_core::channel::GroundTruth;
+use tightlink_core::rng::Rng;
 use tightlink_core::{ProbePacket, ProbeStream};
 
 /// Pacing of the sender: most packets leave within a fraction of a
@@ -153,23 +154,12 @@ impl PathSpec {
     }
 }
 
-/// Ground truth of one stream.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Truth {
-    pub available_bps: f64,
-    /// Min and max of the tight hop's availability over sub-windows.
-    pub min_bps: f64,
-    pub max_bps: f64,
-    /// Index of the tight hop for this stream.
-    pub tight_hop: usize,
-}
-
 /// A probe stream as the simulator delivered it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimStream {
     pub stream: ProbeStream,
     /// `None` when fewer than two packets crossed the path.
-    pub truth: Option<Truth>,
+    pub truth: Option<GroundTruth>,
 }
 
 pub struct SimPath {
@@ -380,9 +370,9 @@ impl SimPath {
         out
     }
 
-    fn truth(&self, windows: &[Window]) -> Option<Truth> {
+    fn truth(&self, windows: &[Window]) -> Option<GroundTruth> {
         let splits = self.spec.truth_splits.max(1);
-        let mut best: Option<Truth> = None;
+        let mut best: Option<GroundTruth> = None;
         for (k, w) in windows.iter().enumerate() {
             let (Some(a), Some(b)) = *w else { return None };
             if b <= a {
@@ -396,11 +386,10 @@ impl SimPath {
             let parts: Vec<f64> = (0..splits)
                 .map(|j| avail(a + j as f64 * step, a + (j + 1) as f64 * step))
                 .collect();
-            let t = Truth {
+            let t = GroundTruth {
                 available_bps: whole,
                 min_bps: parts.iter().copied().fold(f64::INFINITY, f64::min),
                 max_bps: parts.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                tight_hop: k,
             };
             if best.is_none_or(|x| t.available_bps < x.available_bps) {
                 best = Some(t);

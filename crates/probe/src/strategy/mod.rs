@@ -13,7 +13,7 @@ pub mod multirate;
 pub mod pathload_search;
 pub mod prcmt_search;
 
-use crate::channel::{Channel, ChannelError, StreamRequest};
+use tightlink_core::channel::{Channel, ChannelError, StreamRequest};
 use tightlink_core::{AnalysisParams, Bound, Method, ProbeStream};
 
 /// The names `run_named` knows, as `tightlink estimate --method` takes them.
@@ -31,7 +31,7 @@ pub fn run_named(
     budget: Budget,
     progress: Progress,
 ) -> Option<Result<Report, StrategyError>> {
-    let size = channel.probe_size_bytes();
+    let size = channel.info().probe_size_bytes;
     Some(match (name, Method::from_name(name)) {
         (
             _,
@@ -72,7 +72,7 @@ pub struct Budget {
     pub max_streams: usize,
     pub max_bytes: u64,
     /// Time on the path (simulated time on the simulator).
-    pub max_duration_ns: f64,
+    pub max_duration_ns: i64,
 }
 
 impl Default for Budget {
@@ -80,7 +80,7 @@ impl Default for Budget {
         Budget {
             max_streams: 60,
             max_bytes: 100_000_000,
-            max_duration_ns: 2e9,
+            max_duration_ns: 2_000_000_000,
         }
     }
 }
@@ -110,6 +110,8 @@ pub type Progress<'a> = &'a mut dyn FnMut(f64);
 /// A measurement in progress: counts what was sent, keeps the streams.
 pub struct Session<'a> {
     channel: &'a mut dyn Channel,
+    /// The channel's ceiling, fixed once it is open.
+    max_rate_bps: f64,
     pub budget: Budget,
     pub bytes: u64,
     pub packets: u64,
@@ -129,6 +131,7 @@ pub enum StrategyError {
 impl<'a> Session<'a> {
     pub fn new(channel: &'a mut dyn Channel, budget: Budget, progress: Progress<'a>) -> Self {
         Session {
+            max_rate_bps: channel.info().max_rate_bps,
             channel,
             budget,
             bytes: 0,
@@ -145,7 +148,7 @@ impl<'a> Session<'a> {
         budget: Budget,
         progress: Progress<'a>,
     ) -> Result<Self, StrategyError> {
-        let max = channel.max_rate_bps();
+        let max = channel.info().max_rate_bps;
         if max.is_nan() || max <= 0.0 {
             return Err(StrategyError::NoRate(max));
         }
@@ -153,7 +156,7 @@ impl<'a> Session<'a> {
     }
 
     pub fn max_rate_bps(&self) -> f64 {
-        self.channel.max_rate_bps()
+        self.max_rate_bps
     }
 
     /// Whether another stream of `bytes` fits the budget.
@@ -176,7 +179,7 @@ impl<'a> Session<'a> {
         let used = [
             self.streams.len() as f64 / self.budget.max_streams as f64,
             self.bytes as f64 / self.budget.max_bytes as f64,
-            self.channel.elapsed_ns() / self.budget.max_duration_ns,
+            self.channel.elapsed_ns() as f64 / self.budget.max_duration_ns as f64,
         ];
         (self.progress)(used.into_iter().fold(0.0, f64::max).min(1.0));
         Ok(s)
@@ -202,7 +205,7 @@ impl<'a> Session<'a> {
             probe_bytes: self.bytes,
             probe_packets: self.packets,
             streams: self.streams.len(),
-            duration_s: self.channel.elapsed_ns() / 1e9,
+            duration_s: self.channel.elapsed_ns() as f64 / 1e9,
             truth_bps: (!self.truths.is_empty())
                 .then(|| self.truths.iter().sum::<f64>() / self.truths.len() as f64),
             stop,

@@ -15,7 +15,7 @@
 //! gave an exact estimate.
 
 use super::{median, Budget, Progress, Report, Session, StrategyError};
-use crate::channel::{Channel, StreamRequest};
+use tightlink_core::channel::{Channel, StreamRequest};
 use tightlink_core::synth::{multi_rate_schedule, rates_around};
 use tightlink_core::{analyze, AnalysisParams, Bound, Method, StreamKind};
 

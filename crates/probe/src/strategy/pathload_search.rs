@@ -12,7 +12,7 @@
 
 use super::prcmt_search::measure_adr;
 use super::{single_rate_request, Budget, Progress, Report, Session, StrategyError};
-use crate::channel::Channel;
+use tightlink_core::channel::Channel;
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]

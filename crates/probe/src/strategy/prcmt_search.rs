@@ -11,7 +11,7 @@
 //!    The answer is the interval's middle, its ends the confidence range.
 
 use super::{single_rate_request, Budget, Progress, Report, Session, StrategyError};
-use crate::channel::Channel;
+use tightlink_core::channel::Channel;
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, ProbeStream, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,0 +1,400 @@
+//! The channel boundary: where a probing strategy sends a probe schedule
+//! and gets back one record per packet. A strategy does not know whether
+//! the far end is the simulator, a recorded trace, a tightlink server or a
+//! TWAMP-light reflector; the simulator and the real backends implement
+//! these traits and know nothing of each other.
+//!
+//! Times are integer nanoseconds. What a channel knows beyond the packets
+//! (the sending host's limits, the simulator's truth) is an optional side
+//! report, never part of probing.
+
+use std::fmt;
+
+use crate::stream::ProbeStream;
+
+/// A stream to send: packet offsets from the stream's start and sizes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamRequest {
+    pub offsets_ns: Vec<i64>,
+    pub sizes: Vec<u32>,
+}
+
+impl StreamRequest {
+    /// Packets at the given send times (ns, first at 0).
+    pub fn from_send_times(times: &[i64], size_bytes: u32) -> Self {
+        let t0 = times.first().copied().unwrap_or(0);
+        StreamRequest {
+            offsets_ns: times.iter().map(|t| t - t0).collect(),
+            sizes: vec![size_bytes; times.len()],
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.sizes.iter().map(|&s| s as u64).sum()
+    }
+}
+
+/// Ground truth for one stream, from outside the tool (the simulator's
+/// bookkeeping, or a truth file written beside a trace).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroundTruth {
+    /// Tight-link capacity minus the cross traffic over the stream's span.
+    pub available_bps: f64,
+    /// Its min and max over sub-windows of the span.
+    pub min_bps: f64,
+    pub max_bps: f64,
+}
+
+/// What came back for one stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probed {
+    pub stream: ProbeStream,
+    /// Ground truth for this stream, when the channel knows one.
+    pub truth: Option<GroundTruth>,
+}
+
+/// What a channel is, fixed once it is open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelInfo {
+    /// One line for reports.
+    pub description: String,
+    /// The fastest rate the sender can probe at (its own link, its host's
+    /// pacing, the far end's limit), bit/s.
+    pub max_rate_bps: f64,
+    /// The probe size this channel wants (`size_bytes`, at its layer), if
+    /// it has one: real paths have an MTU, a replay its recorded size.
+    pub probe_size_bytes: Option<u32>,
+    /// Most probe bytes the far end allows in one measurement, if it says.
+    pub byte_limit: Option<u64>,
+}
+
+/// What a real channel learned about the sending host and its own link
+/// (\[HOST\] section 3: a tool must say when the host, not the path,
+/// limits it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostFindings {
+    /// Highest rate the sending host paces probes at accurately, bit/s:
+    /// the strategies never probe above it, so an available bandwidth
+    /// beyond it is answered "at least" this.
+    pub host_limit_bps: f64,
+    /// Streams whose sender fell behind its schedule (host-limited).
+    pub late_streams: usize,
+    /// Streams queued in the sender's own interface: its kernel transmit
+    /// stamps (taken after the qdisc) are spread wider than the schedule,
+    /// so the sender's own link is the tight link at those rates.
+    pub queued_streams: usize,
+    /// Median rate at which those streams left the sender (transmit stamps).
+    pub own_link_bps: Option<f64>,
+    /// Transmit stamps the kernel did not deliver.
+    pub tx_stamps_missing: u64,
+    /// Packets the timestamping end dropped, by reason.
+    pub drops: Vec<(&'static str, u64)>,
+    /// The layer at which the channel counts `size_bytes` and rates.
+    pub rate_layer: &'static str,
+    /// Warnings about the receive path (offloads that merge packets).
+    pub warnings: Vec<String>,
+}
+
+/// The path's truth, when the channel knows it (the simulator).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathTruth {
+    /// Each link's sustained rate (its shaper's when slower), bit/s.
+    pub link_bps: Vec<f64>,
+}
+
+impl PathTruth {
+    /// The narrow link's capacity: the least sustained link rate.
+    pub fn narrow_capacity_bps(&self) -> f64 {
+        self.link_bps.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// What a channel knows besides the packets; every part optional.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SideReport {
+    /// Real channels: the sending host's limits and its own link.
+    pub host: Option<HostFindings>,
+    /// The simulator: the configured path.
+    pub truth: Option<PathTruth>,
+}
+
+/// Why a channel could not deliver a stream.
+#[derive(Debug)]
+pub enum ChannelError {
+    /// A replayed trace ran out of streams.
+    TraceExhausted(usize),
+    /// A replayed trace holds other packets than the strategy asks for.
+    TraceDiverges { index: usize, reason: String },
+    /// A real channel's socket, session or timestamping failed.
+    Io(String),
+}
+
+impl fmt::Display for ChannelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChannelError::TraceExhausted(i) => write!(
+                f,
+                "replayed trace has no stream left (the strategy asked for stream {i})"
+            ),
+            ChannelError::TraceDiverges { index, reason } => write!(
+                f,
+                "replayed trace diverges from the strategy at stream {index}: {reason}"
+            ),
+            ChannelError::Io(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for ChannelError {}
+
+/// Sends probe streams somewhere and reports what arrived.
+pub trait Channel {
+    /// Sends one stream and waits for its per-packet records.
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError>;
+    /// What the channel is: its description, rate ceiling and limits.
+    fn info(&self) -> ChannelInfo;
+    /// Time spent on the path so far, ns (simulated time for the simulator).
+    fn elapsed_ns(&self) -> i64;
+    /// Ends the measurement (a real channel closes its session and
+    /// collects the far end's counters).
+    fn close(&mut self) -> Result<(), ChannelError> {
+        Ok(())
+    }
+    /// What the channel learned besides the packets.
+    fn side_report(&self) -> SideReport {
+        SideReport::default()
+    }
+}
+
+impl<C: Channel + ?Sized> Channel for Box<C> {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        (**self).probe(request)
+    }
+    fn info(&self) -> ChannelInfo {
+        (**self).info()
+    }
+    fn elapsed_ns(&self) -> i64 {
+        (**self).elapsed_ns()
+    }
+    fn close(&mut self) -> Result<(), ChannelError> {
+        (**self).close()
+    }
+    fn side_report(&self) -> SideReport {
+        (**self).side_report()
+    }
+}
+
+/// A channel that keeps a copy of every stream (and truth) that passed
+/// through it: for saving a run as a trace.
+pub struct Recorder<C> {
+    pub inner: C,
+    pub streams: Vec<ProbeStream>,
+    pub truths: Vec<Option<GroundTruth>>,
+}
+
+impl<C: Channel> Recorder<C> {
+    pub fn new(inner: C) -> Self {
+        Recorder {
+            inner,
+            streams: Vec::new(),
+            truths: Vec::new(),
+        }
+    }
+}
+
+impl<C: Channel> Channel for Recorder<C> {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        let p = self.inner.probe(request)?;
+        self.streams.push(p.stream.clone());
+        self.truths.push(p.truth);
+        Ok(p)
+    }
+    fn info(&self) -> ChannelInfo {
+        self.inner.info()
+    }
+    fn elapsed_ns(&self) -> i64 {
+        self.inner.elapsed_ns()
+    }
+    fn close(&mut self) -> Result<(), ChannelError> {
+        self.inner.close()
+    }
+    fn side_report(&self) -> SideReport {
+        self.inner.side_report()
+    }
+}
+
+/// A recorded run played back: stream `i` of the trace answers the
+/// strategy's `i`-th request, which must have the same packets and send
+/// gaps (within 1 ns per gap); so a saved run can be re-estimated offline
+/// with the same strategy.
+pub struct TraceChannel {
+    streams: Vec<ProbeStream>,
+    next: usize,
+    max_rate_bps: f64,
+    elapsed_ns: i64,
+}
+
+impl TraceChannel {
+    pub fn new(streams: Vec<ProbeStream>, max_rate_bps: f64) -> Self {
+        TraceChannel {
+            streams,
+            next: 0,
+            max_rate_bps,
+            elapsed_ns: 0,
+        }
+    }
+}
+
+impl Channel for TraceChannel {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        let index = self.next;
+        let stream = self
+            .streams
+            .get(index)
+            .cloned()
+            .ok_or(ChannelError::TraceExhausted(index))?;
+        self.next += 1;
+        if stream.len() != request.offsets_ns.len() {
+            return Err(ChannelError::TraceDiverges {
+                index,
+                reason: format!(
+                    "{} packets recorded, {} asked for",
+                    stream.len(),
+                    request.offsets_ns.len()
+                ),
+            });
+        }
+        let t0 = stream.packets.first().map_or(0, |p| p.send_ns);
+        for (i, (p, &off)) in stream.packets.iter().zip(&request.offsets_ns).enumerate() {
+            if ((p.send_ns - t0) - off).abs() > 1 + i as i64 {
+                return Err(ChannelError::TraceDiverges {
+                    index,
+                    reason: format!(
+                        "packet {i} was sent at +{} ns, the strategy asks +{off} ns",
+                        p.send_ns - t0
+                    ),
+                });
+            }
+        }
+        self.elapsed_ns += stream.send_span_ns() as i64;
+        Ok(Probed {
+            stream,
+            truth: None,
+        })
+    }
+
+    fn info(&self) -> ChannelInfo {
+        ChannelInfo {
+            description: format!("trace replay ({} streams)", self.streams.len()),
+            max_rate_bps: self.max_rate_bps,
+            // The recorded probes' size, so the strategy asks for the same.
+            probe_size_bytes: self
+                .streams
+                .first()
+                .and_then(|s| s.packets.first())
+                .map(|p| p.size_bytes),
+            byte_limit: None,
+        }
+    }
+
+    fn elapsed_ns(&self) -> i64 {
+        self.elapsed_ns
+    }
+}
+
+/// What came back for one TTL-limited probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HopReply {
+    /// From the send of the probe (or its head's first packet) to the
+    /// reply, ns; `None`: no reply within the channel's timeout.
+    pub rtt_ns: Option<i64>,
+    /// Who answered (an address, or the simulated hop).
+    pub responder: Option<String>,
+    /// The destination answered (port unreachable), not a router.
+    pub destination: bool,
+}
+
+/// Sends TTL-limited probes and reports ICMP replies (per-hop capacity).
+pub trait HopChannel {
+    /// Sends `head_packets` packets of `head_bytes` that cross the whole
+    /// path, then one probe of `size_bytes` (IP layer) with `ttl`, and
+    /// waits for the probe's reply.
+    fn probe_hop(
+        &mut self,
+        ttl: u8,
+        size_bytes: u32,
+        head_packets: u32,
+        head_bytes: u32,
+    ) -> Result<HopReply, ChannelError>;
+    /// Largest IP packet the path's first link carries.
+    fn mtu_bytes(&self) -> u32;
+    /// Time spent so far, ns (simulated time on the simulator).
+    fn elapsed_ns(&self) -> i64;
+    fn describe(&self) -> String;
+    /// What the channel learned besides the replies.
+    fn side_report(&self) -> SideReport {
+        SideReport::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::ProbePacket;
+
+    fn stream(send: &[i64]) -> ProbeStream {
+        ProbeStream::new(
+            0,
+            send.iter()
+                .map(|&s| ProbePacket {
+                    size_bytes: 1500,
+                    send_ns: s,
+                    recv_ns: Some(s + 1000),
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_trace_replays_only_what_it_recorded() {
+        let recorded = vec![stream(&[100, 200, 300]), stream(&[0, 50])];
+        let mut ch = TraceChannel::new(recorded, 1e9);
+        assert_eq!(ch.info().probe_size_bytes, Some(1500));
+        // Same gaps, shifted start: accepted; path time is the send span.
+        let p = ch
+            .probe(&StreamRequest::from_send_times(&[0, 100, 200], 1500))
+            .unwrap();
+        assert_eq!(p.stream.len(), 3);
+        assert_eq!(ch.elapsed_ns(), 200);
+        // Gap 50 recorded, 60 asked: diverges and says where.
+        let e = ch
+            .probe(&StreamRequest::from_send_times(&[0, 60], 1500))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "replayed trace diverges from the strategy at stream 1: packet 1 was sent at +50 ns, the strategy asks +60 ns"
+        );
+        assert!(matches!(
+            ch.probe(&StreamRequest::from_send_times(&[0], 1500)),
+            Err(ChannelError::TraceExhausted(2))
+        ));
+    }
+
+    #[test]
+    fn a_recorder_keeps_what_passed() {
+        let mut ch = Recorder::new(TraceChannel::new(vec![stream(&[0, 10])], 1e9));
+        ch.probe(&StreamRequest::from_send_times(&[0, 10], 1500))
+            .unwrap();
+        assert_eq!(ch.streams.len(), 1);
+        assert_eq!(ch.truths, vec![None]);
+        assert_eq!(ch.info().max_rate_bps, 1e9);
+    }
+
+    #[test]
+    fn the_narrow_link_is_the_slowest() {
+        let t = PathTruth {
+            link_bps: vec![40e9, 10e9, 25e9],
+        };
+        assert_eq!(t.narrow_capacity_bps(), 10e9);
+    }
+}

@@ -1,0 +1,104 @@
+//! The one median and quantile of tightlink.
+//!
+//! Quantiles interpolate linearly between order statistics: for `n`
+//! sorted values, quantile `q` sits at position `q (n - 1)` (Hyndman and
+//! Fan's definition 7, the default of R and numpy). Why this one: it is
+//! continuous in `q`, gives the usual median (the mean of the middle pair
+//! for even `n`), the minimum at 0 and the maximum at 1, and so never
+//! reports a value outside the sample; and readers can check a printed
+//! figure with the tools they already use.
+//!
+//! NaN sorts last (`f64::total_cmp`); callers pass finite samples.
+
+/// Sorts a copy of `v`.
+pub fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s
+}
+
+/// Quantile `q` (clamped to 0..1) of an already sorted slice; `None` when
+/// it is empty.
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
+    let n = sorted.len();
+    if n == 0 {
+        return None;
+    }
+    let x = q.clamp(0.0, 1.0) * (n - 1) as f64;
+    let (i, f) = (x.floor() as usize, x.fract());
+    let hi = sorted[(i + 1).min(n - 1)];
+    Some(if f == 0.0 {
+        sorted[i]
+    } else {
+        sorted[i] + f * (hi - sorted[i])
+    })
+}
+
+/// Quantile `q` of `v` (any order); `None` when empty.
+pub fn quantile(v: &[f64], q: f64) -> Option<f64> {
+    quantile_sorted(&sorted(v), q)
+}
+
+/// Median of `v` (any order); `None` when empty.
+pub fn median(v: &[f64]) -> Option<f64> {
+    quantile(v, 0.5)
+}
+
+/// Median of integers (nanosecond gaps and the like), rounded toward
+/// negative infinity for an even count; `None` when empty.
+pub fn median_i64(v: &[i64]) -> Option<i64> {
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let n = s.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(s[n / 2]),
+        _ => Some((s[n / 2 - 1] + s[n / 2]).div_euclid(2)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_by_hand() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[7.0]), Some(7.0));
+        assert_eq!(median(&[]), None);
+        assert_eq!(median_i64(&[10, 30, 20]), Some(20));
+        assert_eq!(median_i64(&[10, 20, 30, 41]), Some(25));
+        assert_eq!(median_i64(&[-3, 0]), Some(-2));
+        assert_eq!(median_i64(&[]), None);
+    }
+
+    #[test]
+    fn quantiles_by_hand() {
+        // 1..=5: positions q * 4.
+        let v = [5.0, 1.0, 4.0, 2.0, 3.0];
+        assert_eq!(quantile(&v, 0.0), Some(1.0));
+        assert_eq!(quantile(&v, 0.25), Some(2.0));
+        assert_eq!(quantile(&v, 0.9), Some(4.6));
+        assert_eq!(quantile(&v, 1.0), Some(5.0));
+        assert_eq!(quantile(&v, 7.0), Some(5.0));
+        // Two values: the line between them.
+        assert_eq!(quantile(&[10.0, 20.0], 0.1), Some(11.0));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn quantiles_stay_in_the_sample_and_rise_with_q(
+            v in proptest::collection::vec(-1e12f64..1e12, 1..60),
+            a in 0.0f64..1.0,
+            b in 0.0f64..1.0,
+        ) {
+            let s = sorted(&v);
+            let (lo, hi) = (a.min(b), a.max(b));
+            let ql = quantile_sorted(&s, lo).unwrap();
+            let qh = quantile_sorted(&s, hi).unwrap();
+            proptest::prop_assert!(ql >= s[0] && qh <= s[s.len() - 1]);
+            proptest::prop_assert!(ql <= qh);
+        }
+    }
+}

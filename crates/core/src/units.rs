@@ -1,0 +1,131 @@
+//! Rates, sizes and times as users type them (`10G`, `64KB`, `125us`) and
+//! as reports print them. Every flag, `sim:` path description and lab
+//! scenario goes through these parsers, so a unit means the same
+//! everywhere: rates in bit/s, sizes in bytes (1000-based suffixes, as
+//! link rates are), times in integer nanoseconds.
+
+use std::fmt;
+
+/// A value that is not a rate, size or time; says what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitError(pub String);
+
+impl fmt::Display for UnitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UnitError {}
+
+fn number_with_suffix(s: &str, suffixes: &[(&str, f64)], what: &str) -> Result<f64, UnitError> {
+    let s = s.trim();
+    for (suf, mult) in suffixes {
+        if let Some(num) = s.strip_suffix(suf) {
+            if let Ok(v) = num.trim().parse::<f64>() {
+                if v.is_finite() && v >= 0.0 {
+                    return Ok(v * mult);
+                }
+            }
+        }
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(UnitError(format!("'{s}' is not a {what}"))),
+    }
+}
+
+/// `10G`, `2.5G`, `800M`, `10Gbps`, `1e9` -> bit/s.
+pub fn parse_rate(s: &str) -> Result<f64, UnitError> {
+    number_with_suffix(
+        s,
+        &[
+            ("Gbps", 1e9),
+            ("Mbps", 1e6),
+            ("G", 1e9),
+            ("M", 1e6),
+            ("K", 1e3),
+            ("g", 1e9),
+            ("m", 1e6),
+            ("k", 1e3),
+        ],
+        "rate (like 10G or 800M)",
+    )
+}
+
+/// `125us`, `1ms`, `500ns`, `2s`, a bare number of ns -> ns (rounded).
+pub fn parse_time_ns(s: &str) -> Result<i64, UnitError> {
+    let ns = number_with_suffix(
+        s,
+        &[("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)],
+        "time (like 125us or 10ms)",
+    )?;
+    if ns > i64::MAX as f64 {
+        return Err(UnitError(format!("'{}' is too long a time", s.trim())));
+    }
+    Ok(ns.round() as i64)
+}
+
+/// `1MB`, `64KB`, `9000B`, `9000` -> bytes (rounded).
+pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
+    number_with_suffix(
+        s,
+        &[("MB", 1e6), ("KB", 1e3), ("B", 1.0)],
+        "size (like 64KB)",
+    )
+    .map(|v| v.round() as u64)
+}
+
+/// A rate for people: `10.000 Gbit/s` from 1 Gbit/s up, else `978.0 Mbit/s`.
+pub fn format_rate(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.3} Gbit/s", bps / 1e9)
+    } else {
+        format!("{:.1} Mbit/s", bps / 1e6)
+    }
+}
+
+/// Seconds from integer nanoseconds, for reports.
+pub fn ns_to_s(ns: i64) -> f64 {
+    ns as f64 / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_by_hand() {
+        assert_eq!(parse_rate("10G"), Ok(10e9));
+        assert_eq!(parse_rate("2.5G"), Ok(2.5e9));
+        assert_eq!(parse_rate("800M"), Ok(800e6));
+        assert_eq!(parse_rate("10Gbps"), Ok(10e9));
+        assert_eq!(parse_rate(" 1e9 "), Ok(1e9));
+        assert_eq!(parse_time_ns("125us"), Ok(125_000));
+        assert_eq!(parse_time_ns("10ms"), Ok(10_000_000));
+        assert_eq!(parse_time_ns("2s"), Ok(2_000_000_000));
+        assert_eq!(parse_time_ns("1.5ns"), Ok(2));
+        assert_eq!(parse_bytes("64KB"), Ok(64_000));
+        assert_eq!(parse_bytes("1.5MB"), Ok(1_500_000));
+        assert_eq!(parse_bytes("9000"), Ok(9000));
+    }
+
+    #[test]
+    fn errors_say_what_was_expected() {
+        assert_eq!(
+            parse_rate("fast").unwrap_err().to_string(),
+            "'fast' is not a rate (like 10G or 800M)"
+        );
+        assert!(parse_rate("-1G").is_err());
+        assert!(parse_rate("NaN").is_err());
+        assert!(parse_time_ns("soon").unwrap_err().0.contains("125us"));
+        assert!(parse_time_ns("1e300s").unwrap_err().0.contains("too long"));
+        assert!(parse_bytes("big").unwrap_err().0.contains("64KB"));
+    }
+
+    #[test]
+    fn formats_rates() {
+        assert_eq!(format_rate(10e9), "10.000 Gbit/s");
+        assert_eq!(format_rate(977_975_461.0), "978.0 Mbit/s");
+    }
+}

@@ -1,0 +1,183 @@
+//! The simulated path behind the core's channel traits: what `estimate`,
+//! `capacity` and `hops` probe when the target is `sim:`.
+
+use tightlink_core::channel::{
+    Channel, ChannelError, ChannelInfo, HopChannel, HopReply, PathTruth, Probed, SideReport,
+    StreamRequest,
+};
+
+use crate::path::{PathSpec, SimPath, TtlPacket};
+
+/// The simulated path as a [`Channel`].
+pub struct SimChannel {
+    path: SimPath,
+    next_id: u64,
+    start_ns: f64,
+    description: String,
+}
+
+impl SimChannel {
+    pub fn new(spec: PathSpec, description: impl Into<String>) -> Self {
+        let path = SimPath::new(spec);
+        SimChannel {
+            start_ns: path.now_ns(),
+            path,
+            next_id: 0,
+            description: description.into(),
+        }
+    }
+
+    pub fn path(&self) -> &SimPath {
+        &self.path
+    }
+}
+
+/// Each link's sustained rate (its shaper's when slower).
+fn path_truth(spec: &PathSpec) -> PathTruth {
+    PathTruth {
+        link_bps: spec.hops.iter().map(|h| h.hop.sustained_bps()).collect(),
+    }
+}
+
+impl Channel for SimChannel {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        let s = self
+            .path
+            .send_stream(self.next_id, &request.offsets_ns, &request.sizes);
+        self.next_id += 1;
+        Ok(Probed {
+            stream: s.stream,
+            truth: s.truth,
+        })
+    }
+
+    fn info(&self) -> ChannelInfo {
+        ChannelInfo {
+            description: self.description.clone(),
+            max_rate_bps: self
+                .path
+                .spec()
+                .hops
+                .first()
+                .map_or(0.0, |h| h.hop.capacity_bps),
+            probe_size_bytes: None,
+            byte_limit: None,
+        }
+    }
+
+    fn elapsed_ns(&self) -> i64 {
+        (self.path.now_ns() - self.start_ns).round() as i64
+    }
+
+    fn side_report(&self) -> SideReport {
+        SideReport {
+            host: None,
+            truth: Some(path_truth(self.path.spec())),
+        }
+    }
+}
+
+/// The simulated path as a [`HopChannel`]: each probe (with its head) is
+/// one TTL-limited stream, then `gap_ns` of idle time.
+pub struct SimHopChannel {
+    path: SimPath,
+    timeout_ns: i64,
+    start_ns: f64,
+}
+
+/// The simulated first link's MTU (IP bytes).
+const SIM_MTU_BYTES: u32 = 1500;
+
+impl SimHopChannel {
+    /// `gap_ns`: idle time after each probe; `timeout_ns`: replies later
+    /// than this count as lost, as on a real path.
+    pub fn new(mut spec: PathSpec, gap_ns: i64, timeout_ns: i64) -> Self {
+        spec.idle_ns = gap_ns as f64;
+        let path = SimPath::new(spec);
+        SimHopChannel {
+            start_ns: path.now_ns(),
+            path,
+            timeout_ns,
+        }
+    }
+
+    pub fn spec(&self) -> &PathSpec {
+        self.path.spec()
+    }
+}
+
+impl HopChannel for SimHopChannel {
+    fn probe_hop(
+        &mut self,
+        ttl: u8,
+        size_bytes: u32,
+        head_packets: u32,
+        head_bytes: u32,
+    ) -> Result<HopReply, ChannelError> {
+        let mut packets: Vec<TtlPacket> = (0..head_packets)
+            .map(|_| TtlPacket {
+                offset_ns: 0,
+                size_bytes: head_bytes,
+                ttl: u8::MAX,
+            })
+            .collect();
+        packets.push(TtlPacket {
+            offset_ns: 0,
+            size_bytes,
+            ttl,
+        });
+        let out = self.path.send_ttl_stream(&packets);
+        let first_send = out[0].send_ns;
+        let probe = out.last().expect("the probe");
+        let reply = probe
+            .reply
+            .filter(|r| r.at_ns - first_send <= self.timeout_ns);
+        // The next probe leaves after this one's reply (or timeout).
+        let waited = reply.map_or(self.timeout_ns, |r| r.at_ns - first_send);
+        self.path.idle(waited as f64);
+        Ok(HopReply {
+            rtt_ns: reply.map(|r| r.at_ns - first_send),
+            responder: reply.map(|r| {
+                if r.destination {
+                    "receiver".to_string()
+                } else {
+                    format!("router {}", r.hop)
+                }
+            }),
+            destination: reply.is_some_and(|r| r.destination),
+        })
+    }
+
+    fn mtu_bytes(&self) -> u32 {
+        SIM_MTU_BYTES
+    }
+
+    fn elapsed_ns(&self) -> i64 {
+        (self.path.now_ns() - self.start_ns).round() as i64
+    }
+
+    fn describe(&self) -> String {
+        let hops: Vec<String> = self
+            .path
+            .spec()
+            .hops
+            .iter()
+            .map(|h| match h.hop.shaper {
+                Some(s) => format!(
+                    "{:.0}M shaped to {:.0}M",
+                    h.hop.capacity_bps / 1e6,
+                    s.rate_bps / 1e6
+                ),
+                None => format!("{:.0}M", h.hop.capacity_bps / 1e6),
+            })
+            .collect();
+        format!("simulated path {}", hops.join(" -> "))
+    }
+
+    fn side_report(&self) -> SideReport {
+        SideReport {
+            host: None,
+            truth: Some(path_truth(self.path.spec())),
+        }
+    }
+}
