@@ -283,13 +283,8 @@ fn run_lab(a: RunArgs) -> Result<()> {
         None => lab.scenario.methods.clone(),
     };
     for m in &methods {
-        if !tightlink_probe::strategy::NAMES
-            .replace(" or ", ", ")
-            .split(", ")
-            .any(|n| n == m)
-        {
-            bail!("--method {m}: choose {}", tightlink_probe::strategy::NAMES);
-        }
+        m.parse::<tightlink_measure::Method>()
+            .map_err(|e| anyhow::anyhow!("--method {e}"))?;
     }
     let tool = match (&a.tool, &a.pick) {
         (Some(c), Some(p)) => Some(Tool {

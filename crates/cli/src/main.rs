@@ -14,7 +14,7 @@ mod hops;
 mod lab;
 mod reflector;
 mod report;
-mod save;
+
 mod server;
 mod simulate;
 

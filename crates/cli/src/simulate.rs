@@ -11,7 +11,7 @@ use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_sched
 use tightlink_core::units::parse_rate;
 use tightlink_sim::SimChannel;
 
-use crate::save;
+use tightlink_measure as save;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SimKind {

@@ -145,6 +145,24 @@ impl ProbeStream {
         ProbeStream { id, packets }
     }
 
+    /// A stream of `size_bytes` packets from plain arrays of send and
+    /// receive times (ns; `None` for a lost packet). The shorter array
+    /// sets the length.
+    pub fn from_times(id: u64, size_bytes: u32, send_ns: &[i64], recv_ns: &[Option<i64>]) -> Self {
+        ProbeStream {
+            id,
+            packets: send_ns
+                .iter()
+                .zip(recv_ns)
+                .map(|(&send_ns, &recv_ns)| ProbePacket {
+                    size_bytes,
+                    send_ns,
+                    recv_ns,
+                })
+                .collect(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.packets.len()
     }

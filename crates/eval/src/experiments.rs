@@ -407,13 +407,24 @@ pub struct StrategyRow {
     pub median_streams: f64,
 }
 
-pub const STRATEGIES: [&str; 4] = ["multirate", "prcmt", "pathload", "imr-avg"];
+pub const STRATEGIES: [strategy::Method; 4] = [
+    strategy::Method::Multirate,
+    strategy::Method::Prcmt,
+    strategy::Method::Pathload,
+    strategy::Method::ImrAvg,
+];
 
-fn run_strategy(name: &str, target: &str, seed: u64) -> Option<tightlink_probe::Report> {
+fn run_strategy(
+    method: strategy::Method,
+    target: &str,
+    seed: u64,
+) -> Option<tightlink_probe::Report> {
     let mut ch = SimChannel::new(spec_for(target, seed), target);
     let a = AnalysisParams::default();
     let mut progress = |_: f64| {};
-    strategy::run_named(name, &mut ch, &a, Budget::default(), &mut progress)?.ok()
+    method
+        .run(&mut ch, &a, Budget::default(), &mut progress)
+        .ok()
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -428,13 +439,13 @@ fn median(v: &mut [f64]) -> f64 {
 pub fn strategies(base_seed: u64, case: &PathCase, seeds: u64) -> Vec<StrategyRow> {
     STRATEGIES
         .iter()
-        .map(|&name| {
+        .map(|&method| {
             let runs: Vec<tightlink_probe::Report> = (0..seeds)
                 .into_par_iter()
                 .filter_map(|i| {
                     let seed =
                         unit_seed(base_seed, &format!("strategy/{}", case.target), i as usize);
-                    run_strategy(name, case.target, seed)
+                    run_strategy(method, case.target, seed)
                 })
                 .collect();
             let mut errors: Vec<f64> = runs
@@ -447,7 +458,7 @@ pub fn strategies(base_seed: u64, case: &PathCase, seeds: u64) -> Vec<StrategyRo
                 .collect();
             errors.sort_by(f64::total_cmp);
             StrategyRow {
-                strategy: name,
+                strategy: method.name(),
                 errors,
                 runs: runs.len(),
                 median_bytes: median(

@@ -18,7 +18,7 @@ use tightlink_core::{analyze, AnalysisParams, Decision, Method, StreamKind};
 use tightlink_net::loopback::{channel, spawn_server};
 use tightlink_net::reflector::{Reflector, ReflectorConfig};
 use tightlink_net::{clock, ClientOptions, ServerConfig, TwampChannel, UdpChannel};
-use tightlink_probe::strategy::run_named;
+use tightlink_probe::strategy::Method as Strategy;
 use tightlink_probe::Budget;
 use tightlink_wire::control::Direction;
 use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
@@ -313,7 +313,7 @@ fn garbage_and_silent_control_peers_do_not_block_the_server() {
 #[test]
 fn strategies_run_over_loopback() {
     let _turn = turn();
-    for method in ["multirate", "prcmt"] {
+    for method in [Strategy::Multirate, Strategy::Prcmt] {
         let (mut ch, _) = channel(&ClientOptions {
             max_rate_bps: Some(400e6),
             ..Default::default()
@@ -324,15 +324,9 @@ fn strategies_run_over_loopback() {
             max_bytes: 10_000_000,
             max_duration_ns: 1_000_000_000,
         };
-        let r = run_named(
-            method,
-            &mut ch,
-            &AnalysisParams::default(),
-            budget,
-            &mut |_| {},
-        )
-        .unwrap()
-        .unwrap();
+        let r = method
+            .run(&mut ch, &AnalysisParams::default(), budget, &mut |_| {})
+            .unwrap();
         assert!(r.streams >= 1);
         assert!(r.available_bandwidth_bps > 0.5 * 400e6, "{method}: {r:?}");
         assert_eq!(ch.info().probe_size_bytes, Some(9014));

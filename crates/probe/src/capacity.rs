@@ -25,14 +25,99 @@
 //! spread to a tenth of the token rate (so the bucket refills between
 //! them), and the answer is the rate a flow gets: the token rate.
 
+use std::fmt;
+use std::str::FromStr;
 use tightlink_core::capacity::{
     capprobe_by_size, pair_samples_at, pathrate, shaper_from_trains, size_scaling,
     train_dispersion_bps, train_shape, CapProbeParams, Pairs, PathrateParams, Shaper, SizeScaling,
 };
-use tightlink_core::channel::{Channel, ChannelError, StreamRequest};
 
-/// Methods `tightlink capacity` knows.
-pub const METHODS: [&str; 2] = ["pathrate", "capprobe"];
+use tightlink_core::channel::{Channel, ChannelError, StreamRequest};
+use tightlink_core::Bound;
+
+/// The capacity methods, listed once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CapacityMethod {
+    Pathrate,
+    Capprobe,
+}
+
+impl CapacityMethod {
+    pub const ALL: [CapacityMethod; 2] = [CapacityMethod::Pathrate, CapacityMethod::Capprobe];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CapacityMethod::Pathrate => "pathrate",
+            CapacityMethod::Capprobe => "capprobe",
+        }
+    }
+
+    /// Runs this method; a far end's byte limit lowers `params.max_bytes`.
+    pub fn run(
+        self,
+        channel: &mut dyn Channel,
+        mut params: CapacityParams,
+    ) -> Result<CapacityReport, ChannelError> {
+        // A real server's session limit; leave room for the stream that
+        // crosses the budget.
+        if let Some(limit) = channel.info().byte_limit {
+            params.max_bytes = params.max_bytes.min(limit * 9 / 10);
+        }
+        match self {
+            CapacityMethod::Pathrate => run_pathrate(channel, params),
+            CapacityMethod::Capprobe => run_capprobe(channel, params),
+        }
+    }
+}
+
+impl fmt::Display for CapacityMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CapacityMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CapacityMethod::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("{s}: not a capacity method (pathrate, capprobe)"))
+    }
+}
+
+/// Why a capacity method stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapacityStop {
+    /// Pathrate: one mode held most pairs of the first stream.
+    Unimodal,
+    /// Pathrate: the mode was chosen with the trains' ADR.
+    PhaseII,
+    /// CapProbe: its convergence test passed and the sizes agree.
+    Converged,
+    /// Bytes or pairs ran out first.
+    Budget,
+    /// The receiver stamped pairs in one batch: no dispersion to read.
+    ReceiverBatching,
+}
+
+impl CapacityStop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityStop::Unimodal => "unimodal",
+            CapacityStop::PhaseII => "phase II",
+            CapacityStop::Converged => "converged",
+            CapacityStop::Budget => "budget",
+            CapacityStop::ReceiverBatching => "receiver batching",
+        }
+    }
+}
+
+impl fmt::Display for CapacityStop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CapacityParams {
@@ -75,12 +160,12 @@ impl Default for CapacityParams {
 /// What one method found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CapacityReport {
-    pub method: &'static str,
+    pub method: CapacityMethod,
     /// `None` when the method could not tell.
     pub capacity_bps: Option<f64>,
-    /// `exact`; `at_least` (only the trains' dispersion rate, a lower
-    /// bound, could be trusted); `none`.
-    pub bound: &'static str,
+    /// `Exact`; `AtLeast` (only the trains' dispersion rate, a lower
+    /// bound, could be trusted); `None`.
+    pub bound: Bound,
     /// Pathrate: the chosen mode's range; CapProbe: the estimate itself.
     pub low_bps: f64,
     pub high_bps: f64,
@@ -102,7 +187,7 @@ pub struct CapacityReport {
     /// The narrow link's capacity when the channel knows it (simulator).
     pub truth_bps: Option<f64>,
     /// Why the method stopped.
-    pub stop: &'static str,
+    pub stop: CapacityStop,
     /// What makes the answer doubtful (receiver batching, lost pairs...).
     pub warnings: Vec<String>,
 }
@@ -330,35 +415,17 @@ fn judged_scaling(
     }
 }
 
-/// Runs one capacity method by name (see [`METHODS`]).
-pub fn run_capacity(
-    method: &str,
-    channel: &mut dyn Channel,
-    mut params: CapacityParams,
-) -> Option<Result<CapacityReport, ChannelError>> {
-    // A real server's session limit; leave room for the stream that
-    // crosses the budget.
-    if let Some(limit) = channel.info().byte_limit {
-        params.max_bytes = params.max_bytes.min(limit * 9 / 10);
-    }
-    match method {
-        "pathrate" => Some(run_pathrate(channel, params)),
-        "capprobe" => Some(run_capprobe(channel, params)),
-        _ => None,
-    }
-}
-
 fn report(
     c: &Counter,
-    method: &'static str,
+    method: CapacityMethod,
     pairs: &Pairs,
-    stop: &'static str,
+    stop: CapacityStop,
     warnings: Vec<String>,
 ) -> CapacityReport {
     CapacityReport {
         method,
         capacity_bps: None,
-        bound: "none",
+        bound: Bound::None,
         low_bps: 0.0,
         high_bps: 0.0,
         confidence: 0.0,
@@ -465,7 +532,7 @@ pub fn run_pathrate(
         shaper_check(&mut c, p.shaper_trains.min(p.trains), &p, max)?;
     let sizes = [p.size_bytes / 2, p.size_bytes * 3 / 4, p.size_bytes];
     let mut pairs = Pairs::default();
-    let mut stop = "phase II";
+    let mut stop = CapacityStop::PhaseII;
     let mut sent = 0;
     while sent < p.pathrate_pairs && c.bytes < p.max_bytes {
         let n = p.pairs_per_stream.min(p.pathrate_pairs - sent);
@@ -481,7 +548,7 @@ pub fn run_pathrate(
             let rates: Vec<f64> = pairs.samples.iter().map(|s| s.rate_bps()).collect();
             if let Some(e) = pathrate(&rates, None, p.pathrate) {
                 if e.modes.len() == 1 && e.mode.samples as f64 >= 0.8 * n as f64 {
-                    stop = "unimodal";
+                    stop = CapacityStop::Unimodal;
                     break;
                 }
             }
@@ -491,27 +558,27 @@ pub fn run_pathrate(
     pair_warnings(&pairs, &mut warnings);
     let scaling = judged_scaling(size_scaling(&pairs.samples), shaper.as_ref(), p.size_bytes);
     warnings.extend(scaling_warning(scaling));
-    if stop != "unimodal" || pairs_distrusted(&pairs, scaling) {
+    if stop != CapacityStop::Unimodal || pairs_distrusted(&pairs, scaling) {
         trains.send(&mut c, p.trains.saturating_sub(trains.sent), &p, max)?;
     }
     let adr = trains.adr_bps(shaper.as_ref());
     let rates: Vec<f64> = pairs.samples.iter().map(|s| s.rate_bps()).collect();
     let distrusted = pairs_distrusted(&pairs, scaling);
-    let mut r = report(&c, "pathrate", &pairs, stop, warnings);
+    let mut r = report(&c, CapacityMethod::Pathrate, &pairs, stop, warnings);
     r.trains = trains.sent;
     r.adr_bps = adr;
     r.shaper = shaper;
     if distrusted {
         // The trains' dispersion rate is still a lower bound.
-        r.stop = "receiver batching";
+        r.stop = CapacityStop::ReceiverBatching;
         if let Some(a) = adr {
             r.capacity_bps = Some(a);
-            r.bound = "at_least";
+            r.bound = Bound::AtLeast;
             r.low_bps = a;
             r.high_bps = f64::INFINITY;
         }
     } else if let Some(e) = pathrate(&rates, adr, p.pathrate) {
-        r.bound = "exact";
+        r.bound = Bound::Exact;
         if e.below_adr {
             r.warnings
                 .push("no pair mode reaches the trains' dispersion rate (ADR): the highest mode is answered".into());
@@ -548,7 +615,7 @@ pub fn run_capprobe(
     }
     let mut pairs = Pairs::default();
     let mut scaling = None;
-    let mut stop = "budget";
+    let mut stop = CapacityStop::Budget;
     let mut best = None;
     let mut agree = false;
     let mut last_settled = None;
@@ -595,7 +662,7 @@ pub fn run_capprobe(
             && last_settled
                 .is_some_and(|l: f64| answer.is_some_and(|a| (a / l - 1.0).abs() <= agree_rel))
         {
-            stop = "converged";
+            stop = CapacityStop::Converged;
             break;
         }
         last_settled = if settled { answer } else { None };
@@ -604,13 +671,13 @@ pub fn run_capprobe(
     pair_warnings(&pairs, &mut warnings);
     warnings.extend(scaling_warning(scaling));
     let distrusted = pairs_distrusted(&pairs, scaling);
-    let mut r = report(&c, "capprobe", &pairs, stop, warnings);
+    let mut r = report(&c, CapacityMethod::Capprobe, &pairs, stop, warnings);
     r.trains = trains.sent;
     r.shaper = shaper;
     if distrusted {
-        r.stop = "receiver batching";
+        r.stop = CapacityStop::ReceiverBatching;
     } else if let Some(b) = best {
-        r.bound = "exact";
+        r.bound = Bound::Exact;
         r.capacity_bps = Some(b.capacity_bps);
         r.low_bps = b.capacity_bps;
         r.high_bps = b.capacity_bps;

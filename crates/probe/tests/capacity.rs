@@ -2,7 +2,8 @@
 //! 10 Gbit/s narrow link behind a 40 Gbit/s first hop, 30 % cross
 //! traffic), and what they say when the receiver batches.
 
-use tightlink_probe::capacity::{run_capacity, CapacityParams};
+use tightlink_core::Bound;
+use tightlink_probe::capacity::{CapacityMethod, CapacityParams, CapacityStop};
 use tightlink_sim::SimChannel;
 
 fn channel(spec: &str) -> SimChannel {
@@ -15,17 +16,19 @@ fn both_methods_within_2_percent_behind_a_faster_first_hop() {
         for seed in 1..=3 {
             let spec = format!("sim:hops=40G+10G,cross=none+{cross},coalescence=off,seed={seed}");
             for m in ["pathrate", "capprobe"] {
-                let r = run_capacity(m, &mut channel(&spec), CapacityParams::default())
+                let r = m
+                    .parse::<CapacityMethod>()
                     .unwrap()
+                    .run(&mut channel(&spec), CapacityParams::default())
                     .unwrap();
                 let c = r.capacity_bps.unwrap();
-                assert_eq!(r.bound, "exact", "{spec} {m}: {r:?}");
+                assert_eq!(r.bound, Bound::Exact, "{spec} {m}: {r:?}");
                 assert_eq!(r.truth_bps, Some(10e9));
                 assert!((c / 10e9 - 1.0).abs() <= 0.02, "{spec} {m}: {c}");
                 assert!(r.low_bps <= c && c <= r.high_bps);
                 assert!(r.warnings.is_empty(), "{spec} {m}: {:?}", r.warnings);
                 if m == "capprobe" {
-                    assert_eq!(r.stop, "converged");
+                    assert_eq!(r.stop, CapacityStop::Converged);
                     // The paper's point (Fig. 2): CapProbe needs far fewer probes.
                     assert!(r.pairs_sent <= 200, "{}", r.pairs_sent);
                 } else {
@@ -44,17 +47,24 @@ fn both_methods_within_2_percent_behind_a_faster_first_hop() {
 #[test]
 fn coalescence_is_named_not_answered() {
     let spec = "sim:hops=40G+10G,cross=none+bursty:3G";
-    let p = run_capacity("pathrate", &mut channel(spec), CapacityParams::default())
+    let p = "pathrate"
+        .parse::<CapacityMethod>()
         .unwrap()
+        .run(&mut channel(spec), CapacityParams::default())
         .unwrap();
-    assert_eq!((p.bound, p.stop), ("at_least", "receiver batching"));
+    assert_eq!(
+        (p.bound, p.stop),
+        (Bound::AtLeast, CapacityStop::ReceiverBatching)
+    );
     let lower = p.capacity_bps.unwrap();
     assert!(lower <= 10e9 * 1.01 && lower > 7e9, "{lower}");
     assert!(p.warnings.iter().any(|w| w.contains("coalescence")));
-    let c = run_capacity("capprobe", &mut channel(spec), CapacityParams::default())
+    let c = "capprobe"
+        .parse::<CapacityMethod>()
         .unwrap()
+        .run(&mut channel(spec), CapacityParams::default())
         .unwrap();
-    assert_eq!((c.bound, c.capacity_bps), ("none", None));
+    assert_eq!((c.bound, c.capacity_bps), (Bound::None, None));
     assert!(c.warnings.iter().any(|w| w.contains("batch")));
     // It gave up after its first pair stream (after the shaper check),
     // and batches did not pass for a bucket.
@@ -67,10 +77,12 @@ fn coalescence_is_named_not_answered() {
 #[test]
 fn a_clean_path_ends_pathrate_early() {
     let spec = "sim:hops=10G,cross=none,coalescence=off";
-    let r = run_capacity("pathrate", &mut channel(spec), CapacityParams::default())
+    let r = "pathrate"
+        .parse::<CapacityMethod>()
         .unwrap()
+        .run(&mut channel(spec), CapacityParams::default())
         .unwrap();
-    assert_eq!(r.stop, "unimodal");
+    assert_eq!(r.stop, CapacityStop::Unimodal);
     assert_eq!(r.trains, CapacityParams::default().shaper_trains);
     assert_eq!(r.shaper, None);
     assert!((r.capacity_bps.unwrap() / 10e9 - 1.0).abs() < 0.005);
@@ -86,12 +98,14 @@ fn a_token_bucket_is_found_and_its_rate_answered() {
             "sim:hops=40G+10G,shaper=none+2G/30KB,cross=none+bursty:600M,coalescence=off,seed={seed}"
         );
         for m in ["pathrate", "capprobe"] {
-            let r = run_capacity(m, &mut channel(&spec), CapacityParams::default())
+            let r = m
+                .parse::<CapacityMethod>()
                 .unwrap()
+                .run(&mut channel(&spec), CapacityParams::default())
                 .unwrap();
             assert_eq!(r.truth_bps, Some(2e9));
             let c = r.capacity_bps.unwrap();
-            assert_eq!(r.bound, "exact", "{spec} {m}: {r:?}");
+            assert_eq!(r.bound, Bound::Exact, "{spec} {m}: {r:?}");
             assert!((c / 2e9 - 1.0).abs() <= 0.02, "{spec} {m}: {c}");
             let s = r.shaper.expect("shaper found");
             // The trains' tails: the token rate less the cross share.

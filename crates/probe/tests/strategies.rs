@@ -10,8 +10,9 @@ fn run(target: &str, strategy: &str) -> Report {
     let mut ch = SimChannel::new(parse_sim_target(target).unwrap(), target);
     let a = AnalysisParams::default();
     let mut progress = |_: f64| {};
-    strategy::run_named(strategy, &mut ch, &a, Budget::default(), &mut progress)
-        .expect("a known strategy")
+    let method: strategy::Method = strategy.parse().expect("a known strategy");
+    method
+        .run(&mut ch, &a, Budget::default(), &mut progress)
         .unwrap()
 }
 

@@ -14,6 +14,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
+use tightlink_core::channel::GroundTruth;
 use tightlink_core::{ProbePacket, ProbeStream, StreamKind};
 
 /// The header line, exactly.
@@ -270,18 +271,10 @@ fn parse_text(name: &str, text: &[u8]) -> Result<Trace, TraceError> {
 /// Header of a ground-truth file (one row per stream; rates in bit/s).
 pub const TRUTH_HEADER: &str = "stream_id,available_bps,min_bps,max_bps";
 
-/// One stream's ground truth, as written next to a trace.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TruthRow {
-    pub stream_id: u64,
-    pub available_bps: f64,
-    pub min_bps: f64,
-    pub max_bps: f64,
-}
-
-/// Writes a ground-truth CSV (kept apart from the trace: a trace never
-/// carries truth). Rates are rounded to whole bit/s.
-pub fn write_truth_path(path: &Path, rows: &[TruthRow]) -> Result<(), TraceError> {
+/// Writes a ground-truth CSV, one row per (stream id, truth) (kept apart
+/// from the trace: a trace never carries truth). Rates are rounded to
+/// whole bit/s.
+pub fn write_truth_path(path: &Path, rows: &[(u64, GroundTruth)]) -> Result<(), TraceError> {
     let name = path.display().to_string();
     let io_err = |source| TraceError::Io {
         file: name.clone(),
@@ -289,11 +282,11 @@ pub fn write_truth_path(path: &Path, rows: &[TruthRow]) -> Result<(), TraceError
     };
     let mut w = io::BufWriter::new(std::fs::File::create(path).map_err(io_err)?);
     writeln!(w, "{TRUTH_HEADER}").map_err(io_err)?;
-    for r in rows {
+    for (stream_id, t) in rows {
         writeln!(
             w,
             "{},{:.0},{:.0},{:.0}",
-            r.stream_id, r.available_bps, r.min_bps, r.max_bps
+            stream_id, t.available_bps, t.min_bps, t.max_bps
         )
         .map_err(io_err)?;
     }
@@ -377,12 +370,14 @@ mod tests {
             assert_eq!(bytes.starts_with(&[0x1f, 0x8b]), name.ends_with(".gz"));
             assert_eq!(read_path(&p).unwrap(), trace);
         }
-        let rows = [TruthRow {
-            stream_id: 3,
-            available_bps: 7.5e9,
-            min_bps: 7e9,
-            max_bps: 8e9,
-        }];
+        let rows = [(
+            3,
+            GroundTruth {
+                available_bps: 7.5e9,
+                min_bps: 7e9,
+                max_bps: 8e9,
+            },
+        )];
         let p = dir.join("truth.csv");
         write_truth_path(&p, &rows).unwrap();
         assert_eq!(

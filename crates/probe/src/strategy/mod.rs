@@ -13,57 +13,174 @@ pub mod multirate;
 pub mod pathload_search;
 pub mod prcmt_search;
 
+use std::fmt;
+use std::str::FromStr;
 use tightlink_core::channel::{Channel, ChannelError, StreamRequest};
-use tightlink_core::{AnalysisParams, Bound, Method, ProbeStream};
 
-/// The names `run_named` knows, as `tightlink estimate --method` takes them.
-pub const NAMES: &str = "multirate, multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2, prcmt, pathload, imr-avg or imr-wavelet";
+use tightlink_core::{AnalysisParams, Bound, Method as CoreMethod, ProbeStream};
 
-/// Runs the strategy a method name asks for, with its default parameters:
-/// the multi-rate methods through [`multirate`], `prcmt` (or `prcmt+bass`)
-/// through [`prcmt_search`], the trend tests through [`pathload_search`];
-/// probes of the channel's own size where it has one (a real path's MTU).
-/// `None` for a name no strategy answers to.
-pub fn run_named(
-    name: &str,
-    channel: &mut dyn Channel,
-    analysis: &AnalysisParams,
-    budget: Budget,
-    progress: Progress,
-) -> Option<Result<Report, StrategyError>> {
-    let size = channel.info().probe_size_bytes;
-    Some(match (name, Method::from_name(name)) {
-        (
-            _,
-            Some(
-                m @ (Method::Multirate
-                | Method::MultirateSinglePass
-                | Method::MultiratePrcmtDp1
-                | Method::MultiratePrcmtDp2),
-            ),
-        ) => {
-            let mut p = multirate::MultirateParams {
-                method: m,
-                ..Default::default()
-            };
-            p.size_bytes = size.unwrap_or(p.size_bytes);
-            multirate::run(channel, p, analysis, budget, progress)
+/// The closed-loop methods `estimate` runs, listed once: parse them from
+/// the names users type, display them by the same names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// Multi-rate streams with multi-pass smoothing (the default).
+    Multirate,
+    /// Multi-rate streams, one smoothing pass.
+    MultirateSinglePass,
+    /// Multi-rate streams decided by Multi-rate PRC-MT, DP1.
+    MultiratePrcmtDp1,
+    /// Multi-rate streams decided by Multi-rate PRC-MT, DP2.
+    MultiratePrcmtDp2,
+    /// PRC-MT's binary search with BASS smoothing.
+    Prcmt,
+    /// Pathload's fleets with its own trend test.
+    Pathload,
+    /// Pathload's fleets with IMR-Pathload's window-average trend test.
+    ImrAvg,
+    /// Pathload's fleets with IMR-Pathload's wavelet trend test.
+    ImrWavelet,
+}
+
+impl Method {
+    pub const ALL: [Method; 8] = [
+        Method::Multirate,
+        Method::MultirateSinglePass,
+        Method::MultiratePrcmtDp1,
+        Method::MultiratePrcmtDp2,
+        Method::Prcmt,
+        Method::Pathload,
+        Method::ImrAvg,
+        Method::ImrWavelet,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Multirate => "multirate",
+            Method::MultirateSinglePass => "multirate-single-pass",
+            Method::MultiratePrcmtDp1 => "multirate-prcmt-dp1",
+            Method::MultiratePrcmtDp2 => "multirate-prcmt-dp2",
+            Method::Prcmt => "prcmt",
+            Method::Pathload => "pathload",
+            Method::ImrAvg => "imr-avg",
+            Method::ImrWavelet => "imr-wavelet",
         }
-        ("prcmt" | "prcmt+bass", _) => {
-            let mut p = prcmt_search::PrcmtSearchParams::default();
-            p.size_bytes = size.unwrap_or(p.size_bytes);
-            prcmt_search::run(channel, p, analysis, budget, progress)
+    }
+
+    /// The names, for error messages: `a, b, ... or z`.
+    pub fn names() -> String {
+        let n: Vec<&str> = Method::ALL.iter().map(|m| m.name()).collect();
+        format!("{} or {}", n[..n.len() - 1].join(", "), n[n.len() - 1])
+    }
+
+    /// Runs this method with its default parameters, probes of the
+    /// channel's own size where it has one (a real path's MTU).
+    pub fn run(
+        self,
+        channel: &mut dyn Channel,
+        analysis: &AnalysisParams,
+        budget: Budget,
+        progress: Progress,
+    ) -> Result<Report, StrategyError> {
+        let size = channel.info().probe_size_bytes;
+        let per_stream = |m: Method| match m {
+            Method::Multirate => CoreMethod::Multirate,
+            Method::MultirateSinglePass => CoreMethod::MultirateSinglePass,
+            Method::MultiratePrcmtDp1 => CoreMethod::MultiratePrcmtDp1,
+            Method::MultiratePrcmtDp2 => CoreMethod::MultiratePrcmtDp2,
+            Method::Prcmt => CoreMethod::PrcmtBass,
+            Method::Pathload => CoreMethod::Pathload,
+            Method::ImrAvg => CoreMethod::ImrAvg,
+            Method::ImrWavelet => CoreMethod::ImrWavelet,
+        };
+        match self {
+            Method::Multirate
+            | Method::MultirateSinglePass
+            | Method::MultiratePrcmtDp1
+            | Method::MultiratePrcmtDp2 => {
+                let mut p = multirate::MultirateParams {
+                    method: per_stream(self),
+                    ..Default::default()
+                };
+                p.size_bytes = size.unwrap_or(p.size_bytes);
+                multirate::run(channel, p, analysis, budget, progress)
+            }
+            Method::Prcmt => {
+                let mut p = prcmt_search::PrcmtSearchParams::default();
+                p.size_bytes = size.unwrap_or(p.size_bytes);
+                prcmt_search::run(channel, p, analysis, budget, progress)
+            }
+            Method::Pathload | Method::ImrAvg | Method::ImrWavelet => {
+                let mut p = pathload_search::PathloadSearchParams {
+                    method: per_stream(self),
+                    ..Default::default()
+                };
+                p.size_bytes = size.unwrap_or(p.size_bytes);
+                pathload_search::run(channel, p, analysis, budget, progress)
+            }
         }
-        (_, Some(m @ (Method::Pathload | Method::ImrAvg | Method::ImrWavelet))) => {
-            let mut p = pathload_search::PathloadSearchParams {
-                method: m,
-                ..Default::default()
-            };
-            p.size_bytes = size.unwrap_or(p.size_bytes);
-            pathload_search::run(channel, p, analysis, budget, progress)
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name no method answers to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}: choose {names}", names = Method::names())]
+pub struct UnknownMethod(pub String);
+
+impl FromStr for Method {
+    type Err = UnknownMethod;
+    /// The names of [`Method::name`]; `prcmt+bass` is another name of
+    /// `prcmt` (the search always smooths with BASS).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "prcmt+bass" {
+            return Ok(Method::Prcmt);
         }
-        _ => return None,
-    })
+        Method::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| UnknownMethod(s.to_string()))
+    }
+}
+
+/// Why a strategy stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The estimates' confidence interval became narrow enough.
+    Stable,
+    /// The search's bracket closed.
+    Converged,
+    /// Streams, bytes or path time ran out.
+    Budget,
+    /// The path was faster than the top rate the sender can probe.
+    Ceiling,
+    /// No stream could be used (all lost or too short).
+    NoUsableStream,
+    /// The first train, which sets the search's range, could not be used.
+    NoUsableAdrTrain,
+}
+
+impl Stop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stop::Stable => "stable",
+            Stop::Converged => "converged",
+            Stop::Budget => "budget",
+            Stop::Ceiling => "ceiling",
+            Stop::NoUsableStream => "no usable stream",
+            Stop::NoUsableAdrTrain => "no usable ADR train",
+        }
+    }
+}
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Limits of one measurement.
@@ -101,7 +218,7 @@ pub struct Report {
     /// Mean of the simulator's per-stream truths (simulated targets only).
     pub truth_bps: Option<f64>,
     /// Why the strategy stopped.
-    pub stop: &'static str,
+    pub stop: Stop,
 }
 
 /// Progress as a share of the budget or of the convergence (0..1).
@@ -194,7 +311,7 @@ impl<'a> Session<'a> {
         bound: Bound,
         low: f64,
         high: f64,
-        stop: &'static str,
+        stop: Stop,
     ) -> Report {
         Report {
             method,

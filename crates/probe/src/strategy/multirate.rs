@@ -14,7 +14,7 @@
 //! stop reason `budget`, or the bound the last stream gave when no stream
 //! gave an exact estimate.
 
-use super::{median, Budget, Progress, Report, Session, StrategyError};
+use super::{median, Budget, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::{Channel, StreamRequest};
 use tightlink_core::synth::{multi_rate_schedule, rates_around};
 use tightlink_core::{analyze, AnalysisParams, Bound, Method, StreamKind};
@@ -100,7 +100,14 @@ pub fn run(
             (Bound::AtLeast, Some(e)) => {
                 at_ceiling = if e >= 0.85 * max { at_ceiling + 1 } else { 0 };
                 if at_ceiling >= 3 {
-                    return Ok(s.report(params.method.name(), e, Bound::AtLeast, e, e, "ceiling"));
+                    return Ok(s.report(
+                        params.method.name(),
+                        e,
+                        Bound::AtLeast,
+                        e,
+                        e,
+                        Stop::Ceiling,
+                    ));
                 }
                 centre = (e * (1.0 + params.range)).max(centre);
                 range = params.range;
@@ -119,23 +126,23 @@ pub fn run(
         if exact.len() >= params.min_estimates {
             let (m, lo, hi) = median_interval(&exact);
             if (hi - lo) / 2.0 <= params.stable_tolerance * m {
-                return Ok(s.report(params.method.name(), m, Bound::Exact, lo, hi, "stable"));
+                return Ok(s.report(params.method.name(), m, Bound::Exact, lo, hi, Stop::Stable));
             }
         }
     }
     if !exact.is_empty() {
         let (m, lo, hi) = median_interval(&exact);
-        return Ok(s.report(params.method.name(), m, Bound::Exact, lo, hi, "budget"));
+        return Ok(s.report(params.method.name(), m, Bound::Exact, lo, hi, Stop::Budget));
     }
     match last_bound {
-        Some((b, e)) => Ok(s.report(params.method.name(), e, b, e, e, "budget")),
+        Some((b, e)) => Ok(s.report(params.method.name(), e, b, e, e, Stop::Budget)),
         None => Ok(s.report(
             params.method.name(),
             0.0,
             Bound::None,
             0.0,
             0.0,
-            "no usable stream",
+            Stop::NoUsableStream,
         )),
     }
 }

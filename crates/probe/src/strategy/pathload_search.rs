@@ -11,7 +11,7 @@
 //! `imr-wavelet`). Fleets are 6 streams of 100 packets (Pathload: 12).
 
 use super::prcmt_search::measure_adr;
-use super::{single_rate_request, Budget, Progress, Report, Session, StrategyError};
+use super::{single_rate_request, Budget, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::Channel;
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, StreamKind};
 
@@ -57,18 +57,18 @@ pub fn run(
     let mut s = Session::start(channel, budget, progress)?;
     let name = p.method.name();
     let Some(adr) = measure_adr(&mut s, p.size_bytes, 100, analysis)? else {
-        return Ok(s.report(name, 0.0, Bound::None, 0.0, 0.0, "no usable ADR train"));
+        return Ok(s.report(name, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
     };
     let res = p.resolution * adr;
     let (mut rmin, mut rmax) = (0.0f64, adr);
     let mut grey: Option<(f64, f64)> = None;
     let mut rate = 0.5 * adr;
-    let mut stop = "converged";
+    let mut stop = Stop::Converged;
     let (mut seen_inc, mut seen_no) = (false, false);
     loop {
         let fleet_bytes = (p.fleet * p.stream_len) as u64 * p.size_bytes as u64;
         if !s.fits(fleet_bytes) {
-            stop = "budget";
+            stop = Stop::Budget;
             break;
         }
         let (mut inc, mut no) = (0, 0);

@@ -10,7 +10,7 @@
 //!    one stream per step, until the interval is under 2 % of the ADR.
 //!    The answer is the interval's middle, its ends the confidence range.
 
-use super::{single_rate_request, Budget, Progress, Report, Session, StrategyError};
+use super::{single_rate_request, Budget, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::Channel;
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, ProbeStream, StreamKind};
 
@@ -71,7 +71,7 @@ pub fn run(
 ) -> Result<Report, StrategyError> {
     let mut s = Session::start(channel, budget, progress)?;
     let Some(adr) = measure_adr(&mut s, p.size_bytes, p.adr_train, analysis)? else {
-        return Ok(s.report("prcmt", 0.0, Bound::None, 0.0, 0.0, "no usable ADR train"));
+        return Ok(s.report("prcmt", 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
     };
     // Stream length.
     let mut len = p.lengths[p.lengths.len() - 1];
@@ -95,12 +95,12 @@ pub fn run(
     // Binary search.
     let (mut lo, mut hi) = (0.0f64, adr);
     let (mut seen_above, mut seen_below) = (false, false);
-    let mut stop = "converged";
+    let mut stop = Stop::Converged;
     while hi - lo > p.resolution * adr {
         let mid = 0.5 * (lo + hi);
         let req = single_rate_request(mid, len, p.size_bytes);
         if !s.fits(req.bytes()) {
-            stop = "budget";
+            stop = Stop::Budget;
             break;
         }
         let st = s.send(&req)?;

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use tightlink_core::channel::GroundTruth;
 use tightlink_core::ProbeStream;
-use tightlink_trace::{Trace, TruthRow};
+use tightlink_trace::Trace;
 
 /// Writes `streams` as a trace at `path` (gzip when it ends in `.gz`).
 pub fn write_trace(
@@ -29,17 +29,10 @@ pub fn write_truth(
     streams: &[ProbeStream],
     truths: &[Option<GroundTruth>],
 ) -> Result<usize> {
-    let rows: Vec<TruthRow> = streams
+    let rows: Vec<(u64, GroundTruth)> = streams
         .iter()
         .zip(truths)
-        .filter_map(|(s, t)| {
-            t.map(|t| TruthRow {
-                stream_id: s.id,
-                available_bps: t.available_bps,
-                min_bps: t.min_bps,
-                max_bps: t.max_bps,
-            })
-        })
+        .filter_map(|(s, t)| t.map(|t| (s.id, t)))
         .collect();
     tightlink_trace::write_truth_path(path, &rows)
         .with_context(|| format!("writing the truth file {}", path.display()))?;

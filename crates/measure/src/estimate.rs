@@ -1,0 +1,344 @@
+//! Available bandwidth of a target: open its channel, run one closed-loop
+//! method, decide what the answer may claim (the ceiling policy), save the
+//! streams when asked, and report.
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tightlink_core::channel::{Channel, HostFindings, Recorder};
+use tightlink_core::{AnalysisParams, Bound, ProbeStream};
+use tightlink_probe::strategy::{Method, Stop};
+use tightlink_probe::Budget;
+
+use crate::report::{Cost, Event, Observed};
+use crate::save;
+use crate::target::{open_channel, RealOptions, Target};
+
+/// What to measure and how.
+#[derive(Debug, Clone)]
+pub struct EstimateOptions {
+    pub method: Method,
+    /// Most probe streams to send.
+    pub max_streams: usize,
+    /// Toward real far ends: direction, key, rate limit, backend.
+    pub real: RealOptions,
+    /// Write every stream of the run as a probe trace (gzip for `.gz`).
+    pub save_trace: Option<PathBuf>,
+    /// With `save_trace` on a simulated path: the per-stream truth.
+    pub save_truth: Option<PathBuf>,
+    /// Smoothing and decision parameters.
+    pub analysis: AnalysisParams,
+}
+
+impl Default for EstimateOptions {
+    fn default() -> Self {
+        EstimateOptions {
+            method: Method::Multirate,
+            max_streams: 60,
+            real: RealOptions::default(),
+            save_trace: None,
+            save_truth: None,
+            analysis: AnalysisParams::default(),
+        }
+    }
+}
+
+/// Why an answer was capped at the probe ceiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capped {
+    /// This host cannot pace probes any faster.
+    HostLimited,
+    /// The far end's limit or the caller's `max_rate_bps`.
+    FarEndOrMaxRate,
+}
+
+/// One available-bandwidth measurement. Serialises to the JSON object
+/// `tightlink estimate --json` prints; fields are added, never renamed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EstimateReport {
+    pub target: String,
+    pub method: Method,
+    pub available_bandwidth_bps: f64,
+    pub bound: Bound,
+    /// Confidence range; `high_bps` is infinite when no upper limit was
+    /// measured (an "at least" answer at the ceiling).
+    pub low_bps: f64,
+    pub high_bps: f64,
+    pub cost: Cost,
+    /// Simulated targets: mean of the per-stream truths.
+    pub truth_bps: Option<f64>,
+    pub stop: Stop,
+    /// The layer at which sizes and rates are counted.
+    pub rate_layer: &'static str,
+    /// Real targets: what the channel found about this host.
+    pub host: Option<HostFindings>,
+    /// Real targets: the fastest rate this run could probe at (host,
+    /// far end's limit, `max_rate_bps`).
+    pub probe_ceiling_bps: Option<f64>,
+    /// The answer was capped at the ceiling, and why.
+    pub capped: Option<Capped>,
+    /// Real targets: first probe's scheduled send to last kernel receive
+    /// stamp, Unix ns.
+    pub probe_window_unix_ns: Option<[i64; 2]>,
+}
+
+impl EstimateReport {
+    /// The host's pacing limit when it has one.
+    pub fn host_limit_bps(&self) -> Option<f64> {
+        self.host
+            .as_ref()
+            .map(|h| h.host_limit_bps)
+            .filter(|l| l.is_finite())
+    }
+
+    /// Relative error against the simulator's truth.
+    pub fn error(&self) -> Option<f64> {
+        self.truth_bps
+            .map(|t| self.available_bandwidth_bps / t - 1.0)
+    }
+}
+
+/// The layer the simulator counts: its packets' `size_bytes`.
+pub const SIM_RATE_LAYER: &str = "probe size_bytes (the simulator's packet size)";
+
+/// Measures the available bandwidth of `target`. `on_event` sees progress
+/// and every stream as it comes back; nothing is printed.
+pub fn estimate(
+    target: &Target,
+    options: &EstimateOptions,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<EstimateReport> {
+    let started = Instant::now();
+    let events = RefCell::new(on_event);
+    let mut channel = Recorder::new(Observed {
+        inner: open_channel(target, &options.real)?,
+        events: &events,
+    });
+    let info = channel.info();
+    let mut budget = Budget {
+        max_streams: options.max_streams.max(1),
+        ..Budget::default()
+    };
+    if let Some(limit) = info.byte_limit {
+        budget.max_bytes = budget.max_bytes.min(limit);
+    }
+    let report = {
+        let mut progress = |f: f64| (events.borrow_mut())(Event::Progress(f));
+        options
+            .method
+            .run(&mut channel, &options.analysis, budget, &mut progress)?
+    };
+    channel.close().context("closing the session")?;
+    let host = channel.side_report().host;
+    let wall_s = started.elapsed().as_secs_f64();
+    let ceiling = info.max_rate_bps;
+    let mut r = EstimateReport {
+        target: target.to_string(),
+        method: options.method,
+        available_bandwidth_bps: report.available_bandwidth_bps,
+        bound: report.bound,
+        low_bps: report.low_bps,
+        high_bps: report.high_bps,
+        cost: Cost {
+            probe_bytes: report.probe_bytes,
+            probe_packets: report.probe_packets,
+            streams: report.streams,
+            duration_s: report.duration_s,
+            wall_s,
+        },
+        truth_bps: report.truth_bps,
+        stop: report.stop,
+        rate_layer: host.as_ref().map_or(SIM_RATE_LAYER, |h| h.rate_layer),
+        probe_ceiling_bps: host.as_ref().map(|_| ceiling),
+        probe_window_unix_ns: host.as_ref().and_then(|_| probe_window(&channel.streams)),
+        host,
+        capped: None,
+    };
+    if r.host.is_some() {
+        apply_ceiling(&mut r, ceiling);
+    }
+    if let Some(path) = &options.save_trace {
+        let metadata = vec![
+            ("source".to_string(), "tightlink estimate".to_string()),
+            ("path".to_string(), r.target.clone()),
+            ("method".to_string(), options.method.to_string()),
+            ("max_rate_bps".to_string(), format!("{ceiling:.0}")),
+        ];
+        save::write_trace(path, metadata, &channel.streams)?;
+        if let Some(t) = &options.save_truth {
+            save::write_truth(t, &channel.streams, &channel.truths)?;
+        }
+    }
+    Ok(r)
+}
+
+/// The ceiling policy, in one place: never a number the sender did not
+/// measure. On a real path, an answer within 5 % of the fastest rate the
+/// sender could probe at (its host's pacing, the far end's limit or
+/// `max_rate_bps`), or an "at least" answer within 15 % of it, becomes
+/// "at least" that rate, with no upper limit.
+pub fn apply_ceiling(r: &mut EstimateReport, ceiling_bps: f64) {
+    let capped = r.available_bandwidth_bps >= 0.95 * ceiling_bps
+        || (r.bound == Bound::AtLeast && r.available_bandwidth_bps >= 0.85 * ceiling_bps);
+    if !capped {
+        return;
+    }
+    r.available_bandwidth_bps = r.available_bandwidth_bps.min(ceiling_bps);
+    r.bound = Bound::AtLeast;
+    r.low_bps = r.low_bps.min(r.available_bandwidth_bps);
+    r.high_bps = f64::INFINITY;
+    r.capped = Some(
+        if r.host_limit_bps().is_some_and(|l| l <= ceiling_bps * 1.001) {
+            Capped::HostLimited
+        } else {
+            Capped::FarEndOrMaxRate
+        },
+    );
+}
+
+/// First scheduled send to last receive stamp over all streams.
+fn probe_window(streams: &[ProbeStream]) -> Option<[i64; 2]> {
+    let first = streams
+        .iter()
+        .filter_map(|s| s.packets.first().map(|p| p.send_ns))
+        .min()?;
+    let last = streams
+        .iter()
+        .flat_map(|s| s.packets.iter().filter_map(|p| p.recv_ns))
+        .max()?;
+    (last > first).then_some([first, last])
+}
+
+/// The `--json` object, field for field.
+#[derive(Serialize)]
+struct Json<'a> {
+    target: &'a str,
+    method: &'static str,
+    available_bandwidth_bps: f64,
+    bound: &'static str,
+    low_bps: f64,
+    high_bps: f64,
+    probe_bytes: u64,
+    probe_packets: u64,
+    streams: usize,
+    duration_s: f64,
+    truth_bps: Option<f64>,
+    stop: &'static str,
+    rate_layer: &'static str,
+    host_limit_bps: Option<f64>,
+    host_limited: bool,
+    probe_ceiling_bps: Option<f64>,
+    sender_bottleneck_bps: Option<f64>,
+    wall_s: f64,
+    drops: std::collections::BTreeMap<&'static str, u64>,
+    warnings: Vec<String>,
+    probe_window_unix_ns: Option<[i64; 2]>,
+}
+
+impl Serialize for EstimateReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let host = self.host.as_ref();
+        Json {
+            target: &self.target,
+            method: self.method.name(),
+            available_bandwidth_bps: self.available_bandwidth_bps,
+            bound: self.bound.as_str(),
+            low_bps: self.low_bps,
+            // JSON has no infinity: no upper limit reads as the estimate.
+            high_bps: if self.high_bps.is_finite() {
+                self.high_bps
+            } else {
+                self.available_bandwidth_bps
+            },
+            probe_bytes: self.cost.probe_bytes,
+            probe_packets: self.cost.probe_packets,
+            streams: self.cost.streams,
+            duration_s: self.cost.duration_s,
+            truth_bps: self.truth_bps.filter(|t| t.is_finite()),
+            stop: self.stop.as_str(),
+            rate_layer: self.rate_layer,
+            host_limit_bps: self.host_limit_bps(),
+            host_limited: self.capped == Some(Capped::HostLimited),
+            probe_ceiling_bps: self.probe_ceiling_bps,
+            sender_bottleneck_bps: host.and_then(|h| h.own_link_bps),
+            wall_s: self.cost.wall_s,
+            drops: host
+                .map(|h| h.drops.iter().copied().collect())
+                .unwrap_or_default(),
+            warnings: host.map(|h| h.warnings.clone()).unwrap_or_default(),
+            probe_window_unix_ns: self.probe_window_unix_ns,
+        }
+        .serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(estimate: f64, bound: Bound, host_limit_bps: f64) -> EstimateReport {
+        EstimateReport {
+            target: "h".into(),
+            method: Method::Multirate,
+            available_bandwidth_bps: estimate,
+            bound,
+            low_bps: estimate * 0.9,
+            high_bps: estimate * 1.1,
+            cost: Cost::default(),
+            truth_bps: None,
+            stop: Stop::Stable,
+            rate_layer: "x",
+            host: Some(HostFindings {
+                host_limit_bps,
+                ..HostFindings::default()
+            }),
+            probe_ceiling_bps: Some(1e9),
+            capped: None,
+            probe_window_unix_ns: None,
+        }
+    }
+
+    #[test]
+    fn the_ceiling_policy_by_hand() {
+        // 940 Mbit/s exact under a 1 Gbit/s ceiling: below 95 %, kept.
+        let mut r = report(940e6, Bound::Exact, 1e9);
+        apply_ceiling(&mut r, 1e9);
+        assert_eq!((r.bound, r.capped), (Bound::Exact, None));
+        // 960 exact: within 5 %, "at least" 960 with no upper limit; the
+        // host paces up to exactly the ceiling, so it is host-limited.
+        let mut r = report(960e6, Bound::Exact, 1e9);
+        apply_ceiling(&mut r, 1e9);
+        assert_eq!(r.bound, Bound::AtLeast);
+        assert_eq!(r.available_bandwidth_bps, 960e6);
+        assert!(r.high_bps.is_infinite());
+        assert_eq!(r.capped, Some(Capped::HostLimited));
+        // 1.2 G "at least" over a 1 G ceiling set by the far end (host
+        // could do 2 G): capped at the ceiling, not host-limited.
+        let mut r = report(1.2e9, Bound::AtLeast, 2e9);
+        apply_ceiling(&mut r, 1e9);
+        assert_eq!(r.available_bandwidth_bps, 1e9);
+        assert_eq!(r.low_bps, 1e9);
+        assert_eq!(r.capped, Some(Capped::FarEndOrMaxRate));
+        // 860 M "at least": within 15 %, capped; 840 M is not.
+        let mut r = report(860e6, Bound::AtLeast, 1e9);
+        apply_ceiling(&mut r, 1e9);
+        assert!(r.capped.is_some());
+        let mut r = report(840e6, Bound::AtLeast, 1e9);
+        apply_ceiling(&mut r, 1e9);
+        assert!(r.capped.is_none());
+    }
+
+    #[test]
+    fn json_has_no_infinity() {
+        let mut r = report(960e6, Bound::Exact, 1e9);
+        apply_ceiling(&mut r, 1e9);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["high_bps"], 960e6);
+        assert_eq!(v["bound"], "at_least");
+        assert_eq!(v["host_limited"], true);
+        assert_eq!(v["host_limit_bps"], 1e9);
+    }
+}

@@ -1,0 +1,62 @@
+//! tightlink-measure: the library API under every face of tightlink.
+//!
+//! The command line, the tests and every later face (an agent, a Python
+//! package, a rate controller) call these functions; none of them prints
+//! anything or draws progress: a caller gets [`Event`]s while a
+//! measurement runs and a report at the end, which serialises to the JSON
+//! the command line prints.
+//!
+//! - [`Target`]: where to measure, parsed from the grammar users type
+//!   (`sim:...`, `HOST[:PORT]`, `twamp:HOST`, `trace:FILE`).
+//! - [`estimate()`]: available bandwidth by one closed-loop [`Method`].
+//! - [`capacity()`]: the narrow link's capacity by [`CapacityMethod`]s.
+//!
+//! Estimate on the embedded simulated path (10 Gbit/s, bursty cross
+//! traffic, receiver coalescence), next to the simulator's truth:
+//!
+//! ```
+//! use tightlink_measure::{estimate, EstimateOptions, Target};
+//!
+//! let target = Target::parse("sim:seed=1")?;
+//! let report = estimate(&target, &EstimateOptions::default(), &mut |_| {})?;
+//! let error = report.error().expect("the simulator knows the truth");
+//! assert!(error.abs() < 0.05, "{report:?}");
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! Analyse one stream built from plain arrays (send and receive times in
+//! ns; `None` for a lost packet): 100 packets of 9000 B sent 12 us apart
+//! (6 Gbit/s) that arrive 14.4 us apart (5 Gbit/s) are above the available bandwidth.
+//!
+//! ```
+//! use tightlink_measure::analysis::{analyze, AnalysisParams, Decision, Method, StreamKind};
+//! use tightlink_measure::ProbeStream;
+//!
+//! let send_ns: Vec<i64> = (0..100).map(|i| i * 12_000).collect();
+//! let recv_ns: Vec<Option<i64>> = (0..100).map(|i| Some(50_000 + i * 14_400)).collect();
+//! let stream = ProbeStream::from_times(0, 9000, &send_ns, &recv_ns);
+//! let a = analyze(&stream, StreamKind::SingleRate, Method::PrcmtBass, &AnalysisParams::default());
+//! assert_eq!(a.decision, Some(Decision::Above));
+//! ```
+
+pub mod capacity;
+pub mod estimate;
+pub mod report;
+mod save;
+pub mod target;
+
+pub use capacity::{capacity, CapacityOptions, CapacityResult};
+pub use estimate::{estimate, Capped, EstimateOptions, EstimateReport};
+pub use report::{Cost, Event};
+pub use save::{write_trace, write_truth};
+pub use target::{open_channel, RealOptions, Target};
+pub use tightlink_core::channel::HostFindings;
+pub use tightlink_core::{Bound, ProbeStream};
+pub use tightlink_net::backend::Backend;
+pub use tightlink_probe::capacity::{CapacityMethod, CapacityReport, CapacityStop};
+pub use tightlink_probe::strategy::{Method, Stop};
+
+/// Per-stream analysis of recorded or hand-made streams (the pure core).
+pub mod analysis {
+    pub use tightlink_core::{analyze, Analysis, AnalysisParams, Decision, Method, StreamKind};
+}
