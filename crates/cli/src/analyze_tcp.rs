@@ -196,9 +196,9 @@ pub fn run(a: AnalyzeTcpArgs) -> Result<()> {
             .map(|p| (p.t_s, p.be_bps, p.re_bps, p.ere_bps))
             .collect();
         let title = j.flow.clone();
-        tightlink_eval::plots::draw_tcp_flow(
+        tightlink_plot::draw_tcp_flow(
             file,
-            &tightlink_eval::plots::TcpFlowPlot {
+            &tightlink_plot::TcpFlowPlot {
                 title: &title,
                 rtt_ms: &rtt_ms,
                 rtt_before_loss_ms: &before,

@@ -341,12 +341,8 @@ fn run_lab(a: RunArgs) -> Result<()> {
                 (m.method.clone(), pts)
             })
             .collect();
-        tightlink_eval::plots::draw_estimate_vs_truth(
-            p,
-            &format!("lab {}", lab.scenario.name),
-            &series,
-        )
-        .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
+        tightlink_plot::draw_estimate_vs_truth(p, &format!("lab {}", lab.scenario.name), &series)
+            .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
     }
     if a.json {
         for m in &results {
