@@ -2,26 +2,12 @@
 //! (pathchar; host paper section 4.1), on the simulator (next to each
 //! link's truth) or on a real path with TTL-limited UDP probes.
 
-use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
-use std::time::Duration;
-
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use serde::Serialize;
 use tightlink_core::capacity::LinkCapacity;
-use tightlink_core::channel::HopChannel;
 use tightlink_core::units::{parse_bytes, parse_time_ns};
-use tightlink_net::ttl::UdpTtlChannel;
-use tightlink_probe::hops::{run_hops, HopsParams, HopsReport};
-use tightlink_sim::parse_sim_target;
-use tightlink_sim::SimHopChannel;
-
-/// The default target: a pathchar-era path where VPS resolves every link
-/// (the host paper: up to about OC-3 with 1500 B packets): 1 Gbit/s, an
-/// OC-3 with 20 % Poisson cross traffic, a T3 with 10 %, and a 100 Mbit/s
-/// last link.
-pub const DEFAULT_TARGET: &str =
-    "sim:hops=1G+155M+45M+100M,cross=none+poisson:31M+poisson:4.5M+none";
+use tightlink_measure::hops::{hops, HopsOptions, HopsResult, DEFAULT_TARGET};
+use tightlink_measure::Target;
 
 #[derive(Args)]
 pub struct HopsArgs {
@@ -66,56 +52,6 @@ pub struct HopsArgs {
     pub save_samples: Option<std::path::PathBuf>,
 }
 
-#[derive(Serialize)]
-struct JsonLink {
-    /// Router the link starts at (0: this host) and ends at (the TTL).
-    from_ttl: u8,
-    ttl: u8,
-    responder: Option<String>,
-    /// `measured`, `at_least` or `inconsistent`.
-    status: &'static str,
-    capacity_bps: Option<f64>,
-    low_bps: Option<f64>,
-    high_bps: Option<f64>,
-    at_least_bps: Option<f64>,
-    ns_per_byte: f64,
-    ns_per_byte_se: f64,
-    slope_ns_per_byte: f64,
-    head_slope_ns_per_byte: Option<f64>,
-    queued_behind_head: Option<bool>,
-    cells: usize,
-    samples: usize,
-    residual_ns: f64,
-    /// The simulator's link (its sustained rate: a shaper's when slower).
-    truth_bps: Option<f64>,
-}
-
-#[derive(Serialize)]
-struct JsonHop {
-    ttl: u8,
-    responder: Option<String>,
-    destination: bool,
-    probes: usize,
-    replies: usize,
-}
-
-#[derive(Serialize)]
-struct JsonHops<'a> {
-    target: &'a str,
-    method: &'static str,
-    /// `lone` or `behind-head`.
-    mode: &'static str,
-    channel: String,
-    sizes: &'a [u32],
-    head_packets: &'a [u32],
-    links: Vec<JsonLink>,
-    hops: Vec<JsonHop>,
-    reached_destination: bool,
-    probes: usize,
-    probe_bytes: u64,
-    duration_s: f64,
-}
-
 fn rate(v: f64) -> String {
     if !v.is_finite() {
         "inf".into()
@@ -126,7 +62,8 @@ fn rate(v: f64) -> String {
     }
 }
 
-fn parse_sizes(s: &str, mtu: u32) -> Result<Vec<u32>> {
+/// `LOW:HIGH:COUNT`, sizes with units.
+fn parse_sizes(s: &str) -> Result<(u32, u32, usize)> {
     let parts: Vec<&str> = s.split(':').collect();
     let bad = || anyhow!("--sizes {s}: expected LOW:HIGH:COUNT, like 600:1500:8");
     if parts.len() != 3 {
@@ -135,44 +72,7 @@ fn parse_sizes(s: &str, mtu: u32) -> Result<Vec<u32>> {
     let low = parse_bytes(parts[0]).map_err(|_| bad())? as u32;
     let high = parse_bytes(parts[1]).map_err(|_| bad())? as u32;
     let count: usize = parts[2].parse().map_err(|_| bad())?;
-    if low >= high || count < 2 {
-        bail!("--sizes {s}: LOW must be below HIGH and COUNT at least 2");
-    }
-    if high > mtu {
-        bail!("--sizes {s}: {high} B exceeds the first link's MTU ({mtu} B)");
-    }
-    Ok(HopsParams::even_sizes(low, high, count))
-}
-
-fn open(a: &HopsArgs, timeout_ns: i64, gap_ns: i64) -> Result<Box<dyn HopChannel>> {
-    if a.target.starts_with("sim") {
-        let spec = parse_sim_target(&a.target)?;
-        return Ok(Box::new(SimHopChannel::new(spec, gap_ns, timeout_ns)));
-    }
-    let with_port = if a.target.contains(':') {
-        a.target.clone()
-    } else {
-        format!("{}:33434", a.target)
-    };
-    let addr = with_port
-        .to_socket_addrs()
-        .with_context(|| format!("target {}: cannot resolve", a.target))?
-        .find_map(|s| match s {
-            SocketAddr::V4(v4) => Some(v4),
-            SocketAddr::V6(_) => None,
-        })
-        .ok_or_else(|| {
-            anyhow!(
-                "target {}: no IPv4 address (IPv6 is not done yet)",
-                a.target
-            )
-        })?;
-    let ch = UdpTtlChannel::open(
-        SocketAddrV4::new(*addr.ip(), addr.port()),
-        Duration::from_nanos(timeout_ns as u64),
-        Duration::from_nanos(gap_ns as u64),
-    )?;
-    Ok(Box::new(ch))
+    Ok((low, high, count))
 }
 
 fn pin_to_cpu(cpu: usize) -> Result<()> {
@@ -192,141 +92,38 @@ fn pin_to_cpu(cpu: usize) -> Result<()> {
 }
 
 pub fn run(a: HopsArgs) -> Result<()> {
-    let timeout_ns = parse_time_ns(&a.timeout).map_err(|e| anyhow!("--timeout: {e}"))?;
-    let gap_ns = parse_time_ns(&a.gap).map_err(|e| anyhow!("--gap: {e}"))?;
-    if timeout_ns <= 0 {
-        bail!("--timeout must be positive");
-    }
-    if a.first_ttl == 0 || a.first_ttl > a.max_ttl {
-        bail!("--first-ttl must be between 1 and --max-ttl");
-    }
-    if a.repeats == 0 {
-        bail!("--repeats must be at least 1");
-    }
+    let options = HopsOptions {
+        sizes: a.sizes.as_deref().map(parse_sizes).transpose()?,
+        repeats: a.repeats,
+        first_ttl: a.first_ttl,
+        max_ttl: a.max_ttl,
+        timeout_ns: parse_time_ns(&a.timeout).map_err(|e| anyhow!("--timeout: {e}"))?,
+        gap_ns: parse_time_ns(&a.gap).map_err(|e| anyhow!("--gap: {e}"))?,
+        seed: a.seed,
+        behind: a.behind,
+        save_samples: a.save_samples.clone(),
+    };
+    let target = Target::parse(&a.target)?;
     if let Some(cpu) = a.cpu {
         pin_to_cpu(cpu)?;
     }
-    let mut ch = open(&a, timeout_ns, gap_ns)?;
-    let mtu = ch.mtu_bytes();
-    let mut params = HopsParams::for_mtu(mtu);
-    if let Some(s) = &a.sizes {
-        params.sizes = parse_sizes(s, mtu)?;
-    }
-    params.repeats = a.repeats;
-    params.first_ttl = a.first_ttl;
-    params.max_ttl = a.max_ttl;
-    params.seed = a.seed;
-    if let Some(n) = a.behind {
-        if n == 0 {
-            bail!("--behind must be at least 1 packet");
-        }
-        params.head_packets = vec![n, n + n.div_ceil(2)];
-    }
-    let report = run_hops(&mut *ch, &params, |ttl, done, total| {
+    let result = hops(&target, &options, &mut |ttl, done, total| {
         if !a.json && done == total {
             eprintln!("ttl {ttl}: {total} probes sent");
         }
     })?;
-    if let Some(path) = &a.save_samples {
-        let mut out = String::from("ttl,size_bytes,head_bytes,rtt_ns\n");
-        for s in &report.samples {
-            out.push_str(&format!(
-                "{},{},{},{:.0}\n",
-                s.ttl, s.size_bytes, s.head_bytes, s.rtt_ns
-            ));
-        }
-        std::fs::write(path, out).with_context(|| format!("--save-samples {}", path.display()))?;
-    }
-    print(&a, &*ch, &params, &report)
-}
-
-fn print(a: &HopsArgs, ch: &dyn HopChannel, params: &HopsParams, r: &HopsReport) -> Result<()> {
-    let truth_of = |ttl: u8, from: u8| -> Option<f64> {
-        let t = r.truth_bps.as_ref()?;
-        // A link spanning silent hops is their series.
-        let span = t.get(from as usize..(ttl as usize).min(t.len()))?;
-        (!span.is_empty()).then(|| 1.0 / span.iter().map(|c| 1.0 / c).sum::<f64>())
-    };
-    let responder = |ttl: u8| {
-        r.hops
-            .iter()
-            .find(|h| h.ttl == ttl)
-            .and_then(|h| h.responder.clone())
-    };
     if a.json {
-        let links = r
-            .links
-            .iter()
-            .map(|l| {
-                let (status, cap, low, high, at_least) = match l.capacity {
-                    LinkCapacity::Measured {
-                        capacity_bps,
-                        low_bps,
-                        high_bps,
-                    } => (
-                        "measured",
-                        Some(capacity_bps),
-                        Some(low_bps),
-                        high_bps.is_finite().then_some(high_bps),
-                        None,
-                    ),
-                    LinkCapacity::AtLeast { bps } => ("at_least", None, None, None, Some(bps)),
-                    LinkCapacity::Inconsistent { .. } => ("inconsistent", None, None, None, None),
-                };
-                JsonLink {
-                    from_ttl: l.from_ttl,
-                    ttl: l.ttl,
-                    responder: responder(l.ttl),
-                    status,
-                    capacity_bps: cap,
-                    low_bps: low,
-                    high_bps: high,
-                    at_least_bps: at_least,
-                    ns_per_byte: l.ns_per_byte,
-                    ns_per_byte_se: l.se,
-                    slope_ns_per_byte: l.fit.slope_ns_per_byte,
-                    head_slope_ns_per_byte: l.fit.head_slope_ns_per_byte,
-                    queued_behind_head: l.queued_behind_head,
-                    cells: l.fit.cells,
-                    samples: l.fit.samples,
-                    residual_ns: l.fit.residual_ns,
-                    truth_bps: truth_of(l.ttl, l.from_ttl),
-                }
-            })
-            .collect();
-        let j = JsonHops {
-            target: &a.target,
-            method: "vps",
-            mode: if params.head_packets.is_empty() {
-                "lone"
-            } else {
-                "behind-head"
-            },
-            channel: ch.describe(),
-            sizes: &params.sizes,
-            head_packets: &params.head_packets,
-            links,
-            hops: r
-                .hops
-                .iter()
-                .map(|h| JsonHop {
-                    ttl: h.ttl,
-                    responder: h.responder.clone(),
-                    destination: h.destination,
-                    probes: h.probes,
-                    replies: h.replies,
-                })
-                .collect(),
-            reached_destination: r.reached_destination,
-            probes: r.probes,
-            probe_bytes: r.probe_bytes,
-            duration_s: r.duration_s,
-        };
-        println!("{}", serde_json::to_string(&j)?);
+        println!("{}", serde_json::to_string(&result)?);
         return Ok(());
     }
-    println!("target   {}", a.target);
-    println!("channel  {}", ch.describe());
+    render(&result)
+}
+
+/// The human table.
+fn render(res: &HopsResult) -> Result<()> {
+    let (r, params) = (&res.report, &res.params);
+    println!("target   {}", res.target);
+    println!("channel  {}", res.channel);
     println!(
         "probes   {} sizes {}-{} B x {}{}",
         params.sizes.len(),
@@ -338,8 +135,7 @@ fn print(a: &HopsArgs, ch: &dyn HopChannel, params: &HopsParams, r: &HopsReport)
         } else {
             format!(
                 ", behind heads of {:?} x {} B",
-                params.head_packets,
-                ch.mtu_bytes()
+                params.head_packets, res.mtu_bytes
             )
         }
     );
@@ -395,7 +191,7 @@ fn print(a: &HopsArgs, ch: &dyn HopChannel, params: &HopsParams, r: &HopsReport)
             }
         };
         let truth = link
-            .and_then(|l| truth_of(l.ttl, l.from_ttl))
+            .and_then(|l| res.truth_bps(l))
             .map_or(String::new(), rate);
         println!(
             "{:>4} {:<16} {:>9}  {:>9} {:>7}  {:<5}  {:<44} {:>14}",

@@ -41,6 +41,7 @@
 
 pub mod capacity;
 pub mod estimate;
+pub mod hops;
 pub mod report;
 mod save;
 pub mod target;
