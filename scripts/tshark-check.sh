@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Documented check (issue 6): probe packets are TWAMP-light test packets
+# Documented check: probe packets are TWAMP-light test packets
 # that Wireshark decodes, and `tightlink reflector`'s replies are TWAMP
 # reflector packets it decodes too. Root (or capture rights) and tshark
 # (Debian: apt-get install tshark) needed. Exits non-zero if nothing

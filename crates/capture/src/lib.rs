@@ -1,5 +1,5 @@
 //! tightlink-capture: TCP flows from packet captures, for the passive
-//! estimators of `tightlink_core::tcp` (TCPW-BBE paper, sections 3-4).
+//! estimators of `tightlink_core::tcp` (\[TCPW\], sections 3-4).
 //!
 //! Reads pcap (micro- or nanosecond) and pcapng (any `if_tsresol`) with
 //! the `pcap-file` crate; link types Ethernet (with 802.1Q tags), Linux

@@ -1,5 +1,5 @@
 //! Live capture of one interface into a pcap file, for `tightlink capture`
-//! where tcpdump is not installed (TCPW-BBE paper section 4: the passive
+//! where tcpdump is not installed (\[TCPW\] section 4: the passive
 //! estimators read a capture taken at the sender). An AF_PACKET socket
 //! sees both directions of every frame the interface carries, outgoing
 //! ones after its qdisc; kernel software receive stamps (SO_TIMESTAMPNS)

@@ -1,4 +1,4 @@
-//! `tightlink eval`: the BASS paper's evaluation on the simulator (tables
+//! `tightlink eval`: \[BASS\]'s evaluation on the simulator (tables
 //! on stdout, PNGs with --plots). The work is in tightlink-eval.
 
 use std::io::{IsTerminal, Write};

@@ -1,5 +1,5 @@
 //! `tightlink hops [TARGET]`: each link's capacity by variable packet size
-//! (pathchar; host paper section 4.1), on the simulator (next to each
+//! (pathchar; \[HOST\] section 4.1), on the simulator (next to each
 //! link's truth) or on a real path with TTL-limited UDP probes.
 
 use anyhow::{anyhow, bail, Result};

@@ -1,5 +1,5 @@
 //! `tightlink eval --quick --plots`: tables on stdout, PNGs drawn with the
-//! shipped font, and the issue's headline figure holds.
+//! shipped font, and the headline figure holds.
 
 use std::process::Command;
 
@@ -25,7 +25,7 @@ fn quick_eval_prints_tables_and_draws_plots() {
     ] {
         assert!(out.contains(heading), "missing {heading}:\n{out}");
     }
-    // prcmt+bass at 64 packets, bursty + 125 us: the issue asks <= 10 %.
+    // prcmt+bass at 64 packets, bursty + 125 us: the target is <= 10 %.
     let table = out.split("### bursty, 125 us coalescence").nth(1).unwrap();
     let row = table
         .lines()

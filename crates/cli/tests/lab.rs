@@ -63,7 +63,7 @@ impl Drop for Down {
     }
 }
 
-/// The issue's truth checks. No cross traffic: the tbf, saturated, sends
+/// The lab's truth checks. No cross traffic: the tbf, saturated, sends
 /// its configured rate within 1 % (so "truth = tbf rate" is a fact of the
 /// path, not an assumption). CBR cross traffic at X: the truth from the
 /// counters is rate - X within 2 %. Measured here: -0.0 to -0.5 % and
@@ -232,13 +232,13 @@ fn bad_scenarios_and_names_are_refused_with_reasons() {
     assert!(err.contains("nope"), "{err}");
 }
 
-/// Capacity on real packets (issue 5): the shipped `shaper500` lab, a
+/// Capacity on real packets: the shipped `shaper500` lab, a
 /// 500 Mbit/s tbf with a 3000-byte bucket. Lone pairs pass on the bucket;
 /// both methods must find the shaper in their trains and answer within
 /// 5 % of 500 Mbit/s. Measured here (`sudo scripts/capacity-lab.sh 20`):
 /// median error 0.2 %, worst 0.7 % (Pathrate) and 1.0 % (CapProbe), the
 /// shaper found in 20 of 20; on a busy machine earlier the same day
-/// CapProbe's worst was 2.7 %. The bound is the issue's.
+/// CapProbe's worst was 2.7 %. The bound is our target.
 #[test]
 fn capacity_of_a_500m_shaper_within_5_percent() {
     if !may_run() {
@@ -322,7 +322,7 @@ fn capacity_of_a_500m_shaper_within_5_percent() {
     }
 }
 
-/// Issue 5's passive targets on real CUBIC transfers, captured at the
+/// The passive estimators' targets on real CUBIC transfers, captured at the
 /// sender by `tightlink capture`. quiet (200 Mbit/s tbf, 100 KB queue, no
 /// filter; every loss is an overflow): capacity within 10 %, buffer within
 /// 25 %, most overflows called congestion. tcp-random-loss (0.05 % random
@@ -383,7 +383,7 @@ fn passive_estimators_on_cubic_transfers() {
     }
 }
 
-/// Issue 5's per-hop target: chain3 (tbf 600, 400 then 200 Mbit/s on
+/// The per-hop target: chain3 (tbf 600, 400 then 200 Mbit/s on
 /// routers 1-3), `tightlink hops --behind 16` from the sender: links 2-4
 /// each within 10 % of their tbf. The median of three runs per link: on a
 /// busy 2-CPU machine the sender's head sometimes leaves slower than

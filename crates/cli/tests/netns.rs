@@ -6,7 +6,7 @@
 //!
 //! Addresses are 10.201.x.0/24 inside namespaces these tests create and
 //! remove (also when a test fails: the guard's Drop). Routers' receive
-//! work is steered to the other CPU with RPS (PLATFORM.md: without it the
+//! work is steered to the other CPU with RPS (measured: without it the
 //! forwarding path runs inside the sender's `send` and a paced sender
 //! asking 300 Mbit/s got 210).
 
@@ -216,7 +216,7 @@ fn rel(est: f64, truth: f64) -> f64 {
     est / truth - 1.0
 }
 
-/// The path: 200 Mbit/s tbf with a small burst on the router's
+/// The reference path: 200 Mbit/s tbf with a small burst on the router's
 /// egress, no cross traffic. Every strategy that answers a number must be
 /// within 10 % of 200 Mbit/s (tbf counts the frame without FCS, the layer
 /// tightlink reports), and the byte budget stays small.

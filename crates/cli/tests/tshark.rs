@@ -1,4 +1,4 @@
-//! Wireshark decodes what tightlink puts on the wire (issue 6): probes
+//! Wireshark decodes what tightlink puts on the wire: probes
 //! as TWAMP-Test sender packets, `tightlink reflector`'s replies as
 //! TWAMP-Test reflector packets. Runs `scripts/tshark-check.sh` (a loopback
 //! capture with tshark, then its decode). Needs root and tshark; elsewhere

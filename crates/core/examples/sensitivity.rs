@@ -2,7 +2,7 @@
 //! depends on BASS's SPIKE_UP / SPIKE_DOWN.
 //!
 //! Path: 10 Gbit/s; cross traffic from 10 ON/OFF sources of 1 Gbit/s each,
-//! ON 25 % of the time (2.5 Gbit/s on average, like the BASS paper's ten
+//! ON 25 % of the time (2.5 Gbit/s on average, like \[BASS\]'s ten
 //! 1 Gbit/s hosts); 125 us receiver interrupt coalescence at a random phase;
 //! 9000-byte probes. Truth: capacity minus the cross-traffic bits sent
 //! during the stream's span, over the span. `--bursts` swaps the ON/OFF
@@ -11,7 +11,7 @@
 //!
 //! Run: `cargo run --release -p tightlink-core --example sensitivity [-- --bursts]`
 //!
-//! This is not the packet-level evaluation (`tightlink eval`, next issue):
+//! This is not the packet-level evaluation (`tightlink eval`):
 //! the hop is a fluid FIFO and nothing is lost.
 
 use tightlink_core::decision::multirate::Consistency;

@@ -88,7 +88,7 @@ impl Method {
         }
     }
 
-    /// The best method for a kind (BASS paper: PRC-MT + BASS for single
+    /// The best method for a kind (\[BASS\]: PRC-MT + BASS for single
     /// rates, multi-pass smoothing for multi-rate streams).
     pub fn default_for(kind: StreamKind) -> Method {
         match kind {

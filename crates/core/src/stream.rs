@@ -1,5 +1,5 @@
 //! The probe-stream model: packets with a size, a send time on the sender's
-//! clock and an optional receive time on the receiver's clock (BASS paper,
+//! clock and an optional receive time on the receiver's clock (\[BASS\],
 //! section II: probing rate `r_i = p_i / g_i`).
 //!
 //! The two clocks have an unknown offset and a small drift, so only

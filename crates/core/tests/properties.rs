@@ -235,7 +235,7 @@ proptest! {
     /// trend: a self-congested stream reads "above" with or without drift.
     /// (On flat or coalesced delays PCT and PDT sit near their thresholds
     /// and any perturbation, drift included, can flip them: the failure the
-    /// BASS paper measures in Fig. 6.)
+    /// \[BASS\] measures in Fig. 6.)
     #[test]
     fn small_drift_keeps_a_real_trend(drift in -50.0f64..50.0, cross in 1.0e9f64..4.0e9) {
         let base = SynthPath::ten_gig(cross);

@@ -1,4 +1,4 @@
-//! The experiments of the BASS paper's evaluation (sections V-VI), run on
+//! The experiments of \[BASS\]'s evaluation (sections V-VI), run on
 //! the packet-level simulator: single-rate decision error vs stream length
 //! (Fig. 6, 8, 11), multi-rate error distributions (Fig. 14, 15), the
 //! Range / packets-per-rate sensitivity (Fig. 16), and the closed-loop

@@ -1,4 +1,4 @@
-//! tightlink-eval: the BASS paper's evaluation reproduced on the simulator
+//! tightlink-eval: \[BASS\]'s evaluation reproduced on the simulator
 //! (`tightlink eval`). [`experiments`] runs the cells in parallel,
 //! [`run`] collects them, [`markdown`] prints the tables, [`plots`] draws
 //! PNGs with a font shipped in this crate (no system fonts needed).

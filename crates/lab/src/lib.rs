@@ -1,4 +1,4 @@
-//! tightlink-lab: a real testbed in network namespaces (issue 4). The
+//! tightlink-lab: a real testbed in network namespaces. The
 //! simulator proves the algorithms; the lab proves the tool on real
 //! sockets, real kernel queues and timestamps, against a ground truth
 //! taken from kernel counters, not from the tool.

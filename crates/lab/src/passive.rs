@@ -1,4 +1,4 @@
-//! `lab tcp`: the passive estimators (TCPW-BBE paper, sections 3-4) on a
+//! `lab tcp`: the passive estimators (\[TCPW\], sections 3-4) on a
 //! real bulk TCP transfer through a lab, against the lab's truth. The
 //! sender's interface is captured (what `analyze-tcp` reads); the truth is
 //! the configured bottleneck (its tbf rate and queue limit) and, per loss
@@ -28,7 +28,7 @@ use crate::topology::{Lab, LabError, RCV_IP};
 #[derive(Debug, Clone)]
 pub struct TcpLabOptions {
     pub duration: Duration,
-    /// TCP_CONGESTION of the transfer (the issue's: cubic).
+    /// TCP_CONGESTION of the transfer (cubic by default).
     pub congestion: String,
     /// Keep the captures here (else a temporary directory, removed).
     pub keep_captures: Option<PathBuf>,

@@ -267,7 +267,7 @@ impl Scenario {
             let zero = d.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0";
             if !zero {
                 return Err(fail(format!(
-                    "path.delay = \"{d}\": this kernel has no netem (PLATFORM.md: modules cannot be loaded) and tightlink has no delay line yet; remove the key"
+                    "path.delay = \"{d}\": this kernel has no netem (no sch_netem, and modules cannot be loaded) and tightlink has no delay line yet; remove the key"
                 )));
             }
         }
@@ -324,7 +324,7 @@ mod tests {
             let s = Scenario::load(name).unwrap_or_else(|e| panic!("{e}"));
             assert!(!s.description.is_empty(), "{name} has no description");
             // Inside the range this VM shapes precisely (BENCHMARKS.md);
-            // shaper500 is issue 5's 500 Mbit/s capacity lab (its trains
+            // shaper500 is the 500 Mbit/s capacity lab (its trains
             // read 499-501 Mbit/s: README, Capacity). tcp-random-loss's
             // 1 Gbit/s hop only forwards a 200 Mbit/s flow: its rate is
             // never reached, so its precision does not matter. chain3's

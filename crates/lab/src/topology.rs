@@ -11,7 +11,7 @@
 //! them (created there with `ip -n`), so deleting the namespaces removes
 //! everything a lab made, also after a crash. Shaped hop k is the egress
 //! of router k toward the next node. Routers' ingress receive work is
-//! steered to CPU 1 with RPS (PLATFORM.md: otherwise forwarding runs
+//! steered to CPU 1 with RPS (measured: otherwise forwarding runs
 //! inside the sender's `send` and a paced 300 Mbit/s sender got 210).
 
 use std::process::Command;

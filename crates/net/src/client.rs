@@ -1,5 +1,5 @@
 //! The UDP channel: probing strategies talk to a `tightlink server`
-//! through it (issue 6, parts 3 and 5). Forward mode sends paced probes
+//! through it. Forward mode sends paced probes
 //! and gets the server's kernel receive stamps back over the control
 //! connection; reverse mode has the server send the schedule and stamps
 //! arrivals here.

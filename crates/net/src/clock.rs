@@ -1,7 +1,8 @@
 //! Clocks. Pacing waits on CLOCK_MONOTONIC (never steps); send and receive
 //! times are CLOCK_REALTIME, the clock the kernel's software receive
 //! timestamps (SO_TIMESTAMPNS) are taken on, so both ends of a loopback
-//! stream share one clock. About 22 ns per read here (vDSO, PLATFORM.md).
+//! stream share one clock. About 22 ns per read on the
+//! machines we measured (vDSO).
 
 fn read(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {

@@ -3,7 +3,7 @@
 //! what a measuring host can send and stamp.) Measures the clock, how
 //! precisely this host paces trains per packet size and rate, what a
 //! receiver sees of a paced train (batching, receive-rate error), for
-//! every backend side by side (the cloud paper's Tables 1-2: sending
+//! every backend side by side (\[CLOUD\]'s Tables 1-2: sending
 //! backends against the server's kernel stamps, receiving backends
 //! against its transmit stamps), merging offloads and CPU frequency
 //! scaling; then the verdict.
@@ -21,7 +21,7 @@ use crate::udp::{Departures, ProbeSocket};
 use crate::{clock, host, loopback, packets};
 
 /// Gap precision asked of a usable rate: this share of sends within 1 us
-/// of schedule (PLATFORM.md measured ~95 % at 12 us gaps here).
+/// of schedule (a UDP socket on the machines we measured: ~95 % at 12 us gaps).
 pub const PRECISE_SHARE: f64 = 0.90;
 
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ pub struct PacingRow {
 }
 
 /// One sending backend at one rate, against a receiver's kernel stamps
-/// (the cloud paper's Table 1: estimated and actual send rates).
+/// (\[CLOUD\]'s Table 1: estimated and actual send rates).
 #[derive(Debug, Clone)]
 pub struct SendRow {
     pub backend: Backend,
@@ -53,7 +53,7 @@ pub struct SendRow {
     pub lost: usize,
 }
 
-/// One receiving backend at one rate (the cloud paper's Table 2):
+/// One receiving backend at one rate (\[CLOUD\]'s Table 2):
 /// the server paces with UDP, this host stamps.
 #[derive(Debug, Clone)]
 pub struct ReceiveRow {

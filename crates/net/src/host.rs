@@ -1,4 +1,4 @@
-//! The measuring host's own limits (host paper sections 3, 5-7: a tool
+//! The measuring host's own limits (\[HOST\] sections 3, 5-7: a tool
 //! must tell when the host, not the path, is the bottleneck): what a
 //! `send` costs, how precisely it paces trains, how its receiver batches,
 //! which offloads merge packets, and CPU frequency scaling. `doctor` runs
@@ -17,7 +17,7 @@ use crate::udp::{ProbeSocket, UdpTx};
 /// Median cost of handing one datagram of `payload` bytes to the kernel
 /// through `backend`, back to back, to a sink on loopback (ns). On veth
 /// and loopback the receive path runs inside the sender's `send`
-/// (PLATFORM.md), so this is close to the real cost.
+/// (netif_rx in the sender's xmit), so this is close to the real cost.
 pub fn send_cost_ns(backend: Backend, payload: u32, sends: usize) -> std::io::Result<f64> {
     let sink = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))?;
     let to = sink.local_addr()?;

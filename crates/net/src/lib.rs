@@ -1,5 +1,5 @@
-//! tightlink-net: probe packets on real sockets (issue 6; host paper
-//! sections 3, 5-7 and the cloud paper's "nativeUDP" row).
+//! tightlink-net: probe packets on real sockets (\[HOST\]
+//! sections 3, 5-7 and \[CLOUD\]'s "nativeUDP" row).
 //!
 //! - [`clock`]: the clocks we pace with and stamp with.
 //! - [`udp`]: the probe socket: kernel software receive and transmit

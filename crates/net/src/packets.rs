@@ -1,4 +1,4 @@
-//! Builds a train's probe packets in advance (the cloud paper's habit:
+//! Builds a train's probe packets in advance (\[CLOUD\]'s habit:
 //! fill every field before the train, so the paced loop only sends).
 
 use tightlink_wire::twamp::{ProbeRepr, SenderPacket};

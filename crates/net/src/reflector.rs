@@ -1,5 +1,5 @@
 //! `tightlink reflector`: a TWAMP-light Session-Reflector (RFC 5357
-//! section 4.2.1, unauthenticated mode; the cloud paper's TWAMP framing).
+//! section 4.2.1, unauthenticated mode; \[CLOUD\]'s TWAMP framing).
 //! Any TWAMP-light sender, tightlink's own `twamp:` channel among them,
 //! can use this host as its far end without a control session.
 //!

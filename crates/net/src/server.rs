@@ -1,4 +1,4 @@
-//! `tightlink server`: the far end of real measurements (issue 6, part 2).
+//! `tightlink server`: the far end of real measurements.
 //! A TCP control connection per session ([`tightlink_wire::control`]),
 //! and a UDP socket of its own per session that timestamps the client's
 //! probes (forward) or sends probes to the client (reverse).

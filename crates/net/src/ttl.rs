@@ -1,5 +1,5 @@
 //! TTL-limited UDP probes and their ICMP errors, for per-hop capacity
-//! (pathchar's variable packet size, host paper section 4.1): the
+//! (pathchar's variable packet size, \[HOST\] section 4.1): the
 //! [`HopChannel`] on real packets.
 //!
 //! No raw socket and no CAP_NET_RAW: an ordinary UDP socket with

@@ -124,7 +124,7 @@ pub fn draw_estimate_vs_truth(
     Ok(())
 }
 
-/// What `analyze-tcp --plot` draws for one flow (TCPW-BBE paper, Fig. 5
+/// What `analyze-tcp --plot` draws for one flow (\[TCPW\], Fig. 5
 /// and 6): the RTT distribution overall and right before losses, and BE,
 /// RE and ERE over time.
 pub struct TcpFlowPlot<'a> {

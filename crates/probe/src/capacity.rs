@@ -1,5 +1,5 @@
-//! Capacity probing over any [`Channel`] (TCPW-BBE paper, section 2.1;
-//! host paper, section 4.2): each method sends its own probes, so their
+//! Capacity probing over any [`Channel`] (\[TCPW\], section 2.1;
+//! \[HOST\], section 4.2): each method sends its own probes, so their
 //! cost and time to converge compare as in the paper's Fig. 2.
 //!
 //! - `pathrate`: phase I, pairs of three sizes (half, three quarters and

@@ -1,4 +1,4 @@
-//! Per-hop capacity probing (pathchar's variable packet size; host paper
+//! Per-hop capacity probing (pathchar's variable packet size; \[HOST\]
 //! section 4.1) over a [`HopChannel`]: TTL-limited probes of several sizes
 //! to each router in turn, the smallest RTT per size, and the per-link
 //! estimates of [`tightlink_core::capacity::vps`].
@@ -240,7 +240,7 @@ mod tests {
         assert_eq!(report.hops[2].responder.as_deref(), Some("receiver"));
     }
 
-    /// The host paper's limit: on a 10 Gbit/s link the 900 B size span is
+    /// \[HOST\]'s limit: on a 10 Gbit/s link the 900 B size span is
     /// 0.72 us, below the reply jitter; the answer is "at least", not a
     /// number.
     #[test]

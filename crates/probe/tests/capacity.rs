@@ -1,4 +1,4 @@
-//! Capacity methods through the simulated channel: the path (a
+//! Capacity methods through the simulated channel: the reference path (a
 //! 10 Gbit/s narrow link behind a 40 Gbit/s first hop, 30 % cross
 //! traffic), and what they say when the receiver batches.
 

@@ -41,7 +41,7 @@ fn quiet_path_with_cbr_every_strategy_within_5_percent() {
 }
 
 /// Bursty cross traffic (Pareto ON/OFF) and 125 us coalescence: the
-/// issue's target, at least 9 of 10 seeds within +-10 %.
+/// target: at least 9 of 10 seeds within +-10 %.
 #[test]
 fn bursty_path_with_coalescence_multirate_tracks_the_truth() {
     let mut errs = Vec::new();

@@ -1,4 +1,4 @@
-//! Simulator speed in packet events per second (issue 3 target: 10 million
+//! Simulator speed in packet events per second (the target: 10 million
 //! on one core): the default path (10 Gbit/s sender link, 10 Gbit/s hop
 //! with 2.5 Gbit/s of bursty web-mix cross traffic, coalescence), 5 x 64
 //! multi-rate streams with 10 ms idle time between them.

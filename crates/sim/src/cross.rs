@@ -1,5 +1,5 @@
 //! Cross-traffic models for one hop, each a time-ordered packet generator
-//! with a given mean rate (BASS paper, section III-c: bursty web traffic
+//! with a given mean rate (\[BASS\], section III-c: bursty web traffic
 //! from ten 1 Gbit/s hosts, and the same smoothed by a token bucket).
 //!
 //! - `Cbr`: fixed-size packets at fixed intervals.

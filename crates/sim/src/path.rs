@@ -9,7 +9,7 @@
 //! is generated when the next stream reaches the hop, so idle time costs
 //! only the packets it holds.
 //!
-//! Truth for a stream (issue 3): for each hop, capacity minus the cross
+//! Truth for a stream: for each hop, capacity minus the cross
 //! bits that arrived at the hop (and were accepted) while the stream's
 //! packets were arriving there, over that window; the path's available bandwidth is the smallest over the
 //! hops (the tight link), with its min and max over `truth_splits` equal
@@ -313,7 +313,7 @@ impl SimPath {
         (alive, windows)
     }
 
-    /// Sends TTL-limited packets (per-hop capacity, host paper 4.1): a
+    /// Sends TTL-limited packets (per-hop capacity, \[HOST\] 4.1): a
     /// packet with TTL k < hops crosses k hops and the router there
     /// answers with an ICMP time-exceeded; TTL >= hops reaches the
     /// receiver, which answers port-unreachable. Returns the stream's

@@ -1,4 +1,4 @@
-//! Receiver timestamping (BASS paper, section IV-A; IMR-Pathload paper,
+//! Receiver timestamping (\[BASS\], section IV-A; \[IMR\],
 //! section 3): ideal, or interrupt coalescence (the NIC raises an interrupt
 //! at most every `interval`; the driver then stamps every waiting packet,
 //! one after another at a small per-packet cost), timestamp quantisation,

@@ -1,7 +1,7 @@
 //! The `sim:` target syntax: a simulated path in one word.
 //!
 //! `sim:KEY=VALUE,KEY=VALUE,...`; every key is optional (the defaults are
-//! the BASS paper's testbed: a 10 Gbit/s sender link, then a 10 Gbit/s
+//! \[BASS\]'s testbed: a 10 Gbit/s sender link, then a 10 Gbit/s
 //! link shared with 2.5 Gbit/s of bursty cross traffic, 125 us receiver
 //! interrupt coalescence). Per-hop values are joined with `+`, one per hop.
 //!

@@ -1,5 +1,5 @@
 //! The control protocol between a tightlink client and `tightlink server`,
-//! carried over TCP (issue 6, part 2). Probe packets themselves travel over
+//! carried over TCP. Probe packets themselves travel over
 //! UDP as TWAMP-light test packets ([`crate::twamp`]); this channel opens a
 //! session, announces each stream before it is sent, and returns the
 //! per-packet timestamps in compact binary batches.

@@ -1,5 +1,5 @@
 //! Ethernet II + IPv4 + UDP headers, for the backends that send and
-//! receive whole frames (AF_PACKET and AF_XDP; cloud paper section III:
+//! receive whole frames (AF_PACKET and AF_XDP; \[CLOUD\] section III:
 //! "UDP, IP and MAC headers are calculated and filled in advance").
 //!
 //! The sender fills a 42-byte header once per train ([`Udp4Header::emit`])

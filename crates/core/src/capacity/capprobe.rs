@@ -1,4 +1,4 @@
-//! CapProbe (TCPW-BBE paper, section 2.1; Kapoor, Chen, Sanadidi, Gerla):
+//! CapProbe (\[TCPW\], section 2.1; Kapoor, Chen, Sanadidi, Gerla):
 //! a pair whose dispersion is wrong must have queued somewhere, so its
 //! delay sum (one-way delay of the first packet plus that of the second)
 //! is larger than that of a pair that crossed every link unqueued. The

@@ -1,5 +1,5 @@
-//! Narrow-link capacity from packet dispersion (TCPW-BBE paper, section
-//! 2.1: Pathrate and CapProbe; host paper, section 4.2: packet pairs and
+//! Narrow-link capacity from packet dispersion (\[TCPW\], section
+//! 2.1: Pathrate and CapProbe; \[HOST\], section 4.2: packet pairs and
 //! trains).
 //!
 //! A *pair stream* holds pairs of packets sent back to back (packets `2i`

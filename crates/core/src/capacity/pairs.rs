@@ -1,4 +1,4 @@
-//! Packet-pair samples (host paper, section 4.2, "single spacing"): the
+//! Packet-pair samples (\[HOST\], section 4.2, "single spacing"): the
 //! dispersion of two packets sent back to back, and what a pair is
 //! rejected for.
 //!

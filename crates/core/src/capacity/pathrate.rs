@@ -1,4 +1,4 @@
-//! Pathrate's capacity estimate (TCPW-BBE paper, section 2.1: "a
+//! Pathrate's capacity estimate (\[TCPW\], section 2.1: "a
 //! relatively large number of packet pair samples to reveal capacity
 //! modes, and an extra statistical Asymptotic Dispersion Rate estimate to
 //! reject wrong modes"; the method of Dovrolis, Ramanathan and Moore).

@@ -97,7 +97,7 @@ pub enum LinkCapacity {
     AtLeast { bps: f64 },
     /// The per-byte time fell from the previous hop by more than the
     /// noise: routers answering at different speeds, or a previous hop
-    /// queued differently (host paper: why pathchar gives negative
+    /// queued differently (\[HOST\]: why pathchar gives negative
     /// results).
     Inconsistent { ns_per_byte: f64 },
 }

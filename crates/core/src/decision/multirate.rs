@@ -1,4 +1,4 @@
-//! Multi-rate estimates (BASS paper, section VI): the available bandwidth
+//! Multi-rate estimates (\[BASS\], section VI): the available bandwidth
 //! from one multi-rate stream, after single- or multi-pass smoothing, and
 //! Multi-rate PRC-MT with decision policies DP1 and DP2 (section VI-D).
 //!

@@ -1,4 +1,4 @@
-//! PRC-MT's decision (BASS paper, section IV-B): a probing rate is above the
+//! PRC-MT's decision (\[BASS\], section IV-B): a probing rate is above the
 //! available bandwidth when the packet arrival rate at the receiver is lower
 //! than the probing rate.
 //!

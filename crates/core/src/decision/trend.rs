@@ -1,4 +1,4 @@
-//! Pathload's one-way-delay trend test (IMR-Pathload paper, section 3;
+//! Pathload's one-way-delay trend test (\[IMR\], section 3;
 //! Pathload 1.3.2): the pairwise comparison test (PCT) and pairwise
 //! difference test (PDT), its removal of back-to-back (coalesced) packets,
 //! and its median-based sampling.
@@ -16,7 +16,7 @@
 //! One change for 10 Gbit/s: the 7 us back-to-back limit is capped at half
 //! the stream's send gap, since at 10 Gbit/s a 9000-byte packet already takes
 //! 7.2 us on the wire and link-rate spacing must not look coalesced.
-//! PCT divides by `n - 1` as in the IMR paper's equation (1) (Pathload's code
+//! PCT divides by `n - 1` as in \[IMR\]'s equation (1) (Pathload's code
 //! divides by `n`).
 
 use super::Decision;
@@ -306,7 +306,7 @@ mod tests {
         let saw = [0.0, 5.0, 0.0, 5.0, 0.0, 5.0, 0.0];
         assert_eq!(trend_of_series(&saw, &p).decision, Decision::Below);
         // Rising saw-tooth: PCT 0.5 unclear, PDT 0.2 no trend => below, the
-        // failure mode the IMR paper shows for coalesced delays.
+        // failure mode [IMR] shows for coalesced delays.
         let rising = [0.0, 3.0, 1.0, 4.0, 2.0, 5.0, 3.0];
         assert_eq!(trend_of_series(&rising, &p).decision, Decision::Below);
         assert_eq!(combine(Trend::Increasing, Trend::NoTrend), Trend::Unclear);

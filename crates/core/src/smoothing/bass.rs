@@ -1,4 +1,4 @@
-//! Buffering-Aware Spike Smoothing, single pass (BASS paper, section V-A,
+//! Buffering-Aware Spike Smoothing, single pass (\[BASS\], section V-A,
 //! Algorithm 1 / Fig. 9).
 //!
 //! A *buffering event* is a spike in the receive gaps (a packet that waited

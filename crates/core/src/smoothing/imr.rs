@@ -1,14 +1,14 @@
-//! IMR-Pathload de-noising of one-way delays (IMR-Pathload paper, section 4;
-//! BASS paper, section IV-B): a k-packet sliding-window average, and a
+//! IMR-Pathload de-noising of one-way delays (\[IMR\], section 4;
+//! \[BASS\], section IV-B): a k-packet sliding-window average, and a
 //! 3-level Daubechies-4 discrete wavelet decomposition keeping the scale
 //! (approximation) coefficients.
 
 /// Window length for IMR window averaging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImrWindow {
-    /// A fixed number of packets (the IMR paper uses k = 10).
+    /// A fixed number of packets (\[IMR\] uses k = 10).
     Packets(usize),
-    /// One tenth of the stream (the variant the BASS paper evaluates).
+    /// One tenth of the stream (the variant \[BASS\] evaluates).
     TenthOfStream,
 }
 
@@ -46,7 +46,7 @@ pub fn window_average(values: &[f64], k: usize) -> Vec<f64> {
     out
 }
 
-/// Daubechies length-4 scale filter, from the IMR-Pathload paper:
+/// Daubechies length-4 scale filter, from \[IMR\]:
 /// h0 = (1+sqrt3)/(4 sqrt2), h1 = (3+sqrt3)/(4 sqrt2),
 /// h2 = (3-sqrt3)/(4 sqrt2), h3 = (1-sqrt3)/(4 sqrt2).
 pub fn d4_scale_filter() -> [f64; 4] {

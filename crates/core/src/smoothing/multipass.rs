@@ -1,4 +1,4 @@
-//! Multi-pass spike smoothing for multi-rate streams (BASS paper, section
+//! Multi-pass spike smoothing for multi-rate streams (\[BASS\], section
 //! VI-B, Fig. 12-13), and the sliding-window average that follows it.
 //!
 //! Pass 1 is single-pass BASS (incomplete events at both ends dropped, each

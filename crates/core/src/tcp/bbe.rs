@@ -1,4 +1,4 @@
-//! TCPW BBE's loss discrimination and buffer estimate (TCPW-BBE paper,
+//! TCPW BBE's loss discrimination and buffer estimate (\[TCPW\],
 //! sections 3.1 and 4).
 //!
 //! - RTTcong, the RTT expected when a packet is lost to congestion:

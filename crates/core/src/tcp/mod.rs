@@ -1,4 +1,4 @@
-//! Passive estimators on one TCP flow seen at its sender (TCPW-BBE paper,
+//! Passive estimators on one TCP flow seen at its sender (\[TCPW\],
 //! sections 3.1, 3.2 and 4): segments in, in capture order, with their
 //! capture times; RTT samples, loss events, Westwood's estimates and the
 //! BBE loss discrimination out. Reading captures lives elsewhere (the

@@ -1,4 +1,4 @@
-//! TCPProbe-style capacity from a TCP flow (TCPW-BBE paper, section 2.1):
+//! TCPProbe-style capacity from a TCP flow (\[TCPW\], section 2.1):
 //! data packets that left the bottleneck one behind the other and whose
 //! ACKs came back one each form a packet pair whose ACK spacing is their
 //! dispersion there. TCPProbe flips packets at the sender to get such

@@ -1,4 +1,4 @@
-//! TCP Westwood's estimates from the ACK stream (TCPW-BBE paper, section
+//! TCP Westwood's estimates from the ACK stream (\[TCPW\], section
 //! 3.2; the filter and the duplicate-ACK accounting are Westwood's, from
 //! Mascolo et al., MobiCom 2001, and Linux `tcp_westwood.c`):
 //!

@@ -1,5 +1,5 @@
-//! Send and receive backends behind the one channel (issue 6 part 6; the
-//! cloud paper's four methods, section III and Tables 1-2):
+//! Send and receive backends behind the one channel (the
+//! \[CLOUD\]'s four methods, section III and Tables 1-2):
 //!
 //! | `--backend` | sends with                      | receives with              | paper row  |
 //! |-------------|---------------------------------|----------------------------|------------|

@@ -1,4 +1,4 @@
-//! The `packet` backend: AF_PACKET sockets (cloud paper section III,
+//! The `packet` backend: AF_PACKET sockets (\[CLOUD\] section III,
 //! "LibPcap": headers built by the application, frames injected at the
 //! Ethernet layer, past the IP stack).
 //!
@@ -7,7 +7,7 @@
 //!   Frames still pass the interface's qdisc, so a shaper on the sender's
 //!   own link shapes them, and the kernel's software transmit stamp (the
 //!   error queue, as for UDP) is taken after it.
-//! - [`PacketRing`] receives through a TPACKET_V3 ring (PLATFORM.md: loses
+//! - [`PacketRing`] receives through a TPACKET_V3 ring (measured: it loses
 //!   nothing at these rates; its stamps equal SO_TIMESTAMPNS's). A
 //!   classic BPF filter keeps only IPv4 UDP to the probe port and cuts
 //!   each frame to its first 162 bytes, so the ring holds headers only.

@@ -1,5 +1,5 @@
 //! The next hop of an IPv4 destination, for backends that write their own
-//! Ethernet header (cloud paper section V: "the Ethernet header of the
+//! Ethernet header (\[CLOUD\] section V: "the Ethernet header of the
 //! receiver is not commonly known to the user application ... perhaps
 //! with some connection to the ARP functionality"). Reads the kernel's
 //! main routing table and neighbour cache from /proc/thread-self/net and

@@ -1,4 +1,4 @@
-//! The `xdp` backend: an AF_XDP socket's transmit ring (cloud paper
+//! The `xdp` backend: an AF_XDP socket's transmit ring (\[CLOUD\]
 //! section III: the kernel-bypass rows, Netmap and DPDK: frames built in
 //! pre-allocated shared memory, handed to the driver without the IP stack).
 //!

@@ -3,11 +3,11 @@
 //! its estimate is stable or its budget runs out.
 //!
 //! - [`multirate`]: repeated multi-rate streams with multi-pass smoothing,
-//!   re-centred on the last estimate (BASS paper, VI).
+//!   re-centred on the last estimate (\[BASS\], VI).
 //! - [`prcmt_search`]: PRC-MT's stream-length choice from the asymptotic
 //!   dispersion rate, then a binary search with PRC-MT + BASS (BASS IV-B, V).
 //! - [`pathload_search`]: Pathload's fleets, trend test and grey region
-//!   (IMR-Pathload paper, section 3), with Pathload's or IMR's trend test.
+//!   (\[IMR\], section 3), with Pathload's or IMR's trend test.
 
 pub mod multirate;
 pub mod pathload_search;

@@ -1,4 +1,4 @@
-//! Repeated multi-rate probing (BASS paper, section VI): each stream probes
+//! Repeated multi-rate probing (\[BASS\], section VI): each stream probes
 //! `rates` rates of `per_rate` packets spread over +-Range around a centre;
 //! after multi-pass smoothing it gives an estimate, the next stream is
 //! centred on it.

@@ -1,4 +1,4 @@
-//! Pathload's rate search (IMR-Pathload paper, section 3; Pathload 1.3.2):
+//! Pathload's rate search (\[IMR\], section 3; Pathload 1.3.2):
 //! fleets of streams at one rate, each stream's one-way-delay trend, the
 //! fleet's verdict (increasing when at least 60 % of its streams are,
 //! non-increasing likewise, grey otherwise), and a binary search that keeps

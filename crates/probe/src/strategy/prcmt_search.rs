@@ -1,4 +1,4 @@
-//! PRC-MT search (BASS paper, section IV-B; improved with BASS, section V):
+//! PRC-MT search (\[BASS\], section IV-B; improved with BASS, section V):
 //!
 //! 1. The asymptotic dispersion rate (ADR): the receive rate of a train
 //!    sent at the sender's link rate, after BASS. It is at least the
