@@ -331,14 +331,18 @@ fn capacity_of_a_500m_shaper_within_5_percent() {
 /// most overflows congestion. Measured here (BENCHMARKS.md): capacity
 /// +0.1..+0.3 %, buffer -0.9 % (quiet), -13 % and +0.2 % (random loss),
 /// overflows 20/20 and 5/5, 7/7 called congestion, random drops 82-94 %
-/// called random.
+/// called random (tcp-random-loss is judged over three transfers).
 #[test]
 fn passive_estimators_on_cubic_transfers() {
     if !may_run() {
         return;
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for (scenario, letter) in [("quiet", 't'), ("tcp-random-loss", 'u')] {
+    // tcp-random-loss is judged over three transfers: one 3 s transfer
+    // has only 10-25 random drops, and a run where a few of them land
+    // while the queue is high (RTT near RTTcong) read 5 of 12 "random"
+    // once in CI, against 82-94 % over 20 runs.
+    for (scenario, letter, repeat) in [("quiet", 't', 1), ("tcp-random-loss", 'u', 3)] {
         let lab = Down::new(scenario, letter);
         let (ok, out, err) = tightlink(&[
             "lab",
@@ -349,21 +353,32 @@ fn passive_estimators_on_cubic_transfers() {
             "--json",
             "--duration",
             "3s",
+            "--repeat",
+            &repeat.to_string(),
         ]);
         assert!(ok, "lab tcp {scenario}: {err}");
-        let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        let runs: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(runs.len(), repeat, "{out}");
         assert!(
             namespaces_of(&lab.name).is_empty(),
             "lab tcp left namespaces"
         );
-        assert_eq!(j["congestion"], "cubic");
-        assert_eq!(j["rate_bps"], 200e6);
-        let cap = j["capacity_error"].as_f64().expect("a capacity");
-        assert!(cap.abs() < 0.10, "{scenario}: capacity off by {cap}: {j}");
-        let t = &j["truth"];
-        let n = |k: &str| t[k].as_u64().unwrap();
+        let mut caps = Vec::new();
+        for j in &runs {
+            assert_eq!(j["congestion"], "cubic");
+            assert_eq!(j["rate_bps"], 200e6);
+            caps.push(j["capacity_error"].as_f64().expect("a capacity"));
+        }
+        caps.sort_by(f64::total_cmp);
+        let cap = caps[caps.len() / 2];
+        assert!(cap.abs() < 0.10, "{scenario}: capacity off by {cap}: {out}");
+        let n = |k: &str| -> u64 { runs.iter().map(|j| j["truth"][k].as_u64().unwrap()).sum() };
         let overflow = n("overflow_as_congestion") + n("overflow_as_random");
         let random = n("random_as_random") + n("random_as_congestion");
+        let j = &runs[0];
         if scenario == "quiet" {
             let buf = j["buffer_error"].as_f64().expect("a buffer estimate");
             assert!(buf.abs() < 0.25, "buffer off by {buf}: {j}");
@@ -374,10 +389,10 @@ fn passive_estimators_on_cubic_transfers() {
             );
             assert!(n("overflow_as_congestion") * 10 >= overflow * 8, "{j}");
         } else {
-            assert!(random >= 5, "0.05 % of ~50 000 segments: {j}");
-            assert!(n("random_as_random") * 2 > random, "{j}");
-            if overflow >= 3 {
-                assert!(n("overflow_as_congestion") * 2 > overflow, "{j}");
+            assert!(random >= 15, "0.05 % of ~150 000 segments: {out}");
+            assert!(n("random_as_random") * 2 > random, "{out}");
+            if overflow >= 5 {
+                assert!(n("overflow_as_congestion") * 2 > overflow, "{out}");
             }
         }
     }
