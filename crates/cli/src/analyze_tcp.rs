@@ -106,12 +106,8 @@ struct JsonReport<'a> {
     series: Vec<JsonPoint>,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
+fn median(v: Vec<f64>) -> Option<f64> {
+    tightlink_core::stats::median(&v)
 }
 
 fn rate(v: f64) -> String {

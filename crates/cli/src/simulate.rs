@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use tightlink_core::channel::{Channel, Recorder, StreamRequest};
-use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_schedule};
+use tightlink_core::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
 use tightlink_core::units::parse_rate;
 use tightlink_sim::SimChannel;
 

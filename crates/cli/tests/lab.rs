@@ -304,10 +304,9 @@ fn capacity_of_a_500m_shaper_within_5_percent() {
     }
     // Median over the runs that gave the figure; at least 2 of 3 must.
     let median = |ms: &[serde_json::Value], key: &str| {
-        let mut v: Vec<f64> = ms.iter().filter_map(|m| m[key].as_f64()).collect();
+        let v: Vec<f64> = ms.iter().filter_map(|m| m[key].as_f64()).collect();
         assert!(v.len() >= 2, "{key} in {} of 3 runs: {ms:?}", v.len());
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        tightlink_core::stats::median(&v).unwrap()
     };
     for (name, ms) in &per_method {
         let exact = ms.iter().filter(|m| m["bound"] == "exact").count();
@@ -372,8 +371,7 @@ fn passive_estimators_on_cubic_transfers() {
             assert_eq!(j["rate_bps"], 200e6);
             caps.push(j["capacity_error"].as_f64().expect("a capacity"));
         }
-        caps.sort_by(f64::total_cmp);
-        let cap = caps[caps.len() / 2];
+        let cap = tightlink_core::stats::median(&caps).unwrap();
         assert!(cap.abs() < 0.10, "{scenario}: capacity off by {cap}: {out}");
         let n = |k: &str| -> u64 { runs.iter().map(|j| j["truth"][k].as_u64().unwrap()).sum() };
         let overflow = n("overflow_as_congestion") + n("overflow_as_random");

@@ -5,7 +5,8 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use std::hint::black_box;
-use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_schedule, SynthPath};
+use tightlink_core::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
+use tightlink_core::synth::SynthPath;
 use tightlink_core::{analyze, AnalysisParams, Method, ProbeStream, StreamKind};
 
 fn streams(multi: bool, count: usize) -> Vec<ProbeStream> {

@@ -15,9 +15,8 @@
 //! the hop is a fluid FIFO and nothing is lost.
 
 use tightlink_core::decision::multirate::Consistency;
-use tightlink_core::synth::{
-    multi_rate_schedule, rates_around, single_rate_schedule, SynthPath, XorShift,
-};
+use tightlink_core::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
+use tightlink_core::synth::{SynthPath, XorShift};
 use tightlink_core::{analyze, AnalysisParams, Decision, Method, ProbeStream, StreamKind};
 
 const STREAMS: u64 = 400;

@@ -402,7 +402,8 @@ fn multi_rate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::{multi_rate_schedule, rates_around, single_rate_schedule, SynthPath};
+    use crate::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
+    use crate::synth::SynthPath;
 
     fn coalesced(cross_bps: f64) -> SynthPath {
         SynthPath {

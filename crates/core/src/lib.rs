@@ -20,6 +20,7 @@
 //!   simulator and the real backends implement it.
 //! - [`units`], [`stats`], [`rng`]: rates, sizes and times as users type
 //!   them; the one median and quantile; seeded random numbers.
+//! - [`schedule`]: the send times of single- and multi-rate streams.
 //! - [`synth`]: closed-form streams with known answers, for tests and
 //!   benchmarks.
 
@@ -28,6 +29,7 @@ pub mod capacity;
 pub mod channel;
 pub mod decision;
 pub mod rng;
+pub mod schedule;
 pub mod smoothing;
 pub mod stats;
 pub mod stream;

@@ -260,45 +260,10 @@ impl SynthPath {
     }
 }
 
-/// Send times of a single-rate stream: `n` packets of `size_bytes` at
-/// `rate_bps`, starting at `start_ns`.
-pub fn single_rate_schedule(rate_bps: f64, n: usize, size_bytes: u32, start_ns: i64) -> Vec<i64> {
-    let gap = size_bytes as f64 * 8e9 / rate_bps;
-    (0..n)
-        .map(|i| start_ns + (i as f64 * gap).round() as i64)
-        .collect()
-}
-
-/// Send times of a multi-rate stream: `per_rate` packets at each rate in
-/// turn; the gap ending at a packet is at that packet's rate.
-pub fn multi_rate_schedule(rates_bps: &[f64], per_rate: usize, size_bytes: u32) -> Vec<i64> {
-    let mut out = Vec::with_capacity(rates_bps.len() * per_rate);
-    let mut t = 1_000_000_000.0f64;
-    for (k, &r) in rates_bps.iter().enumerate() {
-        let gap = size_bytes as f64 * 8e9 / r;
-        for i in 0..per_rate {
-            if k > 0 || i > 0 {
-                t += gap;
-            }
-            out.push(t.round() as i64);
-        }
-    }
-    out
-}
-
-/// `n` rates spread evenly over `avg * (1 - range) ..= avg * (1 + range)`.
-pub fn rates_around(avg_bps: f64, range: f64, n: usize) -> Vec<f64> {
-    if n <= 1 {
-        return vec![avg_bps];
-    }
-    (0..n)
-        .map(|i| avg_bps * (1.0 - range + 2.0 * range * i as f64 / (n - 1) as f64))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schedule::single_rate_schedule;
 
     #[test]
     fn below_the_available_bandwidth_nothing_queues() {

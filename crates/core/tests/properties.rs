@@ -4,12 +4,13 @@
 
 use proptest::prelude::*;
 use tightlink_core::decision::multirate::{estimate_from_smoothed, Consistency};
+use tightlink_core::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
 use tightlink_core::smoothing::bass::{bass_events, bass_smooth, BassParams};
 use tightlink_core::smoothing::multipass::{
     multipass_passes, window_average, Multipass, MultipassParams,
 };
 use tightlink_core::stream::{Gap, SubStream};
-use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_schedule, SynthPath};
+use tightlink_core::synth::SynthPath;
 use tightlink_core::Bound;
 use tightlink_core::{
     analyze, Analysis, AnalysisParams, Decision, Method, ProbePacket, ProbeStream, StreamKind,

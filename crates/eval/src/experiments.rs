@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 use tightlink_core::decision::multirate::Consistency;
-use tightlink_core::synth::{multi_rate_schedule, rates_around, single_rate_schedule};
+use tightlink_core::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
 use tightlink_core::{analyze, AnalysisParams, Decision, Method, StreamKind};
 use tightlink_probe::strategy;
 use tightlink_probe::Budget;
@@ -297,10 +297,7 @@ impl ErrorDist {
     }
     /// The `f` quantile of the exact estimates' errors (NaN when none).
     pub fn quantile(&self, f: f64) -> f64 {
-        if self.errors.is_empty() {
-            return f64::NAN;
-        }
-        self.errors[((self.errors.len() - 1) as f64 * f).round() as usize]
+        tightlink_core::stats::quantile_sorted(&self.errors, f).unwrap_or(f64::NAN)
     }
 }
 
@@ -428,11 +425,8 @@ fn run_strategy(
 }
 
 fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    tightlink_core::stats::quantile_sorted(v, 0.5).unwrap_or(f64::NAN)
 }
 
 /// Every strategy over `seeds` seeds of `case` (in parallel).

@@ -201,9 +201,7 @@ impl SendLedger {
 }
 
 fn median_i64(xs: &[i64]) -> i64 {
-    let mut v = xs.to_vec();
-    v.sort_unstable();
-    v[v.len() / 2]
+    tightlink_core::stats::median_i64(xs).unwrap_or(0)
 }
 
 pub struct UdpChannel {

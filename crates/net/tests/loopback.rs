@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tightlink_core::channel::{Channel, StreamRequest};
-use tightlink_core::synth::single_rate_schedule;
+use tightlink_core::schedule::single_rate_schedule;
 use tightlink_core::{analyze, AnalysisParams, Decision, Method, StreamKind};
 use tightlink_net::loopback::{channel, spawn_server};
 use tightlink_net::reflector::{Reflector, ReflectorConfig};
@@ -32,9 +32,8 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    tightlink_core::stats::median(&v).expect("samples")
 }
 
 fn request(rate_bps: f64, n: usize, size: u32) -> StreamRequest {

@@ -136,14 +136,18 @@ pub struct TcpFlowPlot<'a> {
     pub capacity_bps: Option<f64>,
 }
 
-/// The `q` quantile of `v` by nearest rank (0 when empty).
+/// The `q` quantile of `v` (0 when empty), defined as tightlink-core's
+/// `stats::quantile` (linear between order statistics); this crate depends
+/// on nothing of ours, so the few lines are repeated here.
 fn quantile_of(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => 0.0,
-        n => s[((n as f64 * q).ceil() as usize).clamp(1, n) - 1],
+    if s.is_empty() {
+        return 0.0;
     }
+    let x = q.clamp(0.0, 1.0) * (s.len() - 1) as f64;
+    let (i, f) = (x.floor() as usize, x.fract());
+    s[i] + f * (s[(i + 1).min(s.len() - 1)] - s[i])
 }
 
 /// Shares of `v` in `bins` equal bins over [0, top).

@@ -5,7 +5,8 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 use std::io::Write;
-use tightlink_core::synth::{multi_rate_schedule, rates_around, SynthPath};
+use tightlink_core::schedule::{multi_rate_schedule, rates_around};
+use tightlink_core::synth::SynthPath;
 use tightlink_trace::{parse_bytes, write, Trace};
 
 fn trace_bytes(rows: usize) -> Vec<u8> {

@@ -239,18 +239,11 @@ pub fn train_dispersion_bps(stream: &ProbeStream, batch_gap_ns: f64) -> Option<f
     (span > 0.0).then(|| bytes as f64 * 8e9 / span)
 }
 
-/// Median of a non-empty slice (sorted in place); NaN when empty.
+/// Median (the one definition of [`crate::stats`]) of `v`, which is left
+/// sorted (callers bin the sorted values next); NaN when empty.
 pub(crate) fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
     v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len().is_multiple_of(2) {
-        (v[m - 1] + v[m]) / 2.0
-    } else {
-        v[m]
-    }
+    crate::stats::quantile_sorted(v, 0.5).unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]

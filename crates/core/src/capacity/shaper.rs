@@ -176,11 +176,11 @@ pub fn shaper_from_trains(shapes: &[TrainShape]) -> Option<Shaper> {
     })
 }
 
-/// The `q` quantile (nearest rank) of a non-empty slice, sorted in place.
+/// The `q` quantile (of [`crate::stats`]) of `v`, left sorted; NaN when
+/// empty.
 fn percentile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
-    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
-    v.get(i).copied().unwrap_or(f64::NAN)
+    crate::stats::quantile_sorted(v, q).unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]

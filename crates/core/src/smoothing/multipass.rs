@@ -239,7 +239,8 @@ mod tests {
     /// sub-streams above 7.5 Gbit/s, and not before.
     #[test]
     fn multipass_finds_the_congested_suffix() {
-        use crate::synth::{multi_rate_schedule, SynthPath};
+        use crate::schedule::multi_rate_schedule;
+        use crate::synth::SynthPath;
         let path = SynthPath {
             coalescence_ns: Some(125_000.0),
             ..SynthPath::ten_gig(2.5e9)

@@ -338,15 +338,3 @@ pub fn single_rate_request(rate_bps: f64, n: usize, size: u32) -> StreamRequest 
         sizes: vec![size; n],
     }
 }
-
-/// Median of a non-empty slice (copied and sorted).
-pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let m = s.len() / 2;
-    if s.len().is_multiple_of(2) {
-        (s[m - 1] + s[m]) / 2.0
-    } else {
-        s[m]
-    }
-}

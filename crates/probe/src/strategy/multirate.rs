@@ -14,9 +14,10 @@
 //! stop reason `budget`, or the bound the last stream gave when no stream
 //! gave an exact estimate.
 
-use super::{median, Budget, Progress, Report, Session, Stop, StrategyError};
+use super::{Budget, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::{Channel, StreamRequest};
-use tightlink_core::synth::{multi_rate_schedule, rates_around};
+use tightlink_core::schedule::{multi_rate_schedule, rates_around};
+use tightlink_core::stats;
 use tightlink_core::{analyze, AnalysisParams, Bound, Method, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -150,15 +151,9 @@ pub fn run(
 /// Median of `v` and its ~95 % confidence interval, median +- 1.58 IQR /
 /// sqrt(n) (McGill, Tukey and Larsen 1978), clamped to the sample's range.
 pub fn median_interval(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let m = median(&s);
-    let q = |p: f64| {
-        // Linear interpolation between order statistics.
-        let x = p * (s.len() - 1) as f64;
-        let (i, f) = (x.floor() as usize, x.fract());
-        s[i] + f * (s[(i + 1).min(s.len() - 1)] - s[i])
-    };
+    let s = stats::sorted(v);
+    let q = |p: f64| stats::quantile_sorted(&s, p).unwrap_or(f64::NAN);
+    let m = q(0.5);
     let half = 1.58 * (q(0.75) - q(0.25)) / (s.len() as f64).sqrt();
     let (min, max) = (s[0], s[s.len() - 1]);
     (m, (m - half).max(min), (m + half).min(max))
