@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
+use std::os::fd::IntoRawFd;
+use tightlink_sys::{packet, sockopt};
 
 /// What to capture and for how long.
 #[derive(Debug, Clone)]
@@ -88,21 +90,17 @@ fn os_err(what: impl Into<String>) -> LiveError {
     }
 }
 
-fn set_int(fd: &Fd, level: i32, name: i32, v: libc::c_int, what: &str) -> Result<(), LiveError> {
-    // SAFETY: an int option of the right size on our socket.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.0,
-            level,
-            name,
-            &v as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(os_err(what));
+/// An error of the system layer, classed as `os_err` classes errno.
+fn io_err(what: impl Into<String>, source: std::io::Error) -> LiveError {
+    let what = what.into();
+    match source.kind() {
+        std::io::ErrorKind::PermissionDenied => LiveError::Permission { what, source },
+        _ => LiveError::Io { what, source },
     }
-    Ok(())
+}
+
+fn set_int(fd: &Fd, level: i32, name: i32, v: libc::c_int, what: &str) -> Result<(), LiveError> {
+    sockopt::set_int(fd.0, level, name, v).map_err(|e| io_err(what, e))
 }
 
 /// The pcap link type for an interface's ARPHRD type.
@@ -130,18 +128,11 @@ pub fn capture_to_pcap(
 ) -> Result<LiveReport, LiveError> {
     let name = std::ffi::CString::new(opts.interface.as_str())
         .map_err(|_| LiveError::NoInterface(opts.interface.clone()))?;
-    // SAFETY: a NUL-terminated name.
-    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if ifindex == 0 {
-        return Err(LiveError::NoInterface(opts.interface.clone()));
-    }
-    let proto = (libc::ETH_P_ALL as u16).to_be();
-    // SAFETY: plain socket creation.
-    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto as libc::c_int) };
-    if raw < 0 {
-        return Err(os_err("opening an AF_PACKET socket"));
-    }
-    let fd = Fd(raw);
+    let ifindex = tightlink_sys::netif::index(&opts.interface)
+        .map_err(|_| LiveError::NoInterface(opts.interface.clone()))?;
+    let fd = Fd(packet::socket(packet::ETH_P_ALL)
+        .map_err(|e| io_err("opening an AF_PACKET socket", e))?
+        .into_raw_fd());
     let buf = opts.buffer_bytes.min(i32::MAX as usize) as libc::c_int;
     if set_int(
         &fd,
@@ -178,22 +169,8 @@ pub fn capture_to_pcap(
     if r != 0 {
         return Err(os_err("SO_RCVTIMEO"));
     }
-    // SAFETY: zeroed sockaddr_ll is valid; fields set below.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto;
-    sll.sll_ifindex = ifindex as i32;
-    // SAFETY: a sockaddr_ll of the right length.
-    let r = unsafe {
-        libc::bind(
-            fd.0,
-            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(os_err(format!("binding to {}", opts.interface)));
-    }
+    packet::bind(fd.0, ifindex, packet::ETH_P_ALL)
+        .map_err(|e| io_err(format!("binding to {}", opts.interface), e))?;
     // Drops counted so far (frames of any interface queued before the
     // bind) are not ours: reading the statistics resets them.
     read_stats(&fd)?;
@@ -328,25 +305,7 @@ fn stamp(msg: &libc::msghdr) -> Option<Duration> {
 
 /// (packets, drops) since the last read; reading resets them.
 fn read_stats(fd: &Fd) -> Result<(u64, u64), LiveError> {
-    let mut st = libc::tpacket_stats {
-        tp_packets: 0,
-        tp_drops: 0,
-    };
-    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
-    // SAFETY: a tpacket_stats of the stated length.
-    let r = unsafe {
-        libc::getsockopt(
-            fd.0,
-            libc::SOL_PACKET,
-            libc::PACKET_STATISTICS,
-            &mut st as *mut libc::tpacket_stats as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(os_err("PACKET_STATISTICS"));
-    }
-    Ok((st.tp_packets as u64, st.tp_drops as u64))
+    packet::statistics(fd.0).map_err(|e| io_err("PACKET_STATISTICS", e))
 }
 
 #[cfg(test)]

@@ -11,20 +11,30 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The pure core: probe streams in, estimates out; the channel traits.
     ("tightlink-core", &[]),
     ("tightlink-wire", &[]),
+    // The Linux system layer: libc calls, nothing of ours.
+    ("tightlink-sys", &[]),
     ("tightlink-trace", &["tightlink-core"]),
-    ("tightlink-capture", &["tightlink-core"]),
+    ("tightlink-capture", &["tightlink-core", "tightlink-sys"]),
     // The simulator implements the core's channels; it knows no strategy
     // and no real backend.
     ("tightlink-sim", &["tightlink-core"]),
     // Strategies talk to the core's Channel alone.
     ("tightlink-probe", &["tightlink-core"]),
     // Real backends: the core's channels on sockets; never the simulator.
-    ("tightlink-net", &["tightlink-core", "tightlink-wire"]),
+    (
+        "tightlink-net",
+        &["tightlink-core", "tightlink-wire", "tightlink-sys"],
+    ),
     ("tightlink-plot", &[]),
     // The namespace lab drives real traffic with the simulator's models.
     (
         "tightlink-lab",
-        &["tightlink-core", "tightlink-sim", "tightlink-capture"],
+        &[
+            "tightlink-core",
+            "tightlink-sim",
+            "tightlink-capture",
+            "tightlink-sys",
+        ],
     ),
     (
         "tightlink-eval",

@@ -14,24 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// CLOCK_REALTIME in ns: the clock probe timestamps use in every
 /// namespace, so counters and probe windows compare directly.
-pub fn realtime_ns() -> i64 {
-    clock_ns(libc::CLOCK_REALTIME)
-}
-
-/// CLOCK_MONOTONIC in ns (pacing).
-pub fn monotonic_ns() -> i64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-fn clock_ns(clock: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
+pub use tightlink_sys::clock::{monotonic_ns, realtime_ns};
 
 /// Runs `f` on a thread inside network namespace `ns` (a name under
 /// /run/netns) and returns its result.
@@ -332,67 +315,23 @@ impl Offload {
         }
     }
 
-    /// (get, set) command numbers from linux/ethtool.h.
+    /// (get, set) ethtool commands.
     fn commands(self) -> (u32, u32) {
+        use tightlink_sys::ethtool::*;
         match self {
-            Offload::Tso => (0x1e, 0x1f),
-            Offload::Gso => (0x23, 0x24),
-            Offload::Gro => (0x2b, 0x2c),
+            Offload::Tso => (GTSO, STSO),
+            Offload::Gso => (GGSO, SGSO),
+            Offload::Gro => (GGRO, SGRO),
         }
     }
-}
-
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
-
-#[repr(C)]
-struct EthtoolValue {
-    cmd: u32,
-    data: u32,
-}
-
-#[repr(C)]
-struct IfReq {
-    name: [u8; 16],
-    data: *mut EthtoolValue,
-    _pad: [u8; 16],
-}
-
-fn ethtool(dev: &str, cmd: u32, data: u32) -> io::Result<u32> {
-    if dev.len() >= 16 {
-        return Err(io::Error::other(format!("interface name {dev} too long")));
-    }
-    // SAFETY: plain socket(2), owned below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh fd.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut v = EthtoolValue { cmd, data };
-    let mut req = IfReq {
-        name: [0; 16],
-        data: &mut v,
-        _pad: [0; 16],
-    };
-    req.name[..dev.len()].copy_from_slice(dev.as_bytes());
-    // SAFETY: SIOCETHTOOL reads the ifreq and the ethtool_value it points
-    // to, both alive for the call.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut req) } != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("ethtool {dev} cmd {cmd:#x}: {e}"),
-        ));
-    }
-    Ok(v.data)
 }
 
 /// Sets an offload on `dev` (in the calling thread's namespace) and reads
 /// it back.
 pub fn set_offload(dev: &str, o: Offload, on: bool) -> io::Result<bool> {
     let (get, set) = o.commands();
-    ethtool(dev, set, on as u32)?;
-    Ok(ethtool(dev, get, 0)? != 0)
+    tightlink_sys::ethtool::command(dev, set, on as u32)?;
+    Ok(tightlink_sys::ethtool::command(dev, get, 0)? != 0)
 }
 
 #[cfg(test)]

@@ -176,12 +176,7 @@ fn open(target: &Target, options: &HopsOptions) -> Result<Box<dyn HopChannel>> {
             bail!("target {target}: per-hop capacity needs a host (UDP to a closed port) or sim:")
         }
     };
-    let with_port = if host.contains(':') {
-        host.clone()
-    } else {
-        format!("{host}:{DEFAULT_PORT}")
-    };
-    let addr = with_port
+    let addr = tightlink_net::address::with_port(host, DEFAULT_PORT)
         .to_socket_addrs()
         .with_context(|| format!("target {host}: cannot resolve"))?
         .find_map(|s| match s {

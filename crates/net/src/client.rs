@@ -15,14 +15,14 @@
 //! queued the probes, i.e. the tight link is the sender's own.
 
 use std::io::{self, BufWriter};
-use std::net::{SocketAddr, SocketAddrV4, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use tightlink_core::channel::{
-    Channel, ChannelError, ChannelInfo, HostFindings, Probed, SideReport, StreamRequest,
+    Channel, ChannelError, ChannelInfo, Probed, SideReport, StreamRequest,
 };
-use tightlink_core::{ProbePacket, ProbeStream};
+use tightlink_core::ProbeStream;
 use tightlink_wire::control::{
     read_message, write_message, Direction, Limits, Message, RecordKind, Scheduled, MAX_CREDIT,
     MAX_SCHEDULE, VERSION,
@@ -30,17 +30,16 @@ use tightlink_wire::control::{
 use tightlink_wire::twamp::ProbeRepr;
 use tightlink_wire::DropCounters;
 
-use crate::backend::packet::{PacketRing, PacketTx};
-use crate::backend::route::next_hop;
-use crate::backend::xdp::{self, XdpTx};
+use crate::address::with_default_port;
+use crate::backend::packet::PacketRing;
+use crate::backend::{self, xdp};
 use crate::backend::{send_paced, Backend, Transmit};
+use crate::ledger::{probe_stream, SendLedger};
 use crate::receiver::{collect_stream, Expect};
-use crate::udp::{Departures, ProbeSocket, UdpTx};
+use crate::stamps::Departures;
+use crate::udp::path_mtu;
+use crate::udp::{ProbeSocket, UdpTx};
 use crate::{auth, clock, host, packets};
-
-/// Layer name used in reports.
-pub const RATE_LAYER: &str =
-    "Ethernet frame without preamble and FCS (IP packet + 14 B), as tbf and interface counters count";
 
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -64,144 +63,6 @@ impl Default for ClientOptions {
             backend: Backend::Udp,
         }
     }
-}
-
-/// One stream's departures, judged.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DepartureVerdict {
-    /// The sender fell behind its schedule.
-    pub late: bool,
-    /// The sender's own interface queued the stream: the rate at which it
-    /// left (bytes after the first stamped packet over the stamped span).
-    pub queued_rate_bps: Option<f64>,
-    pub tx_missing: usize,
-}
-
-/// Judges a stream's departures. `late`: the 90th percentile of send
-/// lateness exceeds max(2 us, half the mean gap), so the host could not
-/// keep the rate. `queued`: at least 90 % of packets have transmit stamps,
-/// their span exceeds the scheduled span by 5 % + 5 us, and the lag of the
-/// kernel stamp behind the user-space send grew by as much (last tenth of
-/// the stream against the first), which a stalled sender does not do.
-pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
-    let n = d.scheduled_ns.len();
-    let tx_missing = d.tx_ns.iter().filter(|t| t.is_none()).count();
-    let mut v = DepartureVerdict {
-        late: false,
-        queued_rate_bps: None,
-        tx_missing,
-    };
-    if n < 10 {
-        return v;
-    }
-    let sched_span = (d.scheduled_ns[n - 1] - d.scheduled_ns[0]) as f64;
-    let mean_gap = sched_span / (n - 1) as f64;
-    if !d.user_ns.is_empty() {
-        let mut late: Vec<i64> = d
-            .user_ns
-            .iter()
-            .zip(&d.scheduled_ns)
-            .map(|(u, s)| u - s)
-            .collect();
-        late.sort_unstable();
-        let p90 = late[(late.len() * 9) / 10];
-        v.late = p90 as f64 > (mean_gap / 2.0).max(2_000.0);
-    }
-    if tx_missing * 10 <= n {
-        let stamped: Vec<(usize, i64)> = d
-            .tx_ns
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| t.map(|t| (i, t)))
-            .collect();
-        if let (Some(&(i0, t0)), Some(&(i1, t1))) = (stamped.first(), stamped.last()) {
-            let sched = (d.scheduled_ns[i1] - d.scheduled_ns[i0]) as f64;
-            let tx = (t1 - t0) as f64;
-            // A queue in the sender's own qdisc makes the kernel stamp lag
-            // the user-space send more and more; a stall of the sending
-            // thread delays both alike (a 1 ms VM stall near a loopback
-            // stream's end once read as "own link at 93 Mbit/s").
-            let queue_growth_ns = if d.user_ns.len() == n {
-                let lag: Vec<i64> = stamped.iter().map(|&(i, t)| t - d.user_ns[i]).collect();
-                let k = (lag.len() / 10).max(1);
-                (median_i64(&lag[lag.len() - k..]) - median_i64(&lag[..k])) as f64
-            } else {
-                tx - sched
-            };
-            if i1 > i0 && tx > sched * 1.05 + 5_000.0 && queue_growth_ns > sched * 0.05 + 5_000.0 {
-                // The rate the queue drained at: from the last packet that
-                // left without a queue (lag within 2 us of the first
-                // tenth's) to the end. Over the whole span, the unqueued
-                // start of a multi-rate stream pulled it low (179 for a
-                // 200 Mbit/s tbf once streams centred on the truth).
-                let (q, tq) = if d.user_ns.len() == n {
-                    let lag: Vec<i64> = stamped.iter().map(|&(i, t)| t - d.user_ns[i]).collect();
-                    let base = median_i64(&lag[..(lag.len() / 10).max(1)]);
-                    let last_free = lag.iter().rposition(|&l| l <= base + 2_000).unwrap_or(0);
-                    let from = if stamped.len() - last_free >= 10 {
-                        last_free
-                    } else {
-                        0
-                    };
-                    stamped[from]
-                } else {
-                    (i0, t0)
-                };
-                let bytes: u64 = sizes[q + 1..=i1].iter().map(|&s| s as u64).sum();
-                v.queued_rate_bps = Some(bytes as f64 * 8e9 / (t1 - tq) as f64);
-            }
-        }
-    }
-    v
-}
-
-/// What the departures of every stream said about the sending host: the
-/// part of [`HostFindings`] that any channel sending paced probes keeps.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SendLedger {
-    pub late_streams: usize,
-    /// Own-link rates of the streams the sender's interface queued.
-    pub own_link: Vec<f64>,
-    pub tx_missing: u64,
-}
-
-impl SendLedger {
-    /// Judges one stream's departures; `stamps_expected` is false where
-    /// the backend gets no transmit stamps (said once, not per stream).
-    pub fn note(&mut self, d: &Departures, sizes: &[u32], stamps_expected: bool) {
-        let v = judge_departures(d, sizes);
-        self.late_streams += v.late as usize;
-        if stamps_expected {
-            self.tx_missing += v.tx_missing as u64;
-        }
-        if let Some(r) = v.queued_rate_bps.filter(|_| !v.late) {
-            self.own_link.push(r);
-        }
-    }
-
-    pub fn findings(
-        &self,
-        host_limit_bps: f64,
-        drops: Vec<(&'static str, u64)>,
-        warnings: Vec<String>,
-    ) -> HostFindings {
-        let mut own = self.own_link.clone();
-        own.sort_by(f64::total_cmp);
-        HostFindings {
-            host_limit_bps,
-            late_streams: self.late_streams,
-            queued_streams: own.len(),
-            own_link_bps: own.get(own.len() / 2).copied(),
-            tx_stamps_missing: self.tx_missing,
-            drops,
-            rate_layer: RATE_LAYER,
-            warnings,
-        }
-    }
-}
-
-fn median_i64(xs: &[i64]) -> i64 {
-    tightlink_core::stats::median_i64(xs).unwrap_or(0)
 }
 
 pub struct UdpChannel {
@@ -251,151 +112,6 @@ fn ctl_err(e: tightlink_wire::control::ControlError) -> ChannelError {
 
 fn refused(reason: &str) -> ChannelError {
     ChannelError::Io(format!("the server refused: {reason}"))
-}
-
-/// IP_MTU of a connected UDP socket (the path MTU the kernel knows).
-pub(crate) fn path_mtu(sock: &ProbeSocket, to: SocketAddr) -> Option<u32> {
-    let (level, name) = if to.is_ipv4() {
-        (libc::IPPROTO_IP, libc::IP_MTU)
-    } else {
-        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
-    };
-    // Connect a throw-away socket of the same family: connecting the probe
-    // socket itself would filter what it receives.
-    let probe = std::net::UdpSocket::bind(SocketAddr::new(sock.local_addr().ok()?.ip(), 0)).ok()?;
-    probe.connect(to).ok()?;
-    let mut v: i32 = 0;
-    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
-    // SAFETY: an int-sized out-pointer and its length on a valid fd.
-    let r = unsafe {
-        libc::getsockopt(
-            probe.as_raw_fd(),
-            level,
-            name,
-            &mut v as *mut i32 as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    (r == 0 && v > 0).then_some(v as u32)
-}
-
-/// The stream model of one probed stream: sizes at the frame layer, the
-/// schedule as send times, kernel receive stamps.
-pub(crate) fn probe_stream(
-    stream: u32,
-    sizes: &[u32],
-    send_ns: &[i64],
-    recv_ns: &[Option<i64>],
-) -> ProbeStream {
-    ProbeStream::new(
-        stream as u64,
-        sizes
-            .iter()
-            .zip(send_ns)
-            .zip(recv_ns)
-            .map(|((&size_bytes, &send_ns), &recv_ns)| ProbePacket {
-                size_bytes,
-                send_ns,
-                recv_ns,
-            })
-            .collect(),
-    )
-}
-
-/// `HOST[:PORT]` with the server's default port added where none is given
-/// (`::1` and `[::1]` are hosts; `[::1]:9` has a port).
-pub fn with_default_port(server: &str) -> String {
-    with_port(server, crate::DEFAULT_PORT)
-}
-
-/// `HOST[:PORT]` with `default` added where no port is given.
-pub fn with_port(server: &str, default: u16) -> String {
-    if server.parse::<SocketAddr>().is_ok() {
-        return server.to_string();
-    }
-    if server.parse::<std::net::Ipv6Addr>().is_ok() {
-        return format!("[{server}]:{default}");
-    }
-    if server.starts_with('[') && server.ends_with(']') {
-        return format!("{server}:{default}");
-    }
-    match server.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') && port.parse::<u16>().is_ok() => {
-            server.to_string()
-        }
-        _ => format!("{server}:{default}"),
-    }
-}
-
-/// A raw sender (forward) or a packet ring (reverse), or neither (udp).
-pub(crate) type BackendParts = (Option<Box<dyn Transmit>>, Option<PacketRing>);
-
-/// The raw sender or the packet ring that `opts.backend` asks for.
-pub(crate) fn open_backend(
-    opts: &ClientOptions,
-    sock: &ProbeSocket,
-    server_udp: SocketAddr,
-    session: u64,
-    warnings: &mut Vec<String>,
-) -> Result<BackendParts, ChannelError> {
-    let berr = |e: String| ChannelError::Io(format!("--backend {}: {e}", opts.backend));
-    if opts.backend == Backend::Udp {
-        return Ok((None, None));
-    }
-    let local = sock.local_addr().map_err(io_err("probe socket"))?;
-    let (SocketAddr::V4(local4), SocketAddr::V4(peer4)) = (local, server_udp) else {
-        return Err(berr("IPv4 only (its frames carry IPv4 headers)".into()));
-    };
-    match opts.direction {
-        Direction::Forward => {
-            // Resolving the next hop may need one ordinary packet out: a
-            // warm-up of this session, which the server takes.
-            let mut seq = u32::MAX / 2;
-            let (warm, _) = packets::build(session, u32::MAX, &[], &[], &mut seq);
-            let hop = next_hop(*peer4.ip(), &mut || {
-                let _ =
-                    std::net::UdpSocket::bind(SocketAddr::V4(SocketAddrV4::new(*local4.ip(), 0)))
-                        .and_then(|u| u.send_to(&warm, server_udp));
-            })
-            .map_err(berr)?;
-            if hop.ifname == "lo" {
-                return Err(berr(format!(
-                    "cannot send to {}: {}; use --backend udp for a server on this host",
-                    peer4.ip(),
-                    crate::backend::LOCAL_FRAMES_DROPPED
-                )));
-            }
-            let tx: Box<dyn Transmit> = match opts.backend {
-                Backend::Packet => {
-                    Box::new(PacketTx::open(local4, peer4, &hop).map_err(|e| berr(e.to_string()))?)
-                }
-                _ => {
-                    warnings.push(format!(
-                        "the xdp backend hands frames to {}'s driver past the qdisc and gets no transmit stamps: a shaper on this host's own link neither applies nor shows",
-                        hop.ifname
-                    ));
-                    Box::new(XdpTx::open(local4, peer4, &hop).map_err(|e| berr(e.to_string()))?)
-                }
-            };
-            Ok((Some(tx), None))
-        }
-        Direction::Reverse => {
-            if !opts.backend.receives() {
-                return Err(berr(
-                    "receives nothing here: AF_XDP would need an XDP program and stamps in user space after batching; use --backend packet or udp in reverse mode".into(),
-                ));
-            }
-            let dev = host::interface_of(local.ip())
-                .ok_or_else(|| berr(format!("no interface holds {}", local.ip())))?;
-            let c = std::ffi::CString::new(dev.clone())
-                .map_err(|_| berr("bad interface name".into()))?;
-            // SAFETY: a NUL-terminated name.
-            let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
-            let ring = PacketRing::open(ifindex, local)
-                .map_err(|e| berr(format!("ring on {dev}: {e}")))?;
-            Ok((None, Some(ring)))
-        }
-    }
 }
 
 impl UdpChannel {
@@ -499,7 +215,14 @@ impl UdpChannel {
             );
         }
         warnings.extend(host::merging_offloads(local_ip));
-        let (raw_tx, ring) = open_backend(opts, &sock, server_udp, session, &mut warnings)?;
+        let (raw_tx, ring) = backend::open_for_session(
+            opts.backend,
+            opts.direction,
+            &sock,
+            server_udp,
+            session,
+            &mut warnings,
+        )?;
         let host_limit_bps = match opts.direction {
             Direction::Forward => host::pacing_limit_bps(opts.backend, payload, frame_bytes),
             // The server sends; its limit is in its clamped max rate.
@@ -889,127 +612,5 @@ impl Channel for UdpChannel {
             )),
             truth: None,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn departures(gap_ns: i64, n: usize, late_ns: i64, tx_gap_ns: i64) -> Departures {
-        Departures {
-            scheduled_ns: (0..n as i64).map(|i| i * gap_ns).collect(),
-            user_ns: (0..n as i64).map(|i| i * gap_ns + late_ns).collect(),
-            tx_ns: (0..n as i64).map(|i| Some(2_000 + i * tx_gap_ns)).collect(),
-        }
-    }
-
-    /// 100 packets of 1514 B every 60.56 us (200 Mbit/s), sent on time
-    /// and stamped on time: neither late nor queued.
-    #[test]
-    fn on_time_departures_are_clean() {
-        let d = departures(60_560, 100, 500, 60_560);
-        let v = judge_departures(&d, &[1514; 100]);
-        assert_eq!(
-            v,
-            DepartureVerdict {
-                late: false,
-                queued_rate_bps: None,
-                tx_missing: 0
-            }
-        );
-    }
-
-    /// Scheduled at 300 Mbit/s (40.37 us) but the kernel stamped them
-    /// 60.56 us apart: queued in the sender's own qdisc; the rate it left
-    /// at is 1514 * 8 / 60.56 us = 200 Mbit/s.
-    #[test]
-    fn a_shaped_own_link_is_seen_in_transmit_stamps() {
-        let d = departures(40_373, 100, 500, 60_560);
-        let v = judge_departures(&d, &[1514; 100]);
-        assert!(!v.late);
-        let r = v.queued_rate_bps.unwrap();
-        assert!((r / 200e6 - 1.0).abs() < 0.001, "{r}");
-    }
-
-    /// A multi-rate stream through the sender's own 200 Mbit/s tbf: 50
-    /// packets at 150 Mbit/s (80.75 us) leave on time, then 50 at 300
-    /// Mbit/s (40.37 us) queue and leave 60.56 us apart. The rate it left
-    /// at is measured from packet 49 (the last unqueued) on: 50 x 1514 B
-    /// over 50 x 60.56 us = 200 Mbit/s, where the whole span would read
-    /// 99 x 1514 B over 49 x 80.75 + 50 x 60.56 us = 169 Mbit/s.
-    #[test]
-    fn only_the_queued_part_gives_the_own_link_rate() {
-        let mut sched = Vec::new();
-        let mut tx = Vec::new();
-        let (mut s, mut t) = (0i64, 2_000i64);
-        for i in 0..100 {
-            if i > 0 {
-                s += if i < 50 { 80_750 } else { 40_373 };
-                t += if i < 50 { 80_750 } else { 60_560 };
-            }
-            sched.push(s);
-            tx.push(Some(t));
-        }
-        let d = Departures {
-            user_ns: sched.iter().map(|s| s + 500).collect(),
-            scheduled_ns: sched,
-            tx_ns: tx,
-        };
-        let r = judge_departures(&d, &[1514; 100]).queued_rate_bps.unwrap();
-        assert!((r / 200e6 - 1.0).abs() < 0.001, "{r}");
-    }
-
-    /// The sending thread stalls 1.2 ms before the last 5 packets of a
-    /// 100 Mbit/s stream: user-space and kernel stamps are late alike, the
-    /// stamped span is 7 % too long, but nothing queued (loopback CI flake).
-    #[test]
-    fn a_stalled_sender_is_not_a_queued_link() {
-        let mut d = departures(121_120, 100, 500, 121_120);
-        for i in 95..100 {
-            d.user_ns[i] += 1_200_000;
-            d.tx_ns[i] = d.tx_ns[i].map(|t| t + 1_200_000);
-        }
-        let v = judge_departures(&d, &[1514; 100]);
-        assert_eq!(v.queued_rate_bps, None, "{v:?}");
-    }
-
-    /// A host that cannot keep 4 us gaps falls further behind every packet
-    /// (here 1 us per packet): late.
-    #[test]
-    fn a_host_falling_behind_is_late() {
-        let mut d = departures(4_000, 100, 0, 5_000);
-        for (i, u) in d.user_ns.iter_mut().enumerate() {
-            *u += i as i64 * 1_000;
-        }
-        assert!(judge_departures(&d, &[1514; 100]).late);
-    }
-
-    #[test]
-    fn default_port_is_added_only_where_missing() {
-        let p = crate::DEFAULT_PORT;
-        assert_eq!(with_default_port("10.0.0.1"), format!("10.0.0.1:{p}"));
-        assert_eq!(with_default_port("10.0.0.1:9"), "10.0.0.1:9");
-        assert_eq!(
-            with_default_port("host.example"),
-            format!("host.example:{p}")
-        );
-        assert_eq!(with_default_port("host.example:80"), "host.example:80");
-        assert_eq!(with_default_port("::1"), format!("[::1]:{p}"));
-        assert_eq!(with_default_port("[::1]"), format!("[::1]:{p}"));
-        assert_eq!(with_default_port("[::1]:9"), "[::1]:9");
-    }
-
-    /// Missing stamps are counted; with more than 10 % missing no queue
-    /// verdict is drawn.
-    #[test]
-    fn missing_stamps_block_the_queue_verdict() {
-        let mut d = departures(40_373, 100, 0, 60_560);
-        for t in d.tx_ns.iter_mut().step_by(5) {
-            *t = None;
-        }
-        let v = judge_departures(&d, &[1514; 100]);
-        assert_eq!(v.tx_missing, 20);
-        assert_eq!(v.queued_rate_bps, None);
     }
 }

@@ -17,7 +17,8 @@ use tightlink_wire::control::Direction;
 
 use crate::backend::{send_paced, Backend};
 use crate::client::{ClientOptions, UdpChannel};
-use crate::udp::{Departures, ProbeSocket};
+use crate::stamps::Departures;
+use crate::udp::ProbeSocket;
 use crate::{clock, host, loopback, packets};
 
 /// Gap precision asked of a usable rate: this share of sends within 1 us
@@ -372,7 +373,7 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
             }
             if offloads.is_empty() {
                 let local_ip: Option<IpAddr> = ch.local_udp().ok().map(|a| a.ip());
-                if let Some(dev) = local_ip.and_then(host::interface_of) {
+                if let Some(dev) = local_ip.and_then(tightlink_sys::netif::interface_of) {
                     let (gro, lro) = host::offloads(&dev);
                     offloads.push((dev, gro, lro));
                 }

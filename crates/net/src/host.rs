@@ -5,14 +5,13 @@
 //! all of it; the UDP channel runs the quick send-cost check on connect.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 
 use crate::backend::packet::PacketTx;
 use crate::backend::route::next_hop;
 use crate::backend::xdp::XdpTx;
 use crate::backend::{Backend, Transmit};
-use crate::clock;
 use crate::udp::{ProbeSocket, UdpTx};
+use tightlink_sys::clock;
 
 /// Median cost of handing one datagram of `payload` bytes to the kernel
 /// through `backend`, back to back, to a sink on loopback (ns). On veth
@@ -73,80 +72,13 @@ pub fn pacing_limit_bps(backend: Backend, payload: u32, frame_bytes: u32) -> f64
     }
 }
 
-/// The interface that holds `ip`, if any.
-pub fn interface_of(ip: IpAddr) -> Option<String> {
-    let mut found = None;
-    // SAFETY: getifaddrs gives a list we only read and then free.
-    unsafe {
-        let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-        if libc::getifaddrs(&mut list) != 0 {
-            return None;
-        }
-        let mut p = list;
-        while !p.is_null() {
-            let a = (*p).ifa_addr;
-            if !a.is_null() {
-                let fam = (*a).sa_family as i32;
-                let this = if fam == libc::AF_INET {
-                    let s = &*(a as *const libc::sockaddr_in);
-                    Some(IpAddr::from(u32::from_be(s.sin_addr.s_addr).to_be_bytes()))
-                } else if fam == libc::AF_INET6 {
-                    let s = &*(a as *const libc::sockaddr_in6);
-                    Some(IpAddr::from(s.sin6_addr.s6_addr))
-                } else {
-                    None
-                };
-                if this == Some(ip) {
-                    found = Some(
-                        std::ffi::CStr::from_ptr((*p).ifa_name)
-                            .to_string_lossy()
-                            .into_owned(),
-                    );
-                    break;
-                }
-            }
-            p = (*p).ifa_next;
-        }
-        libc::freeifaddrs(list);
-    }
-    found
-}
-
-// linux/ethtool.h
-const ETHTOOL_GGRO: u32 = 0x2b;
-const ETHTOOL_GFLAGS: u32 = 0x25;
-const ETH_FLAG_LRO: u32 = 1 << 15;
-
-/// One legacy ethtool "get" on `dev`; `None` if the device does not say.
-fn ethtool_get(dev: &str, cmd: u32) -> Option<u32> {
-    #[repr(C)]
-    struct EthtoolValue {
-        cmd: u32,
-        data: u32,
-    }
-    let sock = UdpSocket::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))).ok()?;
-    let mut v = EthtoolValue { cmd, data: 0 };
-    // SAFETY: a zeroed ifreq with the name copied in (bounded) and a data
-    // pointer to `v`, which outlives the ioctl.
-    unsafe {
-        let mut ifr: libc::ifreq = std::mem::zeroed();
-        for (d, s) in ifr.ifr_name.iter_mut().zip(dev.bytes().take(15)) {
-            *d = s as libc::c_char;
-        }
-        ifr.ifr_ifru.ifru_data = &mut v as *mut EthtoolValue as *mut libc::c_char;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) != 0 {
-            return None;
-        }
-    }
-    Some(v.data)
-}
-
 /// GRO and LRO state of an interface: `(gro, lro)`, each `None` when the
 /// device does not report it.
 pub fn offloads(dev: &str) -> (Option<bool>, Option<bool>) {
+    use tightlink_sys::ethtool::{command, FLAG_LRO, GFLAGS, GGRO};
     (
-        ethtool_get(dev, ETHTOOL_GGRO).map(|d| d != 0),
-        ethtool_get(dev, ETHTOOL_GFLAGS).map(|f| f & ETH_FLAG_LRO != 0),
+        command(dev, GGRO, 0).ok().map(|d| d != 0),
+        command(dev, GFLAGS, 0).ok().map(|f| f & FLAG_LRO != 0),
     )
 }
 
@@ -155,7 +87,7 @@ pub fn offloads(dev: &str) -> (Option<bool>, Option<bool>) {
 /// ask (UDP_GRO) or with `rx-udp-gro-forwarding`, so it is named, not
 /// fatal; LRO merges everything.
 pub fn merging_offloads(ip: IpAddr) -> Vec<String> {
-    let Some(dev) = interface_of(ip) else {
+    let Some(dev) = tightlink_sys::netif::interface_of(ip) else {
         return Vec::new();
     };
     let (gro, lro) = offloads(&dev);
@@ -191,14 +123,5 @@ mod tests {
         assert!(c > 50.0 && c < 1e6, "{c}");
         let l = pacing_limit_bps(Backend::Udp, 1472, 1514);
         assert!(l.is_finite() && l > 1e6, "{l}");
-    }
-
-    #[test]
-    fn loopback_interface_is_found() {
-        assert_eq!(
-            interface_of(IpAddr::from([127, 0, 0, 1])).as_deref(),
-            Some("lo")
-        );
-        assert_eq!(interface_of(IpAddr::from([192, 0, 2, 77])), None);
     }
 }

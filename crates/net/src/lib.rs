@@ -22,17 +22,20 @@
 //! - [`loopback`]: a server and a client on this host, for tests and
 //!   `doctor`.
 
+pub mod address;
 pub mod auth;
 pub mod backend;
 pub mod client;
-pub mod clock;
+pub use tightlink_sys::clock;
 pub mod doctor;
 pub mod host;
+pub mod ledger;
 pub mod loopback;
 pub mod packets;
 pub mod receiver;
 pub mod reflector;
 pub mod server;
+pub mod stamps;
 pub mod ttl;
 pub mod twamp_light;
 pub mod udp;

@@ -11,8 +11,9 @@ use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
 use tightlink_wire::{DropCounters, DropReason};
 
 use crate::backend::ProbeSource;
-use crate::clock;
-use crate::udp::{ProbeSocket, Received, HEADER_COPY};
+use crate::stamps::{Received, HEADER_COPY};
+use crate::udp::ProbeSocket;
+use tightlink_sys::clock;
 
 /// How long to wait for stragglers once the sender says it is done.
 pub const DRAIN_NS: i64 = 20_000_000;

@@ -34,12 +34,13 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tightlink_sys::sockopt;
 
 use tightlink_wire::twamp::field;
 use tightlink_wire::{ErrorEstimate, NtpTimestamp, ReflectorRepr};
 
-use crate::clock;
-use crate::udp::{cmsg_stamp, recv_mmsg, setsockopt_int, wait_fd};
+use crate::stamps::{cmsg_stamp, recv_mmsg};
+use tightlink_sys::clock;
 
 /// The TWAMP test port (RFC 5357 section 8.2 registers 862 for control;
 /// TWAMP-light deployments use it for test packets too).
@@ -355,20 +356,20 @@ impl Reflector {
         let sock = UdpSocket::bind(config.bind)?;
         let fd = sock.as_raw_fd();
         // linux/net_tstamp.h: RX_SOFTWARE | SOFTWARE.
-        setsockopt_int(
+        sockopt::set_int(
             fd,
             libc::SOL_SOCKET,
             libc::SO_TIMESTAMPING,
             (1 << 3) | (1 << 4),
         )?;
         if config.bind.is_ipv4() {
-            setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
+            sockopt::set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
         } else {
-            setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
+            sockopt::set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
         }
         let rcvbuf = 32 << 20;
-        if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf).is_err() {
-            setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf)?;
+        if sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf).is_err() {
+            sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf)?;
         }
         sock.set_nonblocking(true)?;
         Ok(Reflector {
@@ -424,7 +425,7 @@ impl Reflector {
                 error = clock_error_estimate();
                 next_housekeeping = now + 1_000_000_000;
             }
-            if !wait_fd(fd, libc::POLLIN, 200)? {
+            if !sockopt::wait_fd(fd, libc::POLLIN, 200)? {
                 continue;
             }
             loop {
@@ -491,7 +492,8 @@ impl Reflector {
             match self.sock.send_to(&reply[..len], r.from) {
                 Ok(_) => break true,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if !wait_fd(self.sock.as_raw_fd(), libc::POLLOUT, 10).unwrap_or(false) {
+                    if !sockopt::wait_fd(self.sock.as_raw_fd(), libc::POLLOUT, 10).unwrap_or(false)
+                    {
                         break false;
                     }
                 }

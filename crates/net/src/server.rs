@@ -28,6 +28,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tightlink_sys::sockopt;
 
 use tightlink_wire::control::{
     read_message, write_message, ControlError, Direction, Limits, Message, Record, RecordKind,
@@ -489,7 +490,7 @@ fn session(
                     if (seen.peer.is_some() && enough) || clock::monotonic_ns() > until {
                         break;
                     }
-                    crate::udp::wait_fd(sock.fd(), libc::POLLIN, 5).map_err(io_err)?;
+                    sockopt::wait_fd(sock.fd(), libc::POLLIN, 5).map_err(io_err)?;
                 }
                 let Some(client) = seen.peer else {
                     return refuse(

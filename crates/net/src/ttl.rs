@@ -29,11 +29,11 @@ use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
+use tightlink_sys::sockopt;
 
 use tightlink_core::channel::{ChannelError, HopChannel, HopReply};
 
-use crate::clock::realtime_ns;
-use crate::udp::{getsockopt_int, setsockopt_int};
+use tightlink_sys::clock::realtime_ns;
 
 const MAGIC: &[u8; 8] = b"TLHOPS01";
 const KIND_HEAD: u8 = 1;
@@ -97,11 +97,11 @@ impl UdpTtlChannel {
         sock.set_nonblocking(true)
             .map_err(|e| io_err("UDP socket", e))?;
         let fd = sock.as_raw_fd();
-        setsockopt_int(fd, libc::SOL_IP, libc::IP_RECVERR, 1)
+        sockopt::set_int(fd, libc::SOL_IP, libc::IP_RECVERR, 1)
             .map_err(|e| io_err("IP_RECVERR (ICMP errors on a UDP socket)", e))?;
-        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
+        sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
             .map_err(|e| io_err("SO_TIMESTAMPNS", e))?;
-        setsockopt_int(
+        sockopt::set_int(
             fd,
             libc::SOL_IP,
             libc::IP_MTU_DISCOVER,
@@ -109,13 +109,13 @@ impl UdpTtlChannel {
         )
         .map_err(|e| io_err("IP_MTU_DISCOVER (DF on probes)", e))?;
         // Many head packets' replies may queue: room for them.
-        let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
+        let _ = sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
         // The first link's MTU, from a connected twin socket's route.
         let probe = UdpSocket::bind("0.0.0.0:0").map_err(|e| io_err("UDP socket", e))?;
         probe
             .connect(dst)
             .map_err(|e| io_err(&format!("no route to {dst}"), e))?;
-        let mtu = match getsockopt_int(probe.as_raw_fd(), libc::SOL_IP, libc::IP_MTU) {
+        let mtu = match sockopt::get_int(probe.as_raw_fd(), libc::SOL_IP, libc::IP_MTU) {
             Ok(m) if m >= 576 => m,
             _ => 1500,
         };
@@ -214,7 +214,7 @@ impl UdpTtlChannel {
                 }
                 // The socket is non-blocking: a full send buffer waits.
                 if e.kind() == io::ErrorKind::WouldBlock {
-                    crate::udp::wait_fd(self.sock.as_raw_fd(), libc::POLLOUT, 10)?;
+                    sockopt::wait_fd(self.sock.as_raw_fd(), libc::POLLOUT, 10)?;
                     continue;
                 }
                 return Err(e);
@@ -226,7 +226,7 @@ impl UdpTtlChannel {
 
     /// Reads (and so clears) the socket's pending error.
     fn clear_pending_error(&self) {
-        let _ = getsockopt_int(self.sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR);
+        let _ = sockopt::get_int(self.sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR);
     }
 
     /// Reads one error-queue message, if any.

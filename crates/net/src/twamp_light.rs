@@ -21,6 +21,7 @@
 
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
+use tightlink_sys::sockopt;
 
 use tightlink_core::channel::{
     Channel, ChannelError, ChannelInfo, Probed, SideReport, StreamRequest,
@@ -30,11 +31,15 @@ use tightlink_wire::control::Direction;
 use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
 use tightlink_wire::{DropCounters, DropReason, NtpTimestamp, ReflectorPacket, ReflectorRepr};
 
+use crate::address::with_port;
 use crate::backend::xdp;
 use crate::backend::{send_paced, Backend, Transmit};
-use crate::client::{open_backend, path_mtu, probe_stream, with_port, ClientOptions, SendLedger};
+use crate::client::ClientOptions;
+use crate::ledger::{probe_stream, SendLedger};
 use crate::reflector::TWAMP_PORT;
-use crate::udp::{wait_fd, ProbeSocket, Received, UdpTx, HEADER_COPY};
+use crate::stamps::{Received, BATCH, HEADER_COPY};
+use crate::udp::path_mtu;
+use crate::udp::{ProbeSocket, UdpTx};
 use crate::{auth, clock, host, packets};
 
 /// Test packets sent to find the reflector before giving up.
@@ -192,11 +197,9 @@ impl TwampChannel {
         };
         ch.hello()?;
         let mut warnings = Vec::new();
-        let (raw_tx, _) = open_backend(
-            &ClientOptions {
-                direction: Direction::Forward,
-                ..opts.clone()
-            },
+        let (raw_tx, _) = crate::backend::open_for_session(
+            opts.backend,
+            Direction::Forward,
             &ch.sock,
             reflector,
             session,
@@ -268,8 +271,8 @@ impl TwampChannel {
         quiet_ns: i64,
         on_reply: &mut dyn FnMut(&mut Self, &Reply, &[u8]) -> bool,
     ) -> std::io::Result<()> {
-        let mut headers = [[0u8; HEADER_COPY]; crate::backend::BATCH];
-        let mut got = [None; crate::backend::BATCH];
+        let mut headers = [[0u8; HEADER_COPY]; BATCH];
+        let mut got = [None; BATCH];
         let mut last_arrival = clock::monotonic_ns();
         loop {
             let now = clock::monotonic_ns();
@@ -277,7 +280,7 @@ impl TwampChannel {
                 return Ok(());
             }
             let wait_ms = ((until - now) / 1_000_000).clamp(1, 10) as i32;
-            if !wait_fd(self.sock.fd(), libc::POLLIN, wait_ms)? {
+            if !sockopt::wait_fd(self.sock.fd(), libc::POLLIN, wait_ms)? {
                 continue;
             }
             last_arrival = clock::monotonic_ns();
@@ -298,7 +301,7 @@ impl TwampChannel {
                 if done {
                     return Ok(());
                 }
-                if n < crate::backend::BATCH {
+                if n < BATCH {
                     break;
                 }
             }

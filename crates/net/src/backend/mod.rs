@@ -29,8 +29,18 @@ use std::time::Duration;
 use tightlink_wire::twamp::SenderPacket;
 use tightlink_wire::NtpTimestamp;
 
-use crate::clock;
-use crate::udp::{Departures, Received, TxStamp, HEADER_COPY};
+use std::net::{SocketAddr, SocketAddrV4};
+
+use tightlink_core::channel::ChannelError;
+use tightlink_wire::control::Direction;
+
+use crate::packets;
+use crate::stamps::{Departures, Received, TxStamp, BATCH, HEADER_COPY};
+use crate::udp::ProbeSocket;
+use packet::{PacketRing, PacketTx};
+use route::next_hop;
+use tightlink_sys::clock;
+use xdp::XdpTx;
 
 pub mod packet;
 pub mod route;
@@ -38,9 +48,6 @@ pub mod xdp;
 
 /// Why `packet` and `xdp` cannot send to this host's own addresses.
 pub const LOCAL_FRAMES_DROPPED: &str = "frames injected below IP toward this host's own address come back in on lo and IP input drops them as martians (route_localnet=0)";
-
-/// Datagrams per receive batch.
-pub const BATCH: usize = 32;
 
 /// Which path probe packets take through the sending host's kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -178,6 +185,78 @@ pub fn send_paced(
         }
     }
     Ok(d)
+}
+
+/// A raw sender (forward) or a packet ring (reverse), or neither (udp).
+pub(crate) type BackendParts = (Option<Box<dyn Transmit>>, Option<PacketRing>);
+
+/// The raw sender (forward) or the packet ring (reverse) that `backend`
+/// asks for a session with the peer at `server_udp`; neither for udp.
+pub(crate) fn open_for_session(
+    backend: Backend,
+    direction: Direction,
+    sock: &ProbeSocket,
+    server_udp: SocketAddr,
+    session: u64,
+    warnings: &mut Vec<String>,
+) -> Result<BackendParts, ChannelError> {
+    let berr = |e: String| ChannelError::Io(format!("--backend {backend}: {e}"));
+    if backend == Backend::Udp {
+        return Ok((None, None));
+    }
+    let local = sock
+        .local_addr()
+        .map_err(|e| ChannelError::Io(format!("probe socket: {e}")))?;
+    let (SocketAddr::V4(local4), SocketAddr::V4(peer4)) = (local, server_udp) else {
+        return Err(berr("IPv4 only (its frames carry IPv4 headers)".into()));
+    };
+    match direction {
+        Direction::Forward => {
+            // Resolving the next hop may need one ordinary packet out: a
+            // warm-up of this session, which the server takes.
+            let mut seq = u32::MAX / 2;
+            let (warm, _) = packets::build(session, u32::MAX, &[], &[], &mut seq);
+            let hop = next_hop(*peer4.ip(), &mut || {
+                let _ =
+                    std::net::UdpSocket::bind(SocketAddr::V4(SocketAddrV4::new(*local4.ip(), 0)))
+                        .and_then(|u| u.send_to(&warm, server_udp));
+            })
+            .map_err(berr)?;
+            if hop.ifname == "lo" {
+                return Err(berr(format!(
+                    "cannot send to {}: {}; use --backend udp for a server on this host",
+                    peer4.ip(),
+                    LOCAL_FRAMES_DROPPED
+                )));
+            }
+            let tx: Box<dyn Transmit> = match backend {
+                Backend::Packet => {
+                    Box::new(PacketTx::open(local4, peer4, &hop).map_err(|e| berr(e.to_string()))?)
+                }
+                _ => {
+                    warnings.push(format!(
+                        "the xdp backend hands frames to {}'s driver past the qdisc and gets no transmit stamps: a shaper on this host's own link neither applies nor shows",
+                        hop.ifname
+                    ));
+                    Box::new(XdpTx::open(local4, peer4, &hop).map_err(|e| berr(e.to_string()))?)
+                }
+            };
+            Ok((Some(tx), None))
+        }
+        Direction::Reverse => {
+            if !backend.receives() {
+                return Err(berr(
+                    "receives nothing here: AF_XDP would need an XDP program and stamps in user space after batching; use --backend packet or udp in reverse mode".into(),
+                ));
+            }
+            let dev = tightlink_sys::netif::interface_of(local.ip())
+                .ok_or_else(|| berr(format!("no interface holds {}", local.ip())))?;
+            let ifindex = tightlink_sys::netif::index(&dev).map_err(|e| berr(e.to_string()))?;
+            let ring = PacketRing::open(ifindex, local)
+                .map_err(|e| berr(format!("ring on {dev}: {e}")))?;
+            Ok((None, Some(ring)))
+        }
+    }
 }
 
 #[cfg(test)]

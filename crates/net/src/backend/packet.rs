@@ -15,64 +15,22 @@
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, SocketAddrV4};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use tightlink_sys::sockopt;
 
 use tightlink_wire::udp4::{Udp4Header, Udp4View, HEADER_LEN};
 
 use super::route::NextHop;
-use super::{Backend, ProbeSource, Transmit, BATCH};
-use crate::udp::{
-    drain_errqueue, setsockopt_int, wait_fd, Received, TxStamp, HEADER_COPY, TX_STAMP_FLAGS,
+use super::{Backend, ProbeSource, Transmit};
+use crate::stamps::{drain_errqueue, Received, TxStamp, BATCH, HEADER_COPY, TX_STAMP_FLAGS};
+
+use tightlink_sys::packet::{
+    bind as bind_ll, socket as socket_packet, ETH_P_IP, PACKET_IGNORE_OUTGOING, PACKET_RX_RING,
+    PACKET_VERSION, TPACKET_V3,
 };
 
-// linux/if_packet.h; the libc crate lacks them.
-const PACKET_RX_RING: i32 = 5;
-const PACKET_STATISTICS: i32 = 6;
-const PACKET_VERSION: i32 = 10;
-const PACKET_IGNORE_OUTGOING: i32 = 23;
-const TPACKET_V3: i32 = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
-const ETH_P_IP: u16 = 0x0800;
-
-fn socket_packet(protocol: u16) -> io::Result<OwnedFd> {
-    // SAFETY: plain socket(2); the fd is owned at once.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            protocol.to_be() as i32,
-        )
-    };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("AF_PACKET socket (needs CAP_NET_RAW): {e}"),
-        ));
-    }
-    // SAFETY: a fresh fd nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn bind_ll(fd: RawFd, ifindex: u32, protocol: u16) -> io::Result<()> {
-    // SAFETY: a zeroed sockaddr_ll with family, protocol and ifindex set.
-    let r = unsafe {
-        let mut sll: libc::sockaddr_ll = zeroed();
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = protocol.to_be();
-        sll.sll_ifindex = ifindex as i32;
-        libc::bind(
-            fd,
-            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
 
 /// Frames to one peer through an AF_PACKET socket.
 pub struct PacketTx {
@@ -89,7 +47,7 @@ impl PacketTx {
         // Protocol 0: this socket sends only, it is handed no frames.
         let fd = socket_packet(0)?;
         bind_ll(fd.as_raw_fd(), hop.ifindex, 0)?;
-        setsockopt_int(
+        sockopt::set_int(
             fd.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_TIMESTAMPING,
@@ -97,8 +55,8 @@ impl PacketTx {
         )?;
         // Room for the error queue's stamps (~0.8 KB each; udp.rs).
         let rcv = 16 << 20;
-        if setsockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcv).is_err() {
-            setsockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, rcv)?;
+        if sockopt::set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcv).is_err() {
+            sockopt::set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, rcv)?;
         }
         // SAFETY: fcntl on an owned fd.
         unsafe {
@@ -149,7 +107,7 @@ impl Transmit for PacketTx {
                 // The socket's send buffer is full: the interface queue
                 // is, so the own link is the bottleneck; wait.
                 Some(libc::EAGAIN) => {
-                    wait_fd(self.fd.as_raw_fd(), libc::POLLOUT, 10)?;
+                    sockopt::wait_fd(self.fd.as_raw_fd(), libc::POLLOUT, 10)?;
                 }
                 // The qdisc dropped it (its queue is full). Counted by
                 // the receiver as a loss, like a drop anywhere else; the
@@ -261,10 +219,10 @@ impl PacketRing {
         if r != 0 {
             return Err(io::Error::last_os_error());
         }
-        setsockopt_int(raw, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V3)?;
+        sockopt::set_int(raw, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V3)?;
         // Our own outgoing frames (lo shows both directions) are not probes
         // to us.
-        setsockopt_int(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+        sockopt::set_int(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
         let req = TpacketReq3 {
             block_size: BLOCK_BYTES,
             block_nr: BLOCKS,
@@ -318,23 +276,7 @@ impl PacketRing {
     /// Frames the kernel dropped because the ring was full, since the
     /// last call (PACKET_STATISTICS resets on read).
     pub fn dropped(&self) -> io::Result<u64> {
-        // struct tpacket_stats_v3 { tp_packets, tp_drops, tp_freeze_q_cnt }
-        let mut st = [0u32; 3];
-        let mut len = size_of::<[u32; 3]>() as libc::socklen_t;
-        // SAFETY: an out-buffer of the stated size.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                PACKET_STATISTICS,
-                st.as_mut_ptr() as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(st[1] as u64)
+        Ok(tightlink_sys::packet::statistics(self.fd.as_raw_fd())?.1)
     }
 
     fn block_ptr(&self) -> *mut u8 {
@@ -468,7 +410,7 @@ pub(crate) mod tests {
     use std::net::{Ipv4Addr, UdpSocket};
 
     use crate::backend::route::next_hop;
-    use crate::clock;
+    use tightlink_sys::clock;
 
     #[test]
     fn filter_jumps_land_on_the_returns() {
@@ -508,7 +450,7 @@ pub(crate) mod tests {
         let mut have = Vec::new();
         let until = clock::monotonic_ns() + 1_000_000_000;
         while have.len() < want && clock::monotonic_ns() < until {
-            wait_fd(ring.fd(), libc::POLLIN, 10).unwrap();
+            sockopt::wait_fd(ring.fd(), libc::POLLIN, 10).unwrap();
             let n = ring.recv_batch(&mut headers, &mut got).unwrap();
             for k in 0..n {
                 have.push((got[k].take().unwrap(), headers[k]));

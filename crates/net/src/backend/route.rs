@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 use tightlink_wire::udp4::Udp4Header;
 
-use crate::clock;
+use tightlink_sys::clock;
 
 /// Where frames for a destination go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,7 +152,7 @@ fn ifindex(ifname: &str) -> Result<u32, String> {
 /// resolves the neighbour; it is called when the neighbour cache has no
 /// complete entry, and the cache is read again for up to a second.
 pub fn next_hop(dst: Ipv4Addr, poke: &mut dyn FnMut()) -> Result<NextHop, String> {
-    let local = crate::host::interface_of(dst.into()).is_some();
+    let local = tightlink_sys::netif::interface_of(dst.into()).is_some();
     if dst.is_loopback() || local {
         // The kernel delivers to its own addresses over lo, whose
         // "Ethernet" addresses are all zero.

@@ -19,7 +19,7 @@ use tightlink_wire::udp4::{Udp4Header, HEADER_LEN};
 
 use super::route::NextHop;
 use super::{Backend, Transmit};
-use crate::udp::TxStamp;
+use crate::stamps::TxStamp;
 
 /// UMEM chunk: one frame each; a page, the largest aligned chunk.
 const CHUNK: u32 = 4096;
@@ -215,7 +215,7 @@ impl XdpTx {
             };
             // A socket closed just before on the same queue lets go of it
             // in a kernel work queue: EBUSY for a few ms.
-            let until = crate::clock::monotonic_ns() + 500_000_000;
+            let until = tightlink_sys::clock::monotonic_ns() + 500_000_000;
             loop {
                 // SAFETY: a valid sockaddr_xdp and its size.
                 let r = unsafe {
@@ -229,7 +229,9 @@ impl XdpTx {
                     break;
                 }
                 let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EBUSY) && crate::clock::monotonic_ns() < until {
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && tightlink_sys::clock::monotonic_ns() < until
+                {
                     std::thread::sleep(std::time::Duration::from_millis(2));
                     continue;
                 }

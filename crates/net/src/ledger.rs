@@ -1,0 +1,284 @@
+//! What happened to a stream's packets on the sending host, judged
+//! without I/O: each stream's departures ([`judge_departures`]: a sender
+//! that fell behind its schedule marks the stream host-limited; transmit
+//! stamps spread wider than the schedule mean the sender's own interface
+//! queued the probes, i.e. the tight link is the sender's own), the
+//! session's tally of them ([`SendLedger`]), and the probe stream built
+//! from a schedule and receive stamps.
+
+use tightlink_core::channel::HostFindings;
+use tightlink_core::{ProbePacket, ProbeStream};
+
+use crate::stamps::Departures;
+
+/// Layer name used in reports.
+pub const RATE_LAYER: &str =
+    "Ethernet frame without preamble and FCS (IP packet + 14 B), as tbf and interface counters count";
+
+/// One stream's departures, judged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DepartureVerdict {
+    /// The sender fell behind its schedule.
+    pub late: bool,
+    /// The sender's own interface queued the stream: the rate at which it
+    /// left (bytes after the first stamped packet over the stamped span).
+    pub queued_rate_bps: Option<f64>,
+    pub tx_missing: usize,
+}
+
+/// Judges a stream's departures. `late`: the 90th percentile of send
+/// lateness exceeds max(2 us, half the mean gap), so the host could not
+/// keep the rate. `queued`: at least 90 % of packets have transmit stamps,
+/// their span exceeds the scheduled span by 5 % + 5 us, and the lag of the
+/// kernel stamp behind the user-space send grew by as much (last tenth of
+/// the stream against the first), which a stalled sender does not do.
+pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
+    let n = d.scheduled_ns.len();
+    let tx_missing = d.tx_ns.iter().filter(|t| t.is_none()).count();
+    let mut v = DepartureVerdict {
+        late: false,
+        queued_rate_bps: None,
+        tx_missing,
+    };
+    if n < 10 {
+        return v;
+    }
+    let sched_span = (d.scheduled_ns[n - 1] - d.scheduled_ns[0]) as f64;
+    let mean_gap = sched_span / (n - 1) as f64;
+    if !d.user_ns.is_empty() {
+        let mut late: Vec<i64> = d
+            .user_ns
+            .iter()
+            .zip(&d.scheduled_ns)
+            .map(|(u, s)| u - s)
+            .collect();
+        late.sort_unstable();
+        let p90 = late[(late.len() * 9) / 10];
+        v.late = p90 as f64 > (mean_gap / 2.0).max(2_000.0);
+    }
+    if tx_missing * 10 <= n {
+        let stamped: Vec<(usize, i64)> = d
+            .tx_ns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.map(|t| (i, t)))
+            .collect();
+        if let (Some(&(i0, t0)), Some(&(i1, t1))) = (stamped.first(), stamped.last()) {
+            let sched = (d.scheduled_ns[i1] - d.scheduled_ns[i0]) as f64;
+            let tx = (t1 - t0) as f64;
+            // A queue in the sender's own qdisc makes the kernel stamp lag
+            // the user-space send more and more; a stall of the sending
+            // thread delays both alike (a 1 ms VM stall near a loopback
+            // stream's end once read as "own link at 93 Mbit/s").
+            let queue_growth_ns = if d.user_ns.len() == n {
+                let lag: Vec<i64> = stamped.iter().map(|&(i, t)| t - d.user_ns[i]).collect();
+                let k = (lag.len() / 10).max(1);
+                (median_i64(&lag[lag.len() - k..]) - median_i64(&lag[..k])) as f64
+            } else {
+                tx - sched
+            };
+            if i1 > i0 && tx > sched * 1.05 + 5_000.0 && queue_growth_ns > sched * 0.05 + 5_000.0 {
+                // The rate the queue drained at: from the last packet that
+                // left without a queue (lag within 2 us of the first
+                // tenth's) to the end. Over the whole span, the unqueued
+                // start of a multi-rate stream pulled it low (179 for a
+                // 200 Mbit/s tbf once streams centred on the truth).
+                let (q, tq) = if d.user_ns.len() == n {
+                    let lag: Vec<i64> = stamped.iter().map(|&(i, t)| t - d.user_ns[i]).collect();
+                    let base = median_i64(&lag[..(lag.len() / 10).max(1)]);
+                    let last_free = lag.iter().rposition(|&l| l <= base + 2_000).unwrap_or(0);
+                    let from = if stamped.len() - last_free >= 10 {
+                        last_free
+                    } else {
+                        0
+                    };
+                    stamped[from]
+                } else {
+                    (i0, t0)
+                };
+                let bytes: u64 = sizes[q + 1..=i1].iter().map(|&s| s as u64).sum();
+                v.queued_rate_bps = Some(bytes as f64 * 8e9 / (t1 - tq) as f64);
+            }
+        }
+    }
+    v
+}
+
+/// What the departures of every stream said about the sending host: the
+/// part of [`HostFindings`] that any channel sending paced probes keeps.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SendLedger {
+    pub late_streams: usize,
+    /// Own-link rates of the streams the sender's interface queued.
+    pub own_link: Vec<f64>,
+    pub tx_missing: u64,
+}
+
+impl SendLedger {
+    /// Judges one stream's departures; `stamps_expected` is false where
+    /// the backend gets no transmit stamps (said once, not per stream).
+    pub fn note(&mut self, d: &Departures, sizes: &[u32], stamps_expected: bool) {
+        let v = judge_departures(d, sizes);
+        self.late_streams += v.late as usize;
+        if stamps_expected {
+            self.tx_missing += v.tx_missing as u64;
+        }
+        if let Some(r) = v.queued_rate_bps.filter(|_| !v.late) {
+            self.own_link.push(r);
+        }
+    }
+
+    pub fn findings(
+        &self,
+        host_limit_bps: f64,
+        drops: Vec<(&'static str, u64)>,
+        warnings: Vec<String>,
+    ) -> HostFindings {
+        let mut own = self.own_link.clone();
+        own.sort_by(f64::total_cmp);
+        HostFindings {
+            host_limit_bps,
+            late_streams: self.late_streams,
+            queued_streams: own.len(),
+            own_link_bps: own.get(own.len() / 2).copied(),
+            tx_stamps_missing: self.tx_missing,
+            drops,
+            rate_layer: RATE_LAYER,
+            warnings,
+        }
+    }
+}
+
+fn median_i64(xs: &[i64]) -> i64 {
+    tightlink_core::stats::median_i64(xs).unwrap_or(0)
+}
+
+/// The stream model of one probed stream: sizes at the frame layer, the
+/// schedule as send times, kernel receive stamps.
+pub(crate) fn probe_stream(
+    stream: u32,
+    sizes: &[u32],
+    send_ns: &[i64],
+    recv_ns: &[Option<i64>],
+) -> ProbeStream {
+    ProbeStream::new(
+        stream as u64,
+        sizes
+            .iter()
+            .zip(send_ns)
+            .zip(recv_ns)
+            .map(|((&size_bytes, &send_ns), &recv_ns)| ProbePacket {
+                size_bytes,
+                send_ns,
+                recv_ns,
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn departures(gap_ns: i64, n: usize, late_ns: i64, tx_gap_ns: i64) -> Departures {
+        Departures {
+            scheduled_ns: (0..n as i64).map(|i| i * gap_ns).collect(),
+            user_ns: (0..n as i64).map(|i| i * gap_ns + late_ns).collect(),
+            tx_ns: (0..n as i64).map(|i| Some(2_000 + i * tx_gap_ns)).collect(),
+        }
+    }
+
+    /// 100 packets of 1514 B every 60.56 us (200 Mbit/s), sent on time
+    /// and stamped on time: neither late nor queued.
+    #[test]
+    fn on_time_departures_are_clean() {
+        let d = departures(60_560, 100, 500, 60_560);
+        let v = judge_departures(&d, &[1514; 100]);
+        assert_eq!(
+            v,
+            DepartureVerdict {
+                late: false,
+                queued_rate_bps: None,
+                tx_missing: 0
+            }
+        );
+    }
+
+    /// Scheduled at 300 Mbit/s (40.37 us) but the kernel stamped them
+    /// 60.56 us apart: queued in the sender's own qdisc; the rate it left
+    /// at is 1514 * 8 / 60.56 us = 200 Mbit/s.
+    #[test]
+    fn a_shaped_own_link_is_seen_in_transmit_stamps() {
+        let d = departures(40_373, 100, 500, 60_560);
+        let v = judge_departures(&d, &[1514; 100]);
+        assert!(!v.late);
+        let r = v.queued_rate_bps.unwrap();
+        assert!((r / 200e6 - 1.0).abs() < 0.001, "{r}");
+    }
+
+    /// A multi-rate stream through the sender's own 200 Mbit/s tbf: 50
+    /// packets at 150 Mbit/s (80.75 us) leave on time, then 50 at 300
+    /// Mbit/s (40.37 us) queue and leave 60.56 us apart. The rate it left
+    /// at is measured from packet 49 (the last unqueued) on: 50 x 1514 B
+    /// over 50 x 60.56 us = 200 Mbit/s, where the whole span would read
+    /// 99 x 1514 B over 49 x 80.75 + 50 x 60.56 us = 169 Mbit/s.
+    #[test]
+    fn only_the_queued_part_gives_the_own_link_rate() {
+        let mut sched = Vec::new();
+        let mut tx = Vec::new();
+        let (mut s, mut t) = (0i64, 2_000i64);
+        for i in 0..100 {
+            if i > 0 {
+                s += if i < 50 { 80_750 } else { 40_373 };
+                t += if i < 50 { 80_750 } else { 60_560 };
+            }
+            sched.push(s);
+            tx.push(Some(t));
+        }
+        let d = Departures {
+            user_ns: sched.iter().map(|s| s + 500).collect(),
+            scheduled_ns: sched,
+            tx_ns: tx,
+        };
+        let r = judge_departures(&d, &[1514; 100]).queued_rate_bps.unwrap();
+        assert!((r / 200e6 - 1.0).abs() < 0.001, "{r}");
+    }
+
+    /// The sending thread stalls 1.2 ms before the last 5 packets of a
+    /// 100 Mbit/s stream: user-space and kernel stamps are late alike, the
+    /// stamped span is 7 % too long, but nothing queued (loopback CI flake).
+    #[test]
+    fn a_stalled_sender_is_not_a_queued_link() {
+        let mut d = departures(121_120, 100, 500, 121_120);
+        for i in 95..100 {
+            d.user_ns[i] += 1_200_000;
+            d.tx_ns[i] = d.tx_ns[i].map(|t| t + 1_200_000);
+        }
+        let v = judge_departures(&d, &[1514; 100]);
+        assert_eq!(v.queued_rate_bps, None, "{v:?}");
+    }
+
+    /// A host that cannot keep 4 us gaps falls further behind every packet
+    /// (here 1 us per packet): late.
+    #[test]
+    fn a_host_falling_behind_is_late() {
+        let mut d = departures(4_000, 100, 0, 5_000);
+        for (i, u) in d.user_ns.iter_mut().enumerate() {
+            *u += i as i64 * 1_000;
+        }
+        assert!(judge_departures(&d, &[1514; 100]).late);
+    }
+
+    /// Missing stamps are counted; with more than 10 % missing no queue
+    /// verdict is drawn.
+    #[test]
+    fn missing_stamps_block_the_queue_verdict() {
+        let mut d = departures(40_373, 100, 0, 60_560);
+        for t in d.tx_ns.iter_mut().step_by(5) {
+            *t = None;
+        }
+        let v = judge_departures(&d, &[1514; 100]);
+        assert_eq!(v.tx_missing, 20);
+        assert_eq!(v.queued_rate_bps, None);
+    }
+}

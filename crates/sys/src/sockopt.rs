@@ -1,0 +1,116 @@
+//! Socket options, addresses and waiting on descriptors: the few libc
+//! calls every socket user here needs, each checked, errors as
+//! `io::Error`.
+
+use std::io;
+use std::mem::size_of;
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+
+/// Sets an `int` socket option.
+pub fn set_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: a valid fd and a pointer to an int of the stated size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &value as *const i32 as *const libc::c_void,
+            size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads an `int` socket option.
+pub fn get_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+    let mut v: i32 = 0;
+    let mut len = size_of::<i32>() as libc::socklen_t;
+    // SAFETY: a valid fd, an int-sized out-pointer and its length.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            &mut v as *mut i32 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok(v)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The address in a `sockaddr_storage` the kernel filled, if IPv4 or IPv6.
+pub fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match ss.ss_family as i32 {
+        libc::AF_INET => {
+            // SAFETY: the family says this storage holds a sockaddr_in.
+            let a: &libc::sockaddr_in = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                u32::from_be(a.sin_addr.s_addr).into(),
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says this storage holds a sockaddr_in6.
+            let a: &libc::sockaddr_in6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                a.sin6_addr.s6_addr.into(),
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// Waits until `fd` is ready for `events` or `timeout_ms` passes; returns
+/// whether it is ready.
+pub fn wait_fd(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn options_round_trip_and_waits_time_out() {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let fd = s.as_raw_fd();
+        set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1).unwrap();
+        assert_eq!(
+            get_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR).unwrap(),
+            1
+        );
+        assert!(set_int(-1, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1).is_err());
+        // Nothing to read: not ready after 1 ms.
+        assert!(!wait_fd(fd, libc::POLLIN, 1).unwrap());
+        s.send_to(b"x", s.local_addr().unwrap()).unwrap();
+        assert!(wait_fd(fd, libc::POLLIN, 1000).unwrap());
+    }
+}
