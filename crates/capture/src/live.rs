@@ -152,23 +152,8 @@ pub fn capture_to_pcap(
         1,
         "SO_TIMESTAMPNS",
     )?;
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 100_000,
-    };
-    // SAFETY: a timeval option on our socket.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.0,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const libc::timeval as *const libc::c_void,
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(os_err("SO_RCVTIMEO"));
-    }
+    sockopt::set_recv_timeout(fd.0, Duration::from_millis(100))
+        .map_err(|e| io_err("SO_RCVTIMEO", e))?;
     packet::bind(fd.0, ifindex, packet::ETH_P_ALL)
         .map_err(|e| io_err(format!("binding to {}", opts.interface), e))?;
     // Drops counted so far (frames of any interface queued before the

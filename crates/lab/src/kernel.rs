@@ -129,20 +129,10 @@ impl Rtnl {
         }
         // SAFETY: fd is a fresh socket we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let tv = libc::timeval {
-            tv_sec: 1,
-            tv_usec: 0,
-        };
-        // SAFETY: valid option pointer and length.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                &tv as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::timeval>() as u32,
-            );
-        }
+        tightlink_sys::sockopt::set_recv_timeout(
+            fd.as_raw_fd(),
+            std::time::Duration::from_secs(1),
+        )?;
         Ok(Rtnl {
             fd,
             seq: 1,

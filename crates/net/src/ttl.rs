@@ -365,13 +365,9 @@ impl HopChannel for UdpTtlChannel {
                 break;
             }
             let wait_ms = ((deadline - now) / 1_000_000).clamp(1, 100) as i32;
-            let mut p = libc::pollfd {
-                fd: self.sock.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd. POLLERR is reported unasked.
-            unsafe { libc::poll(&mut p, 1, wait_ms) };
+            // POLLERR (an ICMP error queued) is reported unasked; a failed
+            // poll only ends this wait early.
+            let _ = sockopt::wait_fd(self.sock.as_raw_fd(), libc::POLLIN, wait_ms);
         }
         let out = match reply {
             None => HopReply {

@@ -92,6 +92,30 @@ pub fn wait_fd(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<bool> {
     Ok(r > 0)
 }
 
+/// Sets SO_RCVTIMEO: a blocking receive returns `WouldBlock` after
+/// `timeout` (zero would mean "never", so it is raised to 1 us).
+pub fn set_recv_timeout(fd: RawFd, timeout: std::time::Duration) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_usec: (timeout.subsec_micros().max(u32::from(timeout.is_zero()))) as libc::suseconds_t,
+    };
+    // SAFETY: a timeval option of the stated size on a valid fd.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &tv as *const libc::timeval as *const libc::c_void,
+            size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +136,13 @@ mod tests {
         assert!(!wait_fd(fd, libc::POLLIN, 1).unwrap());
         s.send_to(b"x", s.local_addr().unwrap()).unwrap();
         assert!(wait_fd(fd, libc::POLLIN, 1000).unwrap());
+        // A 20 ms receive timeout: an empty socket gives WouldBlock.
+        let mut buf = [0u8; 4];
+        s.recv(&mut buf).unwrap();
+        set_recv_timeout(fd, std::time::Duration::from_millis(20)).unwrap();
+        assert_eq!(
+            s.recv(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
     }
 }

@@ -138,13 +138,7 @@ fn hw_addr(ifname: &str) -> Option<[u8; 6]> {
 }
 
 fn ifindex(ifname: &str) -> Result<u32, String> {
-    let c = std::ffi::CString::new(ifname).map_err(|_| format!("bad interface name {ifname}"))?;
-    // SAFETY: a NUL-terminated name.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if i == 0 {
-        return Err(format!("no interface {ifname}"));
-    }
-    Ok(i)
+    tightlink_sys::netif::index(ifname).map_err(|e| e.to_string())
 }
 
 /// The interface, MACs and gateway for frames to `dst`. `poke` sends one
