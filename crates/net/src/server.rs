@@ -300,35 +300,129 @@ fn ctl<T>(r: Result<T, ControlError>) -> Result<T, String> {
     })
 }
 
+/// How a session ends early: refused (the client is told why) or failed
+/// (the connection broke; nothing more can be said).
+enum End {
+    Refuse(String),
+    Fail(String),
+}
+
+impl From<io::Error> for End {
+    fn from(e: io::Error) -> Self {
+        End::Fail(e.to_string())
+    }
+}
+
+/// A control message or why none came.
+fn next_message(r: &mut &TcpStream) -> Result<Message, End> {
+    ctl(read_message(r)).map_err(End::Fail)
+}
+
+fn send(w: &mut BufWriter<&TcpStream>, m: &Message) -> Result<(), End> {
+    write_message(w, m).map_err(End::from)
+}
+
+/// One session: the handshake, a probe socket, then streams until Close.
 fn session(
     conn: TcpStream,
     peer: SocketAddr,
     config: &ServerConfig,
     o: &mut Outcome,
 ) -> Result<(), String> {
-    let io_err = |e: io::Error| e.to_string();
-    conn.set_nodelay(true).map_err(io_err)?;
-    conn.set_read_timeout(Some(config.handshake_timeout))
-        .map_err(io_err)?;
-    conn.set_write_timeout(Some(config.handshake_timeout))
-        .map_err(io_err)?;
-    // Unbuffered: the receive loop polls the fd, which must not hide bytes
-    // already read into a buffer.
+    // Unbuffered reads: the receive loop polls the fd, which must not hide
+    // bytes already read into a buffer.
     let mut r = &conn;
     let mut w = BufWriter::new(&conn);
-    let wants_key = match ctl(read_message(&mut r))? {
+    let result = (|| -> Result<(), End> {
+        set_timeouts(&conn, config.handshake_timeout)?;
+        let opened = handshake(&mut r, &mut w, config, o)?;
+        let mut s = Session::accept(&conn, &mut w, peer, config, opened, o.authenticated)?;
+        set_timeouts(&conn, config.idle_timeout)?;
+        loop {
+            let msg = next_message(&mut r)?;
+            let remaining_ns = s.session_end - clock::monotonic_ns();
+            if remaining_ns <= 0 {
+                return Err(End::Refuse(format!(
+                    "session time limit of {} ms reached",
+                    s.limits.max_session_ms
+                )));
+            }
+            match msg {
+                Message::Forward {
+                    stream,
+                    packets,
+                    max_size,
+                    bytes,
+                    duration_ns,
+                } if s.direction == Direction::Forward => {
+                    let asked = StreamAsk {
+                        packets,
+                        max_size: max_size as u64,
+                        bytes,
+                        duration_ns,
+                    };
+                    s.forward_stream(&conn, &mut r, &mut w, o, stream, asked, remaining_ns)?
+                }
+                Message::Reverse { stream, schedule } if s.direction == Direction::Reverse => {
+                    s.reverse_stream(&mut w, o, stream, &schedule, remaining_ns)?
+                }
+                Message::Credit { len } if s.direction == Direction::Reverse => {
+                    s.tcp_credit += len as u64;
+                }
+                Message::Close => return s.close(&mut w, o),
+                other => {
+                    return Err(End::Refuse(
+                        format!(
+                            "unexpected message in a {:?} session: {other:?}",
+                            s.direction
+                        )
+                        .chars()
+                        .take(200)
+                        .collect(),
+                    ))
+                }
+            }
+        }
+    })();
+    match result {
+        Ok(()) => Ok(()),
+        Err(End::Refuse(why)) => refuse(&mut w, why),
+        Err(End::Fail(e)) => Err(e),
+    }
+}
+
+fn set_timeouts(conn: &TcpStream, t: Duration) -> io::Result<()> {
+    conn.set_nodelay(true)?;
+    conn.set_read_timeout(Some(t))?;
+    conn.set_write_timeout(Some(t))
+}
+
+/// What the handshake settled.
+struct Opened {
+    direction: Direction,
+    nonce: [u8; 32],
+}
+
+/// Hello, Challenge, Open and the key check; sets `o.direction` and
+/// `o.authenticated`.
+fn handshake(
+    r: &mut &TcpStream,
+    w: &mut BufWriter<&TcpStream>,
+    config: &ServerConfig,
+    o: &mut Outcome,
+) -> Result<Opened, End> {
+    let wants_key = match next_message(r)? {
         Message::Hello { version, wants_key } if version == VERSION => wants_key,
         Message::Hello { version, .. } => {
-            return refuse(
-                &mut w,
-                format!("protocol version {version}; this server speaks {VERSION}"),
-            )
+            return Err(End::Refuse(format!(
+                "protocol version {version}; this server speaks {VERSION}"
+            )))
         }
-        _ => return refuse(&mut w, "expected Hello".into()),
+        _ => return Err(End::Refuse("expected Hello".into())),
     };
-    let nonce = auth::nonce().map_err(io_err)?;
-    write_message(
-        &mut w,
+    let nonce = auth::nonce()?;
+    send(
+        w,
         &Message::Challenge {
             version: VERSION,
             nonce,
@@ -339,210 +433,251 @@ fn session(
                 config.open_limits
             },
         },
-    )
-    .map_err(io_err)?;
-    let (direction, answer) = match ctl(read_message(&mut r))? {
+    )?;
+    let (direction, answer) = match next_message(r)? {
         Message::Open { direction, auth } => (direction, auth),
-        _ => return refuse(&mut w, "expected Open".into()),
+        _ => return Err(End::Refuse("expected Open".into())),
     };
     o.direction = Some(direction);
     o.authenticated = match (&config.key, answer) {
         (Some(key), Some(a)) => {
             if !auth::verify(key, &nonce, direction, &a) {
-                return refuse(&mut w, "wrong key".into());
+                return Err(End::Refuse("wrong key".into()));
             }
             true
         }
-        (None, Some(_)) => return refuse(&mut w, "this server has no key configured".into()),
+        (None, Some(_)) => return Err(End::Refuse("this server has no key configured".into())),
         (_, None) if config.require_key => {
-            return refuse(&mut w, "this server requires a key (--key-file)".into())
+            return Err(End::Refuse(
+                "this server requires a key (--key-file)".into(),
+            ))
         }
         (_, None) => false,
     };
-    let limits = if o.authenticated {
-        config.keyed_limits
-    } else {
-        config.open_limits
-    };
-    let local_ip = conn.local_addr().map_err(io_err)?.ip();
-    let mut sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), 16 << 20).map_err(io_err)?;
-    let udp_port = sock.local_addr().map_err(io_err)?.port();
-    let session_id = u64::from_be_bytes(nonce[..8].try_into().unwrap());
-    write_message(
-        &mut w,
-        &Message::Accepted {
-            session: session_id,
-            udp_port,
-            authenticated: o.authenticated,
+    Ok(Opened { direction, nonce })
+}
+
+/// A forward stream's announcement.
+struct StreamAsk {
+    packets: u32,
+    max_size: u64,
+    bytes: u64,
+    duration_ns: u64,
+}
+
+/// An accepted session: its probe socket, limits and running counts.
+struct Session {
+    peer: SocketAddr,
+    direction: Direction,
+    authenticated: bool,
+    limits: Limits,
+    session_id: u64,
+    sock: ProbeSocket,
+    session_end: i64,
+    /// UDP bytes the client sent us, and the client's UDP address.
+    seen: Collected,
+    sent_udp_bytes: u64,
+    tcp_credit: u64,
+    sequence: u32,
+}
+
+impl Session {
+    /// Opens the session's probe socket and tells the client its port.
+    fn accept(
+        conn: &TcpStream,
+        w: &mut BufWriter<&TcpStream>,
+        peer: SocketAddr,
+        config: &ServerConfig,
+        opened: Opened,
+        authenticated: bool,
+    ) -> Result<Session, End> {
+        let limits = if authenticated {
+            config.keyed_limits
+        } else {
+            config.open_limits
+        };
+        let local_ip = conn.local_addr()?.ip();
+        let sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), 16 << 20)?;
+        let udp_port = sock.local_addr()?.port();
+        let session_id = u64::from_be_bytes(opened.nonce[..8].try_into().unwrap());
+        send(
+            w,
+            &Message::Accepted {
+                session: session_id,
+                udp_port,
+                authenticated,
+                limits,
+            },
+        )?;
+        Ok(Session {
+            peer,
+            direction: opened.direction,
+            authenticated,
             limits,
-        },
-    )
-    .map_err(io_err)?;
-    conn.set_read_timeout(Some(config.idle_timeout))
-        .map_err(io_err)?;
-    conn.set_write_timeout(Some(config.idle_timeout))
-        .map_err(io_err)?;
-    let session_end = clock::monotonic_ns() + limits.max_session_ms as i64 * 1_000_000;
-    // UDP bytes the client sent us, and the client's UDP address.
-    let mut seen = Collected::default();
-    let mut sent_udp_bytes: u64 = 0;
-    let mut tcp_credit: u64 = 0;
-    // What the socket may hold between streams: warm-ups and credit from
-    // the client, counted; anything else, dropped with a reason.
-    let between_streams = |seen: &Collected| Expect {
-        session: session_id,
-        stream: u32::MAX,
-        packets: 0,
-        max_size: limits.max_packet_bytes as usize,
-        peer_ip: peer.ip(),
-        peer_port: seen.peer.map(|p| p.port()),
-    };
-    let mut sequence = 0u32;
-    loop {
-        let msg = ctl(read_message(&mut r))?;
-        let remaining_ns = session_end - clock::monotonic_ns();
-        if remaining_ns <= 0 {
-            return refuse(
-                &mut w,
-                format!("session time limit of {} ms reached", limits.max_session_ms),
-            );
+            session_id,
+            sock,
+            session_end: clock::monotonic_ns() + limits.max_session_ms as i64 * 1_000_000,
+            seen: Collected::default(),
+            sent_udp_bytes: 0,
+            tcp_credit: 0,
+            sequence: 0,
+        })
+    }
+
+    /// What the socket may hold between streams: warm-ups and credit from
+    /// the client, counted; anything else, dropped with a reason.
+    fn between_streams(&self) -> Expect {
+        Expect {
+            session: self.session_id,
+            stream: u32::MAX,
+            packets: 0,
+            max_size: self.limits.max_packet_bytes as usize,
+            peer_ip: self.peer.ip(),
+            peer_port: self.seen.peer.map(|p| p.port()),
         }
-        match msg {
-            Message::Forward {
-                stream,
-                packets,
-                max_size,
-                bytes,
-                duration_ns,
-            } if direction == Direction::Forward => {
-                if let Err(why) = check_stream(
-                    &limits,
-                    packets,
-                    max_size as u64,
-                    bytes,
-                    o.bytes,
-                    duration_ns,
-                    remaining_ns,
-                ) {
-                    return refuse(&mut w, why);
+    }
+
+    /// The client sends a stream: stamp it, send the receive records.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_stream(
+        &mut self,
+        conn: &TcpStream,
+        r: &mut &TcpStream,
+        w: &mut BufWriter<&TcpStream>,
+        o: &mut Outcome,
+        stream: u32,
+        ask: StreamAsk,
+        remaining_ns: i64,
+    ) -> Result<(), End> {
+        check_stream(
+            &self.limits,
+            ask.packets,
+            ask.max_size,
+            ask.bytes,
+            o.bytes,
+            ask.duration_ns,
+            remaining_ns,
+        )
+        .map_err(End::Refuse)?;
+        send(w, &Message::Ready { stream })?;
+        let expect = Expect {
+            session: self.session_id,
+            stream,
+            packets: ask.packets,
+            max_size: ask.max_size as usize,
+            peer_ip: self.peer.ip(),
+            peer_port: self.seen.peer.map(|p| p.port()),
+        };
+        let deadline = clock::monotonic_ns() + ask.duration_ns as i64 + 2_000_000_000;
+        let mut sender_done = false;
+        let c = collect_stream(
+            &mut &self.sock,
+            &expect,
+            Some(conn.as_raw_fd()),
+            &mut || match read_message(r) {
+                Ok(Message::StreamSent { stream: s }) if s == stream => {
+                    sender_done = true;
+                    Ok(true)
                 }
-                write_message(&mut w, &Message::Ready { stream }).map_err(io_err)?;
-                let expect = Expect {
-                    session: session_id,
-                    stream,
-                    packets,
-                    max_size: max_size as usize,
-                    peer_ip: peer.ip(),
-                    peer_port: seen.peer.map(|p| p.port()),
-                };
-                let deadline = clock::monotonic_ns() + duration_ns as i64 + 2_000_000_000;
-                let mut sender_done = false;
-                let c = collect_stream(
-                    &mut &sock,
-                    &expect,
-                    Some(conn.as_raw_fd()),
-                    &mut || match read_message(&mut r) {
-                        Ok(Message::StreamSent { stream: s }) if s == stream => {
-                            sender_done = true;
-                            Ok(true)
-                        }
-                        Ok(_) => Err(io::Error::other("expected StreamSent")),
-                        Err(e) => Err(io::Error::other(e.to_string())),
-                    },
-                    deadline,
-                )
-                .map_err(io_err)?;
-                if !sender_done {
-                    return refuse(&mut w, "stream not finished in time".into());
-                }
-                o.streams += 1;
-                o.packets += packets as u64;
-                o.bytes += bytes;
-                o.drops.merge(&c.drops);
-                seen.peer = seen.peer.or(c.peer);
-                send_records(&mut w, stream, RecordKind::Receive, &c.recv_ns).map_err(io_err)?;
-            }
-            Message::Reverse { stream, schedule } if direction == Direction::Reverse => {
-                let bytes: u64 = schedule.iter().map(|s| s.size_bytes as u64).sum();
-                let max_size = schedule.iter().map(|s| s.size_bytes).max().unwrap_or(0);
-                let duration_ns = schedule.last().map_or(0, |s| s.offset_ns as u64);
-                if let Err(why) = check_stream(
-                    &limits,
-                    schedule.len() as u32,
-                    max_size as u64,
-                    bytes,
-                    o.bytes,
-                    duration_ns,
-                    remaining_ns,
-                ) {
-                    return refuse(&mut w, why);
-                }
-                if schedule.windows(2).any(|p| p[1].offset_ns < p[0].offset_ns) {
-                    return refuse(&mut w, "schedule offsets must not decrease".into());
-                }
-                // Learn the client's port and count its credit: wait up to
-                // 200 ms for what it sent before this request.
-                let need = sent_udp_bytes + bytes;
-                let until = clock::monotonic_ns() + 200_000_000;
-                loop {
-                    absorb(&sock, &between_streams(&seen), &mut seen).map_err(io_err)?;
-                    let enough = o.authenticated || seen.peer_bytes + tcp_credit >= need;
-                    if (seen.peer.is_some() && enough) || clock::monotonic_ns() > until {
-                        break;
-                    }
-                    sockopt::wait_fd(sock.fd(), libc::POLLIN, 5).map_err(io_err)?;
-                }
-                let Some(client) = seen.peer else {
-                    return refuse(
-                        &mut w,
-                        "no UDP packet of this session arrived from the client's address: the server sends only where the client has sent from".into(),
-                    );
-                };
-                if !o.authenticated && seen.peer_bytes + tcp_credit < need {
-                    return refuse(
-                        &mut w,
-                        format!(
-                            "reverse stream of {bytes} bytes exceeds the client's credit ({} of {need} bytes received); without a key the server sends no more than it received",
-                            seen.peer_bytes + tcp_credit
-                        ),
-                    );
-                }
-                write_message(&mut w, &Message::Ready { stream }).map_err(io_err)?;
-                let d = send_schedule(
-                    &mut sock,
-                    client,
-                    session_id,
-                    stream,
-                    &schedule,
-                    &mut sequence,
-                )
-                .map_err(io_err)?;
-                sent_udp_bytes += bytes;
-                o.streams += 1;
-                o.packets += schedule.len() as u64;
-                o.bytes += bytes;
-                write_message(&mut w, &Message::StreamSent { stream }).map_err(io_err)?;
-                send_records(&mut w, stream, RecordKind::Transmit, &d).map_err(io_err)?;
-            }
-            Message::Credit { len } if direction == Direction::Reverse => {
-                tcp_credit += len as u64;
-            }
-            Message::Close => {
-                absorb(&sock, &between_streams(&seen), &mut seen).map_err(io_err)?;
-                o.drops.merge(&seen.drops);
-                write_message(&mut w, &Message::Bye { drops: o.drops }).map_err(io_err)?;
-                return Ok(());
-            }
-            other => {
-                return refuse(
-                    &mut w,
-                    format!("unexpected message in a {direction:?} session: {other:?}")
-                        .chars()
-                        .take(200)
-                        .collect(),
-                )
-            }
+                Ok(_) => Err(io::Error::other("expected StreamSent")),
+                Err(e) => Err(io::Error::other(e.to_string())),
+            },
+            deadline,
+        )?;
+        if !sender_done {
+            return Err(End::Refuse("stream not finished in time".into()));
         }
+        o.streams += 1;
+        o.packets += ask.packets as u64;
+        o.bytes += ask.bytes;
+        o.drops.merge(&c.drops);
+        self.seen.peer = self.seen.peer.or(c.peer);
+        send_records(w, stream, RecordKind::Receive, &c.recv_ns)?;
+        Ok(())
+    }
+
+    /// The client asks for a stream: check its credit and address, send
+    /// the schedule, then the transmit records.
+    fn reverse_stream(
+        &mut self,
+        w: &mut BufWriter<&TcpStream>,
+        o: &mut Outcome,
+        stream: u32,
+        schedule: &[Scheduled],
+        remaining_ns: i64,
+    ) -> Result<(), End> {
+        let bytes: u64 = schedule.iter().map(|s| s.size_bytes as u64).sum();
+        let max_size = schedule.iter().map(|s| s.size_bytes).max().unwrap_or(0);
+        let duration_ns = schedule.last().map_or(0, |s| s.offset_ns as u64);
+        check_stream(
+            &self.limits,
+            schedule.len() as u32,
+            max_size as u64,
+            bytes,
+            o.bytes,
+            duration_ns,
+            remaining_ns,
+        )
+        .map_err(End::Refuse)?;
+        if schedule.windows(2).any(|p| p[1].offset_ns < p[0].offset_ns) {
+            return Err(End::Refuse("schedule offsets must not decrease".into()));
+        }
+        let client = self.await_credit(bytes)?;
+        send(w, &Message::Ready { stream })?;
+        let d = send_schedule(
+            &mut self.sock,
+            client,
+            self.session_id,
+            stream,
+            schedule,
+            &mut self.sequence,
+        )?;
+        self.sent_udp_bytes += bytes;
+        o.streams += 1;
+        o.packets += schedule.len() as u64;
+        o.bytes += bytes;
+        send(w, &Message::StreamSent { stream })?;
+        send_records(w, stream, RecordKind::Transmit, &d)?;
+        Ok(())
+    }
+
+    /// Learns the client's UDP address and counts its credit, waiting up
+    /// to 200 ms for what it sent before asking for `bytes`: the server
+    /// sends only where the client has sent from, and without a key no
+    /// more than it received.
+    fn await_credit(&mut self, bytes: u64) -> Result<SocketAddr, End> {
+        let need = self.sent_udp_bytes + bytes;
+        let until = clock::monotonic_ns() + 200_000_000;
+        loop {
+            let expect = self.between_streams();
+            absorb(&self.sock, &expect, &mut self.seen)?;
+            let enough = self.authenticated || self.seen.peer_bytes + self.tcp_credit >= need;
+            if (self.seen.peer.is_some() && enough) || clock::monotonic_ns() > until {
+                break;
+            }
+            sockopt::wait_fd(self.sock.fd(), libc::POLLIN, 5)?;
+        }
+        let Some(client) = self.seen.peer else {
+            return Err(End::Refuse(
+                "no UDP packet of this session arrived from the client's address: the server sends only where the client has sent from".into(),
+            ));
+        };
+        if !self.authenticated && self.seen.peer_bytes + self.tcp_credit < need {
+            return Err(End::Refuse(format!(
+                "reverse stream of {bytes} bytes exceeds the client's credit ({} of {need} bytes received); without a key the server sends no more than it received",
+                self.seen.peer_bytes + self.tcp_credit
+            )));
+        }
+        Ok(client)
+    }
+
+    /// Counts what arrived since the last stream and says goodbye with
+    /// the drop counters.
+    fn close(&mut self, w: &mut BufWriter<&TcpStream>, o: &mut Outcome) -> Result<(), End> {
+        let expect = self.between_streams();
+        absorb(&self.sock, &expect, &mut self.seen)?;
+        o.drops.merge(&self.seen.drops);
+        send(w, &Message::Bye { drops: o.drops })
     }
 }
 
