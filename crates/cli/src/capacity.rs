@@ -99,8 +99,8 @@ pub fn run(a: CapacityArgs) -> Result<()> {
             },
             r.confidence,
             format!("{}/{}", r.pairs_used, r.pairs_sent),
-            r.probe_bytes as f64 / 1e6,
-            r.duration_s,
+            r.cost.probe_bytes as f64 / 1e6,
+            r.cost.duration_s,
             r.stop,
             err
         );

@@ -225,8 +225,8 @@ fn render(res: &HopsResult) -> Result<()> {
     println!(
         "{} probes, {:.2} MB, {:.2} s{}",
         r.probes,
-        r.probe_bytes as f64 / 1e6,
-        r.duration_s,
+        r.cost.probe_bytes as f64 / 1e6,
+        r.cost.duration_s,
         if r.reached_destination {
             ""
         } else {

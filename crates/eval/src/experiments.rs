@@ -458,14 +458,17 @@ pub fn strategies(base_seed: u64, case: &PathCase, seeds: u64) -> Vec<StrategyRo
                 median_bytes: median(
                     &mut runs
                         .iter()
-                        .map(|r| r.probe_bytes as f64)
+                        .map(|r| r.cost.probe_bytes as f64)
                         .collect::<Vec<_>>(),
                 ),
                 median_duration_s: median(
-                    &mut runs.iter().map(|r| r.duration_s).collect::<Vec<_>>(),
+                    &mut runs.iter().map(|r| r.cost.duration_s).collect::<Vec<_>>(),
                 ),
                 median_streams: median(
-                    &mut runs.iter().map(|r| r.streams as f64).collect::<Vec<_>>(),
+                    &mut runs
+                        .iter()
+                        .map(|r| r.cost.streams as f64)
+                        .collect::<Vec<_>>(),
                 ),
             }
         })

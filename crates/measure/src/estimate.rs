@@ -142,12 +142,10 @@ pub fn estimate(
         bound: report.bound,
         low_bps: report.low_bps,
         high_bps: report.high_bps,
+        // The whole measurement's wall time, session set-up and close too.
         cost: Cost {
-            probe_bytes: report.probe_bytes,
-            probe_packets: report.probe_packets,
-            streams: report.streams,
-            duration_s: report.duration_s,
             wall_s,
+            ..report.cost
         },
         truth_bps: report.truth_bps,
         stop: report.stop,

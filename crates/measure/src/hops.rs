@@ -302,8 +302,8 @@ impl Serialize for HopsResult {
                 .collect(),
             reached_destination: r.reached_destination,
             probes: r.probes,
-            probe_bytes: r.probe_bytes,
-            duration_s: r.duration_s,
+            probe_bytes: r.cost.probe_bytes,
+            duration_s: r.cost.duration_s,
         }
         .serialize(s)
     }

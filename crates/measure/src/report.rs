@@ -3,23 +3,12 @@
 
 use std::cell::RefCell;
 
+pub use tightlink_probe::Cost;
+
 use tightlink_core::channel::{
     Channel, ChannelError, ChannelInfo, GroundTruth, Probed, SideReport, StreamRequest,
 };
 use tightlink_core::ProbeStream;
-
-/// What a measurement spent.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Cost {
-    pub probe_bytes: u64,
-    pub probe_packets: u64,
-    pub streams: usize,
-    /// Time on the path, s (simulated time on the simulator; a replay
-    /// counts its streams' own spans).
-    pub duration_s: f64,
-    /// Wall-clock time of the whole measurement, control included, s.
-    pub wall_s: f64,
-}
 
 /// What a running measurement tells its caller. The library prints
 /// nothing: a command line draws a progress bar from these, an agent or

@@ -326,7 +326,7 @@ fn strategies_run_over_loopback() {
         let r = method
             .run(&mut ch, &AnalysisParams::default(), budget, &mut |_| {})
             .unwrap();
-        assert!(r.streams >= 1);
+        assert!(r.cost.streams >= 1);
         assert!(r.available_bandwidth_bps > 0.5 * 400e6, "{method}: {r:?}");
         assert_eq!(ch.info().probe_size_bytes, Some(9014));
     }

@@ -32,6 +32,7 @@ use tightlink_core::capacity::{
     train_dispersion_bps, train_shape, CapProbeParams, Pairs, PathrateParams, Shaper, SizeScaling,
 };
 
+use crate::Cost;
 use tightlink_core::channel::{Channel, ChannelError, StreamRequest};
 use tightlink_core::Bound;
 
@@ -179,11 +180,7 @@ pub struct CapacityReport {
     pub adr_bps: Option<f64>,
     /// A token-bucket shaper the trains showed: its rate is the answer.
     pub shaper: Option<Shaper>,
-    pub probe_bytes: u64,
-    pub probe_packets: u64,
-    pub streams: usize,
-    /// Time on the path (simulated time on the simulator), s.
-    pub duration_s: f64,
+    pub cost: Cost,
     /// The narrow link's capacity when the channel knows it (simulator).
     pub truth_bps: Option<f64>,
     /// Why the method stopped.
@@ -195,6 +192,7 @@ pub struct CapacityReport {
 struct Counter<'a> {
     channel: &'a mut dyn Channel,
     start_ns: i64,
+    started: std::time::Instant,
     bytes: u64,
     packets: u64,
     streams: usize,
@@ -208,6 +206,7 @@ impl<'a> Counter<'a> {
     fn new(channel: &'a mut dyn Channel) -> Self {
         Counter {
             start_ns: channel.elapsed_ns(),
+            started: std::time::Instant::now(),
             channel,
             bytes: 0,
             packets: 0,
@@ -434,10 +433,13 @@ fn report(
         trains: 0,
         adr_bps: None,
         shaper: None,
-        probe_bytes: c.bytes,
-        probe_packets: c.packets,
-        streams: c.streams,
-        duration_s: (c.channel.elapsed_ns() - c.start_ns) as f64 / 1e9,
+        cost: Cost {
+            probe_bytes: c.bytes,
+            probe_packets: c.packets,
+            streams: c.streams,
+            duration_s: (c.channel.elapsed_ns() - c.start_ns) as f64 / 1e9,
+            wall_s: c.started.elapsed().as_secs_f64(),
+        },
         truth_bps: c
             .channel
             .side_report()

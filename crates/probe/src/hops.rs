@@ -14,6 +14,7 @@
 //! `discovery_tries` probes is skipped (its neighbours' link spans it),
 //! and probing ends at the destination or after `max_silent` silent hops.
 
+use crate::Cost;
 use tightlink_core::capacity::{estimate_links, LinkEstimate, VpsParams, VpsSample};
 use tightlink_core::channel::{ChannelError, HopChannel};
 
@@ -76,9 +77,11 @@ pub struct HopsReport {
     pub hops: Vec<HopRecord>,
     pub samples: Vec<VpsSample>,
     pub links: Vec<LinkEstimate>,
+    /// Probes sent (each behind its head, if any).
     pub probes: usize,
-    pub probe_bytes: u64,
-    pub duration_s: f64,
+    /// Bytes and packets include the heads; a probe with its head is one
+    /// stream.
+    pub cost: Cost,
     /// Each link's sustained rate, where the channel knows it.
     pub truth_bps: Option<Vec<f64>>,
     pub reached_destination: bool,
@@ -113,6 +116,7 @@ pub fn run_hops<C: HopChannel + ?Sized>(
         )));
     }
     let start_ns = channel.elapsed_ns();
+    let started = std::time::Instant::now();
     let heads: Vec<u32> = if params.head_packets.is_empty() {
         vec![0]
     } else {
@@ -124,8 +128,7 @@ pub fn run_hops<C: HopChannel + ?Sized>(
         samples: Vec::new(),
         links: Vec::new(),
         probes: 0,
-        probe_bytes: 0,
-        duration_s: 0.0,
+        cost: Cost::default(),
         truth_bps: channel.side_report().truth.map(|t| t.link_bps),
         reached_destination: false,
     };
@@ -143,7 +146,9 @@ pub fn run_hops<C: HopChannel + ?Sized>(
             let r = channel.probe_hop(ttl, size, head, mtu)?;
             rec.probes += 1;
             report.probes += 1;
-            report.probe_bytes += size as u64 + head as u64 * mtu as u64;
+            report.cost.streams += 1;
+            report.cost.probe_packets += 1 + head as u64;
+            report.cost.probe_bytes += size as u64 + head as u64 * mtu as u64;
             if r.rtt_ns.is_some() {
                 rec.replies += 1;
                 rec.destination |= r.destination;
@@ -201,7 +206,8 @@ pub fn run_hops<C: HopChannel + ?Sized>(
         }
     }
     report.links = estimate_links(&report.samples, &params.vps);
-    report.duration_s = (channel.elapsed_ns() - start_ns) as f64 / 1e9;
+    report.cost.duration_s = (channel.elapsed_ns() - start_ns) as f64 / 1e9;
+    report.cost.wall_s = started.elapsed().as_secs_f64();
     Ok(report)
 }
 

@@ -11,3 +11,17 @@ pub mod hops;
 pub mod strategy;
 
 pub use strategy::{Budget, Report};
+
+/// What a measurement spent, the same in every report.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Cost {
+    pub probe_bytes: u64,
+    pub probe_packets: u64,
+    pub streams: usize,
+    /// Time on the path, s (simulated time on the simulator; a replay
+    /// counts its streams' own spans).
+    pub duration_s: f64,
+    /// Wall-clock time the measurement took, s (the library adds the
+    /// session set-up and close on real paths).
+    pub wall_s: f64,
+}

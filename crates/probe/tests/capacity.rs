@@ -68,7 +68,7 @@ fn coalescence_is_named_not_answered() {
     assert!(c.warnings.iter().any(|w| w.contains("batch")));
     // It gave up after its first pair stream (after the shaper check),
     // and batches did not pass for a bucket.
-    assert_eq!(c.streams, CapacityParams::default().shaper_trains + 1);
+    assert_eq!(c.cost.streams, CapacityParams::default().shaper_trains + 1);
     assert!(p.shaper.is_none() && c.shaper.is_none());
 }
 

@@ -29,14 +29,14 @@ fn quiet_path_with_cbr_every_strategy_within_5_percent() {
         eprintln!(
             "{strategy}: {:+.3} bytes {} streams {} {}",
             rel(&r),
-            r.probe_bytes,
-            r.streams,
+            r.cost.probe_bytes,
+            r.cost.streams,
             r.stop
         );
         assert_eq!(r.bound, Bound::Exact, "{strategy}: {r:?}");
         assert!(rel(&r).abs() <= 0.05, "{strategy}: {:.3} ({r:?})", rel(&r));
         assert!(r.low_bps <= r.available_bandwidth_bps && r.available_bandwidth_bps <= r.high_bps);
-        assert!(r.probe_bytes > 0 && r.duration_s > 0.0);
+        assert!(r.cost.probe_bytes > 0 && r.cost.duration_s > 0.0);
     }
 }
 

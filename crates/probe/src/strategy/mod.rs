@@ -13,6 +13,7 @@ pub mod multirate;
 pub mod pathload_search;
 pub mod prcmt_search;
 
+use crate::Cost;
 use std::fmt;
 use std::str::FromStr;
 use tightlink_core::channel::{Channel, ChannelError, StreamRequest};
@@ -211,10 +212,7 @@ pub struct Report {
     /// Confidence range of the estimate.
     pub low_bps: f64,
     pub high_bps: f64,
-    pub probe_bytes: u64,
-    pub probe_packets: u64,
-    pub streams: usize,
-    pub duration_s: f64,
+    pub cost: Cost,
     /// Mean of the simulator's per-stream truths (simulated targets only).
     pub truth_bps: Option<f64>,
     /// Why the strategy stopped.
@@ -235,6 +233,7 @@ pub struct Session<'a> {
     pub streams: Vec<ProbeStream>,
     truths: Vec<f64>,
     progress: Progress<'a>,
+    started: std::time::Instant,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -256,6 +255,7 @@ impl<'a> Session<'a> {
             streams: Vec::new(),
             truths: Vec::new(),
             progress,
+            started: std::time::Instant::now(),
         }
     }
 
@@ -319,10 +319,13 @@ impl<'a> Session<'a> {
             bound,
             low_bps: low.min(estimate),
             high_bps: high.max(estimate),
-            probe_bytes: self.bytes,
-            probe_packets: self.packets,
-            streams: self.streams.len(),
-            duration_s: self.channel.elapsed_ns() as f64 / 1e9,
+            cost: Cost {
+                probe_bytes: self.bytes,
+                probe_packets: self.packets,
+                streams: self.streams.len(),
+                duration_s: self.channel.elapsed_ns() as f64 / 1e9,
+                wall_s: self.started.elapsed().as_secs_f64(),
+            },
             truth_bps: (!self.truths.is_empty())
                 .then(|| self.truths.iter().sum::<f64>() / self.truths.len() as f64),
             stop,
