@@ -113,6 +113,30 @@ pub struct AnalysisParams {
     pub gap_tolerance: GapTolerance,
     /// Gap methods give up above this loss share.
     pub max_loss: f64,
+    /// When a lossy multi-rate stream reads "at most" its lowest rate.
+    pub multirate_loss: MultirateLoss,
+}
+
+/// Losses in a multi-rate stream: above `at_most_above`, or above
+/// `at_most_unless_congested_above` while the gaps read "not congested"
+/// (at least) or nothing, the path carried less than the stream's lowest
+/// rate for a while, and the answer is "at most" that rate. Seen on real
+/// tbf bottlenecks with small queues: gaps that span losses look
+/// uncongested (send and receive gaps both cover the lost packets), and a
+/// lossy stream was read as "at least" its top rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MultirateLoss {
+    pub at_most_above: f64,
+    pub at_most_unless_congested_above: f64,
+}
+
+impl Default for MultirateLoss {
+    fn default() -> Self {
+        MultirateLoss {
+            at_most_above: 0.2,
+            at_most_unless_congested_above: 0.05,
+        }
+    }
 }
 
 impl Default for AnalysisParams {
@@ -127,6 +151,7 @@ impl Default for AnalysisParams {
             consistency: Consistency::default(),
             gap_tolerance: GapTolerance::default(),
             max_loss: 0.5,
+            multirate_loss: MultirateLoss::default(),
         }
     }
 }
@@ -309,7 +334,41 @@ fn single_rate(
     }
 }
 
+/// A multi-rate stream's analysis, with the loss rule applied last.
 fn multi_rate(
+    stream: &ProbeStream,
+    method: Method,
+    params: &AnalysisParams,
+    base: Analysis,
+) -> Analysis {
+    let a = multi_rate_gaps(stream, method, params, base);
+    let loss = stream.loss_fraction();
+    let rule = params.multirate_loss;
+    let lossy = loss > rule.at_most_above
+        || (loss > rule.at_most_unless_congested_above
+            && matches!(a.bound, Bound::AtLeast | Bound::None));
+    let lowest_bps = stream
+        .sub_streams(params.gap_tolerance)
+        .iter()
+        .map(|s| s.rate_bps)
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .reduce(f64::min);
+    match (lossy, lowest_bps) {
+        (true, Some(lowest)) => Analysis {
+            bound: Bound::AtMost,
+            abw_bps: Some(lowest),
+            reason: Some(format!(
+                "lost {:.0} % of the stream: the path carried less than its lowest rate",
+                loss * 100.0
+            )),
+            ..a
+        },
+        _ => a,
+    }
+}
+
+/// What the gaps of a multi-rate stream say.
+fn multi_rate_gaps(
     stream: &ProbeStream,
     method: Method,
     params: &AnalysisParams,
@@ -495,6 +554,39 @@ mod tests {
         );
         let a = analyze(&high, StreamKind::MultiRate, Method::Multirate, &p);
         assert_eq!(a.bound, Bound::AtMost);
+    }
+
+    /// 4 Gbit/s +-30 % (2.8-5.2) under 7.5 available reads "at least";
+    /// lose every 8th packet (12.5 %): a path that drops while the gaps say
+    /// "uncongested" carried less than 2.8, so "at most" the lowest rate.
+    /// Lose every 3rd (33 %): "at most" whatever the gaps say. Lose every
+    /// 50th (2 %): the gaps' answer stands.
+    #[test]
+    fn lossy_multirate_streams_read_at_most_their_lowest_rate() {
+        let p = AnalysisParams::default();
+        let sched = multi_rate_schedule(&rates_around(4e9, 0.3, 5), 64, 9000);
+        let clean = coalesced(2.5e9).stream(0, &sched, 9000);
+        let drop_every = |k: usize| {
+            let mut s = clean.clone();
+            for (i, pk) in s.packets.iter_mut().enumerate() {
+                if i % k == k - 1 {
+                    pk.recv_ns = None;
+                }
+            }
+            analyze(&s, StreamKind::MultiRate, Method::Multirate, &p)
+        };
+        assert_eq!(
+            analyze(&clean, StreamKind::MultiRate, Method::Multirate, &p).bound,
+            Bound::AtLeast
+        );
+        for k in [8, 3] {
+            let a = drop_every(k);
+            assert_eq!(a.bound, Bound::AtMost, "every {k}th lost: {a:?}");
+            let lowest = a.abw_bps.unwrap();
+            assert!((lowest / 2.8e9 - 1.0).abs() < 0.01, "{lowest}");
+            assert!(a.reason.as_deref().unwrap().contains("lost"), "{a:?}");
+        }
+        assert_eq!(drop_every(50).bound, Bound::AtLeast);
     }
 
     #[test]

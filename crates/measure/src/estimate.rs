@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use tightlink_core::channel::{Channel, HostFindings, Recorder};
 use tightlink_core::{AnalysisParams, Bound, ProbeStream};
-use tightlink_probe::strategy::{Method, Stop};
+use tightlink_probe::strategy::{Ceiling, Method, Stop};
 use tightlink_probe::Budget;
 
 use crate::report::{Cost, Event, Observed};
@@ -173,15 +173,12 @@ pub fn estimate(
     Ok(r)
 }
 
-/// The ceiling policy, in one place: never a number the sender did not
-/// measure. On a real path, an answer within 5 % of the fastest rate the
-/// sender could probe at (its host's pacing, the far end's limit or
-/// `max_rate_bps`), or an "at least" answer within 15 % of it, becomes
-/// "at least" that rate, with no upper limit.
+/// Never a number the sender did not measure: on a real path, an answer
+/// near the fastest rate the sender could probe at (its host's pacing, the
+/// far end's limit or `max_rate_bps`; [`Ceiling`] says what "near" is)
+/// becomes "at least" that rate, with no upper limit.
 pub fn apply_ceiling(r: &mut EstimateReport, ceiling_bps: f64) {
-    let capped = r.available_bandwidth_bps >= 0.95 * ceiling_bps
-        || (r.bound == Bound::AtLeast && r.available_bandwidth_bps >= 0.85 * ceiling_bps);
-    if !capped {
+    if !Ceiling::default().reached(r.available_bandwidth_bps, r.bound, ceiling_bps) {
         return;
     }
     r.available_bandwidth_bps = r.available_bandwidth_bps.min(ceiling_bps);

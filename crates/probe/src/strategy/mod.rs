@@ -148,6 +148,36 @@ impl FromStr for Method {
     }
 }
 
+/// When an answer is "near the ceiling": the fastest rate the sender can
+/// probe at (its link, its host's pacing, the far end's limit). Near it,
+/// a number is not a measurement of the path, and the answer becomes "at
+/// least" the ceiling. The one definition: the multi-rate strategy stops
+/// on it and the library caps real-path answers with it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ceiling {
+    /// Any answer at or above this share of the ceiling.
+    pub exact_share: f64,
+    /// An "at least" answer at or above this share.
+    pub at_least_share: f64,
+}
+
+impl Default for Ceiling {
+    fn default() -> Self {
+        Ceiling {
+            exact_share: 0.95,
+            at_least_share: 0.85,
+        }
+    }
+}
+
+impl Ceiling {
+    /// Whether `estimate_bps` with `bound` is near `ceiling_bps`.
+    pub fn reached(&self, estimate_bps: f64, bound: Bound, ceiling_bps: f64) -> bool {
+        estimate_bps >= self.exact_share * ceiling_bps
+            || (bound == Bound::AtLeast && estimate_bps >= self.at_least_share * ceiling_bps)
+    }
+}
+
 /// Why a strategy stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stop {

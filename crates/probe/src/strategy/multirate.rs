@@ -14,7 +14,7 @@
 //! stop reason `budget`, or the bound the last stream gave when no stream
 //! gave an exact estimate.
 
-use super::{Budget, Progress, Report, Session, Stop, StrategyError};
+use super::{Budget, Ceiling, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::{Channel, StreamRequest};
 use tightlink_core::schedule::{multi_rate_schedule, rates_around};
 use tightlink_core::stats;
@@ -75,20 +75,10 @@ pub fn run(
             break;
         }
         let stream = s.send(&request)?;
+        // Lossy streams read "at most" their lowest rate: the core's
+        // `MultirateLoss` rule, the one place that decides it.
         let a = analyze(&stream, StreamKind::MultiRate, params.method, analysis);
-        // A path that dropped a fifth of the stream, or a twentieth while
-        // the gaps read "not congested", carried less than the lowest rate
-        // for a while. Seen on real tbf bottlenecks with small queues:
-        // gaps that span losses look uncongested (send and receive gaps
-        // both cover the lost packets), and a lossy stream was read as
-        // "at least" its top rate.
-        let loss = stream.loss_fraction();
-        let (bound, abw) =
-            if loss > 0.2 || (loss > 0.05 && matches!(a.bound, Bound::AtLeast | Bound::None)) {
-                (Bound::AtMost, Some(rates[0]))
-            } else {
-                (a.bound, a.abw_bps)
-            };
+        let (bound, abw) = (a.bound, a.abw_bps);
         match (bound, abw) {
             (Bound::Exact, Some(e)) => {
                 if !first {
@@ -99,7 +89,11 @@ pub fn run(
                 last_bound = Some((Bound::Exact, e));
             }
             (Bound::AtLeast, Some(e)) => {
-                at_ceiling = if e >= 0.85 * max { at_ceiling + 1 } else { 0 };
+                at_ceiling = if Ceiling::default().reached(e, Bound::AtLeast, max) {
+                    at_ceiling + 1
+                } else {
+                    0
+                };
                 if at_ceiling >= 3 {
                     return Ok(s.report(
                         params.method.name(),
