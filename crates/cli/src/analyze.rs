@@ -8,7 +8,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use tightlink_core::decision::multirate::Consistency;
 use tightlink_core::smoothing::imr::ImrWindow;
-use tightlink_core::{analyze, AnalysisParams, Method, StreamKind};
+use tightlink_core::{AnalysisParams, StreamKind};
+use tightlink_measure::analyze::{analyze_trace, Methods};
 
 use crate::report::{self, Format};
 
@@ -104,24 +105,13 @@ fn params_from(args: &AnalyzeArgs) -> Result<AnalysisParams> {
     Ok(p)
 }
 
-/// Which methods run on a stream of `kind`.
-fn methods_for(choice: &str, kind: StreamKind) -> Result<Vec<Method>> {
-    Ok(match choice {
-        "default" => vec![Method::default_for(kind)],
-        "all" => Method::ALL.to_vec(),
-        name => vec![Method::from_name(name).with_context(|| {
-            format!(
-                "--method {name}: unknown; choose default, all, or one of {}",
-                Method::ALL.map(|m| m.name()).join(", ")
-            )
-        })?],
-    })
-}
-
 pub fn run(args: AnalyzeArgs) -> Result<()> {
     let params = params_from(&args)?;
     // Validate the method before reading a possibly large file.
-    methods_for(&args.method, StreamKind::SingleRate)?;
+    let methods: Methods = args
+        .method
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--method {e}"))?;
     let trace = if args.trace.as_os_str() == "-" {
         let mut buf = Vec::new();
         io::stdin()
@@ -131,18 +121,12 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     } else {
         tightlink_trace::read_path(&args.trace)?
     };
-    let told = match args.kind {
-        KindArg::Auto => trace.declared_kind(),
+    let kind = match args.kind {
+        KindArg::Auto => None,
         KindArg::Single => Some(StreamKind::SingleRate),
         KindArg::Multi => Some(StreamKind::MultiRate),
     };
-    let mut results = Vec::new();
-    for s in &trace.streams {
-        let kind = told.unwrap_or_else(|| s.infer_kind(params.gap_tolerance));
-        for m in methods_for(&args.method, kind)? {
-            results.push(analyze(s, kind, m, &params));
-        }
-    }
+    let results = analyze_trace(&trace, kind, methods, &params);
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     report::write(

@@ -10,6 +10,9 @@
 //!   (`sim:...`, `HOST[:PORT]`, `twamp:HOST`, `trace:FILE`).
 //! - [`estimate()`]: available bandwidth by one closed-loop [`Method`].
 //! - [`capacity()`]: the narrow link's capacity by [`CapacityMethod`]s.
+//! - [`hops::hops`]: each link's capacity (pathchar's variable packet size).
+//! - [`analyze::analyze_trace`]: recorded streams through the per-stream
+//!   methods.
 //!
 //! Estimate on the embedded simulated path (10 Gbit/s, bursty cross
 //! traffic, receiver coalescence), next to the simulator's truth:
@@ -39,6 +42,7 @@
 //! assert_eq!(a.decision, Some(Decision::Above));
 //! ```
 
+pub mod analyze;
 pub mod capacity;
 pub mod estimate;
 pub mod hops;
