@@ -129,8 +129,12 @@ pub fn run(args: EstimateArgs) -> Result<()> {
 fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
     let g = |v: f64| v / 1e9;
     writeln!(out, "target      {}", report.target)?;
-    let range = if report.high_bps.is_finite() {
-        format!("range {:.3}-{:.3}", g(report.low_bps), g(report.high_bps))
+    let range = if report.estimate.high_bps.is_finite() {
+        format!(
+            "range {:.3}-{:.3}",
+            g(report.estimate.low_bps),
+            g(report.estimate.high_bps)
+        )
     } else {
         "no upper limit measured".to_string()
     };
@@ -142,14 +146,14 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
     writeln!(
         out,
         "estimate    {}{:.3} Gbit/s ({}, {range}) by {}{}",
-        match report.bound {
+        match report.estimate.bound {
             Bound::AtLeast => "at least ",
             Bound::AtMost => "at most ",
             _ => "",
         },
-        g(report.available_bandwidth_bps),
-        report.bound.as_str(),
-        report.method,
+        g(report.estimate.available_bandwidth_bps),
+        report.estimate.bound.as_str(),
+        report.estimate.method,
         cap_reason
     )?;
     if let Some(h) = &report.host {
@@ -187,7 +191,7 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
             writeln!(out, "warning     {w}")?;
         }
     }
-    if let (Some(t), Some(e)) = (report.truth_bps, report.error()) {
+    if let (Some(t), Some(e)) = (report.estimate.truth_bps, report.error()) {
         writeln!(
             out,
             "truth       {:.3} Gbit/s (simulator; error {:+.1} %)",
@@ -195,7 +199,7 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
             e * 100.0
         )?;
     }
-    let c = &report.cost;
+    let c = &report.estimate.cost;
     writeln!(
         out,
         "cost        {} streams, {:.1} MB of probes, {:.3} s of path time, {:.2} s in all ({})",
@@ -203,7 +207,7 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
         c.probe_bytes as f64 / 1e6,
         c.duration_s,
         c.wall_s,
-        report.stop
+        report.estimate.stop
     )?;
     Ok(())
 }

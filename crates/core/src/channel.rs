@@ -185,28 +185,45 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
 }
 
 /// A channel that keeps a copy of every stream (and truth) that passed
-/// through it: for saving a run as a trace.
-pub struct Recorder<C> {
+/// through it, for saving a run as a trace, and optionally shows each to
+/// an observer as it comes back (progress, streamed results).
+pub struct Recorder<'a, C> {
     pub inner: C,
     pub streams: Vec<ProbeStream>,
     pub truths: Vec<Option<GroundTruth>>,
+    observer: Option<Observer<'a>>,
 }
 
-impl<C: Channel> Recorder<C> {
+/// What a [`Recorder`] calls with each stream that comes back.
+pub type Observer<'a> = Box<dyn FnMut(&Probed) + 'a>;
+
+impl<'a, C: Channel> Recorder<'a, C> {
     pub fn new(inner: C) -> Self {
         Recorder {
             inner,
             streams: Vec::new(),
             truths: Vec::new(),
+            observer: None,
+        }
+    }
+
+    /// A recorder that also calls `observer` with every stream.
+    pub fn observed(inner: C, observer: impl FnMut(&Probed) + 'a) -> Self {
+        Recorder {
+            observer: Some(Box::new(observer)),
+            ..Recorder::new(inner)
         }
     }
 }
 
-impl<C: Channel> Channel for Recorder<C> {
+impl<C: Channel> Channel for Recorder<'_, C> {
     fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
         let p = self.inner.probe(request)?;
         self.streams.push(p.stream.clone());
         self.truths.push(p.truth);
+        if let Some(f) = &mut self.observer {
+            f(&p);
+        }
         Ok(p)
     }
     fn info(&self) -> ChannelInfo {
@@ -382,9 +399,13 @@ mod tests {
 
     #[test]
     fn a_recorder_keeps_what_passed() {
-        let mut ch = Recorder::new(TraceChannel::new(vec![stream(&[0, 10])], 1e9));
+        let seen = std::cell::Cell::new(0);
+        let mut ch = Recorder::observed(TraceChannel::new(vec![stream(&[0, 10])], 1e9), |p| {
+            seen.set(seen.get() + p.stream.len())
+        });
         ch.probe(&StreamRequest::from_send_times(&[0, 10], 1500))
             .unwrap();
+        assert_eq!(seen.get(), 2);
         assert_eq!(ch.streams.len(), 1);
         assert_eq!(ch.truths, vec![None]);
         assert_eq!(ch.info().max_rate_bps, 1e9);

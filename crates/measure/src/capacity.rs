@@ -9,7 +9,7 @@ use serde::Serialize;
 use tightlink_core::channel::{Channel, Recorder};
 use tightlink_probe::capacity::{CapacityMethod, CapacityParams, CapacityReport};
 
-use crate::report::{Event, Observed};
+use crate::report::Event;
 use crate::save;
 use crate::target::{open_channel, RealOptions, Target};
 
@@ -62,9 +62,11 @@ pub fn capacity(
     let mut streams = Vec::new();
     let mut per_method = Vec::new();
     for m in &options.methods {
-        let mut ch = Recorder::new(Observed {
-            inner: open_channel(target, &options.real)?,
-            events: &events,
+        let mut ch = Recorder::observed(open_channel(target, &options.real)?, |p| {
+            (events.borrow_mut())(Event::Stream {
+                stream: &p.stream,
+                truth: p.truth,
+            })
         });
         let mut params = CapacityParams::default();
         if let Some(s) = ch.info().probe_size_bytes {

@@ -10,10 +10,10 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use tightlink_core::channel::{Channel, HostFindings, Recorder};
 use tightlink_core::{AnalysisParams, Bound, ProbeStream};
-use tightlink_probe::strategy::{Ceiling, Method, Stop};
-use tightlink_probe::Budget;
+use tightlink_probe::strategy::{Ceiling, Method};
+use tightlink_probe::{Budget, Report};
 
-use crate::report::{Cost, Event, Observed};
+use crate::report::{Cost, Event};
 use crate::save;
 use crate::target::{open_channel, RealOptions, Target};
 
@@ -60,17 +60,11 @@ pub enum Capped {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EstimateReport {
     pub target: String,
-    pub method: Method,
-    pub available_bandwidth_bps: f64,
-    pub bound: Bound,
-    /// Confidence range; `high_bps` is infinite when no upper limit was
-    /// measured (an "at least" answer at the ceiling).
-    pub low_bps: f64,
-    pub high_bps: f64,
-    pub cost: Cost,
-    /// Simulated targets: mean of the per-stream truths.
-    pub truth_bps: Option<f64>,
-    pub stop: Stop,
+    /// The method's answer (after the ceiling policy on real paths):
+    /// estimate, bound, confidence range (`high_bps` infinite when no
+    /// upper limit was measured), cost, the simulator's truth, why it
+    /// stopped.
+    pub estimate: Report,
     /// The layer at which sizes and rates are counted.
     pub rate_layer: &'static str,
     /// Real targets: what the channel found about this host.
@@ -96,8 +90,9 @@ impl EstimateReport {
 
     /// Relative error against the simulator's truth.
     pub fn error(&self) -> Option<f64> {
-        self.truth_bps
-            .map(|t| self.available_bandwidth_bps / t - 1.0)
+        self.estimate
+            .truth_bps
+            .map(|t| self.estimate.available_bandwidth_bps / t - 1.0)
     }
 }
 
@@ -113,9 +108,11 @@ pub fn estimate(
 ) -> Result<EstimateReport> {
     let started = Instant::now();
     let events = RefCell::new(on_event);
-    let mut channel = Recorder::new(Observed {
-        inner: open_channel(target, &options.real)?,
-        events: &events,
+    let mut channel = Recorder::observed(open_channel(target, &options.real)?, |p| {
+        (events.borrow_mut())(Event::Stream {
+            stream: &p.stream,
+            truth: p.truth,
+        })
     });
     let info = channel.info();
     let mut budget = Budget {
@@ -137,18 +134,14 @@ pub fn estimate(
     let ceiling = info.max_rate_bps;
     let mut r = EstimateReport {
         target: target.to_string(),
-        method: options.method,
-        available_bandwidth_bps: report.available_bandwidth_bps,
-        bound: report.bound,
-        low_bps: report.low_bps,
-        high_bps: report.high_bps,
-        // The whole measurement's wall time, session set-up and close too.
-        cost: Cost {
-            wall_s,
-            ..report.cost
+        estimate: Report {
+            // The whole measurement's wall time, session set-up and close too.
+            cost: Cost {
+                wall_s,
+                ..report.cost
+            },
+            ..report
         },
-        truth_bps: report.truth_bps,
-        stop: report.stop,
         rate_layer: host.as_ref().map_or(SIM_RATE_LAYER, |h| h.rate_layer),
         probe_ceiling_bps: host.as_ref().map(|_| ceiling),
         probe_window_unix_ns: host.as_ref().and_then(|_| probe_window(&channel.streams)),
@@ -177,7 +170,11 @@ pub fn estimate(
 /// near the fastest rate the sender could probe at (its host's pacing, the
 /// far end's limit or `max_rate_bps`; [`Ceiling`] says what "near" is)
 /// becomes "at least" that rate, with no upper limit.
-pub fn apply_ceiling(r: &mut EstimateReport, ceiling_bps: f64) {
+pub fn apply_ceiling(report: &mut EstimateReport, ceiling_bps: f64) {
+    let host_limited = report
+        .host_limit_bps()
+        .is_some_and(|l| l <= ceiling_bps * 1.001);
+    let r = &mut report.estimate;
     if !Ceiling::default().reached(r.available_bandwidth_bps, r.bound, ceiling_bps) {
         return;
     }
@@ -185,13 +182,11 @@ pub fn apply_ceiling(r: &mut EstimateReport, ceiling_bps: f64) {
     r.bound = Bound::AtLeast;
     r.low_bps = r.low_bps.min(r.available_bandwidth_bps);
     r.high_bps = f64::INFINITY;
-    r.capped = Some(
-        if r.host_limit_bps().is_some_and(|l| l <= ceiling_bps * 1.001) {
-            Capped::HostLimited
-        } else {
-            Capped::FarEndOrMaxRate
-        },
-    );
+    report.capped = Some(if host_limited {
+        Capped::HostLimited
+    } else {
+        Capped::FarEndOrMaxRate
+    });
 }
 
 /// First scheduled send to last receive stamp over all streams.
@@ -236,30 +231,31 @@ struct Json<'a> {
 impl Serialize for EstimateReport {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let host = self.host.as_ref();
+        let e = &self.estimate;
         Json {
             target: &self.target,
-            method: self.method.name(),
-            available_bandwidth_bps: self.available_bandwidth_bps,
-            bound: self.bound.as_str(),
-            low_bps: self.low_bps,
+            method: e.method.name(),
+            available_bandwidth_bps: e.available_bandwidth_bps,
+            bound: e.bound.as_str(),
+            low_bps: e.low_bps,
             // JSON has no infinity: no upper limit reads as the estimate.
-            high_bps: if self.high_bps.is_finite() {
-                self.high_bps
+            high_bps: if e.high_bps.is_finite() {
+                e.high_bps
             } else {
-                self.available_bandwidth_bps
+                e.available_bandwidth_bps
             },
-            probe_bytes: self.cost.probe_bytes,
-            probe_packets: self.cost.probe_packets,
-            streams: self.cost.streams,
-            duration_s: self.cost.duration_s,
-            truth_bps: self.truth_bps.filter(|t| t.is_finite()),
-            stop: self.stop.as_str(),
+            probe_bytes: e.cost.probe_bytes,
+            probe_packets: e.cost.probe_packets,
+            streams: e.cost.streams,
+            duration_s: e.cost.duration_s,
+            truth_bps: e.truth_bps.filter(|t| t.is_finite()),
+            stop: e.stop.as_str(),
             rate_layer: self.rate_layer,
             host_limit_bps: self.host_limit_bps(),
             host_limited: self.capped == Some(Capped::HostLimited),
             probe_ceiling_bps: self.probe_ceiling_bps,
             sender_bottleneck_bps: host.and_then(|h| h.own_link_bps),
-            wall_s: self.cost.wall_s,
+            wall_s: e.cost.wall_s,
             drops: host
                 .map(|h| h.drops.iter().copied().collect())
                 .unwrap_or_default(),
@@ -273,18 +269,21 @@ impl Serialize for EstimateReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tightlink_probe::strategy::Stop;
 
     fn report(estimate: f64, bound: Bound, host_limit_bps: f64) -> EstimateReport {
         EstimateReport {
             target: "h".into(),
-            method: Method::Multirate,
-            available_bandwidth_bps: estimate,
-            bound,
-            low_bps: estimate * 0.9,
-            high_bps: estimate * 1.1,
-            cost: Cost::default(),
-            truth_bps: None,
-            stop: Stop::Stable,
+            estimate: Report {
+                method: Method::Multirate,
+                available_bandwidth_bps: estimate,
+                bound,
+                low_bps: estimate * 0.9,
+                high_bps: estimate * 1.1,
+                cost: Cost::default(),
+                truth_bps: None,
+                stop: Stop::Stable,
+            },
             rate_layer: "x",
             host: Some(HostFindings {
                 host_limit_bps,
@@ -301,21 +300,21 @@ mod tests {
         // 940 Mbit/s exact under a 1 Gbit/s ceiling: below 95 %, kept.
         let mut r = report(940e6, Bound::Exact, 1e9);
         apply_ceiling(&mut r, 1e9);
-        assert_eq!((r.bound, r.capped), (Bound::Exact, None));
+        assert_eq!((r.estimate.bound, r.capped), (Bound::Exact, None));
         // 960 exact: within 5 %, "at least" 960 with no upper limit; the
         // host paces up to exactly the ceiling, so it is host-limited.
         let mut r = report(960e6, Bound::Exact, 1e9);
         apply_ceiling(&mut r, 1e9);
-        assert_eq!(r.bound, Bound::AtLeast);
-        assert_eq!(r.available_bandwidth_bps, 960e6);
-        assert!(r.high_bps.is_infinite());
+        assert_eq!(r.estimate.bound, Bound::AtLeast);
+        assert_eq!(r.estimate.available_bandwidth_bps, 960e6);
+        assert!(r.estimate.high_bps.is_infinite());
         assert_eq!(r.capped, Some(Capped::HostLimited));
         // 1.2 G "at least" over a 1 G ceiling set by the far end (host
         // could do 2 G): capped at the ceiling, not host-limited.
         let mut r = report(1.2e9, Bound::AtLeast, 2e9);
         apply_ceiling(&mut r, 1e9);
-        assert_eq!(r.available_bandwidth_bps, 1e9);
-        assert_eq!(r.low_bps, 1e9);
+        assert_eq!(r.estimate.available_bandwidth_bps, 1e9);
+        assert_eq!(r.estimate.low_bps, 1e9);
         assert_eq!(r.capped, Some(Capped::FarEndOrMaxRate));
         // 860 M "at least": within 15 %, capped; 840 M is not.
         let mut r = report(860e6, Bound::AtLeast, 1e9);

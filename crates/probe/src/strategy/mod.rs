@@ -67,6 +67,26 @@ impl Method {
         }
     }
 
+    /// The per-stream method that decides each of this strategy's streams.
+    pub fn per_stream(self) -> CoreMethod {
+        match self {
+            Method::Multirate => CoreMethod::Multirate,
+            Method::MultirateSinglePass => CoreMethod::MultirateSinglePass,
+            Method::MultiratePrcmtDp1 => CoreMethod::MultiratePrcmtDp1,
+            Method::MultiratePrcmtDp2 => CoreMethod::MultiratePrcmtDp2,
+            Method::Prcmt => CoreMethod::PrcmtBass,
+            Method::Pathload => CoreMethod::Pathload,
+            Method::ImrAvg => CoreMethod::ImrAvg,
+            Method::ImrWavelet => CoreMethod::ImrWavelet,
+        }
+    }
+
+    /// The strategy whose streams `m` decides (`prcmt` without BASS has
+    /// none: the search always smooths).
+    pub fn of_per_stream(m: CoreMethod) -> Option<Method> {
+        Method::ALL.into_iter().find(|s| s.per_stream() == m)
+    }
+
     /// The names, for error messages: `a, b, ... or z`.
     pub fn names() -> String {
         let n: Vec<&str> = Method::ALL.iter().map(|m| m.name()).collect();
@@ -83,23 +103,13 @@ impl Method {
         progress: Progress,
     ) -> Result<Report, StrategyError> {
         let size = channel.info().probe_size_bytes;
-        let per_stream = |m: Method| match m {
-            Method::Multirate => CoreMethod::Multirate,
-            Method::MultirateSinglePass => CoreMethod::MultirateSinglePass,
-            Method::MultiratePrcmtDp1 => CoreMethod::MultiratePrcmtDp1,
-            Method::MultiratePrcmtDp2 => CoreMethod::MultiratePrcmtDp2,
-            Method::Prcmt => CoreMethod::PrcmtBass,
-            Method::Pathload => CoreMethod::Pathload,
-            Method::ImrAvg => CoreMethod::ImrAvg,
-            Method::ImrWavelet => CoreMethod::ImrWavelet,
-        };
         match self {
             Method::Multirate
             | Method::MultirateSinglePass
             | Method::MultiratePrcmtDp1
             | Method::MultiratePrcmtDp2 => {
                 let mut p = multirate::MultirateParams {
-                    method: per_stream(self),
+                    method: self.per_stream(),
                     ..Default::default()
                 };
                 p.size_bytes = size.unwrap_or(p.size_bytes);
@@ -112,7 +122,7 @@ impl Method {
             }
             Method::Pathload | Method::ImrAvg | Method::ImrWavelet => {
                 let mut p = pathload_search::PathloadSearchParams {
-                    method: per_stream(self),
+                    method: self.per_stream(),
                     ..Default::default()
                 };
                 p.size_bytes = size.unwrap_or(p.size_bytes);
@@ -236,7 +246,7 @@ impl Default for Budget {
 /// What a strategy found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
-    pub method: &'static str,
+    pub method: Method,
     pub available_bandwidth_bps: f64,
     pub bound: Bound,
     /// Confidence range of the estimate.
@@ -336,7 +346,7 @@ impl<'a> Session<'a> {
     #[allow(clippy::too_many_arguments)]
     pub fn report(
         &self,
-        method: &'static str,
+        method: Method,
         estimate: f64,
         bound: Bound,
         low: f64,

@@ -14,6 +14,7 @@
 //! stop reason `budget`, or the bound the last stream gave when no stream
 //! gave an exact estimate.
 
+use super::Method as Strategy;
 use super::{Budget, Ceiling, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::{Channel, StreamRequest};
 use tightlink_core::schedule::{multi_rate_schedule, rates_around};
@@ -56,6 +57,7 @@ pub fn run(
     budget: Budget,
     progress: Progress,
 ) -> Result<Report, StrategyError> {
+    let method = Strategy::of_per_stream(params.method).unwrap_or(Strategy::Multirate);
     let mut s = Session::start(channel, budget, progress)?;
     let max = s.max_rate_bps();
     // Centre and range of the next stream; the top rate stays at the link rate.
@@ -95,14 +97,7 @@ pub fn run(
                     0
                 };
                 if at_ceiling >= 3 {
-                    return Ok(s.report(
-                        params.method.name(),
-                        e,
-                        Bound::AtLeast,
-                        e,
-                        e,
-                        Stop::Ceiling,
-                    ));
+                    return Ok(s.report(method, e, Bound::AtLeast, e, e, Stop::Ceiling));
                 }
                 centre = (e * (1.0 + params.range)).max(centre);
                 range = params.range;
@@ -121,24 +116,17 @@ pub fn run(
         if exact.len() >= params.min_estimates {
             let (m, lo, hi) = median_interval(&exact);
             if (hi - lo) / 2.0 <= params.stable_tolerance * m {
-                return Ok(s.report(params.method.name(), m, Bound::Exact, lo, hi, Stop::Stable));
+                return Ok(s.report(method, m, Bound::Exact, lo, hi, Stop::Stable));
             }
         }
     }
     if !exact.is_empty() {
         let (m, lo, hi) = median_interval(&exact);
-        return Ok(s.report(params.method.name(), m, Bound::Exact, lo, hi, Stop::Budget));
+        return Ok(s.report(method, m, Bound::Exact, lo, hi, Stop::Budget));
     }
     match last_bound {
-        Some((b, e)) => Ok(s.report(params.method.name(), e, b, e, e, Stop::Budget)),
-        None => Ok(s.report(
-            params.method.name(),
-            0.0,
-            Bound::None,
-            0.0,
-            0.0,
-            Stop::NoUsableStream,
-        )),
+        Some((b, e)) => Ok(s.report(method, e, b, e, e, Stop::Budget)),
+        None => Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream)),
     }
 }
 

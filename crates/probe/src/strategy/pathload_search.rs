@@ -11,6 +11,7 @@
 //! `imr-wavelet`). Fleets are 6 streams of 100 packets (Pathload: 12).
 
 use super::prcmt_search::measure_adr;
+use super::Method as Strategy;
 use super::{single_rate_request, Budget, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::Channel;
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, StreamKind};
@@ -55,7 +56,7 @@ pub fn run(
     progress: Progress,
 ) -> Result<Report, StrategyError> {
     let mut s = Session::start(channel, budget, progress)?;
-    let name = p.method.name();
+    let name = Strategy::of_per_stream(p.method).unwrap_or(Strategy::Pathload);
     let Some(adr) = measure_adr(&mut s, p.size_bytes, 100, analysis)? else {
         return Ok(s.report(name, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
     };

@@ -10,6 +10,7 @@
 //!    one stream per step, until the interval is under 2 % of the ADR.
 //!    The answer is the interval's middle, its ends the confidence range.
 
+use super::Method as Strategy;
 use super::{single_rate_request, Budget, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::Channel;
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, ProbeStream, StreamKind};
@@ -71,7 +72,14 @@ pub fn run(
 ) -> Result<Report, StrategyError> {
     let mut s = Session::start(channel, budget, progress)?;
     let Some(adr) = measure_adr(&mut s, p.size_bytes, p.adr_train, analysis)? else {
-        return Ok(s.report("prcmt", 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
+        return Ok(s.report(
+            Strategy::Prcmt,
+            0.0,
+            Bound::None,
+            0.0,
+            0.0,
+            Stop::NoUsableAdrTrain,
+        ));
     };
     // Stream length.
     let mut len = p.lengths[p.lengths.len() - 1];
@@ -129,5 +137,5 @@ pub fn run(
         Bound::AtMost => (hi, bound),
         _ => (estimate, bound),
     };
-    Ok(s.report("prcmt", value, bound, lo, hi, stop))
+    Ok(s.report(Strategy::Prcmt, value, bound, lo, hi, stop))
 }
