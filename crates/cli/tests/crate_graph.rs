@@ -55,6 +55,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "tightlink-probe",
             "tightlink-net",
             "tightlink-wire",
+            "tightlink-capture",
         ],
     ),
     // The command line: flags and rendering over the library.

@@ -13,6 +13,7 @@
 //! - [`hops::hops`]: each link's capacity (pathchar's variable packet size).
 //! - [`analyze::analyze_trace`]: recorded streams through the per-stream
 //!   methods.
+//! - [`passive::analyze_tcp`]: the passive estimators on a captured TCP flow.
 //!
 //! Estimate on the embedded simulated path (10 Gbit/s, bursty cross
 //! traffic, receiver coalescence), next to the simulator's truth:
@@ -46,6 +47,7 @@ pub mod analyze;
 pub mod capacity;
 pub mod estimate;
 pub mod hops;
+pub mod passive;
 pub mod report;
 mod save;
 pub mod target;
