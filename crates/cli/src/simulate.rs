@@ -4,14 +4,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use tightlink_core::channel::{Channel, Recorder, StreamRequest};
-use tightlink_core::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
 use tightlink_core::units::parse_rate;
-use tightlink_sim::SimChannel;
-
-use tightlink_measure as save;
+use tightlink_measure::simulate::{simulate, RateOutside, Schedule, SimulateOptions};
+use tightlink_measure::Target;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SimKind {
@@ -61,89 +58,46 @@ pub struct SimulateArgs {
 }
 
 pub fn run(args: SimulateArgs) -> Result<()> {
-    let spec = tightlink_sim::parse_sim_target(&args.target)?;
-    if args.streams == 0 {
-        bail!("--streams 0: must be 1 or more");
-    }
-    if args.size < 64 {
-        bail!(
-            "--size {}: probe packets must be at least 64 bytes",
-            args.size
-        );
-    }
-    let nominal = spec.nominal_available_bps();
-    let mut channel = Recorder::new(SimChannel::new(spec, args.target.clone()));
-    let max = channel.info().max_rate_bps;
-    let check = |flag: &str, r: f64| -> Result<f64> {
-        if r.is_nan() || r <= 0.0 || r > max {
-            bail!(
-                "{flag}: {:.3} Gbit/s is outside what the sender's link sends (0-{:.3} Gbit/s)",
-                r / 1e9,
-                max / 1e9
-            );
-        }
-        Ok(r)
-    };
-    let schedules: Vec<Vec<i64>> = match args.kind {
-        SimKind::Single => {
-            if args.packets < 2 {
-                bail!("--packets {}: a stream needs at least 2", args.packets);
-            }
-            let rates = args
+    let target = Target::parse(&args.target)?;
+    let schedule = match args.kind {
+        SimKind::Single => Schedule::Single {
+            rates_bps: args
                 .rate
                 .iter()
-                .map(|s| {
-                    let r = parse_rate(s).with_context(|| format!("--rate {s}"))?;
-                    check(&format!("--rate {s}"), r)
-                })
-                .collect::<Result<Vec<f64>>>()?;
-            (0..args.streams)
-                .map(|i| single_rate_schedule(rates[i % rates.len()], args.packets, args.size, 0))
-                .collect()
-        }
-        SimKind::Multi => {
-            if !(0.0..1.0).contains(&args.range) {
-                bail!("--range {}: must be in [0, 1)", args.range);
-            }
-            if args.rates < 2 || args.per_rate < 2 {
-                bail!("--rates and --per-rate: at least 2 each");
-            }
-            let centre = match &args.centre {
-                Some(s) => parse_rate(s).with_context(|| format!("--centre {s}"))?,
-                None => nominal,
-            };
-            let rates = rates_around(centre, args.range, args.rates);
-            check("--centre/--range (lowest rate)", rates[0])?;
-            check("--centre/--range (highest rate)", rates[rates.len() - 1])?;
-            let sched = multi_rate_schedule(&rates, args.per_rate, args.size);
-            vec![sched; args.streams]
-        }
+                .map(|s| parse_rate(s).with_context(|| format!("--rate {s}")))
+                .collect::<Result<Vec<f64>>>()?,
+            packets: args.packets,
+        },
+        SimKind::Multi => Schedule::Multi {
+            centre_bps: args
+                .centre
+                .as_deref()
+                .map(|s| parse_rate(s).with_context(|| format!("--centre {s}")))
+                .transpose()?,
+            range: args.range,
+            rates: args.rates,
+            per_rate: args.per_rate,
+        },
     };
-    for sched in &schedules {
-        channel.probe(&StreamRequest::from_send_times(sched, args.size))?;
-    }
-    let metadata = vec![
-        ("source".to_string(), "tightlink simulate".to_string()),
-        ("path".to_string(), args.target.clone()),
-        (
-            "stream_kinds".to_string(),
-            match args.kind {
-                SimKind::Single => "single",
-                SimKind::Multi => "multi",
-            }
-            .to_string(),
-        ),
-        ("size_layer".to_string(), "simulated packet".to_string()),
-    ];
-    save::write_trace(&args.output, metadata, &channel.streams)?;
-    let mut missing = 0;
-    if let Some(t) = &args.truth {
-        missing = save::write_truth(t, &channel.streams, &channel.truths)?;
-    }
+    let options = SimulateOptions {
+        streams: args.streams,
+        size_bytes: args.size,
+        schedule,
+    };
+    let sim = simulate(&target, &options).map_err(|e| {
+        // Name the rate as the user typed it.
+        let index = e.downcast_ref::<RateOutside>().map(|r| r.index);
+        match index {
+            Some(Some(i)) => e.context(format!("--rate {}", args.rate[i])),
+            Some(None) => e.context("--centre/--range (lowest or highest rate)"),
+            None => e,
+        }
+    })?;
+    let missing = sim.write(&args.output, args.truth.as_deref())?;
     eprintln!(
         "tightlink: wrote {} streams ({} packets) to {}{}",
-        channel.streams.len(),
-        channel.streams.iter().map(|s| s.len()).sum::<usize>(),
+        sim.streams.len(),
+        sim.streams.iter().map(|s| s.len()).sum::<usize>(),
         args.output.display(),
         match &args.truth {
             Some(t) if missing > 0 => format!(

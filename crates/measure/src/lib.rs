@@ -14,6 +14,7 @@
 //! - [`analyze::analyze_trace`]: recorded streams through the per-stream
 //!   methods.
 //! - [`passive::analyze_tcp`]: the passive estimators on a captured TCP flow.
+//! - [`simulate::simulate`]: streams through the simulated path, with truth.
 //!
 //! Estimate on the embedded simulated path (10 Gbit/s, bursty cross
 //! traffic, receiver coalescence), next to the simulator's truth:
@@ -50,6 +51,7 @@ pub mod hops;
 pub mod passive;
 pub mod report;
 mod save;
+pub mod simulate;
 pub mod target;
 
 pub use capacity::{capacity, CapacityOptions, CapacityResult};

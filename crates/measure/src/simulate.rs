@@ -1,0 +1,233 @@
+//! Probe streams through the simulated path, kept with their ground
+//! truth: what `tightlink simulate` writes as a trace, and what a
+//! researcher feeds to the methods from a program.
+
+use std::fmt;
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use tightlink_core::channel::{Channel, GroundTruth, Recorder, StreamRequest};
+use tightlink_core::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
+use tightlink_core::{ProbeStream, StreamKind};
+use tightlink_sim::SimChannel;
+
+use crate::save;
+use crate::target::Target;
+
+/// The streams to send.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Schedule {
+    /// `packets` at each rate of `rates_bps`, the rates used in turn.
+    Single { rates_bps: Vec<f64>, packets: usize },
+    /// `rates` rates spread over `centre * (1 +- range)`, `per_rate`
+    /// packets each; the centre defaults to the path's nominal available
+    /// bandwidth (capacity minus mean cross traffic).
+    Multi {
+        centre_bps: Option<f64>,
+        range: f64,
+        rates: usize,
+        per_rate: usize,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimulateOptions {
+    pub streams: usize,
+    /// Probe packet size, bytes.
+    pub size_bytes: u32,
+    pub schedule: Schedule,
+}
+
+/// A rate the sender's link cannot send: `index` of the single-rate list,
+/// or `None` for a multi-rate stream's lowest or highest rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateOutside {
+    pub index: Option<usize>,
+    pub rate_bps: f64,
+    pub max_bps: f64,
+}
+
+impl fmt::Display for RateOutside {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:.3} Gbit/s is outside what the sender's link sends (0-{:.3} Gbit/s)",
+            self.rate_bps / 1e9,
+            self.max_bps / 1e9
+        )
+    }
+}
+
+impl std::error::Error for RateOutside {}
+
+/// What was sent and what came back, with the truth per stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Simulated {
+    pub target: String,
+    pub kind: StreamKind,
+    pub streams: Vec<ProbeStream>,
+    /// `None` where fewer than two packets of the stream arrived.
+    pub truths: Vec<Option<GroundTruth>>,
+}
+
+impl Simulated {
+    /// Writes the trace (gzip for `.gz`) and, if asked, the truth CSV;
+    /// returns how many streams had no truth.
+    pub fn write(&self, trace: &Path, truth: Option<&Path>) -> Result<usize> {
+        let metadata = vec![
+            ("source".to_string(), "tightlink simulate".to_string()),
+            ("path".to_string(), self.target.clone()),
+            (
+                "stream_kinds".to_string(),
+                match self.kind {
+                    StreamKind::SingleRate => "single",
+                    StreamKind::MultiRate => "multi",
+                }
+                .to_string(),
+            ),
+            ("size_layer".to_string(), "simulated packet".to_string()),
+        ];
+        save::write_trace(trace, metadata, &self.streams)?;
+        match truth {
+            Some(t) => save::write_truth(t, &self.streams, &self.truths),
+            None => Ok(0),
+        }
+    }
+}
+
+/// Sends the streams of `options` through the simulated `target`.
+pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated> {
+    let Target::Sim { text, spec } = target else {
+        bail!("target {target}: simulate needs a simulated path (sim:...)");
+    };
+    if options.streams == 0 {
+        bail!("--streams 0: must be 1 or more");
+    }
+    if options.size_bytes < 64 {
+        bail!(
+            "--size {}: probe packets must be at least 64 bytes",
+            options.size_bytes
+        );
+    }
+    let nominal = spec.nominal_available_bps();
+    let mut channel = Recorder::new(SimChannel::new(spec.clone(), text.clone()));
+    let max_bps = channel.info().max_rate_bps;
+    let check = |index: Option<usize>, rate_bps: f64| {
+        if rate_bps.is_nan() || rate_bps <= 0.0 || rate_bps > max_bps {
+            return Err(RateOutside {
+                index,
+                rate_bps,
+                max_bps,
+            });
+        }
+        Ok(())
+    };
+    let size = options.size_bytes;
+    let (kind, schedules): (StreamKind, Vec<Vec<i64>>) = match &options.schedule {
+        Schedule::Single { rates_bps, packets } => {
+            if *packets < 2 {
+                bail!("--packets {packets}: a stream needs at least 2");
+            }
+            if rates_bps.is_empty() {
+                bail!("--rate: give at least one rate");
+            }
+            for (i, &r) in rates_bps.iter().enumerate() {
+                check(Some(i), r)?;
+            }
+            let s = (0..options.streams)
+                .map(|i| single_rate_schedule(rates_bps[i % rates_bps.len()], *packets, size, 0))
+                .collect();
+            (StreamKind::SingleRate, s)
+        }
+        Schedule::Multi {
+            centre_bps,
+            range,
+            rates,
+            per_rate,
+        } => {
+            if !(0.0..1.0).contains(range) {
+                bail!("--range {range}: must be in [0, 1)");
+            }
+            if *rates < 2 || *per_rate < 2 {
+                bail!("--rates and --per-rate: at least 2 each");
+            }
+            let rates = rates_around(centre_bps.unwrap_or(nominal), *range, *rates);
+            check(None, rates[0])?;
+            check(None, rates[rates.len() - 1])?;
+            let s = vec![multi_rate_schedule(&rates, *per_rate, size); options.streams];
+            (StreamKind::MultiRate, s)
+        }
+    };
+    for sched in &schedules {
+        channel.probe(&StreamRequest::from_send_times(sched, size))?;
+    }
+    Ok(Simulated {
+        target: text.clone(),
+        kind,
+        streams: channel.streams,
+        truths: channel.truths,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_come_back_with_their_truth() {
+        let target = Target::parse("sim:capacity=10G,cross=cbr:3G,coalescence=off").unwrap();
+        let s = simulate(
+            &target,
+            &SimulateOptions {
+                streams: 3,
+                size_bytes: 9000,
+                schedule: Schedule::Multi {
+                    centre_bps: None,
+                    range: 0.3,
+                    rates: 5,
+                    per_rate: 16,
+                },
+            },
+        )
+        .unwrap();
+        assert_eq!(s.kind, StreamKind::MultiRate);
+        assert_eq!(s.streams.len(), 3);
+        assert!(s.streams.iter().all(|x| x.len() == 80));
+        // CBR 3G on 10G: the truth is 7 Gbit/s within a percent.
+        for t in s.truths.iter().flatten() {
+            assert!((t.available_bps / 7e9 - 1.0).abs() < 0.01, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn rates_the_link_cannot_send_are_named() {
+        let target = Target::default_sim();
+        let e = simulate(
+            &target,
+            &SimulateOptions {
+                streams: 1,
+                size_bytes: 9000,
+                schedule: Schedule::Single {
+                    rates_bps: vec![5e9, 20e9],
+                    packets: 10,
+                },
+            },
+        )
+        .unwrap_err();
+        let r = e.downcast_ref::<RateOutside>().expect("a rate error");
+        assert_eq!((r.index, r.rate_bps, r.max_bps), (Some(1), 20e9, 10e9));
+        let e = simulate(
+            &Target::parse("twamp:h").unwrap(),
+            &SimulateOptions {
+                streams: 1,
+                size_bytes: 9000,
+                schedule: Schedule::Single {
+                    rates_bps: vec![1e9],
+                    packets: 10,
+                },
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("simulated path"), "{e}");
+    }
+}
