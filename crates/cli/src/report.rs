@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::ValueEnum;
 use serde::Serialize;
 use tightlink_core::Analysis;
+use tightlink_measure::analyze::AnalysisRow;
 use tightlink_trace::Trace;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -21,81 +22,17 @@ pub enum Format {
 pub const CSV_HEADER: &str = "stream_id,method,kind,avg_rate_bps,decision,abw_bps,bound";
 
 #[derive(Serialize)]
-struct PerRate {
-    rate_bps: f64,
-    decision: Option<&'static str>,
-}
-
-/// One (stream, method) result as JSON.
-#[derive(Serialize)]
-struct Row {
-    stream_id: u64,
-    method: &'static str,
-    kind: &'static str,
-    packets: usize,
-    received: usize,
-    avg_rate_bps: Option<f64>,
-    decision: Option<&'static str>,
-    abw_bps: Option<f64>,
-    bound: &'static str,
-    reason: Option<String>,
-    send_rate_bps: Option<f64>,
-    recv_rate_bps: Option<f64>,
-    pct: Option<f64>,
-    pdt: Option<f64>,
-    kept_gaps: Option<usize>,
-    gaps_total: Option<usize>,
-    passes: Option<usize>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    per_rate: Vec<PerRate>,
-}
-
-/// Finite values only: JSON has no NaN and a report must not invent one.
-fn finite(v: Option<f64>) -> Option<f64> {
-    v.filter(|x| x.is_finite())
-}
-
-impl From<&Analysis> for Row {
-    fn from(a: &Analysis) -> Self {
-        Row {
-            stream_id: a.stream_id,
-            method: a.method.name(),
-            kind: a.kind.as_str(),
-            packets: a.packets,
-            received: a.received,
-            avg_rate_bps: finite(a.avg_rate_bps),
-            decision: a.decision.map(|d| d.as_str()),
-            abw_bps: finite(a.abw_bps),
-            bound: a.bound.as_str(),
-            reason: a.reason.clone(),
-            send_rate_bps: finite(a.detail.send_rate_bps),
-            recv_rate_bps: finite(a.detail.recv_rate_bps),
-            pct: finite(a.detail.pct),
-            pdt: finite(a.detail.pdt),
-            kept_gaps: a.detail.kept_gaps,
-            gaps_total: a.detail.gaps_total,
-            passes: a.detail.passes,
-            per_rate: a
-                .detail
-                .per_rate
-                .iter()
-                .filter(|(r, _)| r.is_finite())
-                .map(|&(rate_bps, d)| PerRate {
-                    rate_bps,
-                    decision: d.map(|d| d.as_str()),
-                })
-                .collect(),
-        }
-    }
-}
-
-#[derive(Serialize)]
 struct JsonReport<'a> {
     trace: &'a str,
     metadata: serde_json::Map<String, serde_json::Value>,
     streams: usize,
     packets: usize,
-    results: Vec<Row>,
+    results: Vec<AnalysisRow>,
+}
+
+/// Finite values only.
+fn finite(v: Option<f64>) -> Option<f64> {
+    v.filter(|x| x.is_finite())
 }
 
 fn int_or_empty(v: Option<f64>) -> String {
@@ -142,7 +79,7 @@ pub fn write<W: Write>(
                     .collect(),
                 streams: trace.streams.len(),
                 packets: trace.packet_count(),
-                results: results.iter().map(Row::from).collect(),
+                results: results.iter().map(AnalysisRow::from).collect(),
             };
             serde_json::to_writer_pretty(&mut *out, &report)?;
             writeln!(out)?;

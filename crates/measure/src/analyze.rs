@@ -5,6 +5,7 @@
 use std::str::FromStr;
 
 use anyhow::{bail, Result};
+use serde::Serialize;
 use tightlink_core::{analyze, Analysis, AnalysisParams, Method, ProbeStream, StreamKind};
 use tightlink_trace::Trace;
 
@@ -80,6 +81,76 @@ pub fn analyze_trace(
         methods,
         params,
     )
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PerRate {
+    pub rate_bps: f64,
+    pub decision: Option<&'static str>,
+}
+
+/// One (stream, method) result as the JSON `analyze --format json`
+/// prints it: finite numbers only (JSON has no NaN).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnalysisRow {
+    pub stream_id: u64,
+    pub method: &'static str,
+    pub kind: &'static str,
+    pub packets: usize,
+    pub received: usize,
+    pub avg_rate_bps: Option<f64>,
+    pub decision: Option<&'static str>,
+    pub abw_bps: Option<f64>,
+    pub bound: &'static str,
+    pub reason: Option<String>,
+    pub send_rate_bps: Option<f64>,
+    pub recv_rate_bps: Option<f64>,
+    pub pct: Option<f64>,
+    pub pdt: Option<f64>,
+    pub kept_gaps: Option<usize>,
+    pub gaps_total: Option<usize>,
+    pub passes: Option<usize>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_rate: Vec<PerRate>,
+}
+
+/// Finite values only: JSON has no NaN and a report must not invent one.
+fn finite(v: Option<f64>) -> Option<f64> {
+    v.filter(|x| x.is_finite())
+}
+
+impl From<&Analysis> for AnalysisRow {
+    fn from(a: &Analysis) -> Self {
+        AnalysisRow {
+            stream_id: a.stream_id,
+            method: a.method.name(),
+            kind: a.kind.as_str(),
+            packets: a.packets,
+            received: a.received,
+            avg_rate_bps: finite(a.avg_rate_bps),
+            decision: a.decision.map(|d| d.as_str()),
+            abw_bps: finite(a.abw_bps),
+            bound: a.bound.as_str(),
+            reason: a.reason.clone(),
+            send_rate_bps: finite(a.detail.send_rate_bps),
+            recv_rate_bps: finite(a.detail.recv_rate_bps),
+            pct: finite(a.detail.pct),
+            pdt: finite(a.detail.pdt),
+            kept_gaps: a.detail.kept_gaps,
+            gaps_total: a.detail.gaps_total,
+            passes: a.detail.passes,
+            per_rate: a
+                .detail
+                .per_rate
+                .iter()
+                .filter(|(r, _)| r.is_finite())
+                .map(|&(rate_bps, d)| PerRate {
+                    rate_bps,
+                    decision: d.map(|d| d.as_str()),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[cfg(test)]
