@@ -9,7 +9,7 @@
 //! count: a request's `size_bytes` is that frame, and the UDP payload is
 //! 42 bytes less (62 over IPv6).
 //!
-//! Each stream's departures are judged ([`judge_departures`]): a sender
+//! Each stream's departures are judged ([`judge_departures`](crate::ledger::judge_departures)): a sender
 //! that fell behind its schedule marks the stream host-limited; transmit
 //! stamps spread wider than the schedule mean the sender's own interface
 //! queued the probes, i.e. the tight link is the sender's own.

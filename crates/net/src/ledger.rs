@@ -3,7 +3,7 @@
 //! that fell behind its schedule marks the stream host-limited; transmit
 //! stamps spread wider than the schedule mean the sender's own interface
 //! queued the probes, i.e. the tight link is the sender's own), the
-//! session's tally of them ([`SendLedger`]), and the probe stream built
+//! session's tally of them (`SendLedger`), and the probe stream built
 //! from a schedule and receive stamps.
 
 use tightlink_core::channel::HostFindings;

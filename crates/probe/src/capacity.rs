@@ -8,7 +8,7 @@
 //!   stream when one mode holds 80 % of the pairs (Pathrate's unimodal
 //!   termination); else phase II, `trains` back-to-back trains whose mean
 //!   dispersion rate is the ADR, and the mode choice of
-//!   [`tightlink_core::capacity::pathrate`].
+//!   [`tightlink_core::capacity::pathrate`](mod@tightlink_core::capacity::pathrate).
 //! - `capprobe`: streams of pairs, full and half size alternating, until
 //!   CapProbe's convergence test passes for both sizes, they agree, and
 //!   the answer is the one the previous stream gave.

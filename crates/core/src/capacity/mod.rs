@@ -13,8 +13,8 @@
 //! - [`pairs`]: pair samples from a stream, with what was rejected and why
 //!   (lost, batched by the receiver, sender too slow), and the check that
 //!   dispersion grows with packet size.
-//! - [`pathrate`]: Pathrate's histogram modes, rejected below the ADR.
-//! - [`capprobe`]: CapProbe's minimum delay sum and its convergence test.
+//! - [`pathrate`](mod@pathrate): Pathrate's histogram modes, rejected below the ADR.
+//! - [`capprobe`](mod@capprobe): CapProbe's minimum delay sum and its convergence test.
 //! - [`shaper`]: token-bucket shapers, which pairs cannot see, from the
 //!   head and tail of trains.
 //! - [`vps`]: per-hop capacity by variable packet size (pathchar; host

@@ -6,9 +6,9 @@
 //!
 //! - [`flow`]: replays the segments: sequence unwrapping, RTT samples by
 //!   Karn's rule, loss events from retransmissions, ACK arrivals.
-//! - [`westwood`]: BE (ACK pairs), RE (ACKed bytes over an RTT), ERE.
+//! - [`westwood`](mod@westwood): BE (ACK pairs), RE (ACKed bytes over an RTT), ERE.
 //! - [`bbe`]: RTTcong, the congestion level `c`, loss classes, the buffer.
-//! - [`tcpprobe`]: capacity from data packets sent back to back whose ACKs
+//! - [`tcpprobe`](mod@tcpprobe): capacity from data packets sent back to back whose ACKs
 //!   came back one each (CapProbe's minimum delay sum on them).
 
 pub mod bbe;
