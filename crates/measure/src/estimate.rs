@@ -325,6 +325,33 @@ mod tests {
         assert!(r.capped.is_none());
     }
 
+    /// On the simulator: one Stream event per stream the report counts,
+    /// each with its truth; progress rises within 0..1.
+    #[test]
+    fn events_follow_the_measurement() {
+        let mut streams = 0;
+        let mut truths = 0;
+        let mut progress = Vec::new();
+        let r = estimate(
+            &Target::default_sim(),
+            &EstimateOptions::default(),
+            &mut |e| match e {
+                Event::Progress(f) => progress.push(f),
+                Event::Stream { stream, truth } => {
+                    streams += 1;
+                    truths += usize::from(truth.is_some());
+                    assert!(stream.len() >= 2);
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(streams, r.estimate.cost.streams);
+        assert_eq!(truths, streams);
+        assert_eq!(progress.len(), streams);
+        assert!(progress.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
+        assert!(progress.iter().all(|f| (0.0..=1.0).contains(f)));
+    }
+
     #[test]
     fn json_has_no_infinity() {
         let mut r = report(960e6, Bound::Exact, 1e9);
