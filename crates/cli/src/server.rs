@@ -27,6 +27,16 @@ pub struct ServerArgs {
     pub max_sessions: usize,
     #[arg(long, default_value_t = 2)]
     pub max_sessions_per_ip: usize,
+    /// Of --max-sessions, slots only clients with the key may take (with
+    /// --key-file).
+    #[arg(long, default_value_t = 2)]
+    pub reserved_keyed_sessions: usize,
+    /// Connections still in their handshake, in all / per client address;
+    /// beyond these the oldest is cut.
+    #[arg(long, default_value_t = 256)]
+    pub max_pending: usize,
+    #[arg(long, default_value_t = 8)]
+    pub max_pending_per_ip: usize,
     /// Most probe rate of a session without a key (e.g. 1G).
     #[arg(long, default_value = "1G")]
     pub max_rate: String,
@@ -44,6 +54,9 @@ pub fn run(args: ServerArgs) -> Result<()> {
         require_key: args.require_key,
         max_sessions: args.max_sessions,
         max_sessions_per_ip: args.max_sessions_per_ip,
+        reserved_keyed_sessions: args.reserved_keyed_sessions,
+        max_pending: args.max_pending,
+        max_pending_per_ip: args.max_pending_per_ip,
         ..ServerConfig::default()
     };
     if let Some(f) = &args.key_file {
@@ -63,13 +76,18 @@ pub fn run(args: ServerArgs) -> Result<()> {
         Server::bind(config.clone()).with_context(|| format!("listen on {}", config.bind))?;
     let l = config.open_limits;
     eprintln!(
-        "tightlink server: listening on {} (TCP control); without a key: {} Mbit/s, {} MB, {} s per session; {} sessions ({} per address){}",
+        "tightlink server: listening on {} (TCP control); without a key: {} Mbit/s, {} MB, {} s per session; {} sessions ({} per address{}){}",
         server.local_addr()?,
         l.max_rate_bps / 1_000_000,
         l.max_session_bytes / 1_000_000,
         l.max_session_ms / 1000,
         config.max_sessions,
         config.max_sessions_per_ip,
+        if config.key.is_some() {
+            format!(", {} kept for keyed clients", config.reserved_keyed_sessions)
+        } else {
+            String::new()
+        },
         match (&config.key, config.require_key) {
             (Some(_), true) => "; key required",
             (Some(_), false) => "; key optional",

@@ -5,9 +5,15 @@
 //!
 //! Safe to expose, in irtt's manner:
 //! - every step has a timeout (handshake, idle, the session as a whole);
-//! - limits on concurrent sessions (in all and per client address),
-//!   per-session rate, bytes, stream length and packet size; lower without
-//!   a key; a request beyond them is refused with the limit named;
+//! - a connection holds a session slot only once the client has spoken:
+//!   a valid Hello and Open (with the key's proof when it claims one).
+//!   Until then it is a pending handshake: bounded per client address and
+//!   in all, the oldest cut first when a new one needs room, so idle
+//!   connections cannot lock real clients out;
+//! - limits on concurrent sessions (in all and per client address), with
+//!   slots reserved for clients that prove the key, per-session rate,
+//!   bytes, stream length and packet size; lower without a key; a request
+//!   beyond them is refused with the limit named;
 //! - memory per session is one slot per announced packet (bounded by the
 //!   stream limit) and a fixed set of counters, whatever arrives;
 //! - the server sends UDP only to the client: the address of its TCP
@@ -21,7 +27,7 @@
 //!
 //! Logs one line per session on stderr.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, BufWriter};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -54,6 +60,13 @@ pub struct ServerConfig {
     pub require_key: bool,
     pub max_sessions: usize,
     pub max_sessions_per_ip: usize,
+    /// Of `max_sessions`, slots only clients that prove the key may take
+    /// (none when no key is configured).
+    pub reserved_keyed_sessions: usize,
+    /// Connections that have not finished their handshake, in all and per
+    /// client address; beyond these the oldest pending one is cut.
+    pub max_pending: usize,
+    pub max_pending_per_ip: usize,
     /// Limits of a session without a key.
     pub open_limits: Limits,
     /// Limits of a session that proved the key.
@@ -73,6 +86,9 @@ impl Default for ServerConfig {
             require_key: false,
             max_sessions: 8,
             max_sessions_per_ip: 2,
+            reserved_keyed_sessions: 2,
+            max_pending: 256,
+            max_pending_per_ip: 8,
             open_limits: Limits {
                 max_rate_bps: 1_000_000_000,
                 max_session_bytes: 50_000_000,
@@ -97,18 +113,119 @@ impl Default for ServerConfig {
 /// What the server has seen, for tests and logs.
 #[derive(Debug, Default)]
 pub struct ServerStats {
+    /// Connections accepted.
+    pub accepted: AtomicU64,
     pub sessions: AtomicU64,
     pub refused: AtomicU64,
+    /// Pending handshakes cut to make room for newer connections.
+    pub cut: AtomicU64,
     pub drops: Mutex<DropCounters>,
-    open_per_ip: Mutex<HashMap<IpAddr, usize>>,
+    open: Mutex<OpenSessions>,
+    pending: Mutex<Pending>,
+}
+
+#[derive(Debug, Default)]
+struct OpenSessions {
+    per_ip: HashMap<IpAddr, usize>,
+    /// Sessions that proved the key.
+    keyed: usize,
+}
+
+/// Connections accepted whose client has not finished its handshake,
+/// oldest first; each with a handle that can cut it.
+#[derive(Debug, Default)]
+struct Pending {
+    entries: VecDeque<(u64, IpAddr, TcpStream)>,
+    next_id: u64,
 }
 
 impl ServerStats {
     pub fn open_sessions(&self) -> usize {
-        self.open_per_ip.lock().unwrap().values().sum()
+        self.open.lock().unwrap().per_ip.values().sum()
+    }
+    pub fn pending_handshakes(&self) -> usize {
+        self.pending.lock().unwrap().entries.len()
     }
     pub fn drops(&self) -> DropCounters {
         *self.drops.lock().unwrap()
+    }
+
+    /// Registers a new connection as pending; cuts the oldest pending one
+    /// of the same address when that address is at its limit, else the
+    /// oldest of all when all are. Returns its id.
+    fn admit_pending(&self, ip: IpAddr, cutter: TcpStream, config: &ServerConfig) -> u64 {
+        let mut p = self.pending.lock().unwrap();
+        let here = p.entries.iter().filter(|e| e.1 == ip).count();
+        let victim = if here >= config.max_pending_per_ip.max(1) {
+            p.entries.iter().position(|e| e.1 == ip)
+        } else if p.entries.len() >= config.max_pending.max(1) {
+            Some(0)
+        } else {
+            None
+        };
+        if let Some(i) = victim {
+            if let Some((_, _, conn)) = p.entries.remove(i) {
+                // Its thread's next read fails at once and it ends.
+                let _ = conn.shutdown(std::net::Shutdown::Both);
+                self.cut.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let id = p.next_id;
+        p.next_id += 1;
+        p.entries.push_back((id, ip, cutter));
+        id
+    }
+
+    /// The handshake of `id` is over (done, failed or cut).
+    fn leave_pending(&self, id: u64) {
+        let mut p = self.pending.lock().unwrap();
+        if let Some(i) = p.entries.iter().position(|e| e.0 == id) {
+            p.entries.remove(i);
+        }
+    }
+
+    /// A session slot for a client at `ip` that has spoken, or why not.
+    fn take_slot(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        keyed: bool,
+        config: &ServerConfig,
+    ) -> Result<Slot, String> {
+        let mut m = self.open.lock().unwrap();
+        let total: usize = m.per_ip.values().sum();
+        let here = m.per_ip.get(&ip).copied().unwrap_or(0);
+        let reserved = if config.key.is_some() {
+            config
+                .reserved_keyed_sessions
+                .min(config.max_sessions)
+                .saturating_sub(m.keyed)
+        } else {
+            0
+        };
+        let room = if keyed {
+            config.max_sessions
+        } else {
+            config.max_sessions.saturating_sub(reserved)
+        };
+        if total >= room {
+            return Err(if keyed || reserved == 0 {
+                "server busy: session limit reached, try again later".into()
+            } else {
+                "server busy: the free session slots are reserved for clients with the key, try again later".into()
+            });
+        }
+        if here >= config.max_sessions_per_ip {
+            return Err(format!(
+                "server busy: {here} sessions from {ip} already (the limit per address), try again later"
+            ));
+        }
+        *m.per_ip.entry(ip).or_insert(0) += 1;
+        m.keyed += usize::from(keyed);
+        Ok(Slot {
+            stats: self.clone(),
+            ip,
+            keyed,
+        })
     }
 }
 
@@ -122,23 +239,42 @@ pub struct Server {
 struct Slot {
     stats: Arc<ServerStats>,
     ip: IpAddr,
+    keyed: bool,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut m = self.stats.open_per_ip.lock().unwrap();
-        if let Some(c) = m.get_mut(&self.ip) {
+        let mut m = self.stats.open.lock().unwrap();
+        if let Some(c) = m.per_ip.get_mut(&self.ip) {
             *c -= 1;
             if *c == 0 {
-                m.remove(&self.ip);
+                m.per_ip.remove(&self.ip);
             }
         }
+        m.keyed -= usize::from(self.keyed);
+    }
+}
+
+/// Takes a connection out of the pending table when its thread ends.
+struct PendingGuard {
+    stats: Arc<ServerStats>,
+    id: u64,
+}
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        self.stats.leave_pending(self.id);
     }
 }
 
 impl Server {
     pub fn bind(config: ServerConfig) -> io::Result<Server> {
         let listener = TcpListener::bind(config.bind)?;
+        // A deeper accept queue than the standard library's 128: under a
+        // connection flood, real clients' SYNs must not wait for retries.
+        // SAFETY: listen(2) again on our own listening socket only
+        // changes its backlog.
+        unsafe { libc::listen(listener.as_raw_fd(), 4096) };
         Ok(Server {
             listener,
             config: Arc::new(config),
@@ -154,8 +290,9 @@ impl Server {
         self.stats.clone()
     }
 
-    /// Accepts sessions until the listener fails; each runs on a thread
-    /// of its own, at most `max_sessions` at once.
+    /// Accepts connections until the listener fails; each runs on a
+    /// thread of its own: at most `max_pending` handshakes and
+    /// `max_sessions` sessions at once.
     pub fn serve(self) -> io::Result<()> {
         loop {
             let (conn, peer) = match self.listener.accept() {
@@ -167,35 +304,18 @@ impl Server {
                 }
                 Err(e) => return Err(e),
             };
-            let slot = {
-                let mut m = self.stats.open_per_ip.lock().unwrap();
-                let total: usize = m.values().sum();
-                let here = m.get(&peer.ip()).copied().unwrap_or(0);
-                if total >= self.config.max_sessions || here >= self.config.max_sessions_per_ip {
-                    None
-                } else {
-                    *m.entry(peer.ip()).or_insert(0) += 1;
-                    Some(Slot {
-                        stats: self.stats.clone(),
-                        ip: peer.ip(),
-                    })
-                }
+            self.stats.accepted.fetch_add(1, Ordering::Relaxed);
+            let Ok(cutter) = conn.try_clone() else {
+                continue;
             };
+            let id = self.stats.admit_pending(peer.ip(), cutter, &self.config);
             let (config, stats) = (self.config.clone(), self.stats.clone());
             std::thread::spawn(move || {
-                let Some(slot) = slot else {
-                    stats.refused.fetch_add(1, Ordering::Relaxed);
-                    let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
-                    let _ = write_message(
-                        &mut &conn,
-                        &Message::Refused {
-                            reason: "server busy: session limit reached, try again later".into(),
-                        },
-                    );
-                    return;
+                let pending = PendingGuard {
+                    stats: stats.clone(),
+                    id,
                 };
-                let line = run_session(conn, peer, &config, &stats);
-                drop(slot);
+                let line = run_session(conn, peer, &config, &stats, pending);
                 if config.log {
                     eprintln!("{line}");
                 }
@@ -227,7 +347,8 @@ fn run_session(
     conn: TcpStream,
     peer: SocketAddr,
     config: &ServerConfig,
-    stats: &ServerStats,
+    stats: &Arc<ServerStats>,
+    pending: PendingGuard,
 ) -> String {
     let started = clock::monotonic_ns();
     let mut o = Outcome {
@@ -239,7 +360,7 @@ fn run_session(
         drops: DropCounters::default(),
         end: String::new(),
     };
-    let result = session(conn, peer, config, &mut o);
+    let result = session(conn, peer, config, stats, pending, &mut o);
     stats.sessions.fetch_add(1, Ordering::Relaxed);
     stats.drops.lock().unwrap().merge(&o.drops);
     o.end = match result {
@@ -327,6 +448,8 @@ fn session(
     conn: TcpStream,
     peer: SocketAddr,
     config: &ServerConfig,
+    stats: &Arc<ServerStats>,
+    pending: PendingGuard,
     o: &mut Outcome,
 ) -> Result<(), String> {
     // Unbuffered reads: the receive loop polls the fd, which must not hide
@@ -336,6 +459,11 @@ fn session(
     let result = (|| -> Result<(), End> {
         set_timeouts(&conn, config.handshake_timeout)?;
         let opened = handshake(&mut r, &mut w, config, o)?;
+        // The client has spoken: a session slot, or a refusal.
+        drop(pending);
+        let _slot = stats
+            .take_slot(peer.ip(), o.authenticated, config)
+            .map_err(End::Refuse)?;
         let mut s = Session::accept(&conn, &mut w, peer, config, opened, o.authenticated)?;
         set_timeouts(&conn, config.idle_timeout)?;
         loop {
