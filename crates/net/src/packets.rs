@@ -6,7 +6,10 @@ use tightlink_wire::{ErrorEstimate, NtpTimestamp};
 
 /// The throw-away warm-up packet and the train's packets, payload sizes
 /// `sizes` (each at least the 48-byte header). Sequence numbers continue
-/// from `*sequence`.
+/// from `*sequence`. Every packet carries the time it was built as its
+/// timestamp: the paced sender overwrites the train's with their
+/// scheduled send times, and a warm-up sent as it is still carries a real
+/// time (a far end that logs one-way delays must not see 1900).
 pub fn build(
     session: u64,
     stream: u32,
@@ -15,11 +18,12 @@ pub fn build(
     sequence: &mut u32,
 ) -> (Vec<u8>, Vec<Vec<u8>>) {
     let n = offsets_ns.len() as u32;
+    let now = NtpTimestamp::from_unix_ns(tightlink_sys::clock::realtime_ns().max(0) as u64);
     let mut one = |position: u32, offset_ns: i64, size: u32, warmup: bool| {
         let mut buf = vec![0u8; (size as usize).max(ProbeRepr::buffer_len())];
         ProbeRepr {
             sequence: *sequence,
-            timestamp: NtpTimestamp::default(),
+            timestamp: now,
             error_estimate: ErrorEstimate::from_ns(1_000, false),
             warmup,
             session,
@@ -40,4 +44,27 @@ pub fn build(
         .map(|(i, (&off, &size))| one(i as u32, off, size, false))
         .collect();
     (warm, train)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_packet_carries_a_real_time() {
+        let mut seq = 7;
+        let before = tightlink_sys::clock::realtime_ns();
+        let (warm, train) = build(1, 2, &[0, 1000], &[100, 100], &mut seq);
+        assert_eq!(seq, 10);
+        for p in std::iter::once(&warm).chain(&train) {
+            let r = ProbeRepr::parse(&SenderPacket::new_checked(&p[..]).unwrap()).unwrap();
+            let t = r
+                .timestamp
+                .ns_since(NtpTimestamp::from_unix_ns(before as u64));
+            assert!(
+                (0..1_000_000_000).contains(&t),
+                "{t} ns after the build began"
+            );
+        }
+    }
 }
