@@ -106,10 +106,18 @@ pub fn read_capture(path: &Path) -> Result<Capture, CaptureError> {
     std::fs::File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(|e| file_err(e.to_string()))?;
-    parse_capture(&bytes).map_err(|e| match e {
-        Fail::File(m) => file_err(m),
+    parse_capture_bytes(&name, &bytes)
+}
+
+/// Parses a pcap or pcapng file's bytes; errors name it `name`.
+pub fn parse_capture_bytes(name: &str, bytes: &[u8]) -> Result<Capture, CaptureError> {
+    parse_capture(bytes).map_err(|e| match e {
+        Fail::File(message) => CaptureError::File {
+            path: name.to_string(),
+            message,
+        },
         Fail::Packet(packet, message) => CaptureError::Packet {
-            path: name.clone(),
+            path: name.to_string(),
             packet,
             message,
         },

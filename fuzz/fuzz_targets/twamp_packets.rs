@@ -1,0 +1,31 @@
+//! TWAMP-light sender and reflector packets from any bytes: the views
+//! either refuse with a reason or parse; a request the reflector would
+//! answer (41..=9000 bytes) builds a reply of the request's length.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tightlink_net::reflector::build_reply;
+use tightlink_wire::twamp::{ProbeRepr, ReflectorPacket, ReflectorRepr, SenderPacket};
+use tightlink_wire::{ErrorEstimate, NtpTimestamp};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(p) = SenderPacket::new_checked(data) {
+        let _ = ProbeRepr::parse(&p);
+    }
+    if let Ok(p) = ReflectorPacket::new_checked(data) {
+        let _ = ReflectorRepr::parse(&p);
+    }
+    if (41..=9000).contains(&data.len()) {
+        let mut reply = vec![0u8; data.len()];
+        let n = build_reply(
+            data,
+            1,
+            NtpTimestamp::from_unix_ns(1),
+            NtpTimestamp::from_unix_ns(2),
+            ErrorEstimate::from_ns(1_000, false),
+            64,
+            &mut reply,
+        );
+        assert_eq!(n, data.len(), "no amplification");
+    }
+});
