@@ -435,11 +435,11 @@ impl From<io::Error> for End {
 }
 
 /// A control message or why none came.
-fn next_message(r: &mut &TcpStream) -> Result<Message, End> {
+fn next_message(r: &mut impl io::Read) -> Result<Message, End> {
     ctl(read_message(r)).map_err(End::Fail)
 }
 
-fn send(w: &mut BufWriter<&TcpStream>, m: &Message) -> Result<(), End> {
+fn send(w: &mut impl io::Write, m: &Message) -> Result<(), End> {
     write_message(w, m).map_err(End::from)
 }
 
@@ -525,6 +525,50 @@ fn set_timeouts(conn: &TcpStream, t: Duration) -> io::Result<()> {
     conn.set_write_timeout(Some(t))
 }
 
+/// What a handshake over byte streams settled: the direction and whether
+/// the client proved the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handshake {
+    pub direction: Direction,
+    pub authenticated: bool,
+}
+
+/// The server's side of the handshake (Hello, Challenge, Open, the key
+/// check) over any byte streams: what a session would then accept, or
+/// the refusal or failure it would end with. The session runs exactly
+/// this before it takes a slot; tests and the fuzzer feed it bytes.
+pub fn handshake_over(
+    r: &mut impl io::Read,
+    w: &mut impl io::Write,
+    config: &ServerConfig,
+) -> Result<Handshake, String> {
+    let mut o = Outcome {
+        direction: None,
+        authenticated: false,
+        streams: 0,
+        packets: 0,
+        bytes: 0,
+        drops: DropCounters::default(),
+        end: String::new(),
+    };
+    match handshake(r, w, config, &mut o) {
+        Ok(opened) => Ok(Handshake {
+            direction: opened.direction,
+            authenticated: o.authenticated,
+        }),
+        Err(End::Refuse(why)) => {
+            let _ = write_message(
+                w,
+                &Message::Refused {
+                    reason: why.clone(),
+                },
+            );
+            Err(format!("refused: {why}"))
+        }
+        Err(End::Fail(e)) => Err(e),
+    }
+}
+
 /// What the handshake settled.
 struct Opened {
     direction: Direction,
@@ -534,8 +578,8 @@ struct Opened {
 /// Hello, Challenge, Open and the key check; sets `o.direction` and
 /// `o.authenticated`.
 fn handshake(
-    r: &mut &TcpStream,
-    w: &mut BufWriter<&TcpStream>,
+    r: &mut impl io::Read,
+    w: &mut impl io::Write,
     config: &ServerConfig,
     o: &mut Outcome,
 ) -> Result<Opened, End> {
@@ -930,4 +974,63 @@ pub(crate) fn send_records(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(msgs: &[Message]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for m in msgs {
+            write_message(&mut b, m).unwrap();
+        }
+        b
+    }
+
+    /// Hello then Open without a key: forward, unauthenticated, and the
+    /// server wrote its Challenge. A wrong version, a missing key where
+    /// one is required, and bytes that are no message end it with the
+    /// reason.
+    #[test]
+    fn handshakes_over_bytes() {
+        let hello = Message::Hello {
+            version: VERSION,
+            wants_key: false,
+        };
+        let open = Message::Open {
+            direction: Direction::Forward,
+            auth: None,
+        };
+        let config = ServerConfig::default();
+        let mut out = Vec::new();
+        let input = frames(&[hello.clone(), open.clone()]);
+        let h = handshake_over(&mut &input[..], &mut out, &config).unwrap();
+        assert_eq!(
+            h,
+            Handshake {
+                direction: Direction::Forward,
+                authenticated: false
+            }
+        );
+        assert!(matches!(
+            read_message(&mut &out[..]).unwrap(),
+            Message::Challenge { .. }
+        ));
+        let old = frames(&[Message::Hello {
+            version: VERSION + 1,
+            wants_key: false,
+        }]);
+        let e = handshake_over(&mut &old[..], &mut Vec::new(), &config).unwrap_err();
+        assert!(e.contains("protocol version"), "{e}");
+        let keyed = ServerConfig {
+            key: Some(b"k".to_vec()),
+            require_key: true,
+            ..ServerConfig::default()
+        };
+        let e = handshake_over(&mut &input[..], &mut Vec::new(), &keyed).unwrap_err();
+        assert!(e.contains("requires a key"), "{e}");
+        let junk: &[u8] = b"GET / HTTP/1.1";
+        assert!(handshake_over(&mut &junk[..], &mut Vec::new(), &config).is_err());
+    }
 }
