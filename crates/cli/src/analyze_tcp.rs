@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use tightlink_core::tcp::BbeParams;
+use tightlink_core::units::format_rate;
 use tightlink_core::units::parse_rate;
 use tightlink_measure::passive::{analyze_tcp, TcpAnalysis, TcpOptions};
 
@@ -40,14 +41,6 @@ pub enum Format {
     Summary,
     Csv,
     Json,
-}
-
-fn rate(v: f64) -> String {
-    if v >= 1e9 {
-        format!("{:.3} Gbit/s", v / 1e9)
-    } else {
-        format!("{:.1} Mbit/s", v / 1e6)
-    }
 }
 
 pub fn run(a: AnalyzeTcpArgs) -> Result<()> {
@@ -113,7 +106,7 @@ fn print_summary(j: &TcpAnalysis) {
         j.flow,
         j.data_bytes as f64 / 1e6,
         j.duration_s,
-        rate(j.throughput_bps)
+        format_rate(j.throughput_bps)
     );
     println!(
         "rtt         min {}, median {}, max {} ({} samples)",
@@ -132,7 +125,11 @@ fn print_summary(j: &TcpAnalysis) {
         opt_ms(j.rtt_cong_ms)
     );
     match j.capacity_bps {
-        Some(c) => println!("capacity    {} (from {})", rate(c), j.capacity_source),
+        Some(c) => println!(
+            "capacity    {} (from {})",
+            format_rate(c),
+            j.capacity_source
+        ),
         None => println!("capacity    none (no ACK pairs; give --capacity)"),
     }
     println!(
@@ -141,17 +138,17 @@ fn print_summary(j: &TcpAnalysis) {
         match (j.queued_bps, j.queued_p25_bps, j.queued_p75_bps) {
             (Some(m), Some(lo), Some(hi)) => format!(
                 "median {} of {} (quartiles {} - {})",
-                rate(m),
+                format_rate(m),
                 j.queued_pairs,
-                rate(lo),
-                rate(hi)
+                format_rate(lo),
+                format_rate(hi)
             ),
             _ => "none".into(),
         },
         match j.back_to_back_bps {
             Some(c) => format!(
                 "{} by CapProbe over {} ({})",
-                rate(c),
+                format_rate(c),
                 j.back_to_back_pairs,
                 if j.back_to_back_converged {
                     "converged"
@@ -169,7 +166,7 @@ fn print_summary(j: &TcpAnalysis) {
         ),
         _ => println!("buffer      unknown (no congestion loss with an RTT before it)"),
     }
-    let r = |v: Option<f64>| v.map_or("-".into(), rate);
+    let r = |v: Option<f64>| v.map_or("-".into(), format_rate);
     println!(
         "westwood    median BE {}, RE {}, ERE {} (filter tau {:.3} ms)",
         r(j.be_median_bps),

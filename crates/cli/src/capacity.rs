@@ -4,6 +4,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use tightlink_core::units::format_rate;
 use tightlink_core::Bound;
 use tightlink_measure::capacity::DEFAULT_TARGET;
 use tightlink_measure::{capacity, CapacityMethod, CapacityOptions, Target};
@@ -41,14 +42,6 @@ pub struct CapacityArgs {
     pub save_trace: Option<std::path::PathBuf>,
 }
 
-fn gbps(v: f64) -> String {
-    if v >= 1e9 {
-        format!("{:.3} Gbit/s", v / 1e9)
-    } else {
-        format!("{:.1} Mbit/s", v / 1e6)
-    }
-}
-
 pub fn run(a: CapacityArgs) -> Result<()> {
     let methods = a
         .method
@@ -72,7 +65,7 @@ pub fn run(a: CapacityArgs) -> Result<()> {
     let reports: Vec<_> = results.iter().map(|r| (&r.report, r.rate_layer)).collect();
     println!("target      {}", a.target);
     if let Some(t) = reports.iter().find_map(|r| r.0.truth_bps) {
-        println!("truth       {} (narrow link, simulator)", gbps(t));
+        println!("truth       {} (narrow link, simulator)", format_rate(t));
     }
     println!(
         "{:<10} {:>16} {:>30} {:>6} {:>12} {:>10} {:>9} {:>10}",
@@ -80,8 +73,8 @@ pub fn run(a: CapacityArgs) -> Result<()> {
     );
     for (r, _) in &reports {
         let cap = match (r.capacity_bps, r.bound) {
-            (Some(c), Bound::AtLeast) => format!(">= {}", gbps(c)),
-            (Some(c), _) => gbps(c),
+            (Some(c), Bound::AtLeast) => format!(">= {}", format_rate(c)),
+            (Some(c), _) => format_rate(c),
             (None, _) => "none".to_string(),
         };
         let err = match (r.capacity_bps, r.truth_bps) {
@@ -93,7 +86,7 @@ pub fn run(a: CapacityArgs) -> Result<()> {
             r.method,
             cap,
             if r.capacity_bps.is_some() && r.high_bps.is_finite() {
-                format!("{} - {}", gbps(r.low_bps), gbps(r.high_bps))
+                format!("{} - {}", format_rate(r.low_bps), format_rate(r.high_bps))
             } else {
                 "-".to_string()
             },
@@ -105,7 +98,12 @@ pub fn run(a: CapacityArgs) -> Result<()> {
             err
         );
         if let Some(adr) = r.adr_bps {
-            println!("{:<10} ADR of {} trains: {}", "", r.trains, gbps(adr));
+            println!(
+                "{:<10} ADR of {} trains: {}",
+                "",
+                r.trains,
+                format_rate(adr)
+            );
         }
         if let Some(s) = &r.shaper {
             println!("{:<10} {}", "", shaper_note(s));

@@ -85,11 +85,6 @@ pub fn format_rate(bps: f64) -> String {
     }
 }
 
-/// Seconds from integer nanoseconds, for reports.
-pub fn ns_to_s(ns: i64) -> f64 {
-    ns as f64 / 1e9
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tightlink_core::rng::Rng;
 use tightlink_sim::cross::{CrossSpec, CrossTraffic};
 
-use crate::kernel::monotonic_ns;
+use tightlink_sys::clock::monotonic_ns;
 
 #[derive(Debug, Clone)]
 pub struct CrossOptions {

@@ -12,10 +12,6 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// CLOCK_REALTIME in ns: the clock probe timestamps use in every
-/// namespace, so counters and probe windows compare directly.
-pub use tightlink_sys::clock::{monotonic_ns, realtime_ns};
-
 /// Runs `f` on a thread inside network namespace `ns` (a name under
 /// /run/netns) and returns its result.
 pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {

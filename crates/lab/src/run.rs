@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 
-use crate::kernel::realtime_ns;
 use crate::sampler::Sampler;
 use crate::topology::{Lab, LabError, RCV_IP, XR_IP};
 use crate::truth::{self, Sample, Truth};
+use tightlink_sys::clock::realtime_ns;
 
 /// UDP/TCP port of the cross sink.
 pub const SINK_PORT: u16 = 9000;

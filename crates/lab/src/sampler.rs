@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::kernel::{enter_netns, realtime_ns, Rtnl};
+use crate::kernel::{enter_netns, Rtnl};
 use crate::topology::Lab;
 use crate::truth::Sample;
+use tightlink_sys::clock::realtime_ns;
 
 /// At most this many samples (about 30 minutes at 1 ms): memory stays
 /// bounded (under 100 MB) whatever the run length.

@@ -333,6 +333,7 @@ impl Server {
 }
 
 /// Why a session ended, for its log line.
+#[derive(Default)]
 struct Outcome {
     direction: Option<Direction>,
     authenticated: bool,
@@ -351,15 +352,7 @@ fn run_session(
     pending: PendingGuard,
 ) -> String {
     let started = clock::monotonic_ns();
-    let mut o = Outcome {
-        direction: None,
-        authenticated: false,
-        streams: 0,
-        packets: 0,
-        bytes: 0,
-        drops: DropCounters::default(),
-        end: String::new(),
-    };
+    let mut o = Outcome::default();
     let result = session(conn, peer, config, stats, pending, &mut o);
     stats.sessions.fetch_add(1, Ordering::Relaxed);
     stats.drops.lock().unwrap().merge(&o.drops);
@@ -394,14 +387,14 @@ fn run_session(
 }
 
 /// Sends `Refused` and returns the reason as the session's error.
-fn refuse(w: &mut BufWriter<&TcpStream>, reason: String) -> Result<(), String> {
+fn refuse(w: &mut impl io::Write, reason: String) -> String {
     let _ = write_message(
         w,
         &Message::Refused {
             reason: reason.clone(),
         },
     );
-    Err(format!("refused: {reason}"))
+    format!("refused: {reason}")
 }
 
 fn ctl<T>(r: Result<T, ControlError>) -> Result<T, String> {
@@ -457,6 +450,7 @@ fn session(
     let mut r = &conn;
     let mut w = BufWriter::new(&conn);
     let result = (|| -> Result<(), End> {
+        conn.set_nodelay(true)?;
         set_timeouts(&conn, config.handshake_timeout)?;
         let opened = handshake(&mut r, &mut w, config, o)?;
         // The client has spoken: a session slot, or a refusal.
@@ -514,13 +508,12 @@ fn session(
     })();
     match result {
         Ok(()) => Ok(()),
-        Err(End::Refuse(why)) => refuse(&mut w, why),
+        Err(End::Refuse(why)) => Err(refuse(&mut w, why)),
         Err(End::Fail(e)) => Err(e),
     }
 }
 
 fn set_timeouts(conn: &TcpStream, t: Duration) -> io::Result<()> {
-    conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(t))?;
     conn.set_write_timeout(Some(t))
 }
@@ -542,29 +535,13 @@ pub fn handshake_over(
     w: &mut impl io::Write,
     config: &ServerConfig,
 ) -> Result<Handshake, String> {
-    let mut o = Outcome {
-        direction: None,
-        authenticated: false,
-        streams: 0,
-        packets: 0,
-        bytes: 0,
-        drops: DropCounters::default(),
-        end: String::new(),
-    };
+    let mut o = Outcome::default();
     match handshake(r, w, config, &mut o) {
         Ok(opened) => Ok(Handshake {
             direction: opened.direction,
             authenticated: o.authenticated,
         }),
-        Err(End::Refuse(why)) => {
-            let _ = write_message(
-                w,
-                &Message::Refused {
-                    reason: why.clone(),
-                },
-            );
-            Err(format!("refused: {why}"))
-        }
+        Err(End::Refuse(why)) => Err(refuse(w, why)),
         Err(End::Fail(e)) => Err(e),
     }
 }
