@@ -14,8 +14,9 @@ use tightlink_measure::{
 #[derive(Args)]
 pub struct EstimateArgs {
     /// `HOST[:PORT]` of a `tightlink server` (port 7447 by default);
-    /// `twamp:HOST[:PORT]` of a TWAMP-light reflector (port 862 by
-    /// default; its receive stamps measure the path toward it);
+    /// `twamp:HOST[:PORT]` (or `stamp:`) of a TWAMP-light or STAMP
+    /// reflector (port 862 by default; its receive stamps measure the path
+    /// toward it);
     /// `sim:` with the path described (see README), or nothing for the
     /// embedded default: 10 Gbit/s, 2.5 Gbit/s bursty cross traffic,
     /// 125 us receiver coalescence; `trace:FILE` replays a saved run.
@@ -168,6 +169,9 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
             g(report.probe_ceiling_bps.unwrap_or(f64::NAN)),
             h.rate_layer
         )?;
+        if let Some(f) = &h.far_end {
+            writeln!(out, "far end     {f}")?;
+        }
         if let Some(own) = h.own_link_bps {
             writeln!(
                 out,

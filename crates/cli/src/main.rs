@@ -64,9 +64,9 @@ enum Command {
     /// Serve as the far end of real measurements (TCP control port 7447,
     /// a UDP port per session); safe to expose (limits, timeouts, optional key).
     Server(server::ServerArgs),
-    /// A TWAMP-light reflector (RFC 5357, UDP 862): any TWAMP-light
-    /// sender, `estimate twamp:HOST` among them, can use this host as its
-    /// far end; no amplification, rate-limited per sender.
+    /// A TWAMP-light and STAMP reflector (RFC 5357, RFC 8762, UDP 862):
+    /// any such sender, `estimate twamp:HOST` among them, can use this host
+    /// as its far end; rate-limited per sender, short requests budgeted.
     Reflector(reflector::ReflectorArgs),
     /// Is this host the bottleneck? Clock, pacing precision per packet
     /// size, receiver batching, offloads; prints the rate it can probe up to.

@@ -33,6 +33,16 @@ pub struct ReflectorArgs {
     /// Seconds after which a silent sender is forgotten (and logged).
     #[arg(long, default_value_t = 30)]
     pub idle: u64,
+    /// Do not answer test packets of 14-40 bytes (their 41-byte reply is
+    /// longer than the request).
+    #[arg(long)]
+    pub no_short_packets: bool,
+    /// Short test packets answered per second per sender ...
+    #[arg(long, default_value_t = 100.0)]
+    pub short_rate: f64,
+    /// ... and in all.
+    #[arg(long, default_value_t = 1000.0)]
+    pub short_total_rate: f64,
 }
 
 pub fn run(args: ReflectorArgs) -> Result<()> {
@@ -52,16 +62,27 @@ pub fn run(args: ReflectorArgs) -> Result<()> {
         total_rate_bps,
         total_burst_bytes: peer_burst_bytes.max(ReflectorConfig::default().total_burst_bytes),
         peer_idle: Duration::from_secs(args.idle.max(1)),
+        short_packets: !args.no_short_packets,
+        short_peer_pps: args.short_rate.max(0.0),
+        short_total_pps: args.short_total_rate.max(0.0),
         log: true,
     };
     let r = Reflector::bind(config.clone()).with_context(|| format!("bind {}", config.bind))?;
     eprintln!(
-        "tightlink reflector: TWAMP-light on {} (UDP); replies as long as requests, {} Mbit/s and {} MB burst per sender, {} Mbit/s in all, {} senders",
+        "tightlink reflector: TWAMP-light and STAMP on {} (UDP); replies as long as requests, {} Mbit/s and {} MB burst per sender, {} Mbit/s in all, {} senders; {}",
         r.local_addr()?,
         (peer_rate_bps / 1e6).round(),
         (peer_burst_bytes / 1e6).round(),
         (total_rate_bps / 1e6).round(),
-        config.max_peers
+        config.max_peers,
+        if config.short_packets {
+            format!(
+                "14-40-byte requests get 41 bytes, {}/s per sender and {}/s in all",
+                config.short_peer_pps, config.short_total_pps
+            )
+        } else {
+            "14-40-byte requests refused".to_string()
+        }
     );
     r.serve().context("reflector")
 }

@@ -167,12 +167,20 @@ fn estimate_against_a_loopback_twamp_reflector() {
     assert!(v["drops"].as_object().unwrap().is_empty(), "{v}");
     let packets = v["probe_packets"].as_u64().unwrap();
     assert!(packets > 0, "{v}");
-    // One line for this sender: hello, a warm-up per stream, the probes.
+    // One line for this sender: the hello's small and full-size test
+    // packets, a warm-up per stream, the probes.
     let streams = v["streams"].as_u64().unwrap();
+    assert!(
+        v["far_end"]
+            .as_str()
+            .unwrap()
+            .contains("STAMP (our TLV echoed); kernel-like receive stamps"),
+        "{v}"
+    );
     assert!(
         log.contains(&format!(
             "{} reflected, 0 over the rate limit",
-            1 + streams + packets
+            2 + streams + packets
         )),
         "{log}\n{v}"
     );

@@ -91,8 +91,12 @@ pub struct HostFindings {
     pub drops: Vec<(&'static str, u64)>,
     /// The layer at which the channel counts `size_bytes` and rates.
     pub rate_layer: &'static str,
-    /// Warnings about the receive path (offloads that merge packets).
+    /// Warnings about the receive path (offloads that merge packets, a
+    /// reflector's stamps).
     pub warnings: Vec<String>,
+    /// What the far end is and how it stamps, when the channel can tell
+    /// (a reflector's layout and stamp quality).
+    pub far_end: Option<String>,
 }
 
 /// The path's truth, when the channel knows it (the simulator).

@@ -225,6 +225,8 @@ struct Json<'a> {
     wall_s: f64,
     drops: std::collections::BTreeMap<&'static str, u64>,
     warnings: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    far_end: Option<String>,
     probe_window_unix_ns: Option<[i64; 2]>,
 }
 
@@ -260,6 +262,7 @@ impl Serialize for EstimateReport {
                 .map(|h| h.drops.iter().copied().collect())
                 .unwrap_or_default(),
             warnings: host.map(|h| h.warnings.clone()).unwrap_or_default(),
+            far_end: host.and_then(|h| h.far_end.clone()),
             probe_window_unix_ns: self.probe_window_unix_ns,
         }
         .serialize(s)

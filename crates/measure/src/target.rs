@@ -1,7 +1,8 @@
 //! Targets as users type them: the simulated path (`sim:` and a path
 //! description, or nothing), a tightlink server (`HOST[:PORT]`), a
-//! TWAMP-light reflector (`twamp:HOST[:PORT]`) or a recorded run
-//! (`trace:FILE`); and the channel each opens.
+//! TWAMP-light or STAMP reflector (`twamp:HOST[:PORT]`, `stamp:` the
+//! same: the probes are STAMP packets that TWAMP-light reflectors answer
+//! too) or a recorded run (`trace:FILE`); and the channel each opens.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -47,7 +48,10 @@ impl Target {
                 path: PathBuf::from(file),
             });
         }
-        if let Some(host) = s.strip_prefix("twamp:") {
+        if let Some(host) = s
+            .strip_prefix("twamp:")
+            .or_else(|| s.strip_prefix("stamp:"))
+        {
             return Ok(Target::Twamp {
                 host: host.to_string(),
             });
@@ -182,6 +186,10 @@ mod tests {
             Target::Twamp {
                 host: "192.0.2.1".into()
             }
+        );
+        assert_eq!(
+            Target::parse("stamp:192.0.2.1").unwrap(),
+            Target::parse("twamp:192.0.2.1").unwrap()
         );
         assert_eq!(
             Target::parse("trace:run.csv.gz").unwrap(),

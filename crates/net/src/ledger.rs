@@ -145,6 +145,7 @@ impl SendLedger {
             drops,
             rate_layer: RATE_LAYER,
             warnings,
+            far_end: None,
         }
     }
 }

@@ -4,8 +4,12 @@
 use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
 use tightlink_wire::{ErrorEstimate, NtpTimestamp};
 
+/// The warm-up packet's payload: the header, and room for the 27 bytes an
+/// RFC 6038 reflector's header adds, so its echo shows our fields.
+pub const WARMUP_BYTES: usize = ProbeRepr::buffer_len() + 27;
+
 /// The throw-away warm-up packet and the train's packets, payload sizes
-/// `sizes` (each at least the 48-byte header). Sequence numbers continue
+/// `sizes` (each at least the 82-byte header). Sequence numbers continue
 /// from `*sequence`. Every packet carries the time it was built as its
 /// timestamp: the paced sender overwrites the train's with their
 /// scheduled send times, and a warm-up sent as it is still carries a real
@@ -36,7 +40,7 @@ pub fn build(
         *sequence = sequence.wrapping_add(1);
         buf
     };
-    let warm = one(0, 0, ProbeRepr::buffer_len() as u32, true);
+    let warm = one(0, 0, WARMUP_BYTES as u32, true);
     let train = offsets_ns
         .iter()
         .zip(sizes)
@@ -44,6 +48,17 @@ pub fn build(
         .map(|(i, (&off, &size))| one(i as u32, off, size, false))
         .collect();
     (warm, train)
+}
+
+/// One warm-up-flagged test packet of `size` payload bytes (at least the
+/// header), stamped now: what the `twamp:` channel asks a reflector with.
+pub fn single(session: u64, size: usize, sequence: &mut u32) -> Vec<u8> {
+    let (mut warm, _) = build(session, u32::MAX, &[], &[], sequence);
+    warm.resize(size.max(ProbeRepr::buffer_len()), 0);
+    // The TLV's length must cover the resized packet.
+    let repr = ProbeRepr::parse(&SenderPacket::new_unchecked(&warm[..])).expect("just built");
+    repr.emit(&mut SenderPacket::new_unchecked(&mut warm[..]));
+    warm
 }
 
 #[cfg(test)]

@@ -1,21 +1,32 @@
-//! `tightlink reflector`: a TWAMP-light Session-Reflector (RFC 5357
-//! section 4.2.1, unauthenticated mode; \[CLOUD\]'s TWAMP framing).
-//! Any TWAMP-light sender, tightlink's own `twamp:` channel among them,
-//! can use this host as its far end without a control session.
+//! `tightlink reflector`: a TWAMP-light (RFC 5357 section 4.2.1) and
+//! STAMP (RFC 8762 section 4.3.1, RFC 8972) Session-Reflector in
+//! unauthenticated mode (\[CLOUD\]'s TWAMP framing). Any TWAMP-light or
+//! STAMP sender, tightlink's own `twamp:` channel among them, can use this
+//! host as its far end without a control session.
 //!
 //! Each test packet is answered with the reflector header (its own
 //! sequence number per sender, its transmit time, the kernel's receive
 //! time of the packet, then the sender's sequence number, timestamp, error
-//! estimate and TTL), followed by the sender's packet from byte 14 on (its
-//! padding, so tightlink's fields come back too), cut so that the reply is
-//! exactly as long as the request (RFC 6038's symmetric size). Receive
+//! estimate and TTL), the way its sender speaks:
+//! - a STAMP sender (bytes 16-43 zero, as RFC 8762 wants them): the SSID
+//!   at 14-15, MBZ at 41-43, the TLVs from 44 echoed (an unknown type
+//!   flagged U, a TLV running past the packet flagged M);
+//! - any other (RFC 5357): MBZ at 14-15 and the sender's bytes from 14 on
+//!   after the 41-byte header (RFC 6038's symmetric size), so padding,
+//!   and tightlink's fields in it, come back.
+//!
+//! A request of 41 bytes or more gets a reply exactly as long. Receive
 //! times are kernel software stamps (SO_TIMESTAMPING); the error estimate
 //! follows the kernel's NTP state (adjtimex).
 //!
 //! Safe to expose. It keeps no state beyond a bounded table of senders
-//! (a sequence counter and a token bucket each), and:
-//! - never amplifies: a reply is as long as its request, and requests
-//!   shorter than the 41-byte reflector header get no reply;
+//! (a sequence counter and token buckets each), and:
+//! - amplifies only short requests: RFC 5357 allows 14-byte test
+//!   packets and its reply is 41 bytes; those are answered under their
+//!   own small budget ([`ReflectorConfig::short_peer_pps`],
+//!   [`ReflectorConfig::short_total_pps`]), or not at all
+//!   (`short_packets: false`); every other reply is as long as its
+//!   request, and requests under 14 bytes get nothing;
 //! - answers only a packet's source, which a spoofer chooses: so the reply
 //!   rate is capped per sender and in all by token buckets (defaults in
 //!   [`ReflectorConfig::default`]), and sources on privileged ports other
@@ -36,7 +47,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tightlink_sys::sockopt;
 
-use tightlink_wire::twamp::field;
+use tightlink_wire::twamp::{
+    field, TLV_EXTRA_PADDING, TLV_HEADER_LEN, TLV_MALFORMED, TLV_UNRECOGNIZED,
+};
 use tightlink_wire::{ErrorEstimate, NtpTimestamp, ReflectorRepr};
 
 use crate::stamps::{cmsg_stamp, recv_mmsg};
@@ -65,13 +78,21 @@ pub struct ReflectorConfig {
     pub total_burst_bytes: f64,
     /// A sender silent this long is forgotten (and logged).
     pub peer_idle: Duration,
+    /// Whether requests of 14-40 bytes (whose reply, 41 bytes, is longer)
+    /// are answered at all ...
+    pub short_packets: bool,
+    /// ... and at most this many a second per sender and in all (their
+    /// bytes count against the byte buckets above too).
+    pub short_peer_pps: f64,
+    pub short_total_pps: f64,
     pub log: bool,
 }
 
 impl Default for ReflectorConfig {
     /// 1 Gbit/s per sender with a 16 MB burst (a 10 000-packet train of
     /// 1514-byte frames at any rate), 4 Gbit/s and 32 MB in all, 64
-    /// senders, idle after 30 s.
+    /// senders, idle after 30 s; short requests answered at 100 a second
+    /// per sender and 1000 in all (latency probes send 1-100 a second).
     fn default() -> Self {
         ReflectorConfig {
             bind: SocketAddr::from(([0, 0, 0, 0], TWAMP_PORT)),
@@ -81,6 +102,9 @@ impl Default for ReflectorConfig {
             total_rate_bps: 4e9,
             total_burst_bytes: 32e6,
             peer_idle: Duration::from_secs(30),
+            short_packets: true,
+            short_peer_pps: 100.0,
+            short_total_pps: 1000.0,
             log: true,
         }
     }
@@ -91,8 +115,16 @@ impl Default for ReflectorConfig {
 pub struct ReflectorStats {
     pub received: AtomicU64,
     pub reflected: AtomicU64,
-    /// Shorter than the reflector header: a reply would amplify.
+    /// Of those, answered the STAMP way.
+    pub reflected_stamp: AtomicU64,
+    /// Of those, short requests (14-40 bytes) answered with 41 bytes.
+    pub reflected_short: AtomicU64,
+    /// Shorter than RFC 5357's 14-byte test packet.
     pub too_short: AtomicU64,
+    /// 14-40 bytes while short requests are off.
+    pub short_refused: AtomicU64,
+    /// 14-40 bytes over the short-request budget.
+    pub short_limited: AtomicU64,
     /// Longer than [`MAX_REQUEST`].
     pub too_long: AtomicU64,
     /// From a port below 1024 other than 862, or port 0.
@@ -107,10 +139,54 @@ pub struct ReflectorStats {
     pub unstamped: AtomicU64,
 }
 
+impl ReflectorStats {
+    /// Every counter by name, for logs and tests.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        vec![
+            ("received", l(&self.received)),
+            ("reflected", l(&self.reflected)),
+            ("reflected_stamp", l(&self.reflected_stamp)),
+            ("reflected_short", l(&self.reflected_short)),
+            ("too_short", l(&self.too_short)),
+            ("short_refused", l(&self.short_refused)),
+            ("short_limited", l(&self.short_limited)),
+            ("too_long", l(&self.too_long)),
+            ("privileged_port", l(&self.privileged_port)),
+            ("rate_limited", l(&self.rate_limited)),
+            ("peers_full", l(&self.peers_full)),
+            ("send_failed", l(&self.send_failed)),
+            ("unstamped", l(&self.unstamped)),
+        ]
+    }
+
+    /// The refusals that happened, as `name=count` words.
+    pub fn refused_summary(&self) -> String {
+        let shown = [
+            "too_short",
+            "short_refused",
+            "short_limited",
+            "too_long",
+            "privileged_port",
+            "rate_limited",
+            "peers_full",
+            "send_failed",
+        ];
+        self.snapshot()
+            .into_iter()
+            .filter(|(n, v)| *v > 0 && shown.contains(n))
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 /// Why a request gets no reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoReply {
     TooShort,
+    ShortRefused,
+    ShortLimited,
     TooLong,
     PrivilegedPort,
     RateLimited,
@@ -133,8 +209,13 @@ impl Bucket {
     }
 
     fn refill(&mut self, rate_bps: f64, burst: f64, now_ns: i64) {
+        self.refill_per_s(rate_bps / 8.0, burst, now_ns);
+    }
+
+    /// Tokens (bytes, or packets) accrue at `per_s` a second.
+    fn refill_per_s(&mut self, per_s: f64, burst: f64, now_ns: i64) {
         let dt = (now_ns - self.last_ns).max(0) as f64;
-        self.tokens = (self.tokens + dt * rate_bps / 8e9).min(burst);
+        self.tokens = (self.tokens + dt * per_s / 1e9).min(burst);
         self.last_ns = now_ns;
     }
 }
@@ -143,6 +224,8 @@ impl Bucket {
 struct Peer {
     sequence: u32,
     bucket: Bucket,
+    /// Short requests, in packets.
+    short: Bucket,
     first_ns: i64,
     last_ns: i64,
     reflected: u64,
@@ -156,21 +239,25 @@ pub struct Policy {
     config: ReflectorConfig,
     peers: HashMap<SocketAddr, Peer>,
     total: Bucket,
+    short_total: Bucket,
 }
 
 impl Policy {
     pub fn new(config: ReflectorConfig, now_ns: i64) -> Self {
         let total = Bucket::full(config.total_burst_bytes, now_ns);
+        let short_total = Bucket::full(config.short_total_pps, now_ns);
         Policy {
             config,
             peers: HashMap::new(),
             total,
+            short_total,
         }
     }
 
     /// Decides whether a `len`-byte request from `from` is answered; if
     /// so, returns the reflector sequence number to use and charges the
-    /// reply's frame bytes (`len` + `frame_overhead`) to both buckets.
+    /// reply's frame bytes ([`reply_len`] + `frame_overhead`) to both byte
+    /// buckets, and a short request to both short buckets.
     pub fn admit(
         &mut self,
         from: SocketAddr,
@@ -178,8 +265,12 @@ impl Policy {
         frame_overhead: usize,
         now_ns: i64,
     ) -> Result<u32, NoReply> {
-        if len < field::reflector::HEADER_LEN {
+        if len < field::TWAMP_MIN_LEN {
             return Err(NoReply::TooShort);
+        }
+        let short = len < field::reflector::HEADER_LEN;
+        if short && !self.config.short_packets {
+            return Err(NoReply::ShortRefused);
         }
         if len > MAX_REQUEST {
             return Err(NoReply::TooLong);
@@ -198,6 +289,7 @@ impl Policy {
                 Peer {
                     sequence: 0,
                     bucket: Bucket::full(c.peer_burst_bytes, now_ns),
+                    short: Bucket::full(c.short_peer_pps, now_ns),
                     first_ns: now_ns,
                     last_ns: now_ns,
                     reflected: 0,
@@ -207,14 +299,28 @@ impl Policy {
         }
         let peer = self.peers.get_mut(&from).expect("inserted above");
         peer.last_ns = now_ns;
-        let bytes = (len + frame_overhead) as f64;
+        let bytes = (reply_len(len) + frame_overhead) as f64;
         peer.bucket
             .refill(c.peer_rate_bps, c.peer_burst_bytes, now_ns);
         self.total
             .refill(c.total_rate_bps, c.total_burst_bytes, now_ns);
+        if short {
+            peer.short
+                .refill_per_s(c.short_peer_pps, c.short_peer_pps, now_ns);
+            self.short_total
+                .refill_per_s(c.short_total_pps, c.short_total_pps, now_ns);
+            if peer.short.tokens < 1.0 || self.short_total.tokens < 1.0 {
+                peer.limited += 1;
+                return Err(NoReply::ShortLimited);
+            }
+        }
         if peer.bucket.tokens < bytes || self.total.tokens < bytes {
             peer.limited += 1;
             return Err(NoReply::RateLimited);
+        }
+        if short {
+            peer.short.tokens -= 1.0;
+            self.short_total.tokens -= 1.0;
         }
         peer.bucket.tokens -= bytes;
         self.total.tokens -= bytes;
@@ -248,10 +354,35 @@ impl Policy {
     }
 }
 
-/// Writes the reply to `request` into `reply` (at least as long) and
-/// returns its length, which is the request's: the reflector header, then
-/// the request from byte 14 on, cut by the 27 bytes the header adds.
-/// `request` must be at least [`field::reflector::HEADER_LEN`] long.
+/// How a request is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// STAMP (RFC 8762/8972): bytes 16-43 of the request are zero.
+    Stamp,
+    /// TWAMP-light (RFC 5357, RFC 6038 symmetric size).
+    Twamp,
+}
+
+/// STAMP when the request has STAMP's zero bytes 16-43, else TWAMP-light.
+/// (A TWAMP-light sender whose padding is all zeros gets the same bytes
+/// either way: SSID and MBZ are both its zeros.)
+pub fn layout_of(request: &[u8]) -> Layout {
+    match request.get(field::MBZ) {
+        Some(mbz) if mbz.iter().all(|&b| b == 0) => Layout::Stamp,
+        _ => Layout::Twamp,
+    }
+}
+
+/// A reply's length: the request's, but at least RFC 5357's 41 bytes.
+pub fn reply_len(request_len: usize) -> usize {
+    request_len.max(field::reflector::HEADER_LEN)
+}
+
+/// Writes the reply to `request` (at least 14 bytes) into `reply` (at
+/// least [`reply_len`] long) and returns its length and layout. STAMP:
+/// the header with the request's SSID, then its TLVs from byte 44 (see
+/// [`echo_tlvs`]). TWAMP-light: the header, then the request from byte 14
+/// on, cut by the 27 bytes the header adds.
 pub fn build_reply(
     request: &[u8],
     sequence: u32,
@@ -260,26 +391,65 @@ pub fn build_reply(
     error: ErrorEstimate,
     ttl: u8,
     reply: &mut [u8],
-) -> usize {
-    let len = request.len();
-    let sender_error = u16::from_be_bytes([request[12], request[13]]);
+) -> (usize, Layout) {
+    let len = reply_len(request.len());
+    let layout = layout_of(request);
+    let be16 =
+        |r: std::ops::Range<usize>| u16::from_be_bytes([request[r.start], request[r.start + 1]]);
     let mut ts = [0u8; 8];
     ts.copy_from_slice(&request[field::TIMESTAMP]);
     ReflectorRepr {
         sequence,
         timestamp: transmit,
         error_estimate: error,
+        ssid: match layout {
+            Layout::Stamp => be16(field::SSID),
+            Layout::Twamp => 0,
+        },
         receive_timestamp: receive,
         sender_sequence: u32::from_be_bytes([request[0], request[1], request[2], request[3]]),
         sender_timestamp: NtpTimestamp::from_bytes(ts),
-        sender_error_estimate: ErrorEstimate::from_u16(sender_error),
+        sender_error_estimate: ErrorEstimate::from_u16(be16(field::ERROR_ESTIMATE)),
         sender_ttl: ttl,
     }
     .emit(&mut reply[..field::reflector::HEADER_LEN]);
-    let padding = len - field::reflector::HEADER_LEN;
-    let from = field::ERROR_ESTIMATE.end;
-    reply[field::reflector::HEADER_LEN..len].copy_from_slice(&request[from..from + padding]);
-    len
+    let tail = &mut reply[field::reflector::HEADER_LEN..len];
+    match layout {
+        Layout::Stamp => {
+            tail[..field::TLVS - field::reflector::HEADER_LEN].fill(0);
+            echo_tlvs(&request[field::TLVS..], &mut reply[field::TLVS..len]);
+        }
+        Layout::Twamp => {
+            // Bytes of the request after 14 that fit; a short request's
+            // reply is zero after them.
+            let from = field::SSID.start;
+            let n = (request.len() - from).min(tail.len());
+            tail[..n].copy_from_slice(&request[from..from + n]);
+            tail[n..].fill(0);
+        }
+    }
+    (len, layout)
+}
+
+/// Copies STAMP TLVs (RFC 8972 section 4) into the reply: an Extra
+/// Padding TLV as it came, any other type with the U flag (this reflector
+/// does not act on it), and a TLV whose length runs past the packet with
+/// the M flag, the rest copied as it came. `out` is as long as `tlvs`.
+pub fn echo_tlvs(tlvs: &[u8], out: &mut [u8]) {
+    out.copy_from_slice(tlvs);
+    let mut at = 0;
+    while at + TLV_HEADER_LEN <= tlvs.len() {
+        let ty = tlvs[at + 1];
+        let value_len = u16::from_be_bytes([tlvs[at + 2], tlvs[at + 3]]) as usize;
+        if at + TLV_HEADER_LEN + value_len > tlvs.len() {
+            out[at] |= TLV_MALFORMED;
+            return;
+        }
+        if ty != TLV_EXTRA_PADDING {
+            out[at] |= TLV_UNRECOGNIZED;
+        }
+        at += TLV_HEADER_LEN + value_len;
+    }
 }
 
 /// This host clock's error estimate from the kernel's NTP state: S set
@@ -414,6 +584,9 @@ impl Reflector {
         let mut got: Vec<Option<Request>> = (0..BATCH).map(|_| None).collect();
         let mut error = clock_error_estimate();
         let mut next_housekeeping = clock::monotonic_ns() + 1_000_000_000;
+        // Refusals are logged when they change, at most once a minute.
+        let mut refused_logged = String::new();
+        let mut next_refusal_log = 0i64;
         while !self.stop.load(Ordering::Relaxed) {
             let now = clock::monotonic_ns();
             if now >= next_housekeeping {
@@ -421,6 +594,12 @@ impl Reflector {
                     if self.config.log {
                         eprintln!("{line}");
                     }
+                }
+                let refused = self.stats.refused_summary();
+                if self.config.log && refused != refused_logged && now >= next_refusal_log {
+                    eprintln!("tightlink reflector: not answered since start: {refused}");
+                    refused_logged = refused;
+                    next_refusal_log = now + 60_000_000_000;
                 }
                 error = clock_error_estimate();
                 next_housekeeping = now + 1_000_000_000;
@@ -461,6 +640,8 @@ impl Reflector {
             Err(why) => {
                 let c = match why {
                     NoReply::TooShort => &s.too_short,
+                    NoReply::ShortRefused => &s.short_refused,
+                    NoReply::ShortLimited => &s.short_limited,
                     NoReply::TooLong => &s.too_long,
                     NoReply::PrivilegedPort => &s.privileged_port,
                     NoReply::RateLimited => &s.rate_limited,
@@ -479,7 +660,7 @@ impl Reflector {
         };
         let receive = NtpTimestamp::from_unix_ns(receive_ns.max(0) as u64);
         let transmit = NtpTimestamp::from_unix_ns(clock::realtime_ns().max(0) as u64);
-        let len = build_reply(
+        let (len, layout) = build_reply(
             request,
             sequence,
             receive,
@@ -502,6 +683,12 @@ impl Reflector {
         };
         if sent {
             s.reflected.fetch_add(1, Ordering::Relaxed);
+            if layout == Layout::Stamp {
+                s.reflected_stamp.fetch_add(1, Ordering::Relaxed);
+            }
+            if request.len() < field::reflector::HEADER_LEN {
+                s.reflected_short.fetch_add(1, Ordering::Relaxed);
+            }
         } else {
             s.send_failed.fetch_add(1, Ordering::Relaxed);
         }
@@ -572,8 +759,8 @@ mod tests {
         };
         let mut reply = [0xEEu8; 100];
         let err = ErrorEstimate::from_u16(0x0A01);
-        let len = build_reply(&req, 7, recv, xmit, err, 61, &mut reply);
-        assert_eq!(len, 60);
+        let (len, layout) = build_reply(&req, 7, recv, xmit, err, 61, &mut reply);
+        assert_eq!((len, layout), (60, Layout::Twamp));
         let want_head: [u8; 41] = [
             0, 0, 0, 7, // reflector sequence
             0x83, 0xAA, 0x7E, 0x82, 0x40, 0, 0x10, 0, // transmit time
@@ -592,11 +779,110 @@ mod tests {
         assert_eq!(reply[60], 0xEE, "nothing written past the request's length");
     }
 
+    /// A 60-byte STAMP request (bytes 16-43 zero, SSID 0x0102, one
+    /// 12-byte Extra Padding TLV) and its reply, by hand: the SSID at 14,
+    /// MBZ at 38-39 and 41-43, the TLV echoed at 44 as it came.
+    #[test]
+    fn a_stamp_request_gets_a_stamp_reply() {
+        let mut req = [0u8; 60];
+        req[0..4].copy_from_slice(&[0, 0, 0, 5]);
+        req[4..12].copy_from_slice(&[0x83, 0xAA, 0x7E, 0x81, 0x80, 0, 0, 0]);
+        req[14..16].copy_from_slice(&[0x01, 0x02]);
+        req[44..48].copy_from_slice(&[0, 1, 0, 12]);
+        for (i, b) in req[48..].iter_mut().enumerate() {
+            *b = 200 + i as u8;
+        }
+        let t = NtpTimestamp {
+            seconds: 0x83AA_7E82,
+            fraction: 0,
+        };
+        let mut reply = [0xEEu8; 60];
+        let (len, layout) = build_reply(&req, 3, t, t, ErrorEstimate::from_u16(1), 64, &mut reply);
+        assert_eq!((len, layout), (60, Layout::Stamp));
+        assert_eq!(&reply[14..16], &[0x01, 0x02], "SSID");
+        assert_eq!(&reply[24..28], &[0, 0, 0, 5], "sender sequence");
+        assert_eq!(&reply[38..44], &[0, 0, 64, 0, 0, 0], "MBZ, TTL, MBZ");
+        assert_eq!(&reply[44..], &req[44..], "the TLV as it came");
+    }
+
+    /// TLV flags worked out by hand: an Extra Padding TLV as it came, an
+    /// unknown type 7 flagged U (0x80), a TLV claiming 9 bytes of the 2
+    /// left flagged M (0x40); a trailing 2 bytes copied.
+    #[test]
+    fn unknown_and_overlong_tlvs_are_flagged() {
+        let tlvs = [
+            0, 1, 0, 2, 0xA, 0xB, // Extra Padding, 2 bytes
+            0, 7, 0, 1, 0xC, // type 7, 1 byte
+            0, 1, 0, 9, 0xD, 0xE, // claims 9, has 2
+        ];
+        let mut out = [0u8; 17];
+        echo_tlvs(&tlvs, &mut out);
+        let mut want = tlvs;
+        want[6] = 0x80;
+        want[11] = 0x40;
+        assert_eq!(out, want);
+        let mut out = [0u8; 6];
+        echo_tlvs(&[0, 1, 0, 0, 9, 9], &mut out);
+        assert_eq!(out, [0, 1, 0, 0, 9, 9], "a 2-byte tail is copied as is");
+    }
+
+    /// RFC 5357's 14-byte minimum packet gets the 41-byte header back:
+    /// the request's bytes 0-13 in the sender fields, zeros after.
+    #[test]
+    fn a_14_byte_request_gets_the_41_byte_reply() {
+        let mut req = [0u8; 14];
+        req[0..4].copy_from_slice(&[0, 0, 0, 9]);
+        req[12..14].copy_from_slice(&[0x80, 0x01]);
+        let t = NtpTimestamp::from_unix_ns(1);
+        let mut reply = [0xEEu8; 60];
+        let (len, layout) = build_reply(&req, 0, t, t, ErrorEstimate::from_u16(1), 64, &mut reply);
+        assert_eq!((len, layout), (41, Layout::Twamp));
+        assert_eq!(&reply[24..28], &[0, 0, 0, 9]);
+        assert_eq!(&reply[36..38], &[0x80, 0x01]);
+        assert_eq!(reply[40], 64);
+        assert_eq!(reply[41], 0xEE, "nothing past 41 bytes");
+    }
+
+    /// Short requests: 100/s per sender and 1000/s in all by default;
+    /// here 2 per second per sender and 3 in all, by hand.
+    #[test]
+    fn short_requests_have_their_own_budget() {
+        let mut p = Policy::new(
+            ReflectorConfig {
+                short_peer_pps: 2.0,
+                short_total_pps: 3.0,
+                ..config()
+            },
+            0,
+        );
+        let a = addr("192.0.2.1:40000");
+        let b = addr("192.0.2.2:40000");
+        assert_eq!(p.admit(a, 14, 42, 0), Ok(0));
+        assert_eq!(p.admit(a, 14, 42, 0), Ok(1));
+        assert_eq!(p.admit(a, 14, 42, 0), Err(NoReply::ShortLimited));
+        // Full-size requests from a are not held back by the short budget.
+        assert_eq!(p.admit(a, 100, 42, 0), Ok(2));
+        assert_eq!(p.admit(b, 40, 42, 0), Ok(0));
+        assert_eq!(p.admit(b, 40, 42, 0), Err(NoReply::ShortLimited), "total");
+        // Half a second later: one more for a (1 per 0.5 s), total 1.5.
+        assert_eq!(p.admit(a, 14, 42, 500_000_000), Ok(3));
+        assert_eq!(p.admit(a, 14, 42, 500_000_000), Err(NoReply::ShortLimited));
+        let mut off = Policy::new(
+            ReflectorConfig {
+                short_packets: false,
+                ..config()
+            },
+            0,
+        );
+        assert_eq!(off.admit(a, 14, 42, 0), Err(NoReply::ShortRefused));
+        assert_eq!(off.admit(a, 41, 42, 0), Ok(0));
+    }
+
     #[test]
     fn short_long_and_privileged_requests_get_no_reply() {
         let mut p = Policy::new(config(), 0);
         let ok = addr("192.0.2.1:40000");
-        assert_eq!(p.admit(ok, 40, 42, 0), Err(NoReply::TooShort));
+        assert_eq!(p.admit(ok, 13, 42, 0), Err(NoReply::TooShort));
         assert_eq!(p.admit(ok, MAX_REQUEST + 1, 42, 0), Err(NoReply::TooLong));
         assert_eq!(
             p.admit(addr("192.0.2.1:53"), 100, 42, 0),
@@ -606,7 +892,7 @@ mod tests {
             p.admit(addr("192.0.2.1:0"), 100, 42, 0),
             Err(NoReply::PrivilegedPort)
         );
-        assert_eq!(p.admit(addr("192.0.2.1:862"), 41, 42, 0), Ok(0));
+        assert_eq!(p.admit(addr("192.0.2.1:862"), 14, 42, 0), Ok(0));
         // None of the refused ones took a table slot.
         assert_eq!(p.peers(), 1);
     }
@@ -658,7 +944,7 @@ mod tests {
 
     /// On loopback: a 48-byte TWAMP packet comes back as 48 bytes with
     /// our sequence, timestamp and TTL and a kernel receive stamp; a
-    /// 20-byte and a 9500-byte one get nothing and are counted.
+    /// 10-byte and a 9500-byte one get nothing and are counted.
     #[test]
     fn reflects_on_loopback_and_counts_what_it_drops() {
         let r = Reflector::bind(ReflectorConfig {
@@ -678,7 +964,7 @@ mod tests {
         c.recv_from(&mut buf).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         let unstamped_before = h.stats.unstamped.load(Ordering::Relaxed);
-        c.send_to(&[1u8; 20], h.addr).unwrap();
+        c.send_to(&[1u8; 10], h.addr).unwrap();
         // Longer than any buffer: its real length is kept and refused.
         c.send_to(&[2u8; 9_500], h.addr).unwrap();
         let mut req = [0u8; 48];
@@ -689,7 +975,7 @@ mod tests {
         let (n, from) = c.recv_from(&mut buf).unwrap();
         assert_eq!((n, from), (48, h.addr));
         let view = tightlink_wire::ReflectorPacket::new_checked(&buf[..n]).unwrap();
-        let rep = ReflectorRepr::parse(&view);
+        let rep = ReflectorRepr::parse(&view).unwrap();
         assert_eq!(rep.sender_sequence, 9);
         assert_eq!(
             rep.sender_timestamp.to_bytes(),

@@ -20,7 +20,7 @@
 //!   connection (which a spoofer cannot complete), at the port from which
 //!   a packet carrying the session id arrived;
 //! - no amplification for unauthenticated peers: in forward mode the
-//!   reply is 8 bytes per received probe of at least 48; in reverse mode
+//!   reply is 8 bytes per received probe of at least 82; in reverse mode
 //!   the server sends no more UDP bytes than it has received from the
 //!   client in that session (UDP, or `Credit` padding over TCP, which
 //!   the client sends first).

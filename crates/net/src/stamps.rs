@@ -30,9 +30,10 @@ pub(crate) const TX_STAMP_FLAGS: u32 = SOF_TIMESTAMPING_TX_SOFTWARE
 /// Datagrams per receive batch.
 pub const BATCH: usize = 32;
 
-/// Bytes of each datagram copied out: the 48-byte probe header, or a
-/// reflector's 41-byte header and the 34 bytes of our fields it returns.
-pub const HEADER_COPY: usize = 80;
+/// Bytes of each datagram copied out: the 82-byte probe header, or a
+/// reflector's reply with our fields where an RFC 6038 reflector returns
+/// them (bytes 75-108).
+pub const HEADER_COPY: usize = 128;
 
 /// One received datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,23 +13,33 @@
 //! destroy. Reflector stamps are on the reflector's clock: only their
 //! differences are used, mapped once per session onto this host's clock.
 //!
+//! Reflectors differ, and the channel reads what each gives: replies from
+//! 38 bytes up (receive stamp, echoed sequence number and timestamp are
+//! all it needs), STAMP or RFC 5357 layout, padding echoed or not. The
+//! hello finds the reflector, its layout and the largest probe it answers
+//! (a full-size packet, else 1472 bytes). Every stream's replies are
+//! checked against what was sent: the stamps' noise, a clock that stamps
+//! in coarse steps or reads one time for both stamps, and trains that
+//! "arrive faster than they were sent", which no path does beyond the
+//! stamps' noise and a reflector stamping late in user space does. What
+//! was found is said in [`HostFindings::far_end`] and its warnings; a
+//! stream nobody answered while the warm-up was is an error, never an
+//! estimate.
+//!
 //! What a reflector cannot tell: a probe lost on the way there and a reply
-//! lost on the way back look alike (both are a lost probe), and its stamps
-//! are as good as its clock reads them (a reflector stamping in user space,
-//! or in 1 us steps, adds noise that the smoothing has to absorb; coarse
-//! steps are detected and reported).
+//! lost on the way back look alike (both are a lost probe).
 
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
 use tightlink_sys::sockopt;
 
 use tightlink_core::channel::{
-    Channel, ChannelError, ChannelInfo, Probed, SideReport, StreamRequest,
+    Channel, ChannelError, ChannelInfo, HostFindings, Probed, SideReport, StreamRequest,
 };
 use tightlink_core::ProbeStream;
 use tightlink_wire::control::Direction;
-use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
-use tightlink_wire::{DropCounters, DropReason, NtpTimestamp, ReflectorPacket, ReflectorRepr};
+use tightlink_wire::twamp::{field, Echo, ProbeRepr};
+use tightlink_wire::{DropCounters, DropReason, NtpTimestamp, ReflectorPacket};
 
 use crate::address::with_port;
 use crate::backend::xdp;
@@ -44,6 +54,12 @@ use crate::{auth, clock, host, packets};
 
 /// Test packets sent to find the reflector before giving up.
 const HELLO_TRIES: usize = 3;
+/// The UDP payload of a 1500-byte IPv4 packet: the probe size to fall back
+/// to when full-size test packets go unanswered.
+const FALLBACK_PAYLOAD: u32 = 1472;
+/// After this many streams, a majority of trains "faster than sent" means
+/// the reflector's stamps cannot be used.
+const FASTER_STREAMS_TO_REFUSE: usize = 3;
 
 pub struct TwampChannel {
     sock: ProbeSocket,
@@ -70,11 +86,31 @@ pub struct TwampChannel {
     ledger: SendLedger,
     /// Replies not used, by reason.
     pub drops: DropCounters,
-    /// Whether the reflector returns our padding (RFC 6038 style).
-    pub reflects_padding: bool,
-    /// Said once: the reflector stamps coarsely.
-    warned_coarse: bool,
+    /// Where the reflector returns our fields, if it does.
+    pub echo: Option<Echo>,
+    /// Length of the hello's reply to a request of `hello_bytes`.
+    reply_bytes: usize,
+    hello_bytes: usize,
+    /// The reflector's replies' stamps so far.
+    stamps: StampStats,
     warnings: Vec<String>,
+}
+
+/// What the replies said about the reflector's clock, over the session.
+#[derive(Debug, Clone, Default)]
+struct StampStats {
+    replies: u64,
+    /// Replies whose transmit stamp equals their receive stamp.
+    one_read: u64,
+    /// Per stream: the receive stamps' noise (ns).
+    noise_ns: Vec<i64>,
+    /// The coarsest step every stamp difference was a multiple of.
+    step_ns: Option<i64>,
+    streams: usize,
+    /// Streams that arrived faster than they were sent, and the worst
+    /// such (compression, send span), ns.
+    faster: usize,
+    worst_faster: Option<(i64, i64)>,
 }
 
 fn io_err(what: &str) -> impl Fn(std::io::Error) -> ChannelError + '_ {
@@ -88,12 +124,17 @@ pub struct Reply {
     pub sender_sequence: u32,
     pub sender_timestamp: NtpTimestamp,
     pub receive_timestamp: NtpTimestamp,
+    /// The reflector's transmit stamp equals its receive stamp: one
+    /// clock read for both.
+    pub one_read: bool,
+    /// The reply's length.
+    pub len: usize,
     /// This host's kernel receive stamp of the reply.
     pub here_ns: Option<i64>,
 }
 
-/// Parses a reply (`header`: its first bytes): only the reflector's
-/// address is taken.
+/// Parses a reply (`header`: its first bytes, 38 at least): only the
+/// reflector's address is taken.
 pub fn parse_reply(
     header: &[u8],
     r: &Received,
@@ -102,12 +143,64 @@ pub fn parse_reply(
     if r.from != reflector {
         return Err(DropReason::WrongPeer);
     }
-    let rep = ReflectorRepr::parse(&ReflectorPacket::new_checked(header)?);
+    let v = ReflectorPacket::new_checked(header)?;
     Ok(Reply {
-        sender_sequence: rep.sender_sequence,
-        sender_timestamp: rep.sender_timestamp,
-        receive_timestamp: rep.receive_timestamp,
+        sender_sequence: v.sender_sequence(),
+        sender_timestamp: v.sender_timestamp(),
+        receive_timestamp: v.receive_timestamp(),
+        one_read: v.transmit_equals_receive(),
+        len: r.len,
         here_ns: r.kernel_ns,
+    })
+}
+
+/// One stream's receive stamps against its send times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamStamps {
+    /// Median absolute deviation of (receive gap - send gap) over
+    /// consecutive received packets: the stamps' noise.
+    pub noise_ns: i64,
+    /// First to last received packet: send span minus receive span
+    /// (positive: the train arrived in less time than it was sent over).
+    pub compression_ns: i64,
+    pub send_span_ns: i64,
+    /// Compressed beyond what noise explains: more than 4 noise widths
+    /// and 1 us, and more than 5 % of the span (a reflector's interrupt
+    /// coalescence bunches arrivals by up to its interval, ~125 us, and
+    /// a path's queue that drains during a train arrives compressed by a
+    /// little).
+    pub faster_than_sent: bool,
+}
+
+/// Checks a stream's stamps; `None` with fewer than 5 packets received.
+/// `send_ns` is when each probe left this host, `recv_ns` the
+/// reflector's stamp on this host's clock.
+pub fn check_stream_stamps(send_ns: &[i64], recv_ns: &[Option<i64>]) -> Option<StreamStamps> {
+    let got: Vec<(i64, i64)> = send_ns
+        .iter()
+        .zip(recv_ns)
+        .filter_map(|(&s, r)| r.map(|r| (s, r)))
+        .collect();
+    if got.len() < 5 {
+        return None;
+    }
+    let dd: Vec<f64> = got
+        .windows(2)
+        .map(|w| ((w[1].1 - w[0].1) - (w[1].0 - w[0].0)) as f64)
+        .collect();
+    let mid = tightlink_core::stats::median(&dd)?;
+    let dev: Vec<f64> = dd.iter().map(|d| (d - mid).abs()).collect();
+    let noise_ns = tightlink_core::stats::median(&dev)?.round() as i64;
+    let (first, last) = (got[0], got[got.len() - 1]);
+    let send_span_ns = last.0 - first.0;
+    let compression_ns = send_span_ns - (last.1 - first.1);
+    let faster_than_sent =
+        compression_ns > (4 * noise_ns).max(1_000) && compression_ns * 20 > send_span_ns;
+    Some(StreamStamps {
+        noise_ns,
+        compression_ns,
+        send_span_ns,
+        faster_than_sent,
     })
 }
 
@@ -191,8 +284,10 @@ impl TwampChannel {
             host_limit_bps: 0.0,
             ledger: SendLedger::default(),
             drops: DropCounters::default(),
-            reflects_padding: false,
-            warned_coarse: false,
+            echo: None,
+            reply_bytes: 0,
+            hello_bytes: 0,
+            stamps: StampStats::default(),
             warnings: Vec::new(),
         };
         ch.hello()?;
@@ -214,25 +309,68 @@ impl TwampChannel {
         Ok(ch)
     }
 
-    /// Sends single test packets until one is answered; learns the round
-    /// trip and whether our padding comes back.
+    /// Finds the reflector with small test packets (its round trip,
+    /// layout and echo), then the largest probe it answers: a full-size
+    /// packet, else 1472 bytes, else an error that says so.
     fn hello(&mut self) -> Result<(), ChannelError> {
         let per_try = self.timeout / HELLO_TRIES as u32;
-        for _ in 0..HELLO_TRIES {
-            let (mut warm, _) =
-                packets::build(self.session, u32::MAX, &[], &[], &mut self.sequence);
-            // Room for our fields after the 41-byte reflector header, so
-            // a reflector that returns the padding shows it.
-            warm.resize(ProbeRepr::buffer_len() + 27, 0);
+        let small = packets::WARMUP_BYTES;
+        if self.ask(small, HELLO_TRIES, per_try)?.is_none() {
+            return Err(ChannelError::Io(format!(
+                "no TWAMP-light or STAMP reflector answered at {} within {:.1} s ({HELLO_TRIES} test packets of {small} bytes sent): is a reflector running there and UDP {} open on the way?",
+                self.reflector,
+                self.timeout.as_secs_f64(),
+                self.reflector.port()
+            )));
+        }
+        if self.max_payload as usize <= small {
+            return Ok(());
+        }
+        // A full-size probe: one round trip and 100 ms per try.
+        let wait =
+            Duration::from_nanos((4 * self.rtt_max_ns.max(0) + 100_000_000) as u64).min(per_try);
+        let full = self.max_payload;
+        if self.ask(full as usize, 2, wait)?.is_some() {
+            return Ok(());
+        }
+        if full > FALLBACK_PAYLOAD && self.ask(FALLBACK_PAYLOAD as usize, 2, wait)?.is_some() {
+            self.warnings.push(format!(
+                "the reflector answered {FALLBACK_PAYLOAD}-byte test packets but not {full}-byte ones (its receive buffer, or the path's MTU): probes are {} bytes (frame)",
+                FALLBACK_PAYLOAD + self.overhead
+            ));
+            self.max_payload = FALLBACK_PAYLOAD;
+            self.frame_bytes = FALLBACK_PAYLOAD + self.overhead;
+            return Ok(());
+        }
+        Err(ChannelError::Io(format!(
+            "the reflector at {} answers {small}-byte test packets but not {full}-byte{} ones: it cannot take probes of a useful size",
+            self.reflector,
+            if full > FALLBACK_PAYLOAD {
+                format!(" or {FALLBACK_PAYLOAD}-byte")
+            } else {
+                String::new()
+            }
+        )))
+    }
+
+    /// Sends one test packet of `size` payload bytes up to `tries` times,
+    /// `per_try` apart, until it is answered; learns the round trip, the
+    /// reply's length and where our fields come back. The reply, if any.
+    fn ask(
+        &mut self,
+        size: usize,
+        tries: usize,
+        per_try: Duration,
+    ) -> Result<Option<Reply>, ChannelError> {
+        for _ in 0..tries {
+            let packet = packets::single(self.session, size, &mut self.sequence);
             let seq = self.sequence.wrapping_sub(1);
             let sent_ns = clock::realtime_ns();
-            SenderPacket::new_unchecked(&mut warm[..])
-                .set_timestamp(NtpTimestamp::from_unix_ns(sent_ns as u64));
             self.sock
-                .send_to(&warm, self.reflector)
+                .send_to(&packet, self.reflector)
                 .map_err(io_err("send to the reflector"))?;
             let until = clock::monotonic_ns() + per_try.as_nanos() as i64;
-            let mut answered = false;
+            let mut answer = None;
             self.receive(until, i64::MAX, &mut |ch, reply, header| {
                 if reply.sender_sequence != seq {
                     ch.drops.count(DropReason::Late);
@@ -241,25 +379,68 @@ impl TwampChannel {
                 let rtt = reply.here_ns.unwrap_or_else(clock::realtime_ns) - sent_ns;
                 ch.rtt_min_ns = ch.rtt_min_ns.min(rtt);
                 ch.rtt_max_ns = ch.rtt_max_ns.max(rtt);
-                // Our fields come back only from reflectors that return
-                // the padding after their header.
-                ch.reflects_padding = ReflectorPacket::new_checked(header)
-                    .and_then(|v| v.reflected_probe())
-                    .is_ok_and(|p| p.session == ch.session && p.sequence == seq);
-                answered = true;
+                if ch.hello_bytes == 0 {
+                    ch.hello_bytes = size;
+                    ch.reply_bytes = reply.len;
+                    ch.echo = ReflectorPacket::new_checked(header)
+                        .ok()
+                        .and_then(|v| v.echo())
+                        .filter(|_| {
+                            ReflectorPacket::new_checked(header)
+                                .and_then(|v| v.reflected_probe())
+                                .is_ok_and(|p| p.session == ch.session && p.sequence == seq)
+                        });
+                }
+                answer = Some(*reply);
                 true
             })
             .map_err(io_err("receive from the reflector"))?;
-            if answered {
-                return Ok(());
+            if answer.is_some() {
+                return Ok(answer);
             }
         }
-        Err(ChannelError::Io(format!(
-            "no TWAMP-light reflector answered at {} within {:.1} s ({HELLO_TRIES} test packets sent): is a reflector running there and UDP {} open on the way?",
-            self.reflector,
-            self.timeout.as_secs_f64(),
-            self.reflector.port()
-        )))
+        Ok(None)
+    }
+
+    /// The reflector's layout, as the hello found it.
+    fn layout(&self) -> String {
+        let (asked, got) = (self.hello_bytes, self.reply_bytes);
+        match self.echo {
+            Some(Echo::StampTlvs) => "STAMP (our TLV echoed)".to_string(),
+            Some(Echo::TwampPadding) => "TWAMP-light, padding echoed (RFC 6038)".to_string(),
+            None if got < field::reflector::HEADER_LEN => {
+                format!("TWAMP-light, {got}-byte replies (no TTL), padding not echoed")
+            }
+            None if got == asked => {
+                "TWAMP-light, replies as long as requests, padding not echoed".to_string()
+            }
+            None => format!(
+                "TWAMP-light, {got}-byte replies to {asked}-byte requests, padding not echoed"
+            ),
+        }
+    }
+
+    /// What the replies said about the reflector's clock so far.
+    fn stamp_quality(&self) -> String {
+        let st = &self.stamps;
+        let noise = tightlink_core::stats::median_i64(&st.noise_ns);
+        let mut words = Vec::new();
+        if st.replies >= 10 && st.one_read == st.replies {
+            words.push("one clock read for both stamps".to_string());
+        }
+        match (st.step_ns, noise) {
+            (Some(q), _) => words.push(format!("receive stamps in {} us steps", q / 1_000)),
+            (None, Some(n)) if n >= 5_000 => words.push(format!(
+                "jittery receive stamps (noise {:.0} us: user-space stamps?)",
+                n as f64 / 1e3
+            )),
+            (None, Some(n)) => words.push(format!(
+                "kernel-like receive stamps (noise {:.1} us)",
+                n as f64 / 1e3
+            )),
+            (None, None) => words.push("receive stamps not yet judged".to_string()),
+        }
+        words.join(", ")
     }
 
     /// Reads replies until `on_reply` returns true, `until` (monotonic)
@@ -334,6 +515,56 @@ impl TwampChannel {
             .collect()
     }
 
+    /// Adds a stream's stamps to the session's judgement; refuses once a
+    /// majority of at least [`FASTER_STREAMS_TO_REFUSE`] streams arrived
+    /// faster than they were sent.
+    fn judge_stamps(
+        &mut self,
+        stream: u32,
+        sent_ns: &[i64],
+        recv_ns: &[Option<i64>],
+        deltas: &[i64],
+    ) -> Result<(), ChannelError> {
+        let st = &mut self.stamps;
+        if st.step_ns.is_none() {
+            st.step_ns = stamp_step_ns(deltas);
+        }
+        let Some(c) = check_stream_stamps(sent_ns, recv_ns) else {
+            return Ok(());
+        };
+        st.streams += 1;
+        st.noise_ns.push(c.noise_ns);
+        if c.faster_than_sent {
+            st.faster += 1;
+            if st
+                .worst_faster
+                .is_none_or(|(w, span)| c.compression_ns * span > w * c.send_span_ns)
+            {
+                st.worst_faster = Some((c.compression_ns, c.send_span_ns));
+            }
+        }
+        let (faster, streams) = (st.faster, st.streams);
+        if faster >= FASTER_STREAMS_TO_REFUSE && 2 * faster > streams {
+            return Err(ChannelError::Io(format!(
+                "cannot measure toward {}: {faster} of {streams} trains (up to stream {stream}) arrived at the reflector faster than they were sent ({}): its receive stamps lag behind the arrivals (stamped in user space under load?), so their gaps would read a rate the path does not have",
+                self.reflector,
+                self.faster_words()
+            )));
+        }
+        Ok(())
+    }
+
+    fn faster_words(&self) -> String {
+        let (c, span) = self.stamps.worst_faster.unwrap_or((0, 1));
+        format!(
+            "worst: a {:.0} us train in {:.0} us, {:.0} % faster, beyond the stamps' noise of {:.1} us",
+            span as f64 / 1e3,
+            (span - c) as f64 / 1e3,
+            100.0 * c as f64 / (span - c).max(1) as f64,
+            tightlink_core::stats::median_i64(&self.stamps.noise_ns).unwrap_or(0) as f64 / 1e3
+        )
+    }
+
     /// Smallest round trip seen to the reflector, ns.
     pub fn rtt_min_ns(&self) -> i64 {
         self.rtt_min_ns
@@ -381,10 +612,12 @@ impl TwampChannel {
         let mut stamps: Vec<Option<NtpTimestamp>> = vec![None; n];
         let mut here: Vec<Option<i64>> = vec![None; n];
         let mut got = 0usize;
+        let mut warm_answered = false;
         let warm_seq = first_seq.wrapping_sub(1);
         self.receive(until, quiet, &mut |ch, reply, _| {
             let i = reply.sender_sequence.wrapping_sub(first_seq) as usize;
             if reply.sender_sequence == warm_seq {
+                warm_answered = true;
                 return false;
             }
             if i >= n {
@@ -398,12 +631,31 @@ impl TwampChannel {
                 ch.drops.count(DropReason::Malformed);
                 return false;
             }
+            ch.stamps.replies += 1;
+            ch.stamps.one_read += reply.one_read as u64;
             stamps[i] = Some(reply.receive_timestamp);
             here[i] = reply.here_ns;
             got += 1;
             got == n
         })
         .map_err(io_err("receive replies"))?;
+        if got == 0 {
+            let largest = request.sizes.iter().max().copied().unwrap_or(0);
+            return Err(ChannelError::Io(if warm_answered {
+                format!(
+                    "the reflector at {} answered the warm-up packet but none of the {n} probes of stream {stream} ({largest}-byte frames, {:.0} Mbit/s on average): it drops them (receive buffer, rate limit) or the path does; not an estimate",
+                    self.reflector,
+                    request.bytes() as f64 * 8e3
+                        / request.offsets_ns.last().copied().unwrap_or(0).max(1) as f64
+                )
+            } else {
+                format!(
+                    "the reflector at {} stopped answering: no reply to stream {stream}'s warm-up or any of its {n} probes within {:.1} s",
+                    self.reflector,
+                    wait as f64 / 1e9
+                )
+            }));
+        }
         // Round trips from this host's send (kernel stamp where there is
         // one) to the reply's kernel receive stamp.
         for (i, h) in here.iter().enumerate() {
@@ -416,25 +668,21 @@ impl TwampChannel {
         let mut recv_ns = vec![None; n];
         let mut deltas = Vec::with_capacity(n);
         let mut prev: Option<NtpTimestamp> = None;
+        let sent_ns: Vec<i64> = (0..n)
+            .map(|i| d.tx_ns[i].unwrap_or(d.scheduled_ns[i]))
+            .collect();
         for i in 0..n {
             let Some(t) = stamps[i] else { continue };
             // The first reply of the session maps the reflector's clock:
             // its stamp stands for our send time plus half a round trip.
-            let sent = d.tx_ns[i].unwrap_or(d.scheduled_ns[i]);
-            let anchor = sent + self.rtt_min_ns.max(0) / 2;
+            let anchor = sent_ns[i] + self.rtt_min_ns.max(0) / 2;
             recv_ns[i] = Some(self.on_our_clock(t, anchor));
             if let Some(p) = prev {
                 deltas.push(t.ns_since(p));
             }
             prev = Some(t);
         }
-        if let Some(q) = stamp_step_ns(&deltas).filter(|_| !self.warned_coarse) {
-            self.warned_coarse = true;
-            self.warnings.push(format!(
-                "the reflector's receive stamps come in {} us steps: gaps finer than that are not seen",
-                q / 1_000
-            ));
-        }
+        self.judge_stamps(stream, &sent_ns, &recv_ns, &deltas)?;
         self.ledger
             .note(&d, &request.sizes, self.backend != Backend::Xdp);
         Ok(probe_stream(
@@ -479,12 +727,34 @@ impl Channel for TwampChannel {
     /// Drops are replies this end did not use; probes without a reply
     /// are losses in their streams (as a server's missing stamps are).
     fn side_report(&self) -> SideReport {
-        SideReport {
-            host: Some(self.ledger.findings(
-                self.host_limit_bps,
-                self.drops.nonzero(),
-                self.warnings.clone(),
+        let mut warnings = self.warnings.clone();
+        if let Some(q) = self.stamps.step_ns {
+            warnings.push(format!(
+                "the reflector's receive stamps come in {} us steps: gaps finer than that are not seen",
+                q / 1_000
+            ));
+        }
+        if self.stamps.faster > 0 {
+            warnings.push(format!(
+                "{} of {} trains arrived at the reflector faster than they were sent ({}): its receive stamps lag at times (user-space stamps under load?); estimates may read high",
+                self.stamps.faster,
+                self.stamps.streams,
+                self.faster_words()
+            ));
+        }
+        let findings = HostFindings {
+            far_end: Some(format!(
+                "{}: {}; {}",
+                self.reflector,
+                self.layout(),
+                self.stamp_quality()
             )),
+            ..self
+                .ledger
+                .findings(self.host_limit_bps, self.drops.nonzero(), warnings)
+        };
+        SideReport {
+            host: Some(findings),
             truth: None,
         }
     }
@@ -528,8 +798,10 @@ mod tests {
             parse_reply(&buf, &r("192.0.2.9:863", 41), reflector),
             Err(DropReason::WrongPeer)
         );
+        // 38 bytes carry the stamps; 37 do not.
+        assert!(parse_reply(&buf[..38], &r("192.0.2.9:862", 38), reflector).is_ok());
         assert_eq!(
-            parse_reply(&buf[..40], &r("192.0.2.9:862", 40), reflector),
+            parse_reply(&buf[..37], &r("192.0.2.9:862", 37), reflector),
             Err(DropReason::TooShort)
         );
     }

@@ -3,7 +3,7 @@
 //!
 //! - receive: `recvmmsg` in batches, each datagram with its kernel receive
 //!   time (CLOCK_REALTIME, taken when the packet reaches the socket layer).
-//!   Only the 48-byte probe header is copied; `MSG_TRUNC` gives the real
+//!   Only the probe header is copied; `MSG_TRUNC` gives the real
 //!   length. Measured on loopback and veth: 96-99.5 % of such gaps within
 //!   1 us of the sender's; a user-space clock after `recv` is off by up
 //!   to 33 us.

@@ -395,7 +395,7 @@ fn our_reflector_gives_the_gaps_toward_it() {
     // from a kernel work queue (net_enable_timestamp): the hello may come
     // too early and be stamped in user space. The streams must not be.
     let unstamped_at_connect = h.stats.unstamped.load(Ordering::Relaxed);
-    assert!(ch.reflects_padding);
+    assert_eq!(ch.echo, Some(tightlink_wire::twamp::Echo::StampTlvs));
     assert!(
         ch.rtt_min_ns() > 0 && ch.rtt_min_ns() < 5_000_000,
         "{}",
@@ -418,9 +418,9 @@ fn our_reflector_gives_the_gaps_toward_it() {
 /// A reflector in the other common manner: the reply is the request with
 /// the 41-byte reflector header written over its start, stamped in user
 /// space after a blocking `recv`. After its reply to the probe with
-/// sender sequence 2 (the first stream's first probe: 0 is the hello, 1
-/// the warm-up) it sends that reply again and a 10-byte datagram: both
-/// are counted, not used.
+/// sender sequence 3 (the first stream's first probe: 0 is the hello, 1
+/// the full-size test packet, 2 the warm-up) it sends that reply again and
+/// a 10-byte datagram: both are counted, not used.
 fn in_place_reflector(stop: Arc<AtomicBool>) -> SocketAddr {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(50)))
@@ -450,7 +450,7 @@ fn in_place_reflector(stop: Arc<AtomicBool>) -> SocketAddr {
             let tx = NtpTimestamp::from_unix_ns(clock::realtime_ns() as u64);
             buf[4..12].copy_from_slice(&tx.to_bytes());
             sock.send_to(&buf[..n], from).unwrap();
-            if sender_seq == 2 {
+            if sender_seq == 3 {
                 sock.send_to(&buf[..n], from).unwrap();
                 sock.send_to(&[7u8; 10], from).unwrap();
             }
@@ -466,7 +466,9 @@ fn an_in_place_reflector_with_user_space_stamps_works_too() {
     let stop = Arc::new(AtomicBool::new(false));
     let addr = in_place_reflector(stop.clone());
     let mut ch = TwampChannel::connect(&addr.to_string(), &ClientOptions::default()).unwrap();
-    assert!(!ch.reflects_padding, "the header overwrote our fields");
+    // Its header covers bytes 0-40 only: our fields, in the STAMP TLV at
+    // 44, come back where a STAMP reflector returns them.
+    assert_eq!(ch.echo, Some(tightlink_wire::twamp::Echo::StampTlvs));
     let e = best_gap_error_ns(&mut ch);
     stop.store(true, Ordering::Relaxed);
     // User-space stamps after a blocking recv: a few us of wake-up noise.
@@ -493,7 +495,7 @@ fn no_reflector_reverse_and_keys_are_clear_errors() {
         .unwrap()
         .to_string();
     assert!(
-        err.contains("no TWAMP-light reflector answered at 127.0.0.1"),
+        err.contains("no TWAMP-light or STAMP reflector answered at 127.0.0.1"),
         "{err}"
     );
     let reverse = ClientOptions {

@@ -29,8 +29,10 @@ use std::io::{self, Read, Write};
 use crate::{DropCounters, DropReason};
 
 pub const MAGIC: [u8; 4] = *b"TLCP";
-/// Version 1 of this protocol; a server refuses any other.
-pub const VERSION: u16 = 1;
+/// Version 2 of this protocol (probes in the STAMP layout of
+/// [`crate::twamp`]; version 1 sent them in the RFC 5357 padding); a
+/// server refuses any other.
+pub const VERSION: u16 = 2;
 /// Largest frame (type + body), either direction.
 pub const MAX_FRAME: usize = 65_536;
 /// Timestamp records per `Records` frame (8 bytes each).

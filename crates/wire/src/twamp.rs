@@ -1,28 +1,40 @@
-//! TWAMP-light test packets (RFC 5357, unauthenticated mode) with
-//! tightlink's fields at the start of the sender packet's padding.
+//! Probe packets as STAMP / TWAMP-light test packets, and the replies of
+//! the reflectors that answer them.
 //!
-//! Sender packet (section 4.1.2), all big-endian:
+//! A sender packet is an unauthenticated STAMP test packet (RFC 8762
+//! section 4.2.1, with RFC 8972's SSID) that carries tightlink's fields
+//! in an Extra Padding TLV (RFC 8972 section 4.1). To an RFC 5357
+//! TWAMP-light reflector everything after byte 14 is padding, so one
+//! layout serves both kinds of reflector. All big-endian:
 //!
 //! ```text
 //!  0..4    sequence number          (per session, counts every probe)
 //!  4..12   timestamp (NTP format)   (the scheduled send time)
 //! 12..14   error estimate
-//! 14..18   "TLNK" magic             -- tightlink fields, in the padding --
-//! 18       version (1)
-//! 19       flags (bit 0: warm-up packet, not part of the stream)
-//! 20..28   session id
-//! 28..32   stream id
-//! 32..36   position in the stream (0-based)
-//! 36..40   packets in the stream
-//! 40..48   schedule offset, ns from the stream's first packet
-//! 48..     padding (zeros) up to the probe size
+//! 14..16   SSID (RFC 8972)
+//! 16..44   MBZ: zero, as STAMP wants them
+//! 44       TLV flags (U, M, I; a sender writes 0)
+//! 45       TLV type 1: Extra Padding
+//! 46..48   TLV length: every byte after the TLV header
+//! 48..52   "TLNK" magic             -- tightlink fields, in the TLV value --
+//! 52       version (2)
+//! 53       flags (bit 0: warm-up packet, not part of the stream)
+//! 54..62   session id
+//! 62..66   stream id
+//! 66..70   position in the stream (0-based)
+//! 70..74   packets in the stream
+//! 74..82   schedule offset, ns from the stream's first packet
+//! 82..     zeros up to the probe size
 //! ```
 //!
-//! A reflector's reply (section 4.2.1) puts its own 41-byte header first
-//! (its sequence number, transmit timestamp and error estimate, MBZ, the
-//! receive timestamp, then the sender's sequence number, timestamp, error
-//! estimate, MBZ and TTL); reflectors that return the sender's padding
-//! (RFC 6038 symmetric size) carry our fields at offset 41.
+//! A reply starts with the reflector's header: its sequence number,
+//! transmit timestamp and error estimate, then (STAMP) the SSID or (RFC
+//! 5357) MBZ, the receive timestamp, the sender's sequence number,
+//! timestamp and error estimate (byte 38), MBZ, the sender's TTL (byte
+//! 40). A STAMP reflector echoes the TLVs from byte 44 (our fields at
+//! 48); an RFC 6038 TWAMP-light reflector returns the sender's bytes from
+//! 14 after its 41-byte header (our fields at 75); some reflectors stop
+//! at byte 38 and echo nothing.
 
 use crate::ntp::{ErrorEstimate, NtpTimestamp};
 use crate::DropReason;
@@ -33,35 +45,67 @@ pub mod field {
     pub const SEQUENCE: Range<usize> = 0..4;
     pub const TIMESTAMP: Range<usize> = 4..12;
     pub const ERROR_ESTIMATE: Range<usize> = 12..14;
-    pub const MAGIC: Range<usize> = 14..18;
-    pub const VERSION: usize = 18;
-    pub const FLAGS: usize = 19;
-    pub const SESSION: Range<usize> = 20..28;
-    pub const STREAM: Range<usize> = 28..32;
-    pub const POSITION: Range<usize> = 32..36;
-    pub const STREAM_LEN: Range<usize> = 36..40;
-    pub const OFFSET: Range<usize> = 40..48;
+    pub const SSID: Range<usize> = 14..16;
+    /// Zero in an unauthenticated STAMP packet.
+    pub const MBZ: Range<usize> = 16..44;
+    /// Where STAMP TLVs begin, in sender and reflector packets alike.
+    pub const TLVS: usize = 44;
+    pub const TLV_FLAGS: usize = 44;
+    pub const TLV_TYPE: usize = 45;
+    pub const TLV_LENGTH: Range<usize> = 46..48;
+    pub const MAGIC: Range<usize> = 48..52;
+    pub const VERSION: usize = 52;
+    pub const FLAGS: usize = 53;
+    pub const SESSION: Range<usize> = 54..62;
+    pub const STREAM: Range<usize> = 62..66;
+    pub const POSITION: Range<usize> = 66..70;
+    pub const STREAM_LEN: Range<usize> = 70..74;
+    pub const OFFSET: Range<usize> = 74..82;
     /// The sender header with tightlink's fields.
-    pub const HEADER_LEN: usize = 48;
+    pub const HEADER_LEN: usize = 82;
+    /// The smallest test packet RFC 5357 allows (unauthenticated).
+    pub const TWAMP_MIN_LEN: usize = 14;
+    /// STAMP's base packet, sender and reflector alike.
+    pub const STAMP_BASE_LEN: usize = 44;
 
-    /// Byte ranges of the reflector packet (section 4.2.1).
+    /// Byte ranges of the reflector packet (RFC 5357 section 4.2.1,
+    /// RFC 8762 section 4.3.1).
     pub mod reflector {
         use std::ops::Range;
         pub const SEQUENCE: Range<usize> = 0..4;
         pub const TIMESTAMP: Range<usize> = 4..12;
         pub const ERROR_ESTIMATE: Range<usize> = 12..14;
+        /// STAMP's SSID; MBZ in RFC 5357.
+        pub const SSID: Range<usize> = 14..16;
         pub const RECEIVE_TIMESTAMP: Range<usize> = 16..24;
         pub const SENDER_SEQUENCE: Range<usize> = 24..28;
         pub const SENDER_TIMESTAMP: Range<usize> = 28..36;
         pub const SENDER_ERROR_ESTIMATE: Range<usize> = 36..38;
         pub const SENDER_TTL: usize = 40;
+        /// What a reply needs for its stamps: reflectors that drop the
+        /// trailing MBZ and TTL send this much.
+        pub const MIN_LEN: usize = 38;
+        /// RFC 5357's reflector header; padding follows it.
         pub const HEADER_LEN: usize = 41;
+        /// Where an RFC 6038 reflector puts the sender's byte 14.
+        pub const PADDING: usize = 41;
     }
 }
 
 pub const MAGIC: [u8; 4] = *b"TLNK";
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 pub const FLAG_WARMUP: u8 = 0x01;
+/// STAMP TLV flag bits (RFC 8972 section 4).
+pub const TLV_UNRECOGNIZED: u8 = 0x80;
+pub const TLV_MALFORMED: u8 = 0x40;
+/// STAMP TLV type of the Extra Padding TLV (RFC 8972 section 4.1).
+pub const TLV_EXTRA_PADDING: u8 = 1;
+/// Bytes of a STAMP TLV header.
+pub const TLV_HEADER_LEN: usize = 4;
+
+fn be16(b: &[u8]) -> u16 {
+    u16::from_be_bytes([b[0], b[1]])
+}
 
 fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
@@ -79,7 +123,7 @@ fn ntp(b: &[u8]) -> NtpTimestamp {
     NtpTimestamp::from_bytes(a)
 }
 
-/// A view of a TWAMP-light sender packet carrying tightlink's fields.
+/// A view of a sender packet carrying tightlink's fields.
 #[derive(Debug, Clone)]
 pub struct SenderPacket<T: AsRef<[u8]>> {
     buffer: T,
@@ -116,8 +160,20 @@ impl<T: AsRef<[u8]>> SenderPacket<T> {
         ntp(&self.buffer.as_ref()[field::TIMESTAMP])
     }
     pub fn error_estimate(&self) -> ErrorEstimate {
-        let b = &self.buffer.as_ref()[field::ERROR_ESTIMATE];
-        ErrorEstimate::from_u16(u16::from_be_bytes([b[0], b[1]]))
+        ErrorEstimate::from_u16(be16(&self.buffer.as_ref()[field::ERROR_ESTIMATE]))
+    }
+    pub fn ssid(&self) -> u16 {
+        be16(&self.buffer.as_ref()[field::SSID])
+    }
+    /// Whether bytes 16-43 are zero, as STAMP wants them.
+    pub fn mbz_is_zero(&self) -> bool {
+        self.buffer.as_ref()[field::MBZ].iter().all(|&b| b == 0)
+    }
+    pub fn tlv_type(&self) -> u8 {
+        self.buffer.as_ref()[field::TLV_TYPE]
+    }
+    pub fn tlv_length(&self) -> u16 {
+        be16(&self.buffer.as_ref()[field::TLV_LENGTH])
     }
     pub fn magic(&self) -> [u8; 4] {
         let b = &self.buffer.as_ref()[field::MAGIC];
@@ -156,8 +212,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SenderPacket<T> {
     pub fn set_error_estimate(&mut self, e: ErrorEstimate) {
         self.buffer.as_mut()[field::ERROR_ESTIMATE].copy_from_slice(&e.to_u16().to_be_bytes());
     }
+    pub fn set_ssid(&mut self, v: u16) {
+        self.buffer.as_mut()[field::SSID].copy_from_slice(&v.to_be_bytes());
+    }
+    /// Zeroes bytes 16-43 and writes the Extra Padding TLV's header
+    /// (covering the rest of the buffer), the magic, version and flags.
     pub fn set_tightlink_header(&mut self, flags: u8) {
         let b = self.buffer.as_mut();
+        let tlv_len = (b.len() - field::TLVS - TLV_HEADER_LEN).min(u16::MAX as usize) as u16;
+        b[field::MBZ].fill(0);
+        b[field::TLV_FLAGS] = 0;
+        b[field::TLV_TYPE] = TLV_EXTRA_PADDING;
+        b[field::TLV_LENGTH].copy_from_slice(&tlv_len.to_be_bytes());
         b[field::MAGIC].copy_from_slice(&MAGIC);
         b[field::VERSION] = VERSION;
         b[field::FLAGS] = flags;
@@ -195,8 +261,9 @@ pub struct ProbeRepr {
 }
 
 impl ProbeRepr {
-    /// Parses and validates a sender packet: length, magic, version, and
-    /// the position inside a non-empty stream.
+    /// Parses and validates a sender packet: length, the Extra Padding
+    /// TLV that holds our fields, magic, version, and the position inside
+    /// a non-empty stream.
     pub fn parse<T: AsRef<[u8]>>(p: &SenderPacket<T>) -> Result<Self, DropReason> {
         p.check_len()?;
         if p.magic() != MAGIC {
@@ -204,6 +271,10 @@ impl ProbeRepr {
         }
         if p.version() != VERSION {
             return Err(DropReason::UnknownVersion);
+        }
+        let fields = (field::HEADER_LEN - field::MAGIC.start) as u16;
+        if p.tlv_type() != TLV_EXTRA_PADDING || p.tlv_length() < fields {
+            return Err(DropReason::Malformed);
         }
         if p.flags() & !FLAG_WARMUP != 0 {
             return Err(DropReason::Malformed);
@@ -231,11 +302,13 @@ impl ProbeRepr {
     }
 
     /// Writes the header into `p` (whose buffer is at least
-    /// [`Self::buffer_len`] long); the padding after it is left as is.
+    /// [`Self::buffer_len`] long and as long as the packet: the TLV's
+    /// length covers it); the padding after the header is left as is.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut SenderPacket<T>) {
         p.set_sequence(self.sequence);
         p.set_timestamp(self.timestamp);
         p.set_error_estimate(self.error_estimate);
+        p.set_ssid(ssid_of(self.session));
         p.set_tightlink_header(if self.warmup { FLAG_WARMUP } else { 0 });
         p.set_session(self.session);
         p.set_stream(self.stream);
@@ -245,7 +318,13 @@ impl ProbeRepr {
     }
 }
 
-/// A view of a TWAMP-light reflector packet.
+/// The STAMP session-sender identifier a session's probes carry: the
+/// session id's low 16 bits, never 0.
+pub fn ssid_of(session: u64) -> u16 {
+    (session as u16).max(1)
+}
+
+/// A view of a reflector packet: STAMP or TWAMP-light, 38 bytes or more.
 #[derive(Debug, Clone)]
 pub struct ReflectorPacket<T: AsRef<[u8]>> {
     buffer: T,
@@ -253,10 +332,18 @@ pub struct ReflectorPacket<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> ReflectorPacket<T> {
     pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
-        if buffer.as_ref().len() < field::reflector::HEADER_LEN {
+        if buffer.as_ref().len() < field::reflector::MIN_LEN {
             return Err(DropReason::TooShort);
         }
         Ok(ReflectorPacket { buffer })
+    }
+
+    pub fn len(&self) -> usize {
+        self.buffer.as_ref().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     pub fn sequence(&self) -> u32 {
@@ -274,17 +361,41 @@ impl<T: AsRef<[u8]>> ReflectorPacket<T> {
     pub fn sender_timestamp(&self) -> NtpTimestamp {
         ntp(&self.buffer.as_ref()[field::reflector::SENDER_TIMESTAMP])
     }
-    pub fn sender_ttl(&self) -> u8 {
-        self.buffer.as_ref()[field::reflector::SENDER_TTL]
-    }
-    /// The sender's tightlink fields, when the reflector returned the
-    /// sender's padding after its own header (RFC 6038 symmetric size).
-    pub fn reflected_probe(&self) -> Result<ProbeRepr, DropReason> {
+    pub fn transmit_equals_receive(&self) -> bool {
         let b = self.buffer.as_ref();
-        // Reuse the sender layout: our fields start at 14 in the sender
-        // packet and at 41 here, so view from 41 - 14 = 27.
-        let start = field::reflector::HEADER_LEN - field::MAGIC.start;
-        let view = SenderPacket::new_checked(&b[start..])?;
+        b[field::reflector::TIMESTAMP] == b[field::reflector::RECEIVE_TIMESTAMP]
+    }
+    pub fn ssid(&self) -> u16 {
+        be16(&self.buffer.as_ref()[field::reflector::SSID])
+    }
+    /// The sender's TTL, when the reply is long enough to carry it.
+    pub fn sender_ttl(&self) -> Option<u8> {
+        self.buffer
+            .as_ref()
+            .get(field::reflector::SENDER_TTL)
+            .copied()
+    }
+    /// Where the sender's fields came back, if they did: echoed as STAMP
+    /// TLVs, or as RFC 6038 padding after the 41-byte header.
+    pub fn echo(&self) -> Option<Echo> {
+        [Echo::StampTlvs, Echo::TwampPadding]
+            .into_iter()
+            .find(|&e| self.reflected_probe_at(e).is_ok())
+    }
+    /// The sender's tightlink fields, wherever the reflector returned them.
+    pub fn reflected_probe(&self) -> Result<ProbeRepr, DropReason> {
+        self.reflected_probe_at(Echo::StampTlvs)
+            .or_else(|_| self.reflected_probe_at(Echo::TwampPadding))
+    }
+    fn reflected_probe_at(&self, echo: Echo) -> Result<ProbeRepr, DropReason> {
+        let b = self.buffer.as_ref();
+        // Reuse the sender layout: a STAMP reflector keeps our offsets; an
+        // RFC 6038 one moves the sender's byte 14 to 41, so view from 27.
+        let start = match echo {
+            Echo::StampTlvs => 0,
+            Echo::TwampPadding => field::reflector::PADDING - field::SSID.start,
+        };
+        let view = SenderPacket::new_checked(b.get(start..).unwrap_or(&[]))?;
         let mut probe = ProbeRepr::parse(&view)?;
         probe.sequence = self.sender_sequence();
         probe.timestamp = self.sender_timestamp();
@@ -294,12 +405,23 @@ impl<T: AsRef<[u8]>> ReflectorPacket<T> {
     }
 }
 
+/// Where a reflector returned the sender's bytes after its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Echo {
+    /// TLVs from byte 44, at the sender's offsets (STAMP, RFC 8972).
+    StampTlvs,
+    /// The sender's bytes from 14 on, after the 41-byte header (RFC 6038).
+    TwampPadding,
+}
+
 /// What a reflector reply carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReflectorRepr {
     pub sequence: u32,
     pub timestamp: NtpTimestamp,
     pub error_estimate: ErrorEstimate,
+    /// STAMP's SSID (bytes 14-15); zero (MBZ) in an RFC 5357 reply.
+    pub ssid: u16,
     pub receive_timestamp: NtpTimestamp,
     pub sender_sequence: u32,
     pub sender_timestamp: NtpTimestamp,
@@ -319,7 +441,7 @@ impl ReflectorRepr {
         buf[f::SEQUENCE].copy_from_slice(&self.sequence.to_be_bytes());
         buf[f::TIMESTAMP].copy_from_slice(&self.timestamp.to_bytes());
         buf[f::ERROR_ESTIMATE].copy_from_slice(&self.error_estimate.to_u16().to_be_bytes());
-        buf[14..16].fill(0);
+        buf[f::SSID].copy_from_slice(&self.ssid.to_be_bytes());
         buf[f::RECEIVE_TIMESTAMP].copy_from_slice(&self.receive_timestamp.to_bytes());
         buf[f::SENDER_SEQUENCE].copy_from_slice(&self.sender_sequence.to_be_bytes());
         buf[f::SENDER_TIMESTAMP].copy_from_slice(&self.sender_timestamp.to_bytes());
@@ -329,21 +451,22 @@ impl ReflectorRepr {
         buf[f::SENDER_TTL] = self.sender_ttl;
     }
 
-    pub fn parse<T: AsRef<[u8]>>(p: &ReflectorPacket<T>) -> Self {
+    /// The whole header; a 38-40-byte reply has no TTL: `TooShort`.
+    pub fn parse<T: AsRef<[u8]>>(p: &ReflectorPacket<T>) -> Result<Self, DropReason> {
         let b = p.buffer.as_ref();
-        let e = |r: std::ops::Range<usize>| {
-            ErrorEstimate::from_u16(u16::from_be_bytes([b[r.start], b[r.start + 1]]))
-        };
-        ReflectorRepr {
+        let sender_ttl = p.sender_ttl().ok_or(DropReason::TooShort)?;
+        let e = |r: std::ops::Range<usize>| ErrorEstimate::from_u16(be16(&b[r]));
+        Ok(ReflectorRepr {
             sequence: p.sequence(),
             timestamp: p.timestamp(),
             error_estimate: e(field::reflector::ERROR_ESTIMATE),
+            ssid: p.ssid(),
             receive_timestamp: p.receive_timestamp(),
             sender_sequence: p.sender_sequence(),
             sender_timestamp: p.sender_timestamp(),
             sender_error_estimate: e(field::reflector::SENDER_ERROR_ESTIMATE),
-            sender_ttl: p.sender_ttl(),
-        }
+            sender_ttl,
+        })
     }
 }
 
@@ -368,30 +491,39 @@ mod tests {
         }
     }
 
-    /// The bytes worked out by hand from the layout in the module docs.
+    /// The bytes worked out by hand from the layout in the module docs:
+    /// a 100-byte probe, so the TLV covers 100 - 48 = 52 bytes.
     #[test]
     fn emit_gives_the_documented_bytes() {
-        let mut buf = [0xAAu8; 60];
+        let mut buf = [0xAAu8; 100];
         probe().emit(&mut SenderPacket::new_unchecked(&mut buf[..]));
-        let want: [u8; 48] = [
+        let mut want = vec![
             1, 2, 3, 4, // sequence
             0x83, 0xAA, 0x7E, 0x81, 0x80, 0, 0, 0, // timestamp
             0x85, 0x87, // error estimate
-            b'T', b'L', b'N', b'K', 1, 0, // magic, version, flags
+            0x77, 0x88, // SSID: the session's low 16 bits
+        ];
+        want.extend([0u8; 28]); // MBZ, 16..44
+        want.extend([
+            0, 1, 0, 52, // TLV: flags 0, Extra Padding, length 52
+            b'T', b'L', b'N', b'K', 2, 0, // magic, version, flags
             0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, // session
             0, 0, 0, 7, // stream
             0, 0, 0, 63, // position
             0, 0, 0, 64, // stream length
             0, 0, 0, 0, 0, 0x0B, 0x89, 0x20, // offset 756 000 ns = 0x0B8920
-        ];
-        assert_eq!(&buf[..48], &want);
+        ]);
+        assert_eq!(want.len(), 82);
+        assert_eq!(&buf[..82], &want[..]);
         // Padding beyond the header is left alone.
-        assert!(buf[48..].iter().all(|&b| b == 0xAA));
+        assert!(buf[82..].iter().all(|&b| b == 0xAA));
+        // A session whose low bits are zero still gets a non-zero SSID.
+        assert_eq!(ssid_of(0x1_0000), 1);
     }
 
     #[test]
     fn parse_reads_back_what_emit_wrote() {
-        let mut buf = [0u8; 64];
+        let mut buf = [0u8; 100];
         let mut p = SenderPacket::new_checked(&mut buf[..]).unwrap();
         let mut r = probe();
         r.warmup = true;
@@ -401,10 +533,10 @@ mod tests {
 
     #[test]
     fn bad_packets_get_their_reason() {
-        let mut buf = [0u8; 64];
+        let mut buf = [0u8; 100];
         probe().emit(&mut SenderPacket::new_unchecked(&mut buf[..]));
         assert_eq!(
-            SenderPacket::new_checked(&buf[..47]).unwrap_err(),
+            SenderPacket::new_checked(&buf[..81]).unwrap_err(),
             DropReason::TooShort
         );
         let check = |mutate: &dyn Fn(&mut [u8]), want: DropReason| {
@@ -413,26 +545,27 @@ mod tests {
             let p = SenderPacket::new_checked(&b[..]).unwrap();
             assert_eq!(ProbeRepr::parse(&p), Err(want));
         };
-        check(&|b| b[14] = b'X', DropReason::NotTightlink);
-        check(&|b| b[18] = 2, DropReason::UnknownVersion);
-        check(&|b| b[19] = 0x80, DropReason::Malformed);
-        check(&|b| b[39] = 63, DropReason::Malformed); // position 63 of 63
-        check(&|b| b[36..40].fill(0), DropReason::Malformed); // empty stream
+        check(&|b| b[48] = b'X', DropReason::NotTightlink);
+        check(&|b| b[52] = 1, DropReason::UnknownVersion);
+        check(&|b| b[53] = 0x80, DropReason::Malformed);
+        check(&|b| b[45] = 2, DropReason::Malformed); // not Extra Padding
+        check(
+            &|b| b[46..48].copy_from_slice(&[0, 33]),
+            DropReason::Malformed,
+        );
+        check(&|b| b[73] = 63, DropReason::Malformed); // position 63 of 63
+        check(&|b| b[70..74].fill(0), DropReason::Malformed); // empty stream
     }
 
-    /// A reflector reply, by hand, with the sender's packet (our fields
-    /// included) returned after the 41-byte header.
-    #[test]
-    fn reflector_reply_round_trips_and_carries_our_fields() {
-        let mut sender = [0u8; 64];
-        probe().emit(&mut SenderPacket::new_unchecked(&mut sender[..]));
-        let refl = ReflectorRepr {
+    fn reflector_header() -> ReflectorRepr {
+        ReflectorRepr {
             sequence: 9,
             timestamp: NtpTimestamp {
                 seconds: 0x83AA_7E82,
                 fraction: 1,
             },
             error_estimate: ErrorEstimate::from_u16(0x0001),
+            ssid: 0,
             receive_timestamp: NtpTimestamp {
                 seconds: 0x83AA_7E82,
                 fraction: 0,
@@ -441,20 +574,69 @@ mod tests {
             sender_timestamp: probe().timestamp,
             sender_error_estimate: probe().error_estimate,
             sender_ttl: 255,
-        };
-        let mut reply = vec![0u8; 41 + 64 - 14];
+        }
+    }
+
+    /// An RFC 6038 reply, by hand: the sender's packet from byte 14 after
+    /// the 41-byte header, so our magic lands at 41 + 48 - 14 = 75.
+    #[test]
+    fn twamp_reply_round_trips_and_carries_our_fields() {
+        let mut sender = [0u8; 128];
+        probe().emit(&mut SenderPacket::new_unchecked(&mut sender[..]));
+        let refl = reflector_header();
+        let mut reply = vec![0u8; 128];
         refl.emit(&mut reply);
-        reply[41..].copy_from_slice(&sender[14..]);
+        reply[41..].copy_from_slice(&sender[14..128 - 27]);
         assert_eq!(&reply[24..28], &[1, 2, 3, 4]);
         assert_eq!(reply[40], 255);
+        assert_eq!(&reply[75..79], b"TLNK");
         let view = ReflectorPacket::new_checked(&reply[..]).unwrap();
-        assert_eq!(ReflectorRepr::parse(&view), refl);
+        assert_eq!(ReflectorRepr::parse(&view), Ok(refl));
         assert_eq!(view.reflected_probe(), Ok(probe()));
+        assert_eq!(view.echo(), Some(Echo::TwampPadding));
         // A reflector that does not return the padding: a clear reason.
         let short = ReflectorPacket::new_checked(&reply[..41]).unwrap();
         assert_eq!(short.reflected_probe(), Err(DropReason::TooShort));
+        assert_eq!(short.echo(), None);
+    }
+
+    /// A STAMP reply, by hand: SSID at 14, MBZ 41-43, the TLVs echoed at
+    /// the sender's offsets (our magic at 48).
+    #[test]
+    fn stamp_reply_carries_the_ssid_and_our_tlv() {
+        let mut sender = [0u8; 100];
+        probe().emit(&mut SenderPacket::new_unchecked(&mut sender[..]));
+        let refl = ReflectorRepr {
+            ssid: 0x7788,
+            ..reflector_header()
+        };
+        let mut reply = vec![0u8; 100];
+        refl.emit(&mut reply);
+        reply[44..].copy_from_slice(&sender[44..]);
+        assert_eq!(&reply[14..16], &[0x77, 0x88]);
+        assert_eq!(&reply[41..44], &[0, 0, 0]);
+        let view = ReflectorPacket::new_checked(&reply[..]).unwrap();
+        assert_eq!(view.ssid(), 0x7788);
+        assert_eq!(view.echo(), Some(Echo::StampTlvs));
+        assert_eq!(view.reflected_probe(), Ok(probe()));
+    }
+
+    /// A 38-byte reply (no MBZ, no TTL) still gives its stamps; the full
+    /// header (with TTL) needs 41.
+    #[test]
+    fn a_38_byte_reply_is_read() {
+        let mut reply = vec![0u8; 41];
+        reflector_header().emit(&mut reply);
+        let view = ReflectorPacket::new_checked(&reply[..38]).unwrap();
+        assert_eq!(view.sender_sequence(), 0x0102_0304);
         assert_eq!(
-            ReflectorPacket::new_checked(&reply[..40]).unwrap_err(),
+            view.receive_timestamp(),
+            reflector_header().receive_timestamp
+        );
+        assert_eq!(view.sender_ttl(), None);
+        assert_eq!(ReflectorRepr::parse(&view), Err(DropReason::TooShort));
+        assert_eq!(
+            ReflectorPacket::new_checked(&reply[..37]).unwrap_err(),
             DropReason::TooShort
         );
     }
