@@ -8,7 +8,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tightlink_core::units::parse_rate;
 use tightlink_measure::{
-    estimate, Bound, Capped, EstimateOptions, EstimateReport, Event, Method, RealOptions, Target,
+    estimate, estimate_both, Bound, Capped, EstimateOptions, EstimateReport, Event, Method,
+    RealOptions, Target,
 };
 
 #[derive(Args)]
@@ -39,10 +40,15 @@ pub struct EstimateArgs {
     /// With --save-trace on a simulated path: the per-stream ground truth.
     #[arg(long, requires = "save_trace")]
     pub save_truth: Option<PathBuf>,
-    /// Real servers: measure the download direction (the server sends,
-    /// this host timestamps), like iperf3 -R.
+    /// Real far ends: measure the download direction (the server sends,
+    /// or `tightlink reflector` sends back the trains it held; this host
+    /// timestamps), like iperf3 -R.
     #[arg(long, short = 'R')]
     pub reverse: bool,
+    /// Real far ends: measure toward it, then back from it (two runs; JSON
+    /// `{"forward": ..., "reverse": ...}`).
+    #[arg(long, conflicts_with = "reverse")]
+    pub both: bool,
     /// Real servers: pre-shared key file (higher limits; required by some
     /// servers).
     #[arg(long, env = "TIGHTLINK_KEY_FILE")]
@@ -111,6 +117,27 @@ pub fn run(args: EstimateArgs) -> Result<()> {
             );
         }
     };
+    if args.both {
+        let both = estimate_both(&target, &options, &mut on_event);
+        if show {
+            eprint!("\r{}\r", " ".repeat(40));
+        }
+        let [forward, reverse] = both?;
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            serde_json::to_writer(
+                &mut out,
+                &serde_json::json!({"forward": forward, "reverse": reverse}),
+            )?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "direction   forward (toward the far end)")?;
+            render(&mut out, &forward)?;
+            writeln!(out, "\ndirection   reverse (from the far end)")?;
+            render(&mut out, &reverse)?;
+        }
+        return Ok(());
+    }
     let report = estimate(&target, &options, &mut on_event);
     if show {
         eprint!("\r{}\r", " ".repeat(40));
@@ -164,7 +191,7 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
             if h.host_limit_bps.is_finite() {
                 format!("{:.3} Gbit/s", g(h.host_limit_bps))
             } else {
-                "(the server's host sends in reverse mode)".to_string()
+                "(the far end's host sends in reverse mode)".to_string()
             },
             g(report.probe_ceiling_bps.unwrap_or(f64::NAN)),
             h.rate_layer

@@ -65,6 +65,7 @@ pub fn run(args: ReflectorArgs) -> Result<()> {
         short_packets: !args.no_short_packets,
         short_peer_pps: args.short_rate.max(0.0),
         short_total_pps: args.short_total_rate.max(0.0),
+        hold_bytes: ReflectorConfig::default().hold_bytes,
         log: true,
     };
     let r = Reflector::bind(config.clone()).with_context(|| format!("bind {}", config.bind))?;

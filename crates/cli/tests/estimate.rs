@@ -3,7 +3,7 @@
 use std::process::Command;
 
 mod common;
-use common::{tightlink, tightlink_text};
+use common::tightlink;
 
 #[test]
 fn json_has_the_documented_fields_and_tracks_the_truth() {
@@ -128,7 +128,8 @@ fn doctor_prints_tables_and_a_verdict() {
 
 /// `tightlink reflector` and `estimate twamp:HOST:PORT` on loopback: the
 /// same JSON object, every probe answered; the reflector logs the sender
-/// once it has gone idle; `-R` is refused with the reason.
+/// once it has gone idle; `--both` measures toward it and back (the
+/// reflector sends the trains it held).
 #[test]
 fn estimate_against_a_loopback_twamp_reflector() {
     use std::io::Read;
@@ -148,7 +149,7 @@ fn estimate_against_a_loopback_twamp_reflector() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let target = "twamp:127.0.0.1:17462";
     let o = tightlink(&["estimate", target, "--json", "--max-rate", "300M"]);
-    let (ok, _, err) = tightlink_text(&["estimate", target, "-R"]);
+    let both = tightlink(&["estimate", target, "--both", "--json", "--max-rate", "300M"]);
     std::thread::sleep(std::time::Duration::from_millis(2_500));
     let mut log = String::new();
     let _ = reflector.kill();
@@ -184,7 +185,17 @@ fn estimate_against_a_loopback_twamp_reflector() {
         )),
         "{log}\n{v}"
     );
-    assert!(!ok && err.contains("needs a tightlink server"), "{err}");
+    assert!(
+        both.status.success(),
+        "{}",
+        String::from_utf8_lossy(&both.stderr)
+    );
+    let b: serde_json::Value = serde_json::from_slice(&both.stdout).unwrap();
+    for dir in ["forward", "reverse"] {
+        assert_eq!(b[dir]["bound"], "at_least", "{b}");
+        assert_eq!(b[dir]["probe_ceiling_bps"].as_f64().unwrap(), 300e6, "{b}");
+    }
+    assert!(b["reverse"]["host_limit_bps"].is_null(), "{b}");
 }
 
 /// Raw frames to this host's own address would vanish in IP input: the

@@ -145,6 +145,29 @@ impl ProbeStream {
         ProbeStream { id, packets }
     }
 
+    /// Marks lost the packets that a later-sent packet overtook (received
+    /// after it): the path reordered them (another queue, another route),
+    /// so their receive times say nothing about the queue the stream saw,
+    /// and kept they read as huge gaps. The stream keeps its length (the
+    /// analyses index packets by position). Returns how many.
+    pub fn drop_overtaken(&mut self) -> usize {
+        // Earliest receive among the packets sent after each one.
+        let mut later_min = i64::MAX;
+        let mut overtaken = vec![false; self.packets.len()];
+        for (i, p) in self.packets.iter().enumerate().rev() {
+            if let Some(r) = p.recv_ns {
+                overtaken[i] = r > later_min;
+                later_min = later_min.min(r);
+            }
+        }
+        for (p, &o) in self.packets.iter_mut().zip(&overtaken) {
+            if o {
+                p.recv_ns = None;
+            }
+        }
+        overtaken.iter().filter(|&&o| o).count()
+    }
+
     /// A stream of `size_bytes` packets from plain arrays of send and
     /// receive times (ns; `None` for a lost packet). The shorter array
     /// sets the length.
@@ -338,6 +361,25 @@ impl ProbeStream {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Sent 0, 10, 20, 30, 40; packet 1 arrives after 2 and 3, packet 4
+    /// is lost. By hand: only packet 1 was overtaken; it becomes lost.
+    #[test]
+    fn overtaken_packets_are_taken_out() {
+        let mut s = ProbeStream::from_times(
+            1,
+            100,
+            &[0, 10, 20, 30, 40],
+            &[Some(5), Some(50), Some(25), Some(35), None],
+        );
+        assert_eq!(s.drop_overtaken(), 1);
+        let recv: Vec<Option<i64>> = s.packets.iter().map(|p| p.recv_ns).collect();
+        assert_eq!(recv, [Some(5), None, Some(25), Some(35), None]);
+        // In order, equal stamps (a receive batch) included: nothing.
+        let mut s = ProbeStream::from_times(1, 100, &[0, 10, 20], &[Some(5), Some(5), Some(9)]);
+        assert_eq!(s.drop_overtaken(), 0);
+        assert_eq!(s.packets.len(), 3);
+    }
 
     /// A stream from (send_ns, recv_ns) pairs, 1000-byte packets.
     pub(crate) fn stream_of(times: &[(i64, Option<i64>)]) -> ProbeStream {

@@ -129,7 +129,10 @@ pub fn estimate(
             .run(&mut channel, &options.analysis, budget, &mut progress)?
     };
     channel.close().context("closing the session")?;
-    let host = channel.side_report().host;
+    let mut host = channel.side_report().host;
+    if let (Some(h), Some(w)) = (host.as_mut(), loss_at_the_lowest_rates(&channel.streams)) {
+        h.warnings.push(w);
+    }
     let wall_s = started.elapsed().as_secs_f64();
     let ceiling = info.max_rate_bps;
     let mut r = EstimateReport {
@@ -164,6 +167,73 @@ pub fn estimate(
         }
     }
     Ok(r)
+}
+
+/// Loss where no queue should overflow: the slowest quarter of the
+/// streams (at least one) lost 1 % of their packets or more (and at least
+/// two). Random loss on the path, or a policer below every rate probed,
+/// reads as congestion to every method here, so the answer may be low.
+pub fn loss_at_the_lowest_rates(streams: &[ProbeStream]) -> Option<String> {
+    let mut by_rate: Vec<(f64, usize, usize)> = streams
+        .iter()
+        .filter(|s| s.packets.len() >= 2)
+        .map(|s| {
+            let span = s.packets.last().unwrap().send_ns - s.packets[0].send_ns;
+            let bytes: u64 = s.packets.iter().map(|p| p.size_bytes as u64).sum();
+            let rate = bytes as f64 * 8e9 / span.max(1) as f64;
+            (rate, s.packets.len(), s.packets.len() - s.received_count())
+        })
+        .collect();
+    by_rate.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let slow = &by_rate[..by_rate.len().div_ceil(4)];
+    let (sent, lost) = slow.iter().fold((0, 0), |(s, l), x| (s + x.1, l + x.2));
+    let top = slow.last()?.0;
+    (lost >= 2 && lost * 100 >= sent).then(|| {
+        format!(
+            "probes were lost even at the lowest rates probed ({lost} of {sent}, {:.1} %, in streams up to {:.1} Mbit/s): the path loses packets at random or polices below those rates; loss reads as congestion, so the estimate may read low",
+            100.0 * lost as f64 / sent as f64,
+            top / 1e6
+        )
+    })
+}
+
+/// Both directions of a real far end, one after the other: toward it,
+/// then back from it (a tightlink server sends, or `tightlink reflector`
+/// returns the trains it held). Each direction is its own closed-loop
+/// run, since each has its own available bandwidth; a saved trace gets
+/// `.forward`/`.reverse` before its extension.
+pub fn estimate_both(
+    target: &Target,
+    options: &EstimateOptions,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<[EstimateReport; 2]> {
+    if matches!(target, Target::Sim { .. } | Target::Trace { .. }) {
+        anyhow::bail!("both directions need a real far end (HOST or twamp:HOST), not {target}");
+    }
+    let one = |reverse: bool| {
+        let mut o = options.clone();
+        o.real.reverse = reverse;
+        let tag = if reverse { "reverse" } else { "forward" };
+        o.save_trace = options.save_trace.as_ref().map(|p| tagged(p, tag));
+        o
+    };
+    let forward =
+        estimate(target, &one(false), on_event).context("forward (toward the far end)")?;
+    let reverse = estimate(target, &one(true), on_event).context("reverse (from the far end)")?;
+    Ok([forward, reverse])
+}
+
+/// `run.csv.gz` -> `run.forward.csv.gz`.
+fn tagged(path: &std::path::Path, tag: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let (stem, ext) = match name.find('.') {
+        Some(i) => (&name[..i], &name[i..]),
+        None => (name.as_str(), ""),
+    };
+    path.with_file_name(format!("{stem}.{tag}{ext}"))
 }
 
 /// Never a number the sender did not measure: on a real path, an answer
@@ -296,6 +366,50 @@ mod tests {
             capped: None,
             probe_window_unix_ns: None,
         }
+    }
+
+    /// Four streams: 10, 20, 40 and 80 Mbit/s (100 packets of 1250 B
+    /// sent 1, 0.5, 0.25, 0.125 ms apart). The slowest quarter is the 10
+    /// Mbit/s stream: 2 of its 100 lost is 2 %, a warning; 1 is not.
+    #[test]
+    fn loss_at_the_lowest_rates_by_hand() {
+        let stream = |gap: i64, lost: usize| {
+            let send: Vec<i64> = (0..100).map(|i| i * gap).collect();
+            let recv: Vec<Option<i64>> = (0..100)
+                .map(|i| (i >= lost).then_some(i as i64 * gap + 5))
+                .collect();
+            ProbeStream::from_times(0, 1250, &send, &recv)
+        };
+        let run = |lost_slow: usize| {
+            vec![
+                stream(1_000_000, lost_slow),
+                stream(500_000, 0),
+                stream(250_000, 0),
+                stream(125_000, 30),
+            ]
+        };
+        let w = loss_at_the_lowest_rates(&run(2)).unwrap();
+        assert!(
+            w.contains("(2 of 100, 2.0 %, in streams up to 10.1 Mbit/s)"),
+            "{w}"
+        );
+        assert_eq!(loss_at_the_lowest_rates(&run(1)), None);
+        assert_eq!(loss_at_the_lowest_rates(&[]), None);
+    }
+
+    #[test]
+    fn both_directions_tag_their_traces() {
+        assert_eq!(
+            tagged(std::path::Path::new("/t/run.csv.gz"), "reverse"),
+            PathBuf::from("/t/run.reverse.csv.gz")
+        );
+        assert_eq!(
+            tagged(std::path::Path::new("run"), "forward"),
+            PathBuf::from("run.forward")
+        );
+        let sim = Target::parse("sim:").unwrap();
+        let err = estimate_both(&sim, &EstimateOptions::default(), &mut |_| {}).unwrap_err();
+        assert!(err.to_string().contains("need a real far end"), "{err}");
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub mod simulate;
 pub mod target;
 
 pub use capacity::{capacity, CapacityOptions, CapacityResult};
-pub use estimate::{estimate, Capped, EstimateOptions, EstimateReport};
+pub use estimate::{estimate, estimate_both, Capped, EstimateOptions, EstimateReport};
 pub use report::{Cost, Event};
 pub use save::{write_trace, write_truth};
 pub use target::{open_channel, RealOptions, Target};

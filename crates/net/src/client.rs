@@ -34,7 +34,7 @@ use crate::address::with_default_port;
 use crate::backend::packet::PacketRing;
 use crate::backend::{self, xdp};
 use crate::backend::{send_paced, Backend, Transmit};
-use crate::ledger::{probe_stream, SendLedger};
+use crate::ledger::SendLedger;
 use crate::receiver::{collect_stream, Expect};
 use crate::stamps::Departures;
 use crate::udp::path_mtu;
@@ -106,8 +106,28 @@ fn io_err(what: &str) -> impl Fn(io::Error) -> ChannelError + '_ {
     move |e| ChannelError::Io(format!("{what}: {e}"))
 }
 
+/// A control-connection failure, said as what happened to the session.
 fn ctl_err(e: tightlink_wire::control::ControlError) -> ChannelError {
-    ChannelError::Io(format!("server control connection: {e}"))
+    use tightlink_wire::control::ControlError;
+    let what = match &e {
+        ControlError::Io(io) => match io.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Some(
+                "the server did not answer within the control timeout (the connection is cut, or the server hangs)",
+            ),
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => Some(
+                "the server closed the control connection mid-session (restarted, killed, or it ended the session)",
+            ),
+            _ => None,
+        },
+        _ => None,
+    };
+    ChannelError::Io(match what {
+        Some(w) => format!("cannot measure: {w} ({e})"),
+        None => format!("server control connection: {e}"),
+    })
 }
 
 fn refused(reason: &str) -> ChannelError {
@@ -461,7 +481,9 @@ impl UdpChannel {
             .map_err(io_err("stream sent"))?;
         let recv = self.read_records(stream, RecordKind::Receive, n)?;
         self.note(&d, &request.sizes);
-        let s = probe_stream(stream, &request.sizes, &d.scheduled_ns, &recv);
+        let s = self
+            .ledger
+            .stream(stream, &request.sizes, &d.scheduled_ns, &recv);
         self.last_departures = Some(d);
         Ok(s)
     }
@@ -556,7 +578,9 @@ impl UdpChannel {
             tx_ns: tx,
         };
         self.note(&d, &request.sizes);
-        let s = probe_stream(stream, &request.sizes, &d.scheduled_ns, &c.recv_ns);
+        let s = self
+            .ledger
+            .stream(stream, &request.sizes, &d.scheduled_ns, &c.recv_ns);
         self.last_departures = Some(d);
         Ok(s)
     }

@@ -112,6 +112,10 @@ pub(crate) struct SendLedger {
     /// Own-link rates of the streams the sender's interface queued.
     pub own_link: Vec<f64>,
     pub tx_missing: u64,
+    /// Packets received after a later-sent one (taken out of their
+    /// streams), and the streams that had any.
+    pub overtaken: u64,
+    pub overtaken_streams: usize,
 }
 
 impl SendLedger {
@@ -128,12 +132,41 @@ impl SendLedger {
         }
     }
 
+    /// The stream model of one probed stream (see [`probe_stream`]), with
+    /// the packets the path reordered marked lost and counted.
+    pub fn stream(
+        &mut self,
+        stream: u32,
+        sizes: &[u32],
+        send_ns: &[i64],
+        recv_ns: &[Option<i64>],
+    ) -> ProbeStream {
+        let mut s = probe_stream(stream, sizes, send_ns, recv_ns);
+        let n = s.drop_overtaken();
+        if n > 0 {
+            self.overtaken += n as u64;
+            self.overtaken_streams += 1;
+        }
+        s
+    }
+
     pub fn findings(
         &self,
         host_limit_bps: f64,
         drops: Vec<(&'static str, u64)>,
-        warnings: Vec<String>,
+        mut warnings: Vec<String>,
     ) -> HostFindings {
+        if self.overtaken > 0 {
+            warnings.push(format!(
+                "the path reordered probes: {} packets in {} streams arrived after later-sent ones and count as lost (their times say nothing of the queue the rest saw; loss reads as congestion, so the estimate may read low)",
+                self.overtaken, self.overtaken_streams
+            ));
+        }
+        if let Some(&(_, n)) = drops.iter().find(|(name, _)| *name == "duplicate") {
+            warnings.push(format!(
+                "the path duplicated {n} probes: the copies were not used, but they load the path, so the estimate is what is left beside them"
+            ));
+        }
         let mut own = self.own_link.clone();
         own.sort_by(f64::total_cmp);
         HostFindings {

@@ -96,7 +96,7 @@ fn classify(
     }
     let i = p.position as usize;
     if c.recv_ns[i].is_some() {
-        c.drops.count(DropReason::Malformed);
+        c.drops.count(DropReason::Duplicate);
         return None;
     }
     Some((i, r.kernel_ns))

@@ -15,6 +15,15 @@
 //!   after the 41-byte header (RFC 6038's symmetric size), so padding,
 //!   and tightlink's fields in it, come back.
 //!
+//! A tightlink probe that asks to be held (its hold flag; tightlink's
+//! extension, in the manner of RFC 6802's reflector, which returns a
+//! whole train) is answered once its train is in (or 50 ms after the
+//! latest arrival): the replies go back at the train's own schedule, each
+//! transmit stamp read just before its send, with its place among those
+//! sent back, so one reflector measures the way back too. Held bytes are
+//! bounded in all ([`ReflectorConfig::hold_bytes`]) and a train's span by
+//! [`MAX_HOLD_SPAN_NS`]; beyond them requests are answered at once.
+//!
 //! A request of 41 bytes or more gets a reply exactly as long. Receive
 //! times are kernel software stamps (SO_TIMESTAMPING); the error estimate
 //! follows the kernel's NTP state (adjtimex).
@@ -48,9 +57,10 @@ use std::time::Duration;
 use tightlink_sys::sockopt;
 
 use tightlink_wire::twamp::{
-    field, TLV_EXTRA_PADDING, TLV_HEADER_LEN, TLV_MALFORMED, TLV_UNRECOGNIZED,
+    field, FLAG_HELD, FLAG_HOLD, TLV_EXTRA_PADDING, TLV_HEADER_LEN, TLV_MALFORMED, TLV_UNRECOGNIZED,
 };
 use tightlink_wire::{ErrorEstimate, NtpTimestamp, ReflectorRepr};
+use tightlink_wire::{ProbeRepr, SenderPacket};
 
 use crate::stamps::{cmsg_stamp, recv_mmsg};
 use tightlink_sys::clock;
@@ -63,6 +73,40 @@ pub const TWAMP_PORT: u16 = 862;
 pub const MAX_REQUEST: usize = 9_000;
 
 const BATCH: usize = 32;
+
+/// Where a held reply carries its index among the replies sent back and
+/// their count (big-endian, after tightlink's fields in the echoed TLV).
+pub const HELD_INDEX: std::ops::Range<usize> = 82..86;
+pub const HELD_COUNT: std::ops::Range<usize> = 86..90;
+
+/// Longest train (first to last scheduled send) a reflector holds.
+pub const MAX_HOLD_SPAN_NS: u64 = 1_000_000_000;
+/// A held train whose last packet never came is sent this long after
+/// its latest arrival.
+const HOLD_FLUSH_NS: i64 = 50_000_000;
+
+/// Replies held for one sender's train, sent back at the train's own
+/// schedule (the offsets in tightlink's fields) once its last packet is in.
+#[derive(Debug)]
+struct HeldTrain {
+    session: u64,
+    stream: u32,
+    /// (schedule offset, reply bytes).
+    replies: Vec<(u64, Vec<u8>)>,
+    bytes: usize,
+    last_ns: i64,
+}
+
+/// Whether a request asks to be held: a STAMP-layout tightlink probe
+/// (not a warm-up) with the hold flag; its schedule offset and position.
+fn hold_request(request: &[u8]) -> Option<ProbeRepr> {
+    if layout_of(request) != Layout::Stamp {
+        return None;
+    }
+    let v = SenderPacket::new_checked(request).ok()?;
+    let p = ProbeRepr::parse(&v).ok()?;
+    (v.flags() & FLAG_HOLD != 0 && !p.warmup).then_some(p)
+}
 
 #[derive(Debug, Clone)]
 pub struct ReflectorConfig {
@@ -85,6 +129,10 @@ pub struct ReflectorConfig {
     /// bytes count against the byte buckets above too).
     pub short_peer_pps: f64,
     pub short_total_pps: f64,
+    /// Bytes of replies held for trains that asked to be sent back at
+    /// their schedule, over all senders; a train that does not fit is
+    /// answered packet by packet.
+    pub hold_bytes: usize,
     pub log: bool,
 }
 
@@ -105,6 +153,7 @@ impl Default for ReflectorConfig {
             short_packets: true,
             short_peer_pps: 100.0,
             short_total_pps: 1000.0,
+            hold_bytes: 32 << 20,
             log: true,
         }
     }
@@ -137,6 +186,11 @@ pub struct ReflectorStats {
     pub send_failed: AtomicU64,
     /// Requests without a kernel receive stamp (stamped in user space).
     pub unstamped: AtomicU64,
+    /// Replies held and sent back at their train's schedule.
+    pub held: AtomicU64,
+    /// Asked to be held, answered at once: over `hold_bytes` or a train
+    /// longer than [`MAX_HOLD_SPAN_NS`].
+    pub hold_refused: AtomicU64,
 }
 
 impl ReflectorStats {
@@ -157,6 +211,8 @@ impl ReflectorStats {
             ("peers_full", l(&self.peers_full)),
             ("send_failed", l(&self.send_failed)),
             ("unstamped", l(&self.unstamped)),
+            ("held", l(&self.held)),
+            ("hold_refused", l(&self.hold_refused)),
         ]
     }
 
@@ -171,6 +227,7 @@ impl ReflectorStats {
             "rate_limited",
             "peers_full",
             "send_failed",
+            "hold_refused",
         ];
         self.snapshot()
             .into_iter()
@@ -587,8 +644,20 @@ impl Reflector {
         // Refusals are logged when they change, at most once a minute.
         let mut refused_logged = String::new();
         let mut next_refusal_log = 0i64;
+        let mut held: HashMap<SocketAddr, HeldTrain> = HashMap::new();
         while !self.stop.load(Ordering::Relaxed) {
             let now = clock::monotonic_ns();
+            // Trains whose last packet was lost go back as they are.
+            let stale: Vec<SocketAddr> = held
+                .iter()
+                .filter(|(_, t)| now - t.last_ns > HOLD_FLUSH_NS)
+                .map(|(a, _)| *a)
+                .collect();
+            for a in stale {
+                if let Some(t) = held.remove(&a) {
+                    self.send_held(a, t);
+                }
+            }
             if now >= next_housekeeping {
                 for line in policy.expire(now) {
                     if self.config.log {
@@ -604,7 +673,8 @@ impl Reflector {
                 error = clock_error_estimate();
                 next_housekeeping = now + 1_000_000_000;
             }
-            if !sockopt::wait_fd(fd, libc::POLLIN, 200)? {
+            let wait_ms = if held.is_empty() { 200 } else { 5 };
+            if !sockopt::wait_fd(fd, libc::POLLIN, wait_ms)? {
                 continue;
             }
             loop {
@@ -614,7 +684,46 @@ impl Reflector {
                     // A longer datagram keeps its real length in `r` (refused as
                     // too long); the view stops at the buffer.
                     let request = &buf[..r.len.min(buf.len())];
-                    self.answer(&mut policy, request, &r, overhead, error, &mut reply);
+                    let Some(len) =
+                        self.answer(&mut policy, request, &r, overhead, error, &mut reply)
+                    else {
+                        continue;
+                    };
+                    let Some(p) = hold_request(request) else {
+                        self.send_now(&reply[..len], r.from);
+                        continue;
+                    };
+                    let in_hold: usize = held.values().map(|t| t.bytes).sum();
+                    let same = held
+                        .get(&r.from)
+                        .is_some_and(|t| t.session == p.session && t.stream == p.stream);
+                    if !same {
+                        if let Some(t) = held.remove(&r.from) {
+                            self.send_held(r.from, t);
+                        }
+                    }
+                    if p.offset_ns > MAX_HOLD_SPAN_NS || in_hold + len > self.config.hold_bytes {
+                        self.stats.hold_refused.fetch_add(1, Ordering::Relaxed);
+                        self.send_now(&reply[..len], r.from);
+                        continue;
+                    }
+                    let mut bytes = reply[..len].to_vec();
+                    bytes[field::FLAGS] |= FLAG_HELD;
+                    let t = held.entry(r.from).or_insert_with(|| HeldTrain {
+                        session: p.session,
+                        stream: p.stream,
+                        replies: Vec::new(),
+                        bytes: 0,
+                        last_ns: 0,
+                    });
+                    t.replies.push((p.offset_ns, bytes));
+                    t.bytes += len;
+                    t.last_ns = clock::monotonic_ns();
+                    if p.position + 1 == p.stream_len {
+                        if let Some(t) = held.remove(&r.from) {
+                            self.send_held(r.from, t);
+                        }
+                    }
                 }
                 if n < BATCH {
                     break;
@@ -624,6 +733,8 @@ impl Reflector {
         Ok(())
     }
 
+    /// Admits and builds the reply to one request; its length, or
+    /// `None` (counted by reason) when it gets none.
     fn answer(
         &self,
         policy: &mut Policy,
@@ -632,7 +743,7 @@ impl Reflector {
         overhead: usize,
         error: ErrorEstimate,
         reply: &mut [u8],
-    ) {
+    ) -> Option<usize> {
         let s = &self.stats;
         s.received.fetch_add(1, Ordering::Relaxed);
         let sequence = match policy.admit(r.from, r.len, overhead, clock::monotonic_ns()) {
@@ -648,7 +759,7 @@ impl Reflector {
                     NoReply::PeersFull => &s.peers_full,
                 };
                 c.fetch_add(1, Ordering::Relaxed);
-                return;
+                return None;
             }
         };
         let receive_ns = match r.kernel_ns {
@@ -669,8 +780,19 @@ impl Reflector {
             r.ttl.unwrap_or(0),
             reply,
         );
+        if layout == Layout::Stamp {
+            s.reflected_stamp.fetch_add(1, Ordering::Relaxed);
+        }
+        if request.len() < field::reflector::HEADER_LEN {
+            s.reflected_short.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(len)
+    }
+
+    /// Sends one reply, waiting up to 10 ms for room in the socket.
+    fn send_now(&self, reply: &[u8], to: SocketAddr) {
         let sent = loop {
-            match self.sock.send_to(&reply[..len], r.from) {
+            match self.sock.send_to(reply, to) {
                 Ok(_) => break true,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if !sockopt::wait_fd(self.sock.as_raw_fd(), libc::POLLOUT, 10).unwrap_or(false)
@@ -681,16 +803,45 @@ impl Reflector {
                 Err(_) => break false,
             }
         };
-        if sent {
-            s.reflected.fetch_add(1, Ordering::Relaxed);
-            if layout == Layout::Stamp {
-                s.reflected_stamp.fetch_add(1, Ordering::Relaxed);
-            }
-            if request.len() < field::reflector::HEADER_LEN {
-                s.reflected_short.fetch_add(1, Ordering::Relaxed);
-            }
+        let c = if sent {
+            &self.stats.reflected
         } else {
-            s.send_failed.fetch_add(1, Ordering::Relaxed);
+            &self.stats.send_failed
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sends a held train back at its own schedule (offsets from its
+    /// first packet), each reply's transmit stamp taken just before its
+    /// send and, after tightlink's fields, its place in what was sent back
+    /// (index and count, so the sender tells a reply lost on the way back
+    /// from a probe lost on the way here).
+    fn send_held(&self, to: SocketAddr, mut train: HeldTrain) {
+        train.replies.sort_by_key(|(off, _)| *off);
+        let base = train.replies.first().map_or(0, |(off, _)| *off) as i64;
+        let count = train.replies.len() as u32;
+        let start = clock::monotonic_ns() + 200_000;
+        for (j, (off, reply)) in train.replies.iter_mut().enumerate() {
+            if let Some(b) = reply.get_mut(HELD_INDEX.start..HELD_COUNT.end) {
+                b[..4].copy_from_slice(&(j as u32).to_be_bytes());
+                b[4..].copy_from_slice(&count.to_be_bytes());
+            }
+            let due = start + (*off as i64 - base);
+            loop {
+                let left = due - clock::monotonic_ns();
+                if left <= 0 {
+                    break;
+                }
+                if left > 200_000 {
+                    std::thread::sleep(Duration::from_nanos((left - 100_000) as u64));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            let transmit = NtpTimestamp::from_unix_ns(clock::realtime_ns().max(0) as u64);
+            reply[field::reflector::TIMESTAMP].copy_from_slice(&transmit.to_bytes());
+            self.send_now(reply, to);
+            self.stats.held.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

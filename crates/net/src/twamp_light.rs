@@ -7,7 +7,12 @@
 //! This host sends the paced train (any backend, the same
 //! [`send_paced`] as against a server); the reflector's receive timestamp
 //! in each reply gives the receive gaps: the path toward the reflector is
-//! measured, and only that direction. Replies are matched to probes by the
+//! measured. In reverse (`-R`), a `tightlink reflector` holds each train
+//! and sends it back at its schedule (tightlink's extension; the hello
+//! checks the reflector does it), and this host's kernel receive stamps
+//! measure the way back; probes lost on the way there were never sent
+//! back and are left out of the stream (the replies carry their place
+//! among those sent back), and that is warned about. Replies are matched to probes by the
 //! sender sequence number and timestamp they echo, never by our fields in
 //! the padding, which reflectors that write their header over the request
 //! destroy. Reflector stamps are on the reflector's clock: only their
@@ -38,14 +43,14 @@ use tightlink_core::channel::{
 };
 use tightlink_core::ProbeStream;
 use tightlink_wire::control::Direction;
-use tightlink_wire::twamp::{field, Echo, ProbeRepr};
+use tightlink_wire::twamp::{field, Echo, ProbeRepr, SenderPacket, FLAG_HELD, FLAG_HOLD};
 use tightlink_wire::{DropCounters, DropReason, NtpTimestamp, ReflectorPacket};
 
 use crate::address::with_port;
 use crate::backend::xdp;
 use crate::backend::{send_paced, Backend, Transmit};
 use crate::client::ClientOptions;
-use crate::ledger::{probe_stream, SendLedger};
+use crate::ledger::SendLedger;
 use crate::reflector::TWAMP_PORT;
 use crate::stamps::{Received, BATCH, HEADER_COPY};
 use crate::udp::path_mtu;
@@ -88,6 +93,18 @@ pub struct TwampChannel {
     pub drops: DropCounters,
     /// Where the reflector returns our fields, if it does.
     pub echo: Option<Echo>,
+    /// Reverse direction: the reflector holds each train and sends it
+    /// back at its schedule; its transmit stamps and this host's kernel
+    /// receive stamps give the stream.
+    hold: bool,
+    /// The reflector's clock on ours for its transmit stamps.
+    tx_clock_map: Option<(NtpTimestamp, i64)>,
+    /// Replies that came without a kernel receive stamp (reverse).
+    unstamped: u64,
+    /// Held trains the reflector sent back behind their schedule.
+    reflector_late_streams: usize,
+    /// Held trains that lost probes on the way to the reflector.
+    forward_lossy_streams: usize,
     /// Length of the hello's reply to a request of `hello_bytes`.
     reply_bytes: usize,
     hello_bytes: usize,
@@ -124,9 +141,15 @@ pub struct Reply {
     pub sender_sequence: u32,
     pub sender_timestamp: NtpTimestamp,
     pub receive_timestamp: NtpTimestamp,
+    pub transmit_timestamp: NtpTimestamp,
     /// The reflector's transmit stamp equals its receive stamp: one
     /// clock read for both.
     pub one_read: bool,
+    /// Our flags as the reflector echoed them, if it did.
+    pub echoed_flags: Option<u8>,
+    /// A held train's reply: its index among the replies sent back and
+    /// their count.
+    pub held: Option<(u32, u32)>,
     /// The reply's length.
     pub len: usize,
     /// This host's kernel receive stamp of the reply.
@@ -148,10 +171,62 @@ pub fn parse_reply(
         sender_sequence: v.sender_sequence(),
         sender_timestamp: v.sender_timestamp(),
         receive_timestamp: v.receive_timestamp(),
+        transmit_timestamp: v.timestamp(),
         one_read: v.transmit_equals_receive(),
+        echoed_flags: v.reflected_flags(),
+        held: held_place(header, v.reflected_flags()),
         len: r.len,
         here_ns: r.kernel_ns,
     })
+}
+
+/// Index and count of a held train's reply (STAMP echo, flag set).
+fn held_place(header: &[u8], flags: Option<u8>) -> Option<(u32, u32)> {
+    use crate::reflector::{HELD_COUNT, HELD_INDEX};
+    if flags? & FLAG_HELD == 0 {
+        return None;
+    }
+    let be = |r: std::ops::Range<usize>| -> Option<u32> {
+        Some(u32::from_be_bytes(header.get(r)?.try_into().ok()?))
+    };
+    let (j, k) = (be(HELD_INDEX)?, be(HELD_COUNT)?);
+    (j < k).then_some((j, k))
+}
+
+/// Which probes of a held train the reflector sent back, from the
+/// replies' places (`held[i]`: index among those sent back and their
+/// count): every answered probe, and for each run of unanswered ones as
+/// many as the indices skip there (replies lost on the way back; placed
+/// first in the run, the rest were lost on the way to the reflector and
+/// never sent back). `None` without any place.
+pub fn sent_back(held: &[Option<(u32, u32)>]) -> Option<Vec<bool>> {
+    let count = held.iter().flatten().map(|&(_, k)| k).max()? as i64;
+    let mut out = vec![false; held.len()];
+    // (position, index) of the answered probes, with sentinels.
+    let mut marks: Vec<(i64, i64)> = vec![(-1, -1)];
+    marks.extend(
+        held.iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.map(|(j, _)| (i as i64, j as i64))),
+    );
+    marks.push((held.len() as i64, count));
+    for w in marks.windows(2) {
+        let ((pa, ja), (pb, jb)) = (w[0], w[1]);
+        if pa >= 0 {
+            out[pa as usize] = true;
+        }
+        let lost_back = (jb - ja - 1).max(0);
+        let room = pb - pa - 1;
+        for p in (pa + 1)..(pa + 1 + lost_back.min(room)) {
+            out[p as usize] = true;
+        }
+    }
+    Some(out)
+}
+
+/// [`sent_back`], or every probe when no reply carried its place.
+fn sent_back_or_all(held: &[Option<(u32, u32)>]) -> Vec<bool> {
+    sent_back(held).unwrap_or_else(|| vec![true; held.len()])
 }
 
 /// One stream's receive stamps against its send times.
@@ -223,11 +298,6 @@ impl TwampChannel {
     /// Finds the reflector at `target` (`HOST[:PORT]`, port 862 by
     /// default): up to three test packets, `opts.timeout` in all.
     pub fn connect(target: &str, opts: &ClientOptions) -> Result<TwampChannel, ChannelError> {
-        if opts.direction == Direction::Reverse {
-            return Err(ChannelError::Io(
-                "a TWAMP-light reflector only answers: its receive stamps measure the path toward it; the reverse direction (-R) needs a tightlink server".into(),
-            ));
-        }
         if opts.key.is_some() {
             return Err(ChannelError::Io(
                 "TWAMP-light test packets are unauthenticated here; --key-file applies to tightlink servers".into(),
@@ -285,6 +355,11 @@ impl TwampChannel {
             ledger: SendLedger::default(),
             drops: DropCounters::default(),
             echo: None,
+            hold: opts.direction == Direction::Reverse,
+            tx_clock_map: None,
+            unstamped: 0,
+            reflector_late_streams: 0,
+            forward_lossy_streams: 0,
             reply_bytes: 0,
             hello_bytes: 0,
             stamps: StampStats::default(),
@@ -322,6 +397,18 @@ impl TwampChannel {
                 self.timeout.as_secs_f64(),
                 self.reflector.port()
             )));
+        }
+        if self.hold {
+            let held = self
+                .ask_with(small, HELLO_TRIES, per_try, true)?
+                .and_then(|r| r.echoed_flags)
+                .is_some_and(|f| f & FLAG_HELD != 0);
+            if !held {
+                return Err(ChannelError::Io(format!(
+                    "the reflector at {} does not hold trains and send them back at their schedule (tightlink's extension): the reverse direction (-R) needs `tightlink reflector` there, or a tightlink server",
+                    self.reflector
+                )));
+            }
         }
         if self.max_payload as usize <= small {
             return Ok(());
@@ -362,8 +449,32 @@ impl TwampChannel {
         tries: usize,
         per_try: Duration,
     ) -> Result<Option<Reply>, ChannelError> {
+        self.ask_with(size, tries, per_try, false)
+    }
+
+    /// [`Self::ask`]; `held` sends a one-packet train that asks to be
+    /// held instead of a warm-up.
+    fn ask_with(
+        &mut self,
+        size: usize,
+        tries: usize,
+        per_try: Duration,
+        held: bool,
+    ) -> Result<Option<Reply>, ChannelError> {
         for _ in 0..tries {
-            let packet = packets::single(self.session, size, &mut self.sequence);
+            let packet = if held {
+                let (_, mut train) = packets::build(
+                    self.session,
+                    u32::MAX - 1,
+                    &[0],
+                    &[size as u32],
+                    &mut self.sequence,
+                );
+                SenderPacket::new_unchecked(&mut train[0][..]).set_flag(FLAG_HOLD);
+                train.remove(0)
+            } else {
+                packets::single(self.session, size, &mut self.sequence)
+            };
             let seq = self.sequence.wrapping_sub(1);
             let sent_ns = clock::realtime_ns();
             self.sock
@@ -422,6 +533,10 @@ impl TwampChannel {
 
     /// What the replies said about the reflector's clock so far.
     fn stamp_quality(&self) -> String {
+        if self.hold {
+            return "held trains sent back at their schedule, this host's kernel receive stamps"
+                .to_string();
+        }
         let st = &self.stamps;
         let noise = tightlink_core::stats::median_i64(&st.noise_ns);
         let mut words = Vec::new();
@@ -515,6 +630,72 @@ impl TwampChannel {
             .collect()
     }
 
+    /// The stream the reflector sent back. Send times are the train's
+    /// schedule, placed by the first reply's transmit stamp (mapped onto
+    /// this host's clock: it stands for this host's receive minus half the
+    /// smallest round trip), as a server's reverse streams are; receive
+    /// times are this host's kernel stamps. The transmit stamps say whether
+    /// the reflector kept to the schedule: a stream with more than a tenth
+    /// of its replies over 20 us late counts as late (host-limited: the
+    /// reflector's, not the path).
+    fn reverse_stream(
+        &mut self,
+        stream: u32,
+        request: &StreamRequest,
+        sent_back: &[Option<NtpTimestamp>],
+        held: &[Option<(u32, u32)>],
+        here: &[Option<i64>],
+    ) -> ProbeStream {
+        let n = sent_back.len();
+        // Probes lost on the way to the reflector were never sent back:
+        // marked lost on the way back too (the analyses index packets by
+        // position), and warned about.
+        let kept = sent_back_or_all(held);
+        if kept.iter().any(|k| !k) {
+            self.forward_lossy_streams += 1;
+        }
+        let mut actual = vec![None; n];
+        let mut recv_ns = vec![None; n];
+        let half_rtt = self.rtt_min_ns.max(0) / 2;
+        for i in 0..n {
+            let (Some(t), Some(h)) = (sent_back[i], here[i]) else {
+                if sent_back[i].is_some() {
+                    self.unstamped += 1;
+                }
+                continue;
+            };
+            let (t0, ns0) = *self.tx_clock_map.get_or_insert((t, h - half_rtt));
+            actual[i] = Some(ns0 + t.ns_since(t0));
+            recv_ns[i] = Some(h);
+        }
+        // The schedule, anchored where the earliest-started reply says.
+        let anchor = (0..n)
+            .filter_map(|i| actual[i].map(|a| a - request.offsets_ns[i]))
+            .min()
+            .unwrap_or(0);
+        let send_ns: Vec<i64> = request.offsets_ns.iter().map(|o| anchor + o).collect();
+        let sent = actual.iter().flatten().count();
+        let late = (0..n)
+            .filter(|&i| actual[i].is_some_and(|a| a - send_ns[i] > 20_000))
+            .count();
+        if sent > 0 && late * 10 > sent {
+            self.reflector_late_streams += 1;
+        }
+        fn pick<T: Copy>(v: &[T], kept: &[bool]) -> Vec<T> {
+            v.iter()
+                .zip(kept)
+                .filter(|(_, &k)| k)
+                .map(|(x, _)| *x)
+                .collect()
+        }
+        self.ledger.stream(
+            stream,
+            &pick(&request.sizes, &kept),
+            &pick(&send_ns, &kept),
+            &pick(&recv_ns, &kept),
+        )
+    }
+
     /// Adds a stream's stamps to the session's judgement; refuses once a
     /// majority of at least [`FASTER_STREAMS_TO_REFUSE`] streams arrived
     /// faster than they were sent.
@@ -585,6 +766,12 @@ impl TwampChannel {
             &payloads,
             &mut self.sequence,
         );
+        if self.hold {
+            for p in &mut pk {
+                SenderPacket::new_unchecked(&mut p[..]).set_flag(FLAG_HOLD);
+            }
+        }
+        let span_ns = request.offsets_ns.last().copied().unwrap_or(0);
         let to = self.reflector;
         let mut udp = UdpTx {
             sock: &mut self.sock,
@@ -606,10 +793,17 @@ impl TwampChannel {
         // 200 ms for queues, at most the timeout; but probes lost on the
         // way (a queue over its limit) never answer, so stop once none has
         // come for two of the longest round trips (20 ms at least).
-        let wait = (4 * self.rtt_max_ns + 200_000_000).min(self.timeout.as_nanos() as i64);
+        // A held train comes back over its own span after its last packet.
+        let held_span = if self.hold { span_ns } else { 0 };
+        let wait =
+            (4 * self.rtt_max_ns + 200_000_000).min(self.timeout.as_nanos() as i64) + held_span;
         let until = clock::monotonic_ns() + wait;
-        let quiet = (2 * self.rtt_max_ns).max(20_000_000);
+        // A held train waits at the reflector until its last probe is in,
+        // or 50 ms after the latest when that one was lost.
+        let quiet = (2 * self.rtt_max_ns).max(20_000_000) + if self.hold { 60_000_000 } else { 0 };
         let mut stamps: Vec<Option<NtpTimestamp>> = vec![None; n];
+        let mut sent_back: Vec<Option<NtpTimestamp>> = vec![None; n];
+        let mut held: Vec<Option<(u32, u32)>> = vec![None; n];
         let mut here: Vec<Option<i64>> = vec![None; n];
         let mut got = 0usize;
         let mut warm_answered = false;
@@ -625,15 +819,20 @@ impl TwampChannel {
                 return false;
             }
             let sent = NtpTimestamp::from_unix_ns(d.scheduled_ns[i].max(0) as u64);
-            if stamps[i].is_some() || reply.sender_timestamp != sent {
-                // A second reply to one probe, or a sequence number we
-                // used with another timestamp.
+            if reply.sender_timestamp != sent {
+                // A sequence number we used with another timestamp.
                 ch.drops.count(DropReason::Malformed);
+                return false;
+            }
+            if stamps[i].is_some() {
+                ch.drops.count(DropReason::Duplicate);
                 return false;
             }
             ch.stamps.replies += 1;
             ch.stamps.one_read += reply.one_read as u64;
             stamps[i] = Some(reply.receive_timestamp);
+            sent_back[i] = Some(reply.transmit_timestamp);
+            held[i] = reply.held;
             here[i] = reply.here_ns;
             got += 1;
             got == n
@@ -682,15 +881,15 @@ impl TwampChannel {
             }
             prev = Some(t);
         }
+        if self.hold {
+            return Ok(self.reverse_stream(stream, request, &sent_back, &held, &here));
+        }
         self.judge_stamps(stream, &sent_ns, &recv_ns, &deltas)?;
         self.ledger
             .note(&d, &request.sizes, self.backend != Backend::Xdp);
-        Ok(probe_stream(
-            stream,
-            &request.sizes,
-            &d.scheduled_ns,
-            &recv_ns,
-        ))
+        Ok(self
+            .ledger
+            .stream(stream, &request.sizes, &d.scheduled_ns, &recv_ns))
     }
 }
 
@@ -709,8 +908,13 @@ impl Channel for TwampChannel {
     fn info(&self) -> ChannelInfo {
         ChannelInfo {
             description: format!(
-                "TWAMP-light reflector {} (toward it, {} backend, its receive stamps; round trip {:.0} us)",
+                "TWAMP-light reflector {} ({}, {} backend; round trip {:.0} us)",
                 self.reflector,
+                if self.hold {
+                    "from it: trains it held and sent back, this host's receive stamps"
+                } else {
+                    "toward it: its receive stamps"
+                },
                 self.backend,
                 self.rtt_min_ns as f64 / 1e3
             ),
@@ -742,6 +946,30 @@ impl Channel for TwampChannel {
                 self.faster_words()
             ));
         }
+        if self.unstamped > 0 {
+            warnings.push(format!(
+                "{} replies came without a kernel receive stamp: counted as lost",
+                self.unstamped
+            ));
+        }
+        if self.reflector_late_streams > 0 {
+            warnings.push(format!(
+                "the reflector sent {} held trains back behind their schedule (over a tenth of the replies 20 us late or more): its host limits those streams, not the path",
+                self.reflector_late_streams
+            ));
+        }
+        if self.forward_lossy_streams > 0 {
+            warnings.push(format!(
+                "{} held trains lost probes on the way to the reflector: the reflector sent back only what arrived, so those streams probed the way back below their schedule and the missing ones count as lost",
+                self.forward_lossy_streams
+            ));
+        }
+        // Sent back by the reflector: its host, not ours, paces the train.
+        let host_limit_bps = if self.hold {
+            f64::INFINITY
+        } else {
+            self.host_limit_bps
+        };
         let findings = HostFindings {
             far_end: Some(format!(
                 "{}: {}; {}",
@@ -751,7 +979,7 @@ impl Channel for TwampChannel {
             )),
             ..self
                 .ledger
-                .findings(self.host_limit_bps, self.drops.nonzero(), warnings)
+                .findings(host_limit_bps, self.drops.nonzero(), warnings)
         };
         SideReport {
             host: Some(findings),
@@ -763,6 +991,40 @@ impl Channel for TwampChannel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ten probes; the reflector got 0-3 and 6-9 (two lost on the way
+    /// there) and sent back 8, of which index 2 (probe 2) and index 7
+    /// (probe 9) were lost on the way back. By hand: the run 4-5 skips no
+    /// index (forward losses, not sent back); probe 2's index 2 is skipped
+    /// between 1 and 3; the tail misses index 7 after index 6.
+    #[test]
+    fn held_replies_tell_which_probes_were_sent_back() {
+        let k = 8;
+        let held: Vec<Option<(u32, u32)>> = [
+            Some(0),
+            Some(1),
+            None,
+            Some(3),
+            None,
+            None,
+            Some(4),
+            Some(5),
+            Some(6),
+            None,
+        ]
+        .iter()
+        .map(|j| j.map(|j| (j, k)))
+        .collect();
+        let got = sent_back(&held).unwrap();
+        assert_eq!(
+            got,
+            [true, true, true, true, false, false, true, true, true, true]
+        );
+        assert_eq!(sent_back(&[None, None]), None);
+        // Nothing lost: all sent back.
+        let all: Vec<_> = (0..4).map(|j| Some((j, 4))).collect();
+        assert_eq!(sent_back(&all).unwrap(), vec![true; 4]);
+    }
 
     #[test]
     fn coarse_reflector_stamps_are_recognised() {

@@ -443,3 +443,32 @@ fn short_request_amplification_is_bounded() {
     wait_for(&off.stats.short_refused, 1);
     assert!(off.stats.refused_summary().contains("short_refused=1"));
 }
+
+/// `-R` toward `tightlink reflector`: it holds each train and sends it
+/// back at the train's schedule, so the replies' transmit stamps and this
+/// host's kernel receive stamps measure the path back: their gaps agree
+/// within 20 us on loopback (the reflector paces in user space). A
+/// reflector that does not hold trains is refused with the reason.
+#[test]
+fn held_trains_measure_the_path_back() {
+    let _t = turn();
+    let h = our_reflector(ReflectorConfig::default());
+    let reverse = ClientOptions {
+        direction: tightlink_wire::control::Direction::Reverse,
+        timeout: Duration::from_secs(3),
+        ..ClientOptions::default()
+    };
+    let mut ch = TwampChannel::connect(&h.addr.to_string(), &reverse).unwrap();
+    assert!(ch.info().description.contains("from it"));
+    let e = best_gap_error_ns(&mut ch, 1042);
+    eprintln!("held trains: median gap error {e} ns");
+    assert!(e < 20_000.0, "median gap error {e} ns");
+    // The hello's one-packet train and three streams of 200.
+    wait_for(&h.stats.held, 601);
+    let d = spawn_double(Kind::Stamp);
+    let err = TwampChannel::connect(&d.addr.to_string(), &reverse)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("does not hold trains"), "{err}");
+}

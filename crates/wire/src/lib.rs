@@ -26,7 +26,7 @@ pub use twamp::{ProbeRepr, ReflectorPacket, ReflectorRepr, SenderPacket};
 pub enum DropReason {
     #[error("too short for a TWAMP test packet with tightlink fields")]
     TooShort,
-    #[error("no tightlink magic in the padding (not a tightlink probe)")]
+    #[error("no tightlink magic in the Extra Padding TLV (not a tightlink probe)")]
     NotTightlink,
     #[error("tightlink field version not understood")]
     UnknownVersion,
@@ -40,10 +40,12 @@ pub enum DropReason {
     OverAnnounced,
     #[error("arrived after its stream was closed")]
     Late,
+    #[error("a second copy of a packet already received (the path duplicated it)")]
+    Duplicate,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::TooShort,
         DropReason::NotTightlink,
         DropReason::UnknownVersion,
@@ -52,6 +54,7 @@ impl DropReason {
         DropReason::WrongPeer,
         DropReason::OverAnnounced,
         DropReason::Late,
+        DropReason::Duplicate,
     ];
 
     /// A short name for counters and logs.
@@ -65,6 +68,7 @@ impl DropReason {
             DropReason::WrongPeer => "wrong_peer",
             DropReason::OverAnnounced => "over_announced",
             DropReason::Late => "late",
+            DropReason::Duplicate => "duplicate",
         }
     }
 }

@@ -18,7 +18,9 @@
 //! 46..48   TLV length: every byte after the TLV header
 //! 48..52   "TLNK" magic             -- tightlink fields, in the TLV value --
 //! 52       version (2)
-//! 53       flags (bit 0: warm-up packet, not part of the stream)
+//! 53       flags (bit 0: warm-up packet, not part of the stream;
+//!          bit 1: hold the train and send it back at its schedule;
+//!          bit 2: set by a reflector that did so)
 //! 54..62   session id
 //! 62..66   stream id
 //! 66..70   position in the stream (0-based)
@@ -95,6 +97,13 @@ pub mod field {
 pub const MAGIC: [u8; 4] = *b"TLNK";
 pub const VERSION: u8 = 2;
 pub const FLAG_WARMUP: u8 = 0x01;
+/// Asks a `tightlink reflector` to hold the train and send the replies
+/// back at the train's own schedule (tightlink's extension, in the manner
+/// of RFC 6802's reflector that returns a whole train): the replies then
+/// measure the path back too.
+pub const FLAG_HOLD: u8 = 0x02;
+/// Written into the echoed TLV by a reflector that held the train.
+pub const FLAG_HELD: u8 = 0x04;
 /// STAMP TLV flag bits (RFC 8972 section 4).
 pub const TLV_UNRECOGNIZED: u8 = 0x80;
 pub const TLV_MALFORMED: u8 = 0x40;
@@ -228,6 +237,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SenderPacket<T> {
         b[field::VERSION] = VERSION;
         b[field::FLAGS] = flags;
     }
+    /// Sets flag bits (after [`Self::set_tightlink_header`]).
+    pub fn set_flag(&mut self, bit: u8) {
+        self.buffer.as_mut()[field::FLAGS] |= bit;
+    }
     pub fn set_session(&mut self, v: u64) {
         self.buffer.as_mut()[field::SESSION].copy_from_slice(&v.to_be_bytes());
     }
@@ -276,7 +289,7 @@ impl ProbeRepr {
         if p.tlv_type() != TLV_EXTRA_PADDING || p.tlv_length() < fields {
             return Err(DropReason::Malformed);
         }
-        if p.flags() & !FLAG_WARMUP != 0 {
+        if p.flags() & !(FLAG_WARMUP | FLAG_HOLD | FLAG_HELD) != 0 {
             return Err(DropReason::Malformed);
         }
         let (position, stream_len) = (p.position(), p.stream_len());
@@ -374,6 +387,15 @@ impl<T: AsRef<[u8]>> ReflectorPacket<T> {
             .as_ref()
             .get(field::reflector::SENDER_TTL)
             .copied()
+    }
+    /// Our flags as the reflector echoed them (where it echoed them).
+    pub fn reflected_flags(&self) -> Option<u8> {
+        let b = self.buffer.as_ref();
+        let start = match self.echo()? {
+            Echo::StampTlvs => 0,
+            Echo::TwampPadding => field::reflector::PADDING - field::SSID.start,
+        };
+        b.get(start + field::FLAGS).copied()
     }
     /// Where the sender's fields came back, if they did: echoed as STAMP
     /// TLVs, or as RFC 6038 padding after the 41-byte header.
@@ -548,6 +570,7 @@ mod tests {
         check(&|b| b[48] = b'X', DropReason::NotTightlink);
         check(&|b| b[52] = 1, DropReason::UnknownVersion);
         check(&|b| b[53] = 0x80, DropReason::Malformed);
+        check(&|b| b[53] = 0x08, DropReason::Malformed);
         check(&|b| b[45] = 2, DropReason::Malformed); // not Extra Padding
         check(
             &|b| b[46..48].copy_from_slice(&[0, 33]),
