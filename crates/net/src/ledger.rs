@@ -31,7 +31,9 @@ pub struct DepartureVerdict {
 /// keep the rate. `queued`: at least 90 % of packets have transmit stamps,
 /// their span exceeds the scheduled span by 5 % + 5 us, and the lag of the
 /// kernel stamp behind the user-space send grew by as much (last tenth of
-/// the stream against the first), which a stalled sender does not do.
+/// the stream against the first), which a stalled sender does not do (when
+/// the far end sent and gave no user-space times: a fifth of the transmit
+/// gaps or more stretched, where a stall stretches one).
 pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
     let n = d.scheduled_ns.len();
     let tx_missing = d.tx_ns.iter().filter(|t| t.is_none()).count();
@@ -74,8 +76,12 @@ pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
                 let lag: Vec<i64> = stamped.iter().map(|&(i, t)| t - d.user_ns[i]).collect();
                 let k = (lag.len() / 10).max(1);
                 (median_i64(&lag[lag.len() - k..]) - median_i64(&lag[..k])) as f64
-            } else {
+            } else if spread_gaps(&stamped, &d.scheduled_ns) * 5 >= stamped.len() {
+                // No user-space times (the far end sent): a queue stretches
+                // many gaps, a stall of the sending thread one or two.
                 tx - sched
+            } else {
+                0.0
             };
             if i1 > i0 && tx > sched * 1.05 + 5_000.0 && queue_growth_ns > sched * 0.05 + 5_000.0 {
                 // The rate the queue drained at: from the last packet that
@@ -183,6 +189,18 @@ impl SendLedger {
     }
 }
 
+/// Consecutive stamped packets whose transmit gap exceeds their
+/// scheduled gap by more than 5 % and 1 us.
+fn spread_gaps(stamped: &[(usize, i64)], scheduled_ns: &[i64]) -> usize {
+    stamped
+        .windows(2)
+        .filter(|w| {
+            let sched = (scheduled_ns[w[1].0] - scheduled_ns[w[0].0]) as f64;
+            (w[1].1 - w[0].1) as f64 > sched * 1.05 + 1_000.0
+        })
+        .count()
+}
+
 fn median_i64(xs: &[i64]) -> i64 {
     tightlink_core::stats::median_i64(xs).unwrap_or(0)
 }
@@ -241,6 +259,24 @@ mod tests {
     /// Scheduled at 300 Mbit/s (40.37 us) but the kernel stamped them
     /// 60.56 us apart: queued in the sender's own qdisc; the rate it left
     /// at is 1514 * 8 / 60.56 us = 200 Mbit/s.
+    /// The far end sent (no user-space times): 100 packets scheduled
+    /// 83.36 us apart with one 2 ms stall of its thread after packet 50 is
+    /// not a queue; the same stream leaving 100 us apart throughout (a
+    /// queue draining 1042-byte frames at 83.36 Mbit/s) is.
+    #[test]
+    fn without_user_times_a_stall_is_not_a_queue() {
+        let mut d = departures(83_360, 100, 0, 83_360);
+        d.user_ns.clear();
+        for t in d.tx_ns.iter_mut().skip(51) {
+            *t = t.map(|t| t + 2_000_000);
+        }
+        assert_eq!(judge_departures(&d, &[1042; 100]).queued_rate_bps, None);
+        let mut q = departures(83_360, 100, 0, 100_000);
+        q.user_ns.clear();
+        let r = judge_departures(&q, &[1042; 100]).queued_rate_bps.unwrap();
+        assert!((r / 83.36e6 - 1.0).abs() < 0.01, "{r}");
+    }
+
     #[test]
     fn a_shaped_own_link_is_seen_in_transmit_stamps() {
         let d = departures(40_373, 100, 500, 60_560);

@@ -18,7 +18,8 @@
 //! A tightlink probe that asks to be held (its hold flag; tightlink's
 //! extension, in the manner of RFC 6802's reflector, which returns a
 //! whole train) is answered once its train is in (or 50 ms after the
-//! latest arrival): the replies go back at the train's own schedule, each
+//! latest arrival): a pacing thread of its own sends the replies back at
+//! the train's own schedule (at most 4 trains wait for it), each
 //! transmit stamp read just before its send, with its place among those
 //! sent back, so one reflector measures the way back too. Held bytes are
 //! bounded in all ([`ReflectorConfig::hold_bytes`]) and a train's span by
@@ -79,8 +80,10 @@ const BATCH: usize = 32;
 pub const HELD_INDEX: std::ops::Range<usize> = 82..86;
 pub const HELD_COUNT: std::ops::Range<usize> = 86..90;
 
-/// Longest train (first to last scheduled send) a reflector holds.
-pub const MAX_HOLD_SPAN_NS: u64 = 1_000_000_000;
+/// Longest train (first to last scheduled send) a reflector holds: the
+/// pacing thread sends one train at a time, so this bounds how long a
+/// train waits behind others.
+pub const MAX_HOLD_SPAN_NS: u64 = 200_000_000;
 /// A held train whose last packet never came is sent this long after
 /// its latest arrival.
 const HOLD_FLUSH_NS: i64 = 50_000_000;
@@ -645,6 +648,35 @@ impl Reflector {
         let mut refused_logged = String::new();
         let mut next_refusal_log = 0i64;
         let mut held: HashMap<SocketAddr, HeldTrain> = HashMap::new();
+        // Held trains are paced out on a thread of their own.
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (pacer, queue) = std::sync::mpsc::sync_channel::<(SocketAddr, HeldTrain)>(PACER_QUEUE);
+        {
+            let (sock, stats, stop, in_flight) = (
+                self.sock.try_clone()?,
+                self.stats.clone(),
+                self.stop.clone(),
+                in_flight.clone(),
+            );
+            std::thread::Builder::new()
+                .name("tightlink-reflector-pacer".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        match queue.recv_timeout(Duration::from_millis(200)) {
+                            Ok((to, t)) => {
+                                let bytes = t.bytes;
+                                send_held(&sock, &stats, to, t);
+                                in_flight.fetch_sub(bytes, Ordering::Relaxed);
+                            }
+                            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                            Err(_) => return,
+                        }
+                    }
+                })?;
+        }
+        let give = |to: SocketAddr, t: HeldTrain| {
+            hand_over(&pacer, &in_flight, &self.sock, &self.stats, to, t)
+        };
         while !self.stop.load(Ordering::Relaxed) {
             let now = clock::monotonic_ns();
             // Trains whose last packet was lost go back as they are.
@@ -655,7 +687,7 @@ impl Reflector {
                 .collect();
             for a in stale {
                 if let Some(t) = held.remove(&a) {
-                    self.send_held(a, t);
+                    give(a, t);
                 }
             }
             if now >= next_housekeeping {
@@ -690,21 +722,22 @@ impl Reflector {
                         continue;
                     };
                     let Some(p) = hold_request(request) else {
-                        self.send_now(&reply[..len], r.from);
+                        send_now(&self.sock, &self.stats, &reply[..len], r.from);
                         continue;
                     };
-                    let in_hold: usize = held.values().map(|t| t.bytes).sum();
+                    let in_hold: usize = held.values().map(|t| t.bytes).sum::<usize>()
+                        + in_flight.load(Ordering::Relaxed);
                     let same = held
                         .get(&r.from)
                         .is_some_and(|t| t.session == p.session && t.stream == p.stream);
                     if !same {
                         if let Some(t) = held.remove(&r.from) {
-                            self.send_held(r.from, t);
+                            give(r.from, t);
                         }
                     }
                     if p.offset_ns > MAX_HOLD_SPAN_NS || in_hold + len > self.config.hold_bytes {
                         self.stats.hold_refused.fetch_add(1, Ordering::Relaxed);
-                        self.send_now(&reply[..len], r.from);
+                        send_now(&self.sock, &self.stats, &reply[..len], r.from);
                         continue;
                     }
                     let mut bytes = reply[..len].to_vec();
@@ -721,7 +754,7 @@ impl Reflector {
                     t.last_ns = clock::monotonic_ns();
                     if p.position + 1 == p.stream_len {
                         if let Some(t) = held.remove(&r.from) {
-                            self.send_held(r.from, t);
+                            give(r.from, t);
                         }
                     }
                 }
@@ -788,60 +821,86 @@ impl Reflector {
         }
         Some(len)
     }
+}
 
-    /// Sends one reply, waiting up to 10 ms for room in the socket.
-    fn send_now(&self, reply: &[u8], to: SocketAddr) {
-        let sent = loop {
-            match self.sock.send_to(reply, to) {
-                Ok(_) => break true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if !sockopt::wait_fd(self.sock.as_raw_fd(), libc::POLLOUT, 10).unwrap_or(false)
-                    {
-                        break false;
-                    }
+/// Sends one reply, waiting up to 10 ms for room in the socket.
+fn send_now(sock: &UdpSocket, stats: &ReflectorStats, reply: &[u8], to: SocketAddr) {
+    let sent = loop {
+        match sock.send_to(reply, to) {
+            Ok(_) => break true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if !sockopt::wait_fd(sock.as_raw_fd(), libc::POLLOUT, 10).unwrap_or(false) {
+                    break false;
                 }
-                Err(_) => break false,
             }
-        };
-        let c = if sent {
-            &self.stats.reflected
-        } else {
-            &self.stats.send_failed
-        };
-        c.fetch_add(1, Ordering::Relaxed);
+            Err(_) => break false,
+        }
+    };
+    let c = if sent {
+        &stats.reflected
+    } else {
+        &stats.send_failed
+    };
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Sends a held train back at its own schedule (offsets from its first
+/// packet), each reply's transmit stamp taken just before its send and,
+/// after tightlink's fields, its place in what was sent back (index and
+/// count, so the sender tells a reply lost on the way back from a probe
+/// lost on the way here). Runs on the pacing thread.
+fn send_held(sock: &UdpSocket, stats: &ReflectorStats, to: SocketAddr, mut train: HeldTrain) {
+    train.replies.sort_by_key(|(off, _)| *off);
+    let base = train.replies.first().map_or(0, |(off, _)| *off) as i64;
+    let count = train.replies.len() as u32;
+    let start = clock::monotonic_ns() + 200_000;
+    for (j, (off, reply)) in train.replies.iter_mut().enumerate() {
+        if let Some(b) = reply.get_mut(HELD_INDEX.start..HELD_COUNT.end) {
+            b[..4].copy_from_slice(&(j as u32).to_be_bytes());
+            b[4..].copy_from_slice(&count.to_be_bytes());
+        }
+        let due = start + (*off as i64 - base);
+        loop {
+            let left = due - clock::monotonic_ns();
+            if left <= 0 {
+                break;
+            }
+            if left > 200_000 {
+                std::thread::sleep(Duration::from_nanos((left - 100_000) as u64));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        let transmit = NtpTimestamp::from_unix_ns(clock::realtime_ns().max(0) as u64);
+        reply[field::reflector::TIMESTAMP].copy_from_slice(&transmit.to_bytes());
+        send_now(sock, stats, reply, to);
+        stats.held.fetch_add(1, Ordering::Relaxed);
     }
+}
 
-    /// Sends a held train back at its own schedule (offsets from its
-    /// first packet), each reply's transmit stamp taken just before its
-    /// send and, after tightlink's fields, its place in what was sent back
-    /// (index and count, so the sender tells a reply lost on the way back
-    /// from a probe lost on the way here).
-    fn send_held(&self, to: SocketAddr, mut train: HeldTrain) {
-        train.replies.sort_by_key(|(off, _)| *off);
-        let base = train.replies.first().map_or(0, |(off, _)| *off) as i64;
-        let count = train.replies.len() as u32;
-        let start = clock::monotonic_ns() + 200_000;
-        for (j, (off, reply)) in train.replies.iter_mut().enumerate() {
-            if let Some(b) = reply.get_mut(HELD_INDEX.start..HELD_COUNT.end) {
-                b[..4].copy_from_slice(&(j as u32).to_be_bytes());
-                b[4..].copy_from_slice(&count.to_be_bytes());
-            }
-            let due = start + (*off as i64 - base);
-            loop {
-                let left = due - clock::monotonic_ns();
-                if left <= 0 {
-                    break;
-                }
-                if left > 200_000 {
-                    std::thread::sleep(Duration::from_nanos((left - 100_000) as u64));
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
-            let transmit = NtpTimestamp::from_unix_ns(clock::realtime_ns().max(0) as u64);
-            reply[field::reflector::TIMESTAMP].copy_from_slice(&transmit.to_bytes());
-            self.send_now(reply, to);
-            self.stats.held.fetch_add(1, Ordering::Relaxed);
+/// Trains waiting for the pacing thread, at most.
+const PACER_QUEUE: usize = 4;
+
+/// Hands a complete held train to the pacing thread, so the receive loop
+/// never waits for a train's span; with the queue full the replies go
+/// at once, unpaced (counted `hold_refused`).
+fn hand_over(
+    pacer: &std::sync::mpsc::SyncSender<(SocketAddr, HeldTrain)>,
+    in_flight: &std::sync::atomic::AtomicUsize,
+    sock: &UdpSocket,
+    stats: &ReflectorStats,
+    to: SocketAddr,
+    train: HeldTrain,
+) {
+    let bytes = train.bytes;
+    in_flight.fetch_add(bytes, Ordering::Relaxed);
+    if let Err(e) = pacer.try_send((to, train)) {
+        in_flight.fetch_sub(bytes, Ordering::Relaxed);
+        let (std::sync::mpsc::TrySendError::Full((to, train))
+        | std::sync::mpsc::TrySendError::Disconnected((to, train))) = e;
+        for (_, r) in &train.replies {
+            stats.hold_refused.fetch_add(1, Ordering::Relaxed);
+            send_now(sock, stats, r, to);
         }
     }
 }

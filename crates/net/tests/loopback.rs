@@ -405,6 +405,12 @@ fn our_reflector_gives_the_gaps_toward_it() {
     assert!(e < 2_000.0, "median gap error {e} ns");
     let host = ch.side_report().host.unwrap();
     assert!(host.drops.is_empty(), "{:?}", host.drops);
+    // Kernel stamps: no train "faster than sent".
+    assert!(
+        host.warnings.iter().all(|w| !w.contains("faster")),
+        "{:?}",
+        host.warnings
+    );
     assert!(ch
         .info()
         .description
