@@ -6,10 +6,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use tightlink_core::channel::GroundTruth;
 use tightlink_core::units::parse_rate;
 use tightlink_measure::{
     estimate, estimate_both, Bound, Capped, EstimateOptions, EstimateReport, Event, Method,
-    RealOptions, Target,
+    ProbeStream, RealOptions, Target,
 };
 
 #[derive(Args)]
@@ -30,6 +31,12 @@ pub struct EstimateArgs {
     /// One JSON object on stdout instead of the human summary.
     #[arg(long)]
     pub json: bool,
+    /// One JSON object per line as the run goes (iperf3's --json-stream
+    /// convention, `{"event": ..., "data": ...}`): `start`, a `stream` for
+    /// every probe stream as it comes back, then `end` with the report
+    /// `--json` prints, or `error`.
+    #[arg(long, conflicts_with_all = ["json", "both"])]
+    pub json_stream: bool,
     /// Most probe streams to send.
     #[arg(long, default_value_t = 60)]
     pub max_streams: usize,
@@ -105,6 +112,9 @@ pub fn real_options(
 pub fn run(args: EstimateArgs) -> Result<()> {
     let options = args.options()?;
     let target = Target::parse(&args.target)?;
+    if args.json_stream {
+        return run_json_stream(&target, &options);
+    }
     let show = std::io::stderr().is_terminal() && !args.json;
     let mut on_event = |e: Event| {
         if let (true, Event::Progress(f)) = (show, e) {
@@ -151,6 +161,71 @@ pub fn run(args: EstimateArgs) -> Result<()> {
         render(&mut out, &report)?;
     }
     Ok(())
+}
+
+/// One JSON line, flushed: a reader sees it as it happens.
+fn emit_line(event: &str, data: serde_json::Value) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, &serde_json::json!({"event": event, "data": data}))?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// What a `stream` event says of one probe stream: its packets, what
+/// came back, its average send rate (bytes after the first packet over
+/// the send span) and, on the simulator, the truth over its span.
+fn stream_event(s: &ProbeStream, truth: Option<GroundTruth>) -> serde_json::Value {
+    let n = s.packets.len();
+    let span_ns = match (s.packets.first(), s.packets.last()) {
+        (Some(a), Some(b)) => b.send_ns - a.send_ns,
+        _ => 0,
+    };
+    let bytes: u64 = s.packets.iter().map(|p| p.size_bytes as u64).sum();
+    let first = s.packets.first().map_or(0, |p| p.size_bytes as u64);
+    let mut v = serde_json::json!({
+        "stream": s.id,
+        "packets": n,
+        "received": s.received_count(),
+        "bytes": bytes,
+        "send_span_ns": span_ns,
+        "rate_bps": if span_ns > 0 { (bytes - first) as f64 * 8e9 / span_ns as f64 } else { 0.0 },
+        "loss": if n > 0 { 1.0 - s.received_count() as f64 / n as f64 } else { 0.0 },
+    });
+    if let Some(t) = truth.filter(|t| t.available_bps.is_finite()) {
+        v["truth_bps"] = serde_json::json!(t.available_bps);
+    }
+    v
+}
+
+fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
+    emit_line(
+        "start",
+        serde_json::json!({
+            "target": target.to_string(),
+            "method": options.method.to_string(),
+            "max_streams": options.max_streams,
+        }),
+    )?;
+    let mut failed: Option<anyhow::Error> = None;
+    let mut on_event = |e: Event| {
+        if let (Event::Stream { stream, truth }, None) = (e, &failed) {
+            if let Err(err) = emit_line("stream", stream_event(stream, truth)) {
+                failed = Some(err);
+            }
+        }
+    };
+    let report = estimate(target, options, &mut on_event);
+    if let Some(e) = failed {
+        return Err(e.context("writing --json-stream"));
+    }
+    match report {
+        Ok(r) => emit_line("end", serde_json::to_value(&r)?),
+        Err(e) => {
+            emit_line("error", serde_json::json!(format!("{e:#}")))?;
+            Err(e)
+        }
+    }
 }
 
 /// The human summary.

@@ -268,3 +268,50 @@ fn capacity_json_has_one_object_per_method() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--method pathchirp"));
 }
+
+/// `--json-stream` on the embedded path: a `start` line, one `stream`
+/// line per probe stream as it comes back (their bytes add up to the
+/// report's probe bytes), then `end` carrying the same report `--json`
+/// prints (the simulator is deterministic; only the wall time differs).
+/// A target that fails ends with an `error` line and a non-zero exit.
+#[test]
+fn json_stream_prints_each_stream_then_the_report() {
+    let o = tightlink(&["estimate", "--json-stream", "--max-streams", "8"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["event"], "start");
+    assert_eq!(lines[0]["data"]["target"], "sim:");
+    let last = lines.last().unwrap();
+    assert_eq!(last["event"], "end");
+    let streams: Vec<&serde_json::Value> = lines[1..lines.len() - 1].iter().collect();
+    assert!(streams.iter().all(|l| l["event"] == "stream"));
+    let report = &last["data"];
+    assert_eq!(streams.len() as u64, report["streams"].as_u64().unwrap());
+    let bytes: u64 = streams
+        .iter()
+        .map(|l| l["data"]["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(bytes, report["probe_bytes"].as_u64().unwrap());
+    assert!(streams[0]["data"]["truth_bps"].as_f64().unwrap() > 0.0);
+    let json = tightlink(&["estimate", "--json", "--max-streams", "8"]);
+    let mut whole: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let mut end = report.clone();
+    whole["wall_s"] = serde_json::Value::Null;
+    end["wall_s"] = serde_json::Value::Null;
+    assert_eq!(end, whole);
+    let bad = tightlink(&["estimate", "--json-stream", "trace:/nonexistent/run.csv"]);
+    assert!(!bad.status.success());
+    let out = String::from_utf8_lossy(&bad.stdout);
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "error");
+    assert!(
+        last["data"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/run.csv"),
+        "{last}"
+    );
+}
