@@ -85,6 +85,11 @@ pub struct RunArgs {
     /// One JSON object per method on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// One JSON line per event as the runs go (iperf3's --json-stream
+    /// shape): `start`, a `run` per estimate with its truth, then `end`
+    /// with the per-method summaries `--json` prints.
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
     /// Estimates and truths of every run as a PNG.
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -307,8 +312,25 @@ fn run_lab(a: RunArgs) -> Result<()> {
         exe: std::env::current_exe()?,
         sample_period: Duration::from_micros(a.sample_us.clamp(200, 100_000)),
     };
-    let quiet = a.json;
+    let quiet = a.json || a.json_stream;
+    let line = |event: &str, data: serde_json::Value| {
+        println!("{}", serde_json::json!({"event": event, "data": data}));
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+    };
+    if a.json_stream {
+        line(
+            "start",
+            serde_json::json!({
+                "scenario": lab.scenario.name,
+                "methods": opts.methods,
+                "repeat": opts.repeat,
+            }),
+        );
+    }
     let results = tightlink_lab::run::run(&lab, &opts, &mut |r| {
+        if a.json_stream {
+            line("run", serde_json::to_value(r).unwrap_or_default());
+        }
         if !quiet {
             match (r.estimate_bps, r.truth_bps) {
                 (Some(e), Some(t)) => eprintln!(
@@ -328,7 +350,16 @@ fn run_lab(a: RunArgs) -> Result<()> {
                 ),
             }
         }
-    })?;
+    });
+    let results = match results {
+        Ok(r) => r,
+        Err(e) => {
+            if a.json_stream {
+                line("error", serde_json::json!(e.to_string()));
+            }
+            return Err(e.into());
+        }
+    };
     if let Some(p) = &a.plot {
         let series: Vec<(String, Vec<(f64, f64)>)> = results
             .iter()
@@ -344,7 +375,9 @@ fn run_lab(a: RunArgs) -> Result<()> {
         tightlink_plot::draw_estimate_vs_truth(p, &format!("lab {}", lab.scenario.name), &series)
             .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
     }
-    if a.json {
+    if a.json_stream {
+        line("end", serde_json::to_value(&results)?);
+    } else if a.json {
         for m in &results {
             println!("{}", serde_json::to_string(m)?);
         }

@@ -171,6 +171,32 @@ fn cbr30_runs_end_to_end_within_the_bound() {
         }
     }
     assert!(namespaces_of(&lab.name).is_empty(), "run left namespaces");
+    // --json-stream: start, one `run` line per estimate as it is made,
+    // then `end` with the same per-method summaries.
+    let (ok, out, err) = tightlink(&[
+        "lab",
+        "run",
+        "cbr30",
+        "--name",
+        &lab.name,
+        "--repeat",
+        "2",
+        "--method",
+        "multirate",
+        "--json-stream",
+    ]);
+    assert!(ok, "lab run --json-stream: {err}");
+    let events: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["start", "run", "run", "end"], "{out}");
+    assert!(events[1]["data"]["estimate_bps"].as_f64().unwrap() > 0.0);
+    assert_eq!(events[3]["data"][0]["per_run"].as_array().unwrap().len(), 2);
 }
 
 /// A lab whose `lab run` process was killed keeps its namespaces and the
