@@ -163,8 +163,9 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     Ok(())
 }
 
-/// One JSON line, flushed: a reader sees it as it happens.
-fn emit_line(event: &str, data: serde_json::Value) -> Result<()> {
+/// One `--json-stream` line (`{"event": ..., "data": ...}`), flushed: a
+/// reader sees it as it happens.
+pub(crate) fn json_event(event: &str, data: serde_json::Value) -> Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer(&mut out, &serde_json::json!({"event": event, "data": data}))?;
     writeln!(out)?;
@@ -176,21 +177,15 @@ fn emit_line(event: &str, data: serde_json::Value) -> Result<()> {
 /// came back, its average send rate (bytes after the first packet over
 /// the send span) and, on the simulator, the truth over its span.
 fn stream_event(s: &ProbeStream, truth: Option<GroundTruth>) -> serde_json::Value {
-    let n = s.packets.len();
-    let span_ns = match (s.packets.first(), s.packets.last()) {
-        (Some(a), Some(b)) => b.send_ns - a.send_ns,
-        _ => 0,
-    };
     let bytes: u64 = s.packets.iter().map(|p| p.size_bytes as u64).sum();
-    let first = s.packets.first().map_or(0, |p| p.size_bytes as u64);
     let mut v = serde_json::json!({
         "stream": s.id,
-        "packets": n,
+        "packets": s.len(),
         "received": s.received_count(),
         "bytes": bytes,
-        "send_span_ns": span_ns,
-        "rate_bps": if span_ns > 0 { (bytes - first) as f64 * 8e9 / span_ns as f64 } else { 0.0 },
-        "loss": if n > 0 { 1.0 - s.received_count() as f64 / n as f64 } else { 0.0 },
+        "send_span_ns": s.send_span_ns() as i64,
+        "rate_bps": s.avg_rate_bps().unwrap_or(0.0),
+        "loss": s.loss_fraction(),
     });
     if let Some(t) = truth.filter(|t| t.available_bps.is_finite()) {
         v["truth_bps"] = serde_json::json!(t.available_bps);
@@ -199,7 +194,7 @@ fn stream_event(s: &ProbeStream, truth: Option<GroundTruth>) -> serde_json::Valu
 }
 
 fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
-    emit_line(
+    json_event(
         "start",
         serde_json::json!({
             "target": target.to_string(),
@@ -210,7 +205,7 @@ fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
     let mut failed: Option<anyhow::Error> = None;
     let mut on_event = |e: Event| {
         if let (Event::Stream { stream, truth }, None) = (e, &failed) {
-            if let Err(err) = emit_line("stream", stream_event(stream, truth)) {
+            if let Err(err) = json_event("stream", stream_event(stream, truth)) {
                 failed = Some(err);
             }
         }
@@ -220,9 +215,9 @@ fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
         return Err(e.context("writing --json-stream"));
     }
     match report {
-        Ok(r) => emit_line("end", serde_json::to_value(&r)?),
+        Ok(r) => json_event("end", serde_json::to_value(&r)?),
         Err(e) => {
-            emit_line("error", serde_json::json!(format!("{e:#}")))?;
+            json_event("error", serde_json::json!(format!("{e:#}")))?;
             Err(e)
         }
     }

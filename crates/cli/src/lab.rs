@@ -314,8 +314,7 @@ fn run_lab(a: RunArgs) -> Result<()> {
     };
     let quiet = a.json || a.json_stream;
     let line = |event: &str, data: serde_json::Value| {
-        println!("{}", serde_json::json!({"event": event, "data": data}));
-        let _ = std::io::Write::flush(&mut std::io::stdout());
+        let _ = crate::estimate::json_event(event, data);
     };
     if a.json_stream {
         line(

@@ -116,6 +116,16 @@ impl Lab {
         lab
     }
 
+    /// The usual asymmetric path: 200 Mbit/s toward the far end, 150
+    /// Mbit/s back.
+    fn up_200_150() -> Lab {
+        Lab::up(
+            Some("rate 200mbit burst 3000 limit 100000"),
+            Some("rate 150mbit burst 3000 limit 100000"),
+            None,
+        )
+    }
+
     fn ns(&self, which: &str) -> String {
         format!("{}{which}", self.prefix)
     }
@@ -260,11 +270,7 @@ fn reverse_estimate_measures_the_other_direction() {
     if !may_run() {
         return;
     }
-    let mut lab = Lab::up(
-        Some("rate 200mbit burst 3000 limit 100000"),
-        Some("rate 150mbit burst 3000 limit 100000"),
-        None,
-    );
+    let mut lab = Lab::up_200_150();
     lab.start_server(&[]);
     let v = lab.estimate_json(&["-R"]);
     let est = v["available_bandwidth_bps"].as_f64().unwrap();
@@ -283,11 +289,7 @@ fn a_twamp_reflector_measures_the_path_toward_it() {
     if !may_run() {
         return;
     }
-    let mut lab = Lab::up(
-        Some("rate 200mbit burst 3000 limit 100000"),
-        Some("rate 150mbit burst 3000 limit 100000"),
-        None,
-    );
+    let mut lab = Lab::up_200_150();
     lab.start_reflector();
     let target = format!("twamp:{SERVER_IP}");
     for args in [&[][..], &["--backend", "packet"][..]] {
@@ -318,11 +320,7 @@ fn a_reflector_holding_trains_measures_both_directions() {
     if !may_run() {
         return;
     }
-    let mut lab = Lab::up(
-        Some("rate 200mbit burst 3000 limit 100000"),
-        Some("rate 150mbit burst 3000 limit 100000"),
-        None,
-    );
+    let mut lab = Lab::up_200_150();
     lab.start_reflector();
     let target = format!("twamp:{SERVER_IP}");
     let runs: Vec<serde_json::Value> = (0..3)
@@ -356,11 +354,7 @@ fn raw_backends_estimate_through_the_same_tbf() {
     if !may_run() {
         return;
     }
-    let mut lab = Lab::up(
-        Some("rate 200mbit burst 3000 limit 100000"),
-        Some("rate 150mbit burst 3000 limit 100000"),
-        None,
-    );
+    let mut lab = Lab::up_200_150();
     lab.start_server(&[]);
     for (args, truth) in [
         (&["--backend", "packet"][..], 200e6),
@@ -555,6 +549,15 @@ struct FaultRun {
 }
 
 impl Lab {
+    /// A `tightlink server` for "server", else a reflector.
+    fn start_for(&mut self, target: &str) {
+        if target == "server" {
+            self.start_server(&[]);
+        } else {
+            self.start_reflector();
+        }
+    }
+
     fn nft(&self, rules: &str) {
         sh(&format!(
             "ip netns exec {} nft -f - <<'EOF'\n{rules}\nEOF",
@@ -658,11 +661,7 @@ fn fault_campaign() {
         for target in ["server", "twamp"] {
             let mut lab = Lab::up(Some("rate 200mbit burst 3000 limit 100000"), None, None);
             lab.nft(&rules);
-            if target == "server" {
-                lab.start_server(&[]);
-            } else {
-                lab.start_reflector();
-            }
+            lab.start_for(target);
             runs.push(lab.run_fault(fault, target, None));
         }
     }
@@ -683,11 +682,7 @@ fn fault_campaign() {
             "table ip fault {{ chain faults {{ type filter hook forward priority 0;
  ip daddr {SERVER_IP} meta l4proto udp numgen random mod 20 == 0 meta priority set 1:20\n }}\n }}"
         ));
-        if target == "server" {
-            lab.start_server(&[]);
-        } else {
-            lab.start_reflector();
-        }
+        lab.start_for(target);
         runs.push(lab.run_fault("reordering 5 %", target, None));
     }
     let restart = |lab: &mut Lab| {
@@ -715,11 +710,7 @@ fn fault_campaign() {
         ("reflector stopped", "twamp", &stop),
     ] {
         let mut lab = Lab::up(Some("rate 200mbit burst 3000 limit 100000"), None, None);
-        if target == "server" {
-            lab.start_server(&[]);
-        } else {
-            lab.start_reflector();
-        }
+        lab.start_for(target);
         runs.push(lab.run_fault(fault, target, Some(f)));
     }
     eprintln!("| fault | far end | answer | time |\n|---|---|---|---|");

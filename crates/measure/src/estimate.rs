@@ -178,10 +178,15 @@ pub fn loss_at_the_lowest_rates(streams: &[ProbeStream]) -> Option<String> {
         .iter()
         .filter(|s| s.packets.len() >= 2)
         .map(|s| {
-            let span = s.packets.last().unwrap().send_ns - s.packets[0].send_ns;
+            // Every packet's bytes over the send span, as the warning says
+            // it (ProbeStream::avg_rate_bps leaves the first packet out).
             let bytes: u64 = s.packets.iter().map(|p| p.size_bytes as u64).sum();
-            let rate = bytes as f64 * 8e9 / span.max(1) as f64;
-            (rate, s.packets.len(), s.packets.len() - s.received_count())
+            let rate = tightlink_core::stream::rate_bps(bytes as f64, s.send_span_ns());
+            (
+                rate.unwrap_or(f64::INFINITY),
+                s.len(),
+                s.len() - s.received_count(),
+            )
         })
         .collect();
     by_rate.sort_by(|a, b| a.0.total_cmp(&b.0));

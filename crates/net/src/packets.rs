@@ -22,10 +22,9 @@ pub fn build(
     sequence: &mut u32,
 ) -> (Vec<u8>, Vec<Vec<u8>>) {
     let n = offsets_ns.len() as u32;
-    let now = NtpTimestamp::from_unix_ns(tightlink_sys::clock::realtime_ns().max(0) as u64);
+    let now = now();
     let mut one = |position: u32, offset_ns: i64, size: u32, warmup: bool| {
-        let mut buf = vec![0u8; (size as usize).max(ProbeRepr::buffer_len())];
-        ProbeRepr {
+        let repr = ProbeRepr {
             sequence: *sequence,
             timestamp: now,
             error_estimate: ErrorEstimate::from_ns(1_000, false),
@@ -35,10 +34,9 @@ pub fn build(
             position,
             stream_len: n.max(1),
             offset_ns: offset_ns.max(0) as u64,
-        }
-        .emit(&mut SenderPacket::new_unchecked(&mut buf[..]));
+        };
         *sequence = sequence.wrapping_add(1);
-        buf
+        packet(&repr, size as usize)
     };
     let warm = one(0, 0, WARMUP_BYTES as u32, true);
     let train = offsets_ns
@@ -53,12 +51,31 @@ pub fn build(
 /// One warm-up-flagged test packet of `size` payload bytes (at least the
 /// header), stamped now: what the `twamp:` channel asks a reflector with.
 pub fn single(session: u64, size: usize, sequence: &mut u32) -> Vec<u8> {
-    let (mut warm, _) = build(session, u32::MAX, &[], &[], sequence);
-    warm.resize(size.max(ProbeRepr::buffer_len()), 0);
-    // The TLV's length must cover the resized packet.
-    let repr = ProbeRepr::parse(&SenderPacket::new_unchecked(&warm[..])).expect("just built");
-    repr.emit(&mut SenderPacket::new_unchecked(&mut warm[..]));
-    warm
+    let repr = ProbeRepr {
+        sequence: *sequence,
+        timestamp: now(),
+        error_estimate: ErrorEstimate::from_ns(1_000, false),
+        warmup: true,
+        session,
+        stream: u32::MAX,
+        position: 0,
+        stream_len: 1,
+        offset_ns: 0,
+    };
+    *sequence = sequence.wrapping_add(1);
+    packet(&repr, size)
+}
+
+fn now() -> NtpTimestamp {
+    NtpTimestamp::from_unix_ns(tightlink_sys::clock::realtime_ns().max(0) as u64)
+}
+
+/// `repr` in a packet of `size` payload bytes (at least the header), zero
+/// padded; the TLV's length covers the whole packet.
+fn packet(repr: &ProbeRepr, size: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; size.max(ProbeRepr::buffer_len())];
+    repr.emit(&mut SenderPacket::new_unchecked(&mut buf[..]));
+    buf
 }
 
 #[cfg(test)]

@@ -224,11 +224,6 @@ pub fn sent_back(held: &[Option<(u32, u32)>]) -> Option<Vec<bool>> {
     Some(out)
 }
 
-/// [`sent_back`], or every probe when no reply carried its place.
-fn sent_back_or_all(held: &[Option<(u32, u32)>]) -> Vec<bool> {
-    sent_back(held).unwrap_or_else(|| vec![true; held.len()])
-}
-
 /// One stream's receive stamps against its send times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamStamps {
@@ -493,14 +488,14 @@ impl TwampChannel {
                 if ch.hello_bytes == 0 {
                     ch.hello_bytes = size;
                     ch.reply_bytes = reply.len;
-                    ch.echo = ReflectorPacket::new_checked(header)
-                        .ok()
-                        .and_then(|v| v.echo())
-                        .filter(|_| {
-                            ReflectorPacket::new_checked(header)
-                                .and_then(|v| v.reflected_probe())
-                                .is_ok_and(|p| p.session == ch.session && p.sequence == seq)
-                        });
+                    // Our fields come back only from reflectors that
+                    // return them: ours, for this very packet.
+                    ch.echo = ReflectorPacket::new_checked(header).ok().and_then(|v| {
+                        v.reflected_probe()
+                            .is_ok_and(|p| p.session == ch.session && p.sequence == seq)
+                            .then(|| v.echo())
+                            .flatten()
+                    });
                 }
                 answer = Some(*reply);
                 true
@@ -642,24 +637,24 @@ impl TwampChannel {
         &mut self,
         stream: u32,
         request: &StreamRequest,
-        sent_back: &[Option<NtpTimestamp>],
+        tx_stamps: &[Option<NtpTimestamp>],
         held: &[Option<(u32, u32)>],
         here: &[Option<i64>],
     ) -> ProbeStream {
-        let n = sent_back.len();
+        let n = tx_stamps.len();
         // Probes lost on the way to the reflector were never sent back:
         // marked lost on the way back too (the analyses index packets by
         // position), and warned about.
-        let kept = sent_back_or_all(held);
-        if kept.iter().any(|k| !k) {
+        let kept = sent_back(held).unwrap_or_else(|| vec![true; n]);
+        if kept.contains(&false) {
             self.forward_lossy_streams += 1;
         }
         let mut actual = vec![None; n];
         let mut recv_ns = vec![None; n];
         let half_rtt = self.rtt_min_ns.max(0) / 2;
         for i in 0..n {
-            let (Some(t), Some(h)) = (sent_back[i], here[i]) else {
-                if sent_back[i].is_some() {
+            let (Some(t), Some(h)) = (tx_stamps[i], here[i]) else {
+                if tx_stamps[i].is_some() {
                     self.unstamped += 1;
                 }
                 continue;
@@ -864,6 +859,9 @@ impl TwampChannel {
                 self.rtt_max_ns = self.rtt_max_ns.max(h - s);
             }
         }
+        if self.hold {
+            return Ok(self.reverse_stream(stream, request, &sent_back, &held, &here));
+        }
         let mut recv_ns = vec![None; n];
         let mut deltas = Vec::with_capacity(n);
         let mut prev: Option<NtpTimestamp> = None;
@@ -880,9 +878,6 @@ impl TwampChannel {
                 deltas.push(t.ns_since(p));
             }
             prev = Some(t);
-        }
-        if self.hold {
-            return Ok(self.reverse_stream(stream, request, &sent_back, &held, &here));
         }
         self.judge_stamps(stream, &sent_ns, &recv_ns, &deltas)?;
         self.ledger

@@ -13,23 +13,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tightlink_core::channel::{Channel, StreamRequest};
-use tightlink_core::schedule::single_rate_schedule;
+use tightlink_core::channel::Channel;
 use tightlink_net::reflector::{Reflector, ReflectorConfig, ReflectorHandle};
 use tightlink_net::{clock, ClientOptions, TwampChannel};
 use tightlink_wire::twamp::{Echo, FLAG_WARMUP};
 use tightlink_wire::NtpTimestamp;
 
-/// Paced senders spin on a CPU: these tests take turns.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn request(rate_bps: f64, n: usize, size: u32) -> StreamRequest {
-    StreamRequest::from_send_times(&single_rate_schedule(rate_bps, n, size, 0), size)
-}
+mod common;
+use common::{best_gap_error_ns, request, turn};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -167,27 +158,6 @@ fn connect(addr: SocketAddr) -> TwampChannel {
         },
     )
     .unwrap()
-}
-
-/// Median |receive gap - send gap| over the best of three 200-packet
-/// streams at 100 Mbit/s, every probe answered.
-fn best_gap_error_ns(ch: &mut TwampChannel, size: u32) -> f64 {
-    let mut best = f64::INFINITY;
-    for _ in 0..3 {
-        let s = ch.probe(&request(100e6, 200, size)).unwrap().stream;
-        assert_eq!(s.received_count(), 200, "{:?}", ch.side_report().host);
-        let e: Vec<f64> = s
-            .packets
-            .windows(2)
-            .map(|w| {
-                let send = (w[1].send_ns - w[0].send_ns) as f64;
-                let recv = (w[1].recv_ns.unwrap() - w[0].recv_ns.unwrap()) as f64;
-                (recv - send).abs()
-            })
-            .collect();
-        best = best.min(tightlink_core::stats::median(&e).unwrap());
-    }
-    best
 }
 
 fn far_end(ch: &TwampChannel) -> String {

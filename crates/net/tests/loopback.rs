@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tightlink_core::channel::{Channel, StreamRequest};
-use tightlink_core::schedule::single_rate_schedule;
+use tightlink_core::channel::Channel;
 use tightlink_core::{analyze, AnalysisParams, Decision, Method, StreamKind};
 use tightlink_net::loopback::{channel, spawn_server};
 use tightlink_net::reflector::{Reflector, ReflectorConfig};
@@ -24,21 +23,8 @@ use tightlink_wire::control::Direction;
 use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
 use tightlink_wire::{DropReason, NtpTimestamp};
 
-/// Paced senders spin on a CPU: two at once on a 2-core machine disturb
-/// each other's gaps, so these tests take turns.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn median(v: Vec<f64>) -> f64 {
-    tightlink_core::stats::median(&v).expect("samples")
-}
-
-fn request(rate_bps: f64, n: usize, size: u32) -> StreamRequest {
-    StreamRequest::from_send_times(&single_rate_schedule(rate_bps, n, size, 0), size)
-}
+mod common;
+use common::{best_gap_error_ns, median, request, turn};
 
 /// 200 frames of 1042 bytes (1000-byte payload) at 100 Mbit/s (83.36 us
 /// apart): every packet arrives with a kernel stamp, receive gaps follow
@@ -351,31 +337,6 @@ fn strategies_run_over_loopback() {
     }
 }
 
-/// Median |receive gap - send gap| of the best of three 200-packet
-/// streams at 100 Mbit/s (1042-byte frames, 83.36 us apart), with every
-/// packet answered. Best of three: the VM takes the sending thread away
-/// for a millisecond now and then.
-fn best_gap_error_ns(ch: &mut TwampChannel) -> f64 {
-    let mut best = f64::INFINITY;
-    for _ in 0..3 {
-        let s = ch.probe(&request(100e6, 200, 1042)).unwrap().stream;
-        assert_eq!(s.received_count(), 200, "{:?}", ch.side_report().host);
-        assert_eq!(s.packets[1].send_ns - s.packets[0].send_ns, 83_360);
-        let e = median(
-            s.packets
-                .windows(2)
-                .map(|w| {
-                    let send = (w[1].send_ns - w[0].send_ns) as f64;
-                    let recv = (w[1].recv_ns.unwrap() - w[0].recv_ns.unwrap()) as f64;
-                    (recv - send).abs()
-                })
-                .collect(),
-        );
-        best = best.min(e);
-    }
-    best
-}
-
 /// tightlink's reflector stamps with the kernel: its gaps follow the send
 /// gaps within 2 us (the bound the server's stamps meet on loopback), our
 /// fields come back in the padding, nothing is dropped.
@@ -401,7 +362,7 @@ fn our_reflector_gives_the_gaps_toward_it() {
         "{}",
         ch.rtt_min_ns()
     );
-    let e = best_gap_error_ns(&mut ch);
+    let e = best_gap_error_ns(&mut ch, 1042);
     assert!(e < 2_000.0, "median gap error {e} ns");
     let host = ch.side_report().host.unwrap();
     assert!(host.drops.is_empty(), "{:?}", host.drops);
@@ -475,7 +436,7 @@ fn an_in_place_reflector_with_user_space_stamps_works_too() {
     // Its header covers bytes 0-40 only: our fields, in the STAMP TLV at
     // 44, come back where a STAMP reflector returns them.
     assert_eq!(ch.echo, Some(tightlink_wire::twamp::Echo::StampTlvs));
-    let e = best_gap_error_ns(&mut ch);
+    let e = best_gap_error_ns(&mut ch, 1042);
     stop.store(true, Ordering::Relaxed);
     // User-space stamps after a blocking recv: a few us of wake-up noise.
     eprintln!("in-place reflector: median gap error {e} ns");

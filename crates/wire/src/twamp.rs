@@ -390,12 +390,8 @@ impl<T: AsRef<[u8]>> ReflectorPacket<T> {
     }
     /// Our flags as the reflector echoed them (where it echoed them).
     pub fn reflected_flags(&self) -> Option<u8> {
-        let b = self.buffer.as_ref();
-        let start = match self.echo()? {
-            Echo::StampTlvs => 0,
-            Echo::TwampPadding => field::reflector::PADDING - field::SSID.start,
-        };
-        b.get(start + field::FLAGS).copied()
+        let start = self.echo()?.view_start();
+        self.buffer.as_ref().get(start + field::FLAGS).copied()
     }
     /// Where the sender's fields came back, if they did: echoed as STAMP
     /// TLVs, or as RFC 6038 padding after the 41-byte header.
@@ -411,13 +407,7 @@ impl<T: AsRef<[u8]>> ReflectorPacket<T> {
     }
     fn reflected_probe_at(&self, echo: Echo) -> Result<ProbeRepr, DropReason> {
         let b = self.buffer.as_ref();
-        // Reuse the sender layout: a STAMP reflector keeps our offsets; an
-        // RFC 6038 one moves the sender's byte 14 to 41, so view from 27.
-        let start = match echo {
-            Echo::StampTlvs => 0,
-            Echo::TwampPadding => field::reflector::PADDING - field::SSID.start,
-        };
-        let view = SenderPacket::new_checked(b.get(start..).unwrap_or(&[]))?;
+        let view = SenderPacket::new_checked(b.get(echo.view_start()..).unwrap_or(&[]))?;
         let mut probe = ProbeRepr::parse(&view)?;
         probe.sequence = self.sender_sequence();
         probe.timestamp = self.sender_timestamp();
@@ -434,6 +424,18 @@ pub enum Echo {
     StampTlvs,
     /// The sender's bytes from 14 on, after the 41-byte header (RFC 6038).
     TwampPadding,
+}
+
+impl Echo {
+    /// Where a sender-layout view of the reply starts: a STAMP reflector
+    /// keeps our offsets; an RFC 6038 one moves the sender's byte 14 to
+    /// 41, so view from 27.
+    pub fn view_start(self) -> usize {
+        match self {
+            Echo::StampTlvs => 0,
+            Echo::TwampPadding => field::reflector::PADDING - field::SSID.start,
+        }
+    }
 }
 
 /// What a reflector reply carries.
