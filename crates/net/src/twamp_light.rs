@@ -11,8 +11,8 @@
 //! and sends it back at its schedule (tightlink's extension; the hello
 //! checks the reflector does it), and this host's kernel receive stamps
 //! measure the way back; probes lost on the way there were never sent
-//! back and are left out of the stream (the replies carry their place
-//! among those sent back), and that is warned about. Replies are matched to probes by the
+//! back: they count as lost, and the replies' places among those sent
+//! back tell that it happened, which is warned about. Replies are matched to probes by the
 //! sender sequence number and timestamp they echo, never by our fields in
 //! the padding, which reflectors that write their header over the request
 //! destroy. Reflector stamps are on the reflector's clock: only their
@@ -645,8 +645,7 @@ impl TwampChannel {
         // Probes lost on the way to the reflector were never sent back:
         // marked lost on the way back too (the analyses index packets by
         // position), and warned about.
-        let kept = sent_back(held).unwrap_or_else(|| vec![true; n]);
-        if kept.contains(&false) {
+        if sent_back(held).is_some_and(|kept| kept.contains(&false)) {
             self.forward_lossy_streams += 1;
         }
         let mut actual = vec![None; n];
@@ -676,19 +675,8 @@ impl TwampChannel {
         if sent > 0 && late * 10 > sent {
             self.reflector_late_streams += 1;
         }
-        fn pick<T: Copy>(v: &[T], kept: &[bool]) -> Vec<T> {
-            v.iter()
-                .zip(kept)
-                .filter(|(_, &k)| k)
-                .map(|(x, _)| *x)
-                .collect()
-        }
-        self.ledger.stream(
-            stream,
-            &pick(&request.sizes, &kept),
-            &pick(&send_ns, &kept),
-            &pick(&recv_ns, &kept),
-        )
+        self.ledger
+            .stream(stream, &request.sizes, &send_ns, &recv_ns)
     }
 
     /// Adds a stream's stamps to the session's judgement; refuses once a
