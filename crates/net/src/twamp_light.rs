@@ -750,6 +750,14 @@ impl TwampChannel {
             &mut self.sequence,
         );
         if self.hold {
+            let span = request.offsets_ns.last().copied().unwrap_or(0);
+            if span as u64 > crate::reflector::MAX_HOLD_SPAN_NS {
+                return Err(ChannelError::Io(format!(
+                    "stream {stream} spans {:.2} s: a reflector holds trains of at most {:.1} s",
+                    span as f64 / 1e9,
+                    crate::reflector::MAX_HOLD_SPAN_NS as f64 / 1e9
+                )));
+            }
             for p in &mut pk {
                 SenderPacket::new_unchecked(&mut p[..]).set_flag(FLAG_HOLD);
             }

@@ -432,6 +432,11 @@ fn held_trains_measure_the_path_back() {
     assert!(e < 20_000.0, "median gap error {e} ns");
     // The hello's one-packet train and three streams of 200.
     wait_for(&h.stats.held, 601);
+    // A train longer than a reflector holds (2 s, a server's longest
+    // stream) is refused before it is sent: held in part, it would come
+    // back out of order.
+    let err = ch.probe(&request(1e6, 300, 1042)).unwrap_err().to_string();
+    assert!(err.contains("holds trains of at most 2.0 s"), "{err}");
     let d = spawn_double(Kind::Stamp);
     let err = TwampChannel::connect(&d.addr.to_string(), &reverse)
         .err()
