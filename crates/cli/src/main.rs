@@ -2,6 +2,7 @@
 //! printing reports; the work is in the library crates (core, trace, sim,
 //! probe, net, eval).
 
+mod agent;
 mod analyze;
 mod analyze_tcp;
 mod capacity;
@@ -10,6 +11,7 @@ mod cross;
 mod doctor;
 mod estimate;
 mod eval;
+mod history;
 mod hops;
 mod lab;
 mod reflector;
@@ -75,6 +77,12 @@ enum Command {
     /// traffic and kernel-counter truth; `lab run cbr30` measures every
     /// method there (root).
     Lab(lab::LabArgs),
+    /// Watch many paths as a service: targets on schedules, every result
+    /// in a SQLite history, Prometheus /metrics and /probe (see
+    /// `deploy/`).
+    Agent(agent::AgentArgs),
+    /// What the agent stored: table, JSON or CSV, or a plot over time.
+    History(history::HistoryArgs),
     /// Cross traffic on real sockets with the simulator's models (CBR,
     /// Poisson, bursty, smoothed), or `--sink` to count it.
     Cross(cross::CrossArgs),
@@ -102,6 +110,8 @@ fn main() {
         Command::Doctor(args) => doctor::run(args),
         Command::Lab(args) => lab::run(args),
         Command::Cross(args) => cross::run(args),
+        Command::Agent(args) => agent::run(args),
+        Command::History(args) => history::run(args),
     };
     if let Err(e) = result {
         // A reader that went away (`| head`) is not an error of ours.

@@ -58,6 +58,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "tightlink-capture",
         ],
     ),
+    // The service: schedules, history and exporter over the library API;
+    // sys only for the stop signals.
+    (
+        "tightlink-agent",
+        &["tightlink-core", "tightlink-measure", "tightlink-sys"],
+    ),
     // The command line: flags and rendering over the library.
     (
         "tightlink",
@@ -73,6 +79,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "tightlink-capture",
             "tightlink-measure",
             "tightlink-plot",
+            "tightlink-agent",
         ],
     ),
 ];

@@ -66,6 +66,22 @@ pub fn parse_time_ns(s: &str) -> Result<i64, UnitError> {
     Ok(ns.round() as i64)
 }
 
+/// `500ms`, `30s`, `5m`, `1h`, `30d`, a bare number of seconds ->
+/// seconds: the periods of a service (intervals, timeouts, retention).
+pub fn parse_period_s(s: &str) -> Result<f64, UnitError> {
+    number_with_suffix(
+        s,
+        &[
+            ("ms", 1e-3),
+            ("s", 1.0),
+            ("m", 60.0),
+            ("h", 3600.0),
+            ("d", 86_400.0),
+        ],
+        "period (like 30s, 5m, 1h or 30d)",
+    )
+}
+
 /// `1MB`, `64KB`, `9000B`, `9000` -> bytes (rounded).
 pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
     number_with_suffix(
@@ -103,6 +119,13 @@ mod tests {
         assert_eq!(parse_bytes("64KB"), Ok(64_000));
         assert_eq!(parse_bytes("1.5MB"), Ok(1_500_000));
         assert_eq!(parse_bytes("9000"), Ok(9000));
+        assert_eq!(parse_period_s("500ms"), Ok(0.5));
+        assert_eq!(parse_period_s("30s"), Ok(30.0));
+        assert_eq!(parse_period_s("5m"), Ok(300.0));
+        assert_eq!(parse_period_s("1.5h"), Ok(5400.0));
+        assert_eq!(parse_period_s("30d"), Ok(2_592_000.0));
+        assert_eq!(parse_period_s("42"), Ok(42.0));
+        assert!(parse_period_s("1w").unwrap_err().0.contains("30s, 5m"));
     }
 
     #[test]

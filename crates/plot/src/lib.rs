@@ -338,3 +338,141 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// One result of `tightlink history --plot`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryPoint {
+    pub unix_s: f64,
+    pub available_bps: f64,
+    pub low_bps: f64,
+    /// `None`: no upper limit was measured.
+    pub high_bps: Option<f64>,
+    pub truth_bps: Option<f64>,
+}
+
+/// One target and method over time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistorySeries {
+    pub name: String,
+    pub points: Vec<HistoryPoint>,
+    /// When measurements failed (drawn as crosses on the time axis).
+    pub failures_unix_s: Vec<f64>,
+}
+
+/// The estimate over time with its confidence range as bars, the
+/// simulator's truth where known, failures as crosses at zero; PNG, or
+/// SVG when `file` ends in `.svg`.
+pub fn draw_history(file: &Path, title: &str, series: &[HistorySeries]) -> Res<()> {
+    register_font();
+    let svg = file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if svg {
+        let root = SVGBackend::new(file, (1000, 500)).into_drawing_area();
+        history_on(root, title, series)
+    } else {
+        let root = BitMapBackend::new(file, (1000, 500)).into_drawing_area();
+        history_on(root, title, series)
+    }
+}
+
+fn history_on<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    series: &[HistorySeries],
+) -> Res<()>
+where
+    DB::ErrorType: 'static,
+{
+    let times = series.iter().flat_map(|s| {
+        s.points
+            .iter()
+            .map(|p| p.unix_s)
+            .chain(s.failures_unix_s.iter().copied())
+    });
+    let t0 = times.clone().fold(f64::INFINITY, f64::min);
+    let t1 = times.fold(f64::NEG_INFINITY, f64::max);
+    if !t0.is_finite() {
+        return Err("nothing to draw".into());
+    }
+    // Minutes for up to two hours, hours beyond.
+    let (scale, unit) = if t1 - t0 > 7200.0 {
+        (3600.0, "hours")
+    } else {
+        (60.0, "minutes")
+    };
+    let top_bps = series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .map(|p| {
+            p.high_bps
+                .unwrap_or(p.available_bps)
+                .max(p.available_bps)
+                .max(p.truth_bps.unwrap_or(0.0))
+        })
+        .fold(0.0f64, f64::max);
+    let (div, yunit) = if top_bps >= 2e9 {
+        (1e9, "Gbit/s")
+    } else {
+        (1e6, "Mbit/s")
+    };
+    let top = (top_bps / div * 1.1).max(1e-3);
+    let x_end = ((t1 - t0) / scale).max(1.0 / scale) * 1.02;
+    root.fill(&WHITE)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_end, 0.0..top)?;
+    c.configure_mesh()
+        .x_desc(format!("time ({unit} from the first result)"))
+        .y_desc(format!("available bandwidth ({yunit})"))
+        .draw()?;
+    for (i, s) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let xy = |p: &HistoryPoint| ((p.unix_s - t0) / scale, p.available_bps / div);
+        c.draw_series(s.points.iter().map(|p| {
+            let x = (p.unix_s - t0) / scale;
+            let high = p.high_bps.unwrap_or(top * div) / div;
+            PathElement::new(
+                vec![(x, p.low_bps / div), (x, high.min(top))],
+                colour.mix(0.4),
+            )
+        }))?;
+        c.draw_series(LineSeries::new(s.points.iter().map(xy), colour))?
+            .label(s.name.as_str())
+            .legend(line_key(colour));
+        c.draw_series(
+            s.points
+                .iter()
+                .map(|p| Circle::new(xy(p), 3, colour.filled())),
+        )?;
+        let truth: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .filter_map(|p| p.truth_bps.map(|t| ((p.unix_s - t0) / scale, t / div)))
+            .collect();
+        if !truth.is_empty() {
+            c.draw_series(
+                truth
+                    .iter()
+                    .map(|&(x, y)| Cross::new((x, y), 4, BLACK.mix(0.6))),
+            )?
+            .label(format!("{} truth (simulator)", s.name))
+            .legend(|(x, y)| Cross::new((x + 10, y), 4, BLACK.mix(0.6)));
+        }
+        c.draw_series(
+            s.failures_unix_s
+                .iter()
+                .map(|&t| Cross::new(((t - t0) / scale, 0.0), 6, RED.stroke_width(2))),
+        )?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

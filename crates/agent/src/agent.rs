@@ -1,0 +1,636 @@
+//! The running agent: one thread per target measuring it on its schedule,
+//! the HTTP endpoint, and the shared state between them (the history, the
+//! last result per target and method, counters, and which targets have a
+//! measurement in flight: never two toward one target at once).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use tightlink_core::rng::Rng;
+use tightlink_measure::{estimate, EstimateOptions, Method, RealOptions, Target};
+
+use crate::config::{glob_match, AgentConfig, TargetConfig};
+use crate::http::{self, Request, Response};
+use crate::metrics::{self, Counters, Exposition};
+use crate::schedule::Schedule;
+use crate::store::{Origin, Row, Store};
+
+/// Prunes the history this often.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// `/probe` waits this long for a scheduled measurement of the same
+/// target to end before answering 503.
+const PROBE_WAIT_BUSY: Duration = Duration::from_secs(2);
+/// Distinct targets `/probe` remembers for its per-target interval.
+const PROBE_MEMORY: usize = 10_000;
+
+pub fn unix_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// What a log line goes to (stderr from the command line; journald keeps it).
+pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
+
+pub struct Agent {
+    pub config: AgentConfig,
+    store: Mutex<Store>,
+    latest: Mutex<BTreeMap<(String, String), Row>>,
+    counters: Mutex<Counters>,
+    busy: Mutex<HashSet<String>>,
+    busy_freed: Condvar,
+    probe_last: Mutex<HashMap<String, Instant>>,
+    probes_running: AtomicUsize,
+    stop: Arc<AtomicBool>,
+    start_unix_s: f64,
+    log: Log,
+}
+
+/// Marks a target busy until dropped (also when a timed-out measurement's
+/// thread finishes long after its caller gave up).
+struct BusyGuard {
+    agent: Arc<Agent>,
+    key: String,
+}
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        let mut b = self.agent.busy.lock().unwrap_or_else(|p| p.into_inner());
+        b.remove(&self.key);
+        self.agent.busy_freed.notify_all();
+    }
+}
+
+/// What a finished agent did.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub stored: u64,
+    pub failed: u64,
+    pub store_errors: u64,
+}
+
+impl Agent {
+    /// Opens the history and loads the last results from it.
+    pub fn new(config: AgentConfig, log: Log) -> Result<Arc<Agent>> {
+        let store = Store::open(&config.database)?;
+        let latest = store
+            .latest()?
+            .into_iter()
+            .map(|r| ((r.name.clone(), r.method.clone()), r))
+            .collect();
+        Ok(Arc::new(Agent {
+            config,
+            store: Mutex::new(store),
+            latest: Mutex::new(latest),
+            counters: Mutex::default(),
+            busy: Mutex::default(),
+            busy_freed: Condvar::new(),
+            probe_last: Mutex::default(),
+            probes_running: AtomicUsize::new(0),
+            stop: Arc::new(AtomicBool::new(false)),
+            start_unix_s: unix_ns() as f64 / 1e9,
+            log,
+        }))
+    }
+
+    /// Runs until `should_stop()` says so (polled every 100 ms): target
+    /// threads, pruning, and the HTTP endpoint when configured. On stop,
+    /// a measurement in flight is finished and stored (or, past its
+    /// timeout, recorded as a failure); nothing is stored half.
+    pub fn run(self: &Arc<Agent>, should_stop: &dyn Fn() -> bool) -> Result<Summary> {
+        let mut threads = Vec::new();
+        if let Some(addr) = self.config.listen {
+            let listener =
+                TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
+            (self.log)(&format!(
+                "serving /metrics and /probe on http://{}",
+                listener.local_addr()?
+            ));
+            let me = self.clone();
+            let handler: Arc<http::Handler> = Arc::new(move |r: &Request| me.handle(r));
+            let me = self.clone();
+            let on_done: Arc<http::OnDone> = Arc::new(move |path, code| {
+                *me.counters().http_requests.entry((path, code)).or_insert(0) += 1;
+            });
+            let stop = self.stop.clone();
+            threads.push(std::thread::spawn(move || {
+                let _ = http::serve(listener, handler, on_done, stop);
+            }));
+        }
+        let now = unix_ns();
+        let n = self.config.targets.len();
+        for (i, t) in self.config.targets.iter().enumerate() {
+            let sched = Schedule::new(now, i, n, (t.interval_s * 1e9) as i64, t.jitter);
+            let me = self.clone();
+            let tc = t.clone();
+            let seed = now as u64 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            threads.push(std::thread::spawn(move || {
+                me.watch(tc, sched, Rng::new(seed))
+            }));
+        }
+        (self.log)(&format!(
+            "watching {n} target(s); history in {}",
+            self.config.database.display()
+        ));
+        let mut last_prune: Option<Instant> = None;
+        while !should_stop() {
+            if last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+                self.prune();
+                last_prune = Some(Instant::now());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (self.log)("stopping: finishing measurements in flight");
+        self.stop.store(true, Ordering::SeqCst);
+        for t in threads {
+            let _ = t.join();
+        }
+        let c = self.counters().clone();
+        let failed = c
+            .measurements
+            .iter()
+            .filter(|(k, _)| k.3 == "error")
+            .map(|(_, n)| n)
+            .sum();
+        let all: u64 = c.measurements.values().sum();
+        Ok(Summary {
+            stored: all,
+            failed,
+            store_errors: c.store_errors,
+        })
+    }
+
+    fn counters(&self) -> std::sync::MutexGuard<'_, Counters> {
+        self.counters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn prune(&self) {
+        let before = unix_ns() - (self.config.retention_s * 1e9) as i64;
+        let mut s = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        match s.prune(before) {
+            Ok(0) => {}
+            Ok(n) => (self.log)(&format!("retention: deleted {n} result(s)")),
+            Err(e) => (self.log)(&format!("retention: {e:#}")),
+        }
+    }
+
+    /// Sleeps until `until_ns` or the stop; false when stopping.
+    fn sleep_until(&self, until_ns: i64) -> bool {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            let left = until_ns - unix_ns();
+            if left <= 0 {
+                return true;
+            }
+            std::thread::sleep(Duration::from_nanos(left.min(100_000_000) as u64));
+        }
+    }
+
+    /// One target's loop: wait for its turn, measure each method, store.
+    fn watch(self: Arc<Agent>, tc: TargetConfig, mut sched: Schedule, mut rng: Rng) {
+        while self.sleep_until(sched.due_ns()) {
+            for &m in &tc.methods {
+                let Some(guard) = self.claim(&tc.target, None) else {
+                    return; // stopping
+                };
+                let row = self.measure(&tc, m, "schedule", tc.timeout_s, guard, &mut rng);
+                self.record(row);
+            }
+            let missed = sched.advance(unix_ns(), &mut rng);
+            if missed > 0 {
+                *self
+                    .counters()
+                    .missed_runs
+                    .entry(tc.name.clone())
+                    .or_insert(0) += missed;
+            }
+        }
+    }
+
+    /// Marks the target busy, waiting for a measurement in flight toward
+    /// it to end (at most `wait`, or until stopping, when `None`).
+    fn claim(self: &Arc<Agent>, target: &Target, wait: Option<Duration>) -> Option<BusyGuard> {
+        let key = target.to_string();
+        let started = Instant::now();
+        let mut b = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        while b.contains(&key) {
+            if self.stop.load(Ordering::SeqCst) || wait.is_some_and(|w| started.elapsed() >= w) {
+                return None;
+            }
+            b = self
+                .busy_freed
+                .wait_timeout(b, Duration::from_millis(100))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        b.insert(key.clone());
+        Some(BusyGuard {
+            agent: self.clone(),
+            key,
+        })
+    }
+
+    /// Runs one measurement on its own thread and waits at most
+    /// `timeout_s`; past it, a failure row (the thread keeps the target
+    /// busy until it ends).
+    fn measure(
+        self: &Arc<Agent>,
+        tc: &TargetConfig,
+        method: Method,
+        origin: &str,
+        timeout_s: f64,
+        guard: BusyGuard,
+        rng: &mut Rng,
+    ) -> Row {
+        let (target, seed) = fresh_seed(&tc.target, rng);
+        let options = EstimateOptions {
+            method,
+            max_streams: tc.max_streams,
+            real: RealOptions {
+                reverse: tc.reverse,
+                key_file: tc.key_file.clone(),
+                max_rate_bps: tc.max_rate_bps,
+                ..RealOptions::default()
+            },
+            ..EstimateOptions::default()
+        };
+        let started_unix_ns = unix_ns();
+        let started = Instant::now();
+        let (tx, rx) = mpsc::channel();
+        self.counters().in_flight += 1;
+        let me = self.clone();
+        let t = target.clone();
+        let spawned = std::thread::Builder::new()
+            .name("agent-measure".into())
+            .spawn(move || {
+                let _guard = guard;
+                let r = estimate(&t, &options, &mut |_| {});
+                me.counters().in_flight -= 1;
+                let _ = tx.send(r);
+            });
+        let name = method.name();
+        let origin = |wall_s: f64| Origin {
+            name: &tc.name,
+            target: &target,
+            method: name,
+            origin,
+            started_unix_ns,
+            wall_s,
+            seed,
+        };
+        if let Err(e) = spawned {
+            self.counters().in_flight -= 1;
+            return Row::failure(
+                &origin(0.0),
+                &format!("cannot start a measurement thread: {e}"),
+            );
+        }
+        match rx.recv_timeout(Duration::from_secs_f64(timeout_s)) {
+            Ok(Ok(report)) => Row::success(&origin(started.elapsed().as_secs_f64()), &report),
+            Ok(Err(e)) => Row::failure(&origin(started.elapsed().as_secs_f64()), &format!("{e:#}")),
+            Err(_) => Row::failure(
+                &origin(started.elapsed().as_secs_f64()),
+                &format!("timed out after {timeout_s} s"),
+            ),
+        }
+    }
+
+    /// Stores a row and makes it the latest of its target and method.
+    fn record(&self, mut row: Row) -> Option<i64> {
+        let result = if row.ok { "ok" } else { "error" };
+        if let Some(e) = &row.error {
+            (self.log)(&format!("{} {}: {e}", row.name, row.method));
+        }
+        let id = {
+            let mut s = self.store.lock().unwrap_or_else(|p| p.into_inner());
+            s.insert(&row)
+        };
+        {
+            let mut c = self.counters();
+            *c.measurements
+                .entry((
+                    row.name.clone(),
+                    row.method.clone(),
+                    row.origin.clone(),
+                    result,
+                ))
+                .or_insert(0) += 1;
+            if let Some(b) = row.probe_bytes {
+                *c.probe_bytes.entry(row.name.clone()).or_insert(0) += b;
+            }
+            if id.is_err() {
+                c.store_errors += 1;
+            }
+        }
+        let id = match id {
+            Ok(id) => id,
+            Err(e) => {
+                (self.log)(&format!(
+                    "history: cannot store a result of {}: {e:#}",
+                    row.name
+                ));
+                return None;
+            }
+        };
+        row.id = id;
+        if row.origin == "schedule" {
+            self.latest
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert((row.name.clone(), row.method.clone()), row);
+        }
+        Some(id)
+    }
+
+    /// The HTTP endpoint.
+    pub fn handle(self: &Arc<Agent>, r: &Request) -> Response {
+        match r.path.as_str() {
+            "/metrics" => {
+                let mut x = Exposition::default();
+                for row in self
+                    .latest
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values()
+                {
+                    metrics::result_samples(&mut x, row);
+                }
+                metrics::counter_samples(&mut x, &self.counters(), self.start_unix_s);
+                Response {
+                    status: 200,
+                    content_type: metrics::CONTENT_TYPE,
+                    body: x.render(),
+                    headers: Vec::new(),
+                }
+            }
+            "/probe" => self.probe(r),
+            "/healthz" => Response::text(200, "ok\n"),
+            "/" => Response::text(200, self.index()),
+            p => Response::text(
+                404,
+                format!("{p}: not here; try /metrics or /probe?target=...\n"),
+            ),
+        }
+    }
+
+    /// 429 when `key` was probed less than `min_interval` ago; otherwise,
+    /// with `start`, notes that it is probed now (503 when too many
+    /// distinct targets were probed recently to remember them all).
+    fn probe_too_soon(&self, key: &str, start: bool) -> Option<Response> {
+        let min_s = self.config.probe.min_interval_s;
+        let min = Duration::from_secs_f64(min_s);
+        let mut last = self.probe_last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = last.get(key) {
+            if t.elapsed() < min {
+                let wait = (min - t.elapsed()).as_secs_f64().ceil().max(1.0);
+                return Some(
+                    Response::text(429, format!("'{key}' was probed less than {min_s} s ago\n"))
+                        .with_header("Retry-After", format!("{wait}")),
+                );
+            }
+        }
+        if start {
+            if last.len() >= PROBE_MEMORY {
+                last.retain(|_, t| t.elapsed() < min);
+                if last.len() >= PROBE_MEMORY {
+                    return Some(
+                        Response::text(503, "too many distinct targets probed recently\n")
+                            .with_header("Retry-After", format!("{}", min_s.ceil().max(1.0))),
+                    );
+                }
+            }
+            last.insert(key.to_string(), Instant::now());
+        }
+        None
+    }
+
+    fn index(&self) -> String {
+        let mut s = String::from(
+            "tightlink agent\n\n/metrics  the last result of every target and method\n/probe?target=NAME_OR_TARGET[&method=M]  measure now (blackbox_exporter's multi-target pattern)\n\ntargets:\n",
+        );
+        for t in &self.config.targets {
+            let ms: Vec<&str> = t.methods.iter().map(|m| m.name()).collect();
+            s.push_str(&format!(
+                "  {}  {}  every {} s  {}\n",
+                t.name,
+                t.target,
+                t.interval_s,
+                ms.join(",")
+            ));
+        }
+        if !self.config.probe.allow.is_empty() {
+            s.push_str(&format!(
+                "/probe also allows: {}\n",
+                self.config.probe.allow.join(" ")
+            ));
+        }
+        s
+    }
+
+    /// `/probe?target=...&method=...`: one measurement now, its metrics
+    /// back. Only configured targets or the allowed patterns (403), one
+    /// per target per `min_interval` (429), `max_concurrent` at once (503).
+    fn probe(self: &Arc<Agent>, r: &Request) -> Response {
+        let policy = &self.config.probe;
+        let mut target_text = None;
+        let mut method_text = None;
+        for (k, v) in &r.query {
+            match k.as_str() {
+                "target" if target_text.is_none() => target_text = Some(v.clone()),
+                "method" if method_text.is_none() => method_text = Some(v.clone()),
+                "target" | "method" => return Response::text(400, format!("'{k}' given twice\n")),
+                _ => {
+                    return Response::text(
+                        400,
+                        format!("unknown parameter '{k}' (known: target, method)\n"),
+                    )
+                }
+            }
+        }
+        let Some(target_text) = target_text.filter(|t| !t.is_empty()) else {
+            return Response::text(400, "missing ?target= (a configured name or target)\n");
+        };
+        // A configured target by name or text, or one the patterns allow.
+        let tc = match self
+            .config
+            .targets
+            .iter()
+            .find(|t| t.name == target_text || t.target.to_string() == target_text)
+        {
+            Some(t) => t.clone(),
+            None => {
+                if !policy.allow.iter().any(|p| glob_match(p, &target_text)) {
+                    return Response::text(
+                        403,
+                        format!("target '{target_text}' is not one this agent may probe\n"),
+                    );
+                }
+                let target = match Target::parse(&target_text) {
+                    Ok(Target::Trace { .. }) => {
+                        return Response::text(400, "trace: targets are not probed over HTTP\n")
+                    }
+                    Ok(t) => t,
+                    Err(e) => {
+                        return Response::text(400, format!("target '{target_text}': {e:#}\n"))
+                    }
+                };
+                TargetConfig {
+                    name: target_text.clone(),
+                    target,
+                    methods: vec![Method::Multirate],
+                    interval_s: 0.0,
+                    jitter: 0.0,
+                    timeout_s: policy.timeout_s,
+                    key_file: None,
+                    max_rate_bps: None,
+                    max_streams: 60,
+                    reverse: false,
+                }
+            }
+        };
+        let method = match &method_text {
+            None => tc.methods[0],
+            Some(m) => match m.parse::<Method>() {
+                Ok(m) => m,
+                Err(e) => return Response::text(400, format!("method: {e}\n")),
+            },
+        };
+        // The per-target interval, then the concurrency, then the target;
+        // the interval is checked again once the target is ours (a
+        // request for it may have run while this one waited).
+        let key = tc.target.to_string();
+        if let Some(r) = self.probe_too_soon(&key, false) {
+            return r;
+        }
+        let running = self.probes_running.fetch_add(1, Ordering::SeqCst);
+        struct Running<'a>(&'a AtomicUsize);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let _running = Running(&self.probes_running);
+        if running >= policy.max_concurrent {
+            return Response::text(
+                503,
+                format!(
+                    "{} measurements already running; try again later\n",
+                    policy.max_concurrent
+                ),
+            )
+            .with_header("Retry-After", "5".into());
+        }
+        let Some(guard) = self.claim(&tc.target, Some(PROBE_WAIT_BUSY)) else {
+            return Response::text(
+                503,
+                format!("a measurement toward '{key}' is in flight; try again later\n"),
+            )
+            .with_header("Retry-After", "5".into());
+        };
+        if let Some(r) = self.probe_too_soon(&key, true) {
+            return r;
+        }
+        // Prometheus says how long it waits; answer before that.
+        let scrape_s = r
+            .header("x-prometheus-scrape-timeout-seconds")
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v > 1.0)
+            .map(|v| v - 0.5);
+        let timeout_s = scrape_s.map_or(tc.timeout_s, |s| s.min(tc.timeout_s));
+        let seed = unix_ns() as u64 ^ self.probes_running.load(Ordering::SeqCst) as u64;
+        let row = self.measure(&tc, method, "probe", timeout_s, guard, &mut Rng::new(seed));
+        let mut x = Exposition::default();
+        metrics::result_samples(&mut x, &row);
+        self.record(row);
+        // A failed measurement is still a good scrape: tightlink_up says 0
+        // (blackbox_exporter's convention).
+        Response {
+            status: 200,
+            content_type: metrics::CONTENT_TYPE,
+            body: x.render(),
+            headers: Vec::new(),
+        }
+    }
+}
+
+/// A simulated path without a seed of its own gets a fresh one per run
+/// (a path watched over time, not one replay); others are unchanged.
+pub fn fresh_seed(t: &Target, rng: &mut Rng) -> (Target, Option<u64>) {
+    match t {
+        Target::Sim { text, spec } => {
+            let mut spec = spec.clone();
+            if !text.contains("seed=") {
+                spec.seed = rng.next_u64() >> 1;
+            }
+            let seed = spec.seed;
+            (
+                Target::Sim {
+                    text: text.clone(),
+                    spec,
+                },
+                Some(seed),
+            )
+        }
+        other => (other.clone(), None),
+    }
+}
+
+/// Unix nanoseconds as `2026-11-23T10:04:05Z` (UTC, whole seconds).
+pub fn utc_text(unix_ns: i64) -> String {
+    let secs = unix_ns.div_euclid(1_000_000_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian
+    // calendar; the algorithm Howard Hinnant published as days_from_civil's
+    // inverse).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_by_hand() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00Z");
+        // 2000-02-29 12:34:56 UTC = 951827696 s.
+        assert_eq!(utc_text(951_827_696_000_000_000), "2000-02-29T12:34:56Z");
+        // 2026-11-23 00:00:00 UTC = 1795392000 s.
+        assert_eq!(utc_text(1_795_392_000_999_999_999), "2026-11-23T00:00:00Z");
+        assert_eq!(utc_text(-1_000_000_000), "1969-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn a_simulated_path_gets_a_fresh_seed_unless_it_names_one() {
+        let mut rng = Rng::new(1);
+        let (a, sa) = fresh_seed(&Target::parse("sim:").unwrap(), &mut rng);
+        let (b, sb) = fresh_seed(&Target::parse("sim:").unwrap(), &mut rng);
+        assert_ne!(sa, sb);
+        assert_eq!(a.to_string(), "sim:", "the label stays what the user typed");
+        assert_eq!(b.to_string(), "sim:");
+        let (_, s) = fresh_seed(&Target::parse("sim:seed=5").unwrap(), &mut rng);
+        assert_eq!(s, Some(5));
+        let (_, s) = fresh_seed(&Target::parse("10.0.0.1").unwrap(), &mut rng);
+        assert_eq!(s, None);
+    }
+}

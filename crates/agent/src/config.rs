@@ -1,0 +1,501 @@
+//! The agent's configuration: a TOML file (unknown keys rejected with
+//! file:line), overridden by flags and environment variables, checked
+//! before anything runs: every target parses, every method is known,
+//! every period is positive, names are unique, key files are readable.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use tightlink_core::units::{parse_period_s, parse_rate};
+use tightlink_measure::{Method, Target};
+
+/// The config file as written (`deny_unknown_fields` everywhere: a typo
+/// is an error, never a silently ignored setting).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `ADDR:PORT` of the HTTP endpoint (`/metrics`, `/probe`); `off` for none.
+    pub listen: Option<String>,
+    /// The SQLite history file.
+    pub database: Option<PathBuf>,
+    /// Results older than this are deleted (`30d`).
+    pub retention: Option<String>,
+    /// Defaults for every target.
+    pub interval: Option<String>,
+    pub jitter: Option<f64>,
+    pub timeout: Option<String>,
+    pub methods: Option<Vec<String>>,
+    pub probe: Option<ProbeFile>,
+    #[serde(default, rename = "target")]
+    pub targets: Vec<TargetFile>,
+}
+
+/// `[probe]`: what `/probe?target=...` may measure and how often.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeFile {
+    /// Targets beyond the configured ones, as patterns (`*` matches any
+    /// run of characters): `sim:*`, `10.1.*:7447`, `twamp:192.0.2.*`.
+    pub allow: Option<Vec<String>>,
+    /// Measurements `/probe` runs at once; more get 503.
+    pub max_concurrent: Option<usize>,
+    /// Per target: a second `/probe` sooner than this gets 429.
+    pub min_interval: Option<String>,
+}
+
+/// One `[[target]]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetFile {
+    /// The label in metrics and history; the target text by default.
+    pub name: Option<String>,
+    /// In the grammar `estimate` takes: `HOST[:PORT]` (server),
+    /// `twamp:HOST[:PORT]` (reflector), `sim:...` (simulated path).
+    pub target: String,
+    pub methods: Option<Vec<String>>,
+    pub interval: Option<String>,
+    /// Random share of the interval added or taken away (0..0.5).
+    pub jitter: Option<f64>,
+    pub timeout: Option<String>,
+    pub key_file: Option<PathBuf>,
+    pub max_rate: Option<String>,
+    pub max_streams: Option<usize>,
+    /// Measure from the far end toward this host.
+    pub reverse: Option<bool>,
+}
+
+/// What flags and environment variables say; each wins over the file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub database: Option<PathBuf>,
+    pub retention: Option<String>,
+    pub interval: Option<String>,
+    pub jitter: Option<f64>,
+    pub timeout: Option<String>,
+    pub methods: Option<Vec<String>>,
+    /// Targets added to the file's (same defaults).
+    pub targets: Vec<String>,
+    pub probe_allow: Option<Vec<String>>,
+    pub probe_max_concurrent: Option<usize>,
+    pub probe_min_interval: Option<String>,
+}
+
+/// The checked configuration the agent runs.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub listen: Option<SocketAddr>,
+    pub database: PathBuf,
+    pub retention_s: f64,
+    pub targets: Vec<TargetConfig>,
+    pub probe: ProbePolicy,
+}
+
+#[derive(Debug, Clone)]
+pub struct TargetConfig {
+    pub name: String,
+    pub target: Target,
+    pub methods: Vec<Method>,
+    pub interval_s: f64,
+    pub jitter: f64,
+    pub timeout_s: f64,
+    pub key_file: Option<PathBuf>,
+    pub max_rate_bps: Option<f64>,
+    pub max_streams: usize,
+    pub reverse: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProbePolicy {
+    pub allow: Vec<String>,
+    pub max_concurrent: usize,
+    pub min_interval_s: f64,
+    /// Longest a `/probe` measurement may take (the scrape's own timeout,
+    /// when Prometheus sends it, if shorter).
+    pub timeout_s: f64,
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9447";
+pub const DEFAULT_INTERVAL: &str = "5m";
+pub const DEFAULT_TIMEOUT: &str = "60s";
+pub const DEFAULT_RETENTION: &str = "30d";
+pub const DEFAULT_JITTER: f64 = 0.1;
+/// Nothing measures a target more often than this.
+pub const MIN_INTERVAL_S: f64 = 1.0;
+
+/// Where the history lives unless told: systemd's `StateDirectory`, the
+/// XDG state directory, `~/.local/state`, else the working directory.
+pub fn default_database() -> PathBuf {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(d) = env("STATE_DIRECTORY") {
+        // systemd may list several, separated by ':'.
+        let first = d
+            .to_string_lossy()
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .to_string();
+        return Path::new(&first).join("history.db");
+    }
+    if let Some(d) = env("XDG_STATE_HOME") {
+        return Path::new(&d).join("tightlink/history.db");
+    }
+    if let Some(h) = env("HOME") {
+        return Path::new(&h).join(".local/state/tightlink/history.db");
+    }
+    PathBuf::from("tightlink-history.db")
+}
+
+/// Reads `path` (when given) and applies the overrides.
+pub fn load(path: Option<&Path>, over: &Overrides) -> Result<AgentConfig> {
+    let file = match path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading the config {}", p.display()))?;
+            parse_file(&text).map_err(|e| anyhow::anyhow!("{}:{e}", p.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    resolve(file, over, path)
+}
+
+/// Parses the TOML text; an error starts with its line (`12: unknown
+/// field ...`) so the caller can put the file name in front.
+pub fn parse_file(text: &str) -> Result<FileConfig, String> {
+    toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+            .unwrap_or(1);
+        format!("{line}: {}", e.message().trim())
+    })
+}
+
+fn period(what: &str, s: &str) -> Result<f64> {
+    let v = parse_period_s(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+    if v <= 0.0 {
+        bail!("{what}: '{s}' must be longer than zero");
+    }
+    Ok(v)
+}
+
+fn methods(what: &str, names: &[String]) -> Result<Vec<Method>> {
+    if names.is_empty() {
+        bail!("{what}: an empty list (give at least one method)");
+    }
+    let mut out: Vec<Method> = Vec::new();
+    for n in names {
+        let m: Method = n.parse().map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+fn jitter(what: &str, j: f64) -> Result<f64> {
+    if !(0.0..=0.5).contains(&j) {
+        bail!("{what}: {j} is outside 0..0.5 (a share of the interval)");
+    }
+    Ok(j)
+}
+
+fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<AgentConfig> {
+    let at = |what: &str| match path {
+        Some(p) => format!("{}: {what}", p.display()),
+        None => what.to_string(),
+    };
+    let listen_text = over
+        .listen
+        .clone()
+        .or(file.listen)
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+    let listen = match listen_text.as_str() {
+        "off" | "" => None,
+        l => Some(l.parse::<SocketAddr>().map_err(|_| {
+            anyhow::anyhow!("{}", at(&format!("listen '{l}' is not ADDR:PORT (or off)")))
+        })?),
+    };
+    let retention = over
+        .retention
+        .clone()
+        .or(file.retention)
+        .unwrap_or_else(|| DEFAULT_RETENTION.to_string());
+    let retention_s = period(&at("retention"), &retention)?;
+    let d_interval = over
+        .interval
+        .clone()
+        .or(file.interval)
+        .unwrap_or_else(|| DEFAULT_INTERVAL.to_string());
+    let d_jitter = jitter(
+        &at("jitter"),
+        over.jitter.or(file.jitter).unwrap_or(DEFAULT_JITTER),
+    )?;
+    let d_timeout = over
+        .timeout
+        .clone()
+        .or(file.timeout)
+        .unwrap_or_else(|| DEFAULT_TIMEOUT.to_string());
+    let d_methods = over
+        .methods
+        .clone()
+        .or(file.methods)
+        .unwrap_or_else(|| vec!["multirate".to_string()]);
+    methods(&at("methods"), &d_methods)?;
+
+    let mut entries: Vec<TargetFile> = file.targets;
+    for t in &over.targets {
+        entries.push(TargetFile {
+            target: t.clone(),
+            ..TargetFile::default()
+        });
+    }
+    let mut targets = Vec::new();
+    let mut names = BTreeSet::new();
+    for (i, t) in entries.into_iter().enumerate() {
+        let label = format!("target {} ('{}')", i + 1, t.target);
+        let here = |what: &str| at(&format!("{label}: {what}"));
+        let target =
+            Target::parse(&t.target).map_err(|e| anyhow::anyhow!("{}", here(&e.to_string())))?;
+        if matches!(target, Target::Trace { .. }) {
+            bail!("{}", here("a recorded trace is not a path to watch (give a server, twamp: or sim: target)"));
+        }
+        let name = t.name.clone().unwrap_or_else(|| t.target.clone());
+        if name.is_empty() || name.chars().any(|c| c.is_control()) {
+            bail!("{}", here("name must be non-empty printable text"));
+        }
+        if !names.insert(name.clone()) {
+            bail!(
+                "{}",
+                here(&format!(
+                    "the name '{name}' is used twice (names label metrics and history)"
+                ))
+            );
+        }
+        let interval_s = period(
+            &here("interval"),
+            t.interval.as_deref().unwrap_or(&d_interval),
+        )?;
+        if interval_s < MIN_INTERVAL_S {
+            bail!(
+                "{}",
+                here(&format!(
+                    "interval {interval_s} s is shorter than {MIN_INTERVAL_S} s"
+                ))
+            );
+        }
+        if let Some(k) = &t.key_file {
+            std::fs::metadata(k).with_context(|| here(&format!("key_file {}", k.display())))?;
+        }
+        let max_rate_bps = t
+            .max_rate
+            .as_deref()
+            .map(|r| {
+                parse_rate(r).map_err(|e| anyhow::anyhow!("{}", here(&format!("max_rate: {e}"))))
+            })
+            .transpose()?;
+        if t.max_streams == Some(0) {
+            bail!("{}", here("max_streams must be at least 1"));
+        }
+        targets.push(TargetConfig {
+            name,
+            methods: methods(&here("methods"), t.methods.as_ref().unwrap_or(&d_methods))?,
+            interval_s,
+            jitter: jitter(&here("jitter"), t.jitter.unwrap_or(d_jitter))?,
+            timeout_s: period(&here("timeout"), t.timeout.as_deref().unwrap_or(&d_timeout))?,
+            key_file: t.key_file,
+            max_rate_bps,
+            max_streams: t.max_streams.unwrap_or(60),
+            reverse: t.reverse.unwrap_or(false),
+            target,
+        });
+    }
+    let pf = file.probe.unwrap_or_default();
+    let allow = over.probe_allow.clone().or(pf.allow).unwrap_or_default();
+    for a in &allow {
+        if a.is_empty() || a == "*" {
+            bail!("{}", at(&format!("probe.allow '{a}' would let anyone aim this host's probes anywhere; name targets or narrow the pattern")));
+        }
+    }
+    let max_concurrent = over.probe_max_concurrent.or(pf.max_concurrent).unwrap_or(2);
+    if max_concurrent == 0 {
+        bail!("{}", at("probe.max_concurrent must be at least 1"));
+    }
+    let min_interval = over
+        .probe_min_interval
+        .clone()
+        .or(pf.min_interval)
+        .unwrap_or_else(|| "10s".to_string());
+    Ok(AgentConfig {
+        listen,
+        database: over
+            .database
+            .clone()
+            .or(file.database)
+            .unwrap_or_else(default_database),
+        retention_s,
+        targets,
+        probe: ProbePolicy {
+            allow,
+            max_concurrent,
+            min_interval_s: parse_period_s(&min_interval)
+                .map_err(|e| anyhow::anyhow!("{}", at(&format!("probe.min_interval: {e}"))))?,
+            timeout_s: period(&at("timeout"), &d_timeout)?,
+        },
+    })
+}
+
+/// `*` matches any run of characters (none too); everything else itself.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"
+listen = "127.0.0.1:0"
+database = "/tmp/x.db"
+retention = "7d"
+interval = "1m"
+
+[probe]
+allow = ["sim:*"]
+min_interval = "5s"
+
+[[target]]
+name = "lab"
+target = "10.0.0.2"
+methods = ["multirate", "prcmt"]
+interval = "30s"
+max_rate = "500M"
+
+[[target]]
+target = "sim:cross=cbr:3G,seed=4"
+"#;
+
+    #[test]
+    fn a_full_file_resolves() {
+        let f = parse_file(SAMPLE).unwrap();
+        let c = resolve(f, &Overrides::default(), None).unwrap();
+        assert_eq!(c.retention_s, 7.0 * 86_400.0);
+        assert_eq!(c.targets.len(), 2);
+        let lab = &c.targets[0];
+        assert_eq!(lab.name, "lab");
+        assert_eq!(lab.methods, vec![Method::Multirate, Method::Prcmt]);
+        assert_eq!(lab.interval_s, 30.0);
+        assert_eq!(lab.max_rate_bps, Some(500e6));
+        let sim = &c.targets[1];
+        assert_eq!(sim.name, "sim:cross=cbr:3G,seed=4");
+        assert_eq!(sim.interval_s, 60.0, "the file's default interval");
+        assert_eq!(sim.jitter, DEFAULT_JITTER);
+        assert_eq!(c.probe.allow, vec!["sim:*".to_string()]);
+        assert_eq!(c.probe.min_interval_s, 5.0);
+        assert_eq!(c.probe.max_concurrent, 2);
+    }
+
+    #[test]
+    fn unknown_keys_name_their_line() {
+        let text = "interval = \"1m\"\n\n[[target]]\ntarget = \"sim:\"\ncolour = \"blue\"\n";
+        let e = parse_file(text).unwrap_err();
+        assert!(e.starts_with("5: "), "{e}");
+        assert!(e.contains("colour"), "{e}");
+        let e = load(
+            Some(Path::new("/nonexistent/agent.toml")),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("/nonexistent/agent.toml"), "{e}");
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let f = parse_file(SAMPLE).unwrap();
+        let over = Overrides {
+            interval: Some("10s".into()),
+            listen: Some("off".into()),
+            targets: vec!["sim:seed=9".into()],
+            ..Overrides::default()
+        };
+        let c = resolve(f, &over, None).unwrap();
+        assert!(c.listen.is_none());
+        assert_eq!(c.targets.len(), 3);
+        assert_eq!(
+            c.targets[1].interval_s, 10.0,
+            "the flag's default beats the file's"
+        );
+        assert_eq!(
+            c.targets[0].interval_s, 30.0,
+            "a target's own interval stays"
+        );
+    }
+
+    #[test]
+    fn bad_settings_say_what_and_where() {
+        let bad = |text: &str| {
+            resolve(
+                parse_file(text).unwrap(),
+                &Overrides::default(),
+                Some(Path::new("a.toml")),
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let e = bad("[[target]]\ntarget = \"sim:colour=blue\"\n");
+        assert!(
+            e.contains("a.toml: target 1") && e.contains("colour"),
+            "{e}"
+        );
+        let e = bad("[[target]]\ntarget = \"sim:\"\nmethods = [\"guess\"]\n");
+        assert!(e.contains("target 1") && e.contains("methods"), "{e}");
+        let e = bad("[[target]]\ntarget = \"sim:\"\ninterval = \"100ms\"\n");
+        assert!(e.contains("shorter than 1 s"), "{e}");
+        let e = bad("[[target]]\ntarget = \"sim:\"\n[[target]]\ntarget = \"sim:\"\n");
+        assert!(e.contains("target 2") && e.contains("used twice"), "{e}");
+        let e = bad("[probe]\nallow = [\"*\"]\n");
+        assert!(e.contains("anyone"), "{e}");
+        let e = bad("listen = \"localhost\"\n");
+        assert!(e.contains("ADDR:PORT"), "{e}");
+        let e = bad("[[target]]\ntarget = \"trace:x.csv\"\n");
+        assert!(e.contains("not a path to watch"), "{e}");
+        let e = bad("jitter = 0.9\n");
+        assert!(e.contains("0..0.5"), "{e}");
+    }
+
+    #[test]
+    fn patterns() {
+        assert!(glob_match("sim:*", "sim:"));
+        assert!(glob_match("sim:*", "sim:seed=3"));
+        assert!(!glob_match("sim:*", "10.0.0.1"));
+        assert!(glob_match("10.1.*:7447", "10.1.2.3:7447"));
+        assert!(!glob_match("10.1.*:7447", "10.1.2.3:7448"));
+        assert!(glob_match("a*b*c", "aXbYc"));
+        assert!(!glob_match("a*b*c", "aXcYb"));
+        assert!(
+            !glob_match("ab*ba", "aba"),
+            "prefix and suffix may not overlap"
+        );
+        assert!(glob_match("host", "host"));
+        assert!(!glob_match("host", "host2"));
+    }
+}

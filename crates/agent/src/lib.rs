@@ -1,0 +1,30 @@
+//! tightlink-agent: tightlink as a long-running service. It measures
+//! many targets on their schedules through the library API (never two
+//! measurements toward one target at once), keeps every result in a
+//! SQLite history, and serves Prometheus: `/metrics` with the last result
+//! per target and method, and blackbox_exporter's multi-target
+//! `/probe?target=...` for measurements on demand, guarded so that it
+//! cannot be turned into an attack tool.
+//!
+//! - [`config`]: the TOML file, flags and environment, checked.
+//! - [`schedule`]: intervals, jitter, spread start times (pure).
+//! - [`store`]: the history (SQLite, WAL, versioned schema, retention).
+//! - [`metrics`]: the Prometheus text format.
+//! - [`http`]: the small HTTP server, bounded per peer.
+//! - [`agent`]: the running service that ties them together.
+
+pub mod agent;
+pub mod config;
+pub mod http;
+pub mod metrics;
+pub mod schedule;
+pub mod store;
+
+pub use agent::{Agent, Summary};
+pub use config::{AgentConfig, Overrides, TargetConfig};
+pub use store::{Query, Row, Store};
+
+/// SIGINT and SIGTERM as stop requests, for the faces that run the agent.
+pub mod signal {
+    pub use tightlink_sys::signal::{catch_stop_signals, stop_signals};
+}

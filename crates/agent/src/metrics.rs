@@ -1,0 +1,384 @@
+//! The Prometheus text exposition format (version 0.0.4): the last result
+//! of each target and method, and the agent's own counters. Names follow
+//! Prometheus's conventions: base units in the name (`_bps`, `_bytes`,
+//! `_seconds`), `_total` on counters, one `# HELP` and `# TYPE` per family.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::store::Row;
+
+/// The content type Prometheus expects of this format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A label value with `\`, `"` and newlines escaped.
+pub fn escape(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// A sample value: Go's float formatting reads `+Inf`, `-Inf`, `NaN`.
+pub fn value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v == f64::INFINITY {
+        "+Inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Label pairs in the order given.
+pub fn labels(pairs: &[(&str, &str)]) -> String {
+    if pairs.is_empty() {
+        return String::new();
+    }
+    let inner: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// Families written in order, each with its samples.
+#[derive(Default)]
+pub struct Exposition {
+    families: Vec<(&'static str, &'static str, &'static str, Vec<String>)>,
+}
+
+impl Exposition {
+    /// Adds a sample to family `name` (declared on first use).
+    pub fn sample(
+        &mut self,
+        name: &'static str,
+        kind: &'static str,
+        help: &'static str,
+        labels: &str,
+        v: f64,
+    ) {
+        let line = format!("{name}{labels} {}", value(v));
+        match self.families.iter_mut().find(|f| f.0 == name) {
+            Some(f) => f.3.push(line),
+            None => self.families.push((name, kind, help, vec![line])),
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (name, kind, help, lines) in &self.families {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for l in lines {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+/// The gauges of one stored result.
+pub fn result_samples(x: &mut Exposition, r: &Row) {
+    let l = labels(&[
+        ("name", &r.name),
+        ("target", &r.target),
+        ("kind", &r.kind),
+        ("method", &r.method),
+    ]);
+    let ok = if r.ok { 1.0 } else { 0.0 };
+    x.sample(
+        "tightlink_up",
+        "gauge",
+        "Whether the last measurement of the target answered (1) or failed (0).",
+        &l,
+        ok,
+    );
+    x.sample(
+        "tightlink_measurement_timestamp_seconds",
+        "gauge",
+        "When the last measurement started, Unix seconds.",
+        &l,
+        r.started_unix_ns as f64 / 1e9,
+    );
+    x.sample(
+        "tightlink_measurement_duration_seconds",
+        "gauge",
+        "Wall-clock time the last measurement took.",
+        &l,
+        r.wall_s,
+    );
+    if !r.ok {
+        return;
+    }
+    if let Some(v) = r.available_bps {
+        x.sample(
+            "tightlink_available_bandwidth_bps",
+            "gauge",
+            "Available bandwidth of the path, bit/s (the last measurement's answer).",
+            &l,
+            v,
+        );
+    }
+    if let Some(v) = r.low_bps {
+        x.sample(
+            "tightlink_available_bandwidth_low_bps",
+            "gauge",
+            "Low end of the answer's confidence range, bit/s.",
+            &l,
+            v,
+        );
+    }
+    x.sample(
+        "tightlink_available_bandwidth_high_bps",
+        "gauge",
+        "High end of the answer's confidence range, bit/s (+Inf: no upper limit measured).",
+        &l,
+        r.high_bps.unwrap_or(f64::INFINITY),
+    );
+    if let Some(b) = &r.bound {
+        let lb = labels(&[
+            ("name", &r.name),
+            ("target", &r.target),
+            ("kind", &r.kind),
+            ("method", &r.method),
+            ("bound", b),
+        ]);
+        x.sample(
+            "tightlink_estimate_info",
+            "gauge",
+            "What the answer claims: exact, at_least or at_most (value 1).",
+            &lb,
+            1.0,
+        );
+    }
+    if let Some(v) = r.truth_bps {
+        x.sample(
+            "tightlink_truth_bps",
+            "gauge",
+            "Simulated targets: the simulator's true available bandwidth, bit/s.",
+            &l,
+            v,
+        );
+    }
+    if let Some(v) = r.probe_bytes {
+        x.sample(
+            "tightlink_measurement_probe_bytes",
+            "gauge",
+            "Probe bytes the last measurement sent.",
+            &l,
+            v as f64,
+        );
+    }
+    if let Some(h) = r.host_limited {
+        x.sample(
+            "tightlink_host_limited",
+            "gauge",
+            "1 when this host, not the path, capped the answer (it could not probe faster).",
+            &l,
+            if h { 1.0 } else { 0.0 },
+        );
+    }
+}
+
+/// The agent's own counters.
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    /// (name, method, origin, result) -> count.
+    pub measurements: BTreeMap<(String, String, String, &'static str), u64>,
+    /// name -> probe bytes sent.
+    pub probe_bytes: BTreeMap<String, u64>,
+    /// name -> runs skipped because the previous one overran.
+    pub missed_runs: BTreeMap<String, u64>,
+    /// (path, status) -> count.
+    pub http_requests: BTreeMap<(&'static str, u16), u64>,
+    pub store_errors: u64,
+    pub in_flight: u64,
+}
+
+pub fn counter_samples(x: &mut Exposition, c: &Counters, start_unix_s: f64) {
+    x.sample(
+        "tightlink_agent_build_info",
+        "gauge",
+        "The agent's version (value 1).",
+        &labels(&[("version", env!("CARGO_PKG_VERSION"))]),
+        1.0,
+    );
+    x.sample(
+        "tightlink_agent_start_time_seconds",
+        "gauge",
+        "When the agent started, Unix seconds.",
+        "",
+        start_unix_s,
+    );
+    x.sample(
+        "tightlink_agent_measurements_in_flight",
+        "gauge",
+        "Measurements running now.",
+        "",
+        c.in_flight as f64,
+    );
+    for ((name, method, origin, result), n) in &c.measurements {
+        x.sample(
+            "tightlink_agent_measurements_total",
+            "counter",
+            "Measurements finished, by target, method, origin (schedule or probe) and result (ok or error).",
+            &labels(&[("name", name), ("method", method), ("origin", origin), ("result", result)]),
+            *n as f64,
+        );
+    }
+    for (name, n) in &c.probe_bytes {
+        x.sample(
+            "tightlink_agent_probe_bytes_total",
+            "counter",
+            "Probe bytes sent toward the target.",
+            &labels(&[("name", name)]),
+            *n as f64,
+        );
+    }
+    for (name, n) in &c.missed_runs {
+        x.sample(
+            "tightlink_agent_missed_runs_total",
+            "counter",
+            "Scheduled runs skipped because the previous one overran its interval.",
+            &labels(&[("name", name)]),
+            *n as f64,
+        );
+    }
+    for ((path, code), n) in &c.http_requests {
+        x.sample(
+            "tightlink_agent_http_requests_total",
+            "counter",
+            "HTTP requests answered, by path and status.",
+            &labels(&[("path", path), ("code", &code.to_string())]),
+            *n as f64,
+        );
+    }
+    x.sample(
+        "tightlink_agent_store_errors_total",
+        "counter",
+        "Results the history could not store.",
+        "",
+        c.store_errors as f64,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_format_by_hand() {
+        let mut x = Exposition::default();
+        x.sample(
+            "a_bps",
+            "gauge",
+            "A.",
+            &labels(&[("t", "x\"y\\z\nw")]),
+            1.5e9,
+        );
+        x.sample(
+            "a_bps",
+            "gauge",
+            "A.",
+            &labels(&[("t", "b")]),
+            f64::INFINITY,
+        );
+        x.sample("b_total", "counter", "B.", "", 3.0);
+        assert_eq!(
+            x.render(),
+            "# HELP a_bps A.\n# TYPE a_bps gauge\na_bps{t=\"x\\\"y\\\\z\\nw\"} 1500000000\na_bps{t=\"b\"} +Inf\n\
+             # HELP b_total B.\n# TYPE b_total counter\nb_total 3\n"
+        );
+    }
+
+    #[test]
+    fn a_failure_exports_no_numbers() {
+        let t = tightlink_measure::Target::default_sim();
+        let o = crate::store::Origin {
+            name: "n",
+            target: &t,
+            method: "multirate",
+            origin: "schedule",
+            started_unix_ns: 2_000_000_000,
+            wall_s: 0.25,
+            seed: None,
+        };
+        let mut x = Exposition::default();
+        result_samples(&mut x, &Row::failure(&o, "no reply"));
+        let text = x.render();
+        assert!(
+            text.contains(
+                "tightlink_up{name=\"n\",target=\"sim:\",kind=\"sim\",method=\"multirate\"} 0\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("tightlink_measurement_timestamp_seconds{name=\"n\",target=\"sim:\",kind=\"sim\",method=\"multirate\"} 2\n"), "{text}");
+        assert!(!text.contains("available_bandwidth"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod shipped {
+    use super::*;
+
+    /// Every metric the shipped Grafana dashboard queries is one the agent
+    /// exports.
+    #[test]
+    fn the_dashboard_queries_only_metrics_that_exist() {
+        let dashboard = include_str!("../../../deploy/grafana-dashboard.json");
+        let t = tightlink_measure::Target::default_sim();
+        let o = crate::store::Origin {
+            name: "n",
+            target: &t,
+            method: "multirate",
+            origin: "schedule",
+            started_unix_ns: 0,
+            wall_s: 0.1,
+            seed: Some(1),
+        };
+        let report = tightlink_measure::estimate(
+            &t,
+            &tightlink_measure::EstimateOptions::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        let mut x = Exposition::default();
+        result_samples(&mut x, &Row::success(&o, &report));
+        let mut c = Counters::default();
+        c.measurements.insert(
+            ("n".into(), "multirate".into(), "schedule".into(), "error"),
+            1,
+        );
+        c.probe_bytes.insert("n".into(), 1);
+        c.missed_runs.insert("n".into(), 1);
+        counter_samples(&mut x, &c, 0.0);
+        let exported = x.render();
+        let v: serde_json::Value = serde_json::from_str(dashboard).unwrap();
+        let mut used = 0;
+        for p in v["panels"].as_array().unwrap() {
+            for t in p["targets"].as_array().unwrap() {
+                let expr = t["expr"].as_str().unwrap();
+                for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                    if word.starts_with("tightlink_") {
+                        used += 1;
+                        assert!(
+                            exported.contains(&format!("# TYPE {word} ")),
+                            "the dashboard queries {word}, which the agent does not export"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(used >= 10, "{used}");
+    }
+}
