@@ -4,12 +4,10 @@
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use tightlink_core::decision::multirate::Consistency;
-use tightlink_core::smoothing::imr::ImrWindow;
 use tightlink_core::{AnalysisParams, StreamKind};
-use tightlink_measure::analyze::{analyze_trace, Methods};
+use tightlink_measure::analyze::{analyze_trace, AnalysisSettings, Methods};
 
 use crate::report::{self, Format};
 
@@ -69,40 +67,22 @@ pub enum KindArg {
     Multi,
 }
 
-fn check_fraction(flag: &str, v: f64, max: f64) -> Result<f64> {
-    if !v.is_finite() || v < 0.0 || v > max {
-        bail!("--{flag} {v}: must be a number from 0 to {max}");
-    }
-    Ok(v)
-}
-
 fn params_from(args: &AnalyzeArgs) -> Result<AnalysisParams> {
-    let mut p = AnalysisParams::default();
-    p.bass.spike_up = check_fraction("spike-up", args.spike_up, 1000.0)?;
-    p.bass.spike_down = check_fraction("spike-down", args.spike_down, 1000.0)?;
-    p.prcmt_tolerance = check_fraction("tolerance", args.tolerance, 0.5)?;
-    p.multipass.exceed_tolerance = p.prcmt_tolerance;
-    p.imr_window = match args.imr_window.as_str() {
-        "tenth" => ImrWindow::TenthOfStream,
-        n => match n.parse::<usize>() {
-            Ok(k) if k >= 1 => ImrWindow::Packets(k),
-            _ => bail!("--imr-window {n}: must be a packet count of 1 or more, or `tenth`"),
-        },
-    };
-    if args.window == 0 {
-        bail!("--window 0: must be 1 or more gaps");
+    AnalysisSettings {
+        spike_up: args.spike_up,
+        spike_down: args.spike_down,
+        tolerance: args.tolerance,
+        imr_window: args.imr_window.clone(),
+        window: args.window,
+        max_passes: args.max_passes,
+        consistency: match args.consistency {
+            ConsistencyArg::Bracket => "bracket",
+            ConsistencyArg::EveryGap => "every-gap",
+            ConsistencyArg::Cumulative => "cumulative",
+        }
+        .into(),
     }
-    p.multipass.window = args.window;
-    if args.max_passes == 0 {
-        bail!("--max-passes 0: must be 1 or more");
-    }
-    p.multipass.max_passes = args.max_passes;
-    p.consistency = match args.consistency {
-        ConsistencyArg::Bracket => Consistency::Bracket,
-        ConsistencyArg::EveryGap => Consistency::EveryGap,
-        ConsistencyArg::Cumulative => Consistency::Cumulative,
-    };
-    Ok(p)
+    .params(&|n| format!("--{n}"))
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<()> {

@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use anyhow::{bail, Result};
 use serde::Serialize;
+use tightlink_core::decision::multirate::Consistency;
+use tightlink_core::smoothing::imr::ImrWindow;
 use tightlink_core::{analyze, Analysis, AnalysisParams, Method, ProbeStream, StreamKind};
 use tightlink_trace::Trace;
 
@@ -47,6 +49,97 @@ impl FromStr for Methods {
             },
         })
     }
+}
+
+/// The analysis knobs as users give them (the CLI's flags, the Python
+/// package's keywords), turned into [`AnalysisParams`] by one checker so
+/// that both refuse the same values with the same words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalysisSettings {
+    /// BASS SPIKE_UP, in mean send gaps.
+    pub spike_up: f64,
+    /// BASS SPIKE_DOWN, in mean send gaps.
+    pub spike_down: f64,
+    /// Relative rate tolerance of PRC-MT and of the multi-rate "exceeds" test.
+    pub tolerance: f64,
+    /// IMR window: a packet count, or `tenth` for a tenth of the stream.
+    pub imr_window: String,
+    /// Sliding window after multi-rate smoothing, in gaps.
+    pub window: usize,
+    /// Most spike-smoothing passes for `multirate`.
+    pub max_passes: usize,
+    /// `bracket`, `every-gap` or `cumulative`.
+    pub consistency: String,
+}
+
+impl Default for AnalysisSettings {
+    fn default() -> Self {
+        AnalysisSettings {
+            spike_up: 1.0,
+            spike_down: 0.5,
+            tolerance: 0.005,
+            imr_window: "10".into(),
+            window: 16,
+            max_passes: 8,
+            consistency: "bracket".into(),
+        }
+    }
+}
+
+impl AnalysisSettings {
+    /// Checked parameters. An error names the setting as `name` spells it
+    /// (`spike-up` -> `--spike-up` for the CLI, `spike_up=` for Python).
+    pub fn params(&self, name: &dyn Fn(&str) -> String) -> Result<AnalysisParams> {
+        let fraction = |flag: &str, v: f64, max: f64| -> Result<f64> {
+            if !v.is_finite() || !(0.0..=max).contains(&v) {
+                bail!("{} {v}: must be a number from 0 to {max}", name(flag));
+            }
+            Ok(v)
+        };
+        let mut p = AnalysisParams::default();
+        p.bass.spike_up = fraction("spike-up", self.spike_up, 1000.0)?;
+        p.bass.spike_down = fraction("spike-down", self.spike_down, 1000.0)?;
+        p.prcmt_tolerance = fraction("tolerance", self.tolerance, 0.5)?;
+        p.multipass.exceed_tolerance = p.prcmt_tolerance;
+        p.imr_window = match self.imr_window.as_str() {
+            "tenth" => ImrWindow::TenthOfStream,
+            n => match n.parse::<usize>() {
+                Ok(k) if k >= 1 => ImrWindow::Packets(k),
+                _ => bail!(
+                    "{} {n}: must be a packet count of 1 or more, or `tenth`",
+                    name("imr-window")
+                ),
+            },
+        };
+        if self.window == 0 {
+            bail!("{} 0: must be 1 or more gaps", name("window"));
+        }
+        p.multipass.window = self.window;
+        if self.max_passes == 0 {
+            bail!("{} 0: must be 1 or more", name("max-passes"));
+        }
+        p.multipass.max_passes = self.max_passes;
+        p.consistency = match self.consistency.as_str() {
+            "bracket" => Consistency::Bracket,
+            "every-gap" => Consistency::EveryGap,
+            "cumulative" => Consistency::Cumulative,
+            c => bail!(
+                "{} {c}: must be bracket, every-gap or cumulative",
+                name("consistency")
+            ),
+        };
+        Ok(p)
+    }
+}
+
+/// `single`, `multi`, or `None` for "infer each stream's kind".
+pub fn parse_kind(s: &str) -> Result<Option<StreamKind>> {
+    Ok(match s {
+        "auto" => None,
+        "single" | "single-rate" => Some(StreamKind::SingleRate),
+        "multi" | "multi-rate" => Some(StreamKind::MultiRate),
+        k => bail!("{k}: unknown stream kind; choose auto, single or multi"),
+    })
 }
 
 /// Analyses `streams`: each of kind `kind`, or of the kind its send gaps
@@ -157,6 +250,42 @@ impl From<&Analysis> for AnalysisRow {
 mod tests {
     use super::*;
     use tightlink_core::schedule::single_rate_schedule;
+
+    #[test]
+    fn settings_are_checked_with_the_caller_s_names() {
+        let flag = |n: &str| format!("--{n}");
+        assert_eq!(
+            AnalysisSettings::default().params(&flag).unwrap(),
+            AnalysisParams::default()
+        );
+        let bad = |s: AnalysisSettings| s.params(&flag).unwrap_err().to_string();
+        let e = bad(AnalysisSettings {
+            spike_up: -1.0,
+            ..Default::default()
+        });
+        assert_eq!(e, "--spike-up -1: must be a number from 0 to 1000");
+        let e = bad(AnalysisSettings {
+            imr_window: "0".into(),
+            ..Default::default()
+        });
+        assert!(e.starts_with("--imr-window 0"), "{e}");
+        let e = bad(AnalysisSettings {
+            consistency: "sometimes".into(),
+            ..Default::default()
+        });
+        assert!(e.contains("every-gap"), "{e}");
+        let py = |n: &str| format!("{}=", n.replace('-', "_"));
+        let e = AnalysisSettings {
+            window: 0,
+            ..Default::default()
+        }
+        .params(&py)
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "window= 0: must be 1 or more gaps");
+        assert_eq!(parse_kind("multi").unwrap(), Some(StreamKind::MultiRate));
+        assert!(parse_kind("both").is_err());
+    }
 
     #[test]
     fn method_choices_parse_and_expand() {

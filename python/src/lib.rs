@@ -1,0 +1,416 @@
+//! `tightlink._native`: the Python face of tightlink, over the library
+//! API (tightlink-measure) like every other face. Arrays come in as numpy
+//! views (read in place, never converted to Python objects), results go
+//! back as numpy arrays and plain lists; errors are `TightlinkError` with
+//! the messages the command line prints. The `tightlink` package wraps
+//! these functions with keyword arguments, structured arrays and stubs.
+
+use std::path::PathBuf;
+
+use numpy::{IntoPyArray, PyReadonlyArray1};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use tightlink_core::{ProbePacket, ProbeStream};
+use tightlink_measure::analyze::{
+    analyze_streams, parse_kind, AnalysisRow, AnalysisSettings, Methods,
+};
+use tightlink_measure::simulate::{simulate as sim_run, Schedule, SimulateOptions};
+use tightlink_measure::{estimate as est_run, EstimateOptions, Method, RealOptions, Target};
+
+create_exception!(
+    _native,
+    TightlinkError,
+    PyException,
+    "An error of tightlink, with the message the command line gives."
+);
+
+/// `recv_ns` of a lost packet.
+pub const LOST: i64 = i64::MIN;
+
+fn err(e: anyhow::Error) -> PyErr {
+    TightlinkError::new_err(format!("{e:#}"))
+}
+
+fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, name: &str) -> PyResult<&'a [T]> {
+    a.as_slice()
+        .map_err(|_| TightlinkError::new_err(format!("{name}: the array must be contiguous")))
+}
+
+/// Visits the streams of packet columns (consecutive runs of one stream
+/// id) in order, one at a time in a reused buffer: no allocation per
+/// packet, and the stream is hot in cache when it is analysed.
+fn for_each_stream(
+    stream_id: &[u64],
+    size: &[u32],
+    send: &[i64],
+    recv: &[i64],
+    mut visit: impl FnMut(&ProbeStream),
+) -> PyResult<()> {
+    let n = send.len();
+    for (name, len) in [
+        ("recv_ns", recv.len()),
+        ("size_bytes", size.len()),
+        ("stream_id", stream_id.len()),
+    ] {
+        if len != n {
+            return Err(TightlinkError::new_err(format!(
+                "{name} has {len} elements, send_ns has {n}: one per packet"
+            )));
+        }
+    }
+    if let Some(i) = size.iter().position(|&b| b == 0) {
+        return Err(TightlinkError::new_err(format!(
+            "size_bytes[{i}] is 0: packets have a size"
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut stream = ProbeStream::default();
+    let mut start = 0;
+    while start < n {
+        let id = stream_id[start];
+        let end = start
+            + stream_id[start..]
+                .iter()
+                .position(|&x| x != id)
+                .unwrap_or(n - start);
+        if !seen.insert(id) {
+            return Err(TightlinkError::new_err(format!(
+                "stream_id[{start}] = {id} appears again after another stream: a stream's packets must be contiguous"
+            )));
+        }
+        stream.id = id;
+        stream.packets.clear();
+        stream.packets.extend(
+            size[start..end]
+                .iter()
+                .zip(&send[start..end])
+                .zip(&recv[start..end])
+                .map(|((&size_bytes, &send_ns), &r)| ProbePacket {
+                    size_bytes,
+                    send_ns,
+                    recv_ns: (r != LOST).then_some(r),
+                }),
+        );
+        visit(&stream);
+        start = end;
+    }
+    Ok(())
+}
+
+/// Packets in columns -> streams.
+fn streams_from(
+    stream_id: &[u64],
+    size: &[u32],
+    send: &[i64],
+    recv: &[i64],
+) -> PyResult<Vec<ProbeStream>> {
+    let mut streams = Vec::new();
+    for_each_stream(stream_id, size, send, recv, |s| streams.push(s.clone()))?;
+    Ok(streams)
+}
+
+/// One column per field of `analyze --format json`'s rows.
+fn columns<'py>(py: Python<'py>, rows: &[AnalysisRow]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let f = |g: &dyn Fn(&AnalysisRow) -> Option<f64>| -> Vec<f64> {
+        rows.iter().map(|r| g(r).unwrap_or(f64::NAN)).collect()
+    };
+    d.set_item(
+        "stream_id",
+        rows.iter()
+            .map(|r| r.stream_id)
+            .collect::<Vec<_>>()
+            .into_pyarray(py),
+    )?;
+    d.set_item("method", PyList::new(py, rows.iter().map(|r| r.method))?)?;
+    d.set_item("kind", PyList::new(py, rows.iter().map(|r| r.kind))?)?;
+    d.set_item(
+        "packets",
+        rows.iter()
+            .map(|r| r.packets as i64)
+            .collect::<Vec<_>>()
+            .into_pyarray(py),
+    )?;
+    d.set_item(
+        "received",
+        rows.iter()
+            .map(|r| r.received as i64)
+            .collect::<Vec<_>>()
+            .into_pyarray(py),
+    )?;
+    d.set_item("avg_rate_bps", f(&|r| r.avg_rate_bps).into_pyarray(py))?;
+    d.set_item(
+        "decision",
+        PyList::new(py, rows.iter().map(|r| r.decision))?,
+    )?;
+    d.set_item("abw_bps", f(&|r| r.abw_bps).into_pyarray(py))?;
+    d.set_item("bound", PyList::new(py, rows.iter().map(|r| r.bound))?)?;
+    d.set_item(
+        "reason",
+        PyList::new(py, rows.iter().map(|r| r.reason.clone()))?,
+    )?;
+    d.set_item("send_rate_bps", f(&|r| r.send_rate_bps).into_pyarray(py))?;
+    d.set_item("recv_rate_bps", f(&|r| r.recv_rate_bps).into_pyarray(py))?;
+    d.set_item("pct", f(&|r| r.pct).into_pyarray(py))?;
+    d.set_item("pdt", f(&|r| r.pdt).into_pyarray(py))?;
+    d.set_item(
+        "kept_gaps",
+        PyList::new(py, rows.iter().map(|r| r.kept_gaps))?,
+    )?;
+    d.set_item(
+        "gaps_total",
+        PyList::new(py, rows.iter().map(|r| r.gaps_total))?,
+    )?;
+    d.set_item("passes", PyList::new(py, rows.iter().map(|r| r.passes))?)?;
+    let per_rate = PyList::empty(py);
+    for r in rows {
+        let l = PyList::empty(py);
+        for p in &r.per_rate {
+            l.append((p.rate_bps, p.decision))?;
+        }
+        per_rate.append(l)?;
+    }
+    d.set_item("per_rate", per_rate)?;
+    Ok(d)
+}
+
+/// Settings from the keyword dict (`spike_up=`, ...); unknown keys refused.
+fn settings(params: Option<&Bound<'_, PyDict>>) -> PyResult<AnalysisSettings> {
+    let mut s = AnalysisSettings::default();
+    let Some(params) = params else {
+        return Ok(s);
+    };
+    for (k, v) in params.iter() {
+        let key: String = k.extract()?;
+        let bad = |e: PyErr| TightlinkError::new_err(format!("{key}=: {e}"));
+        match key.as_str() {
+            "spike_up" => s.spike_up = v.extract().map_err(bad)?,
+            "spike_down" => s.spike_down = v.extract().map_err(bad)?,
+            "tolerance" => s.tolerance = v.extract().map_err(bad)?,
+            "imr_window" => s.imr_window = v.str()?.to_string(),
+            "window" => s.window = v.extract().map_err(bad)?,
+            "max_passes" => s.max_passes = v.extract().map_err(bad)?,
+            "consistency" => s.consistency = v.extract().map_err(bad)?,
+            _ => {
+                return Err(TightlinkError::new_err(format!(
+                    "{key}: unknown parameter (known: spike_up, spike_down, tolerance, imr_window, window, max_passes, consistency)"
+                )))
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// Every stream through the chosen methods; one row per (stream, method).
+/// (Python calls it with keywords: the arguments are the API.)
+#[allow(clippy::too_many_arguments)]
+#[pyfunction]
+#[pyo3(signature = (send_ns, recv_ns, size_bytes, stream_id, kind, method, params=None))]
+fn analyze<'py>(
+    py: Python<'py>,
+    send_ns: PyReadonlyArray1<'py, i64>,
+    recv_ns: PyReadonlyArray1<'py, i64>,
+    size_bytes: PyReadonlyArray1<'py, u32>,
+    stream_id: PyReadonlyArray1<'py, u64>,
+    kind: &str,
+    method: &str,
+    params: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let params = settings(params)?
+        .params(&|n| format!("{}=", n.replace('-', "_")))
+        .map_err(err)?;
+    let methods: Methods = method
+        .parse()
+        .map_err(|e: anyhow::Error| err(e.context("method=")))?;
+    let kind = parse_kind(kind).map_err(|e| err(e.context("kind=")))?;
+    let (send, recv) = (slice(&send_ns, "send_ns")?, slice(&recv_ns, "recv_ns")?);
+    let (size, ids) = (
+        slice(&size_bytes, "size_bytes")?,
+        slice(&stream_id, "stream_id")?,
+    );
+    let rows: PyResult<Vec<AnalysisRow>> = py.detach(|| {
+        let mut rows = Vec::new();
+        for_each_stream(ids, size, send, recv, |s| {
+            let one = analyze_streams(std::slice::from_ref(s), kind, methods, &params);
+            rows.extend(one.iter().map(AnalysisRow::from));
+        })?;
+        Ok(rows)
+    });
+    columns(py, &rows?)
+}
+
+/// Packets of `streams` as columns (stream_id, seq, size_bytes, send_ns, recv_ns).
+fn packet_columns<'py>(py: Python<'py>, streams: &[ProbeStream]) -> PyResult<Bound<'py, PyDict>> {
+    let n: usize = streams.iter().map(|s| s.packets.len()).sum();
+    let (mut id, mut seq, mut size, mut send, mut recv) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for s in streams {
+        for (i, p) in s.packets.iter().enumerate() {
+            id.push(s.id);
+            seq.push(i as u32);
+            size.push(p.size_bytes);
+            send.push(p.send_ns);
+            recv.push(p.recv_ns.unwrap_or(LOST));
+        }
+    }
+    let d = PyDict::new(py);
+    d.set_item("stream_id", id.into_pyarray(py))?;
+    d.set_item("seq", seq.into_pyarray(py))?;
+    d.set_item("size_bytes", size.into_pyarray(py))?;
+    d.set_item("send_ns", send.into_pyarray(py))?;
+    d.set_item("recv_ns", recv.into_pyarray(py))?;
+    Ok(d)
+}
+
+/// Metadata pairs and packet columns.
+type TraceColumns<'py> = (Vec<(String, String)>, Bound<'py, PyDict>);
+
+/// A probe trace file (v1, plain or gzip): (metadata pairs, packet columns).
+#[pyfunction]
+fn read_trace<'py>(py: Python<'py>, path: PathBuf) -> PyResult<TraceColumns<'py>> {
+    let trace = py
+        .detach(|| tightlink_trace::read_path(&path))
+        .map_err(|e| err(e.into()))?;
+    Ok((trace.metadata.clone(), packet_columns(py, &trace.streams)?))
+}
+
+/// Writes packet columns as a probe trace (gzip when the name ends in .gz).
+#[pyfunction]
+fn write_trace(
+    py: Python<'_>,
+    path: PathBuf,
+    stream_id: PyReadonlyArray1<'_, u64>,
+    size_bytes: PyReadonlyArray1<'_, u32>,
+    send_ns: PyReadonlyArray1<'_, i64>,
+    recv_ns: PyReadonlyArray1<'_, i64>,
+    metadata: Vec<(String, String)>,
+) -> PyResult<()> {
+    for (k, v) in &metadata {
+        if k.is_empty() || k.contains(['=', '\n', '\r']) || v.contains(['\n', '\r']) {
+            return Err(TightlinkError::new_err(format!(
+                "metadata {k:?}: keys are non-empty without '=' or line breaks, values without line breaks"
+            )));
+        }
+    }
+    let (ids, size) = (
+        slice(&stream_id, "stream_id")?,
+        slice(&size_bytes, "size_bytes")?,
+    );
+    let (send, recv) = (slice(&send_ns, "send_ns")?, slice(&recv_ns, "recv_ns")?);
+    py.detach(|| {
+        let streams = streams_from(ids, size, send, recv)?;
+        tightlink_measure::write_trace(&path, metadata, &streams).map_err(err)
+    })
+}
+
+/// Streams through the simulated path: (packet columns, truth columns, kind).
+#[pyfunction]
+#[pyo3(signature = (spec, streams, size_bytes, kind, rates_bps, packets, centre_bps, range, rates, per_rate))]
+#[allow(clippy::too_many_arguments)]
+fn simulate<'py>(
+    py: Python<'py>,
+    spec: &str,
+    streams: usize,
+    size_bytes: u32,
+    kind: &str,
+    rates_bps: Vec<f64>,
+    packets: usize,
+    centre_bps: Option<f64>,
+    range: f64,
+    rates: usize,
+    per_rate: usize,
+) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+    let target = Target::parse(spec).map_err(err)?;
+    let schedule = match kind {
+        "single" => Schedule::Single { rates_bps, packets },
+        "multi" => Schedule::Multi {
+            centre_bps,
+            range,
+            rates,
+            per_rate,
+        },
+        k => {
+            return Err(TightlinkError::new_err(format!(
+                "kind={k}: choose single or multi"
+            )))
+        }
+    };
+    let options = SimulateOptions {
+        streams,
+        size_bytes,
+        schedule,
+    };
+    let sim = py.detach(|| sim_run(&target, &options)).map_err(err)?;
+    let truth = PyDict::new(py);
+    let t = |g: &dyn Fn(&tightlink_core::channel::GroundTruth) -> f64| -> Vec<f64> {
+        sim.truths
+            .iter()
+            .map(|x| x.as_ref().map_or(f64::NAN, g))
+            .collect()
+    };
+    truth.set_item(
+        "stream_id",
+        sim.streams
+            .iter()
+            .map(|s| s.id)
+            .collect::<Vec<_>>()
+            .into_pyarray(py),
+    )?;
+    truth.set_item("available_bps", t(&|g| g.available_bps).into_pyarray(py))?;
+    truth.set_item("min_bps", t(&|g| g.min_bps).into_pyarray(py))?;
+    truth.set_item("max_bps", t(&|g| g.max_bps).into_pyarray(py))?;
+    Ok((packet_columns(py, &sim.streams)?, truth))
+}
+
+/// One closed-loop measurement of a target; the `--json` object as text.
+#[pyfunction]
+#[pyo3(signature = (target, method, max_streams, reverse, key_file, max_rate_bps))]
+fn estimate(
+    py: Python<'_>,
+    target: &str,
+    method: &str,
+    max_streams: usize,
+    reverse: bool,
+    key_file: Option<PathBuf>,
+    max_rate_bps: Option<f64>,
+) -> PyResult<String> {
+    let method: Method = method
+        .parse()
+        .map_err(|e| TightlinkError::new_err(format!("method={e}")))?;
+    let target = Target::parse(target).map_err(err)?;
+    let options = EstimateOptions {
+        method,
+        max_streams,
+        real: RealOptions {
+            reverse,
+            key_file,
+            max_rate_bps,
+            ..RealOptions::default()
+        },
+        ..EstimateOptions::default()
+    };
+    let report = py
+        .detach(|| est_run(&target, &options, &mut |_| {}))
+        .map_err(err)?;
+    serde_json::to_string(&report).map_err(|e| err(e.into()))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("TightlinkError", m.py().get_type::<TightlinkError>())?;
+    m.add("LOST", LOST)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(write_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate, m)?)?;
+    Ok(())
+}

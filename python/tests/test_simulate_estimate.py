@@ -1,0 +1,44 @@
+"""simulate() with its truth and estimate() with the command line's JSON."""
+
+import json
+
+import numpy as np
+import pytest
+
+import tightlink
+
+
+def test_simulated_streams_come_with_their_truth():
+    packets, truth = tightlink.simulate("sim:cross=cbr:3G,seed=4", streams=8)
+    assert len(truth) == 8
+    assert len(packets) == 8 * 5 * 64
+    # 10 Gbit/s with 3 Gbit/s of constant cross traffic: 7 Gbit/s.
+    assert np.allclose(truth["available_bps"], 7e9, rtol=0.01)
+    r = tightlink.analyze_packets(packets, kind="multi", method="multirate")
+    err = np.abs(r["abw_bps"] / truth["available_bps"] - 1)
+    assert np.median(err) < 0.05, err
+    again, _ = tightlink.simulate("sim:cross=cbr:3G,seed=4", streams=8)
+    assert np.array_equal(again, packets), "one seed, one run"
+
+
+def test_single_rate_streams():
+    packets, truth = tightlink.simulate("sim:cross=cbr:3G", kind="single", rates_bps=[5e9, 9e9], packets=100, streams=2)
+    r = tightlink.analyze_packets(packets, kind="single", method="prcmt+bass")
+    assert r["decision"] == ["below", "above"]
+
+
+def test_estimate_is_the_command_line_s_json(cli):
+    got = tightlink.estimate("sim:seed=3", method="multirate")
+    want = json.loads(cli("estimate", "sim:seed=3", "--json").stdout)
+    for d in (got, want):
+        del d["wall_s"]
+    assert got == want
+
+
+def test_errors_carry_the_command_line_s_message(cli):
+    with pytest.raises(tightlink.TightlinkError) as e:
+        tightlink.estimate("sim:colour=blue")
+    stderr = cli("estimate", "sim:colour=blue", check=False).stderr
+    assert str(e.value) in stderr
+    with pytest.raises(tightlink.TightlinkError, match="method="):
+        tightlink.estimate(method="guess")

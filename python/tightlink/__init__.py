@@ -1,0 +1,244 @@
+"""tightlink: available bandwidth of network paths at 1-100 Gbit/s.
+
+The estimators of the Rust library on numpy arrays, probe trace files as
+numpy structured arrays, the simulated path with its ground truth, and
+measurements of real targets, all through the library the command line
+uses (the same answers, the same error messages).
+
+    import numpy as np, tightlink
+    send = np.arange(100) * 12_000                  # 9000 B every 12 us: 6 Gbit/s
+    recv = 50_000 + np.arange(100) * 14_400         # arriving at 5 Gbit/s
+    r = tightlink.analyze(send, recv, 9000, method="prcmt+bass")
+    r["decision"]                                   # ['above']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _native
+from ._native import LOST, TightlinkError
+
+__all__ = [
+    "LOST",
+    "PACKET_DTYPE",
+    "TightlinkError",
+    "analyze",
+    "analyze_trace",
+    "estimate",
+    "read_trace",
+    "rows",
+    "simulate",
+    "write_trace",
+]
+
+__version__ = _native.__version__
+
+#: One probe packet, as `read_trace` and `simulate` return them and
+#: `write_trace` and `analyze_packets` take them; `recv_ns` is `LOST` for a
+#: lost packet.
+PACKET_DTYPE = np.dtype(
+    [
+        ("stream_id", np.uint64),
+        ("seq", np.uint32),
+        ("size_bytes", np.uint32),
+        ("send_ns", np.int64),
+        ("recv_ns", np.int64),
+    ]
+)
+
+#: Ground truth per simulated stream.
+TRUTH_DTYPE = np.dtype(
+    [
+        ("stream_id", np.uint64),
+        ("available_bps", np.float64),
+        ("min_bps", np.float64),
+        ("max_bps", np.float64),
+    ]
+)
+
+ArrayLike = Union[np.ndarray, Sequence[int]]
+
+
+def _column(x: Any, dtype: Any, name: str, n: Optional[int] = None) -> np.ndarray:
+    """A contiguous 1-D array of `dtype`: no copy when `x` already is one."""
+    if n is not None and np.ndim(x) == 0:
+        return np.full(n, x, dtype=dtype)
+    a = np.asarray(x)
+    if a.ndim != 1:
+        raise TightlinkError(f"{name}: expected a 1-D array, got {a.ndim} dimensions")
+    if a.dtype != dtype:
+        if a.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
+            if not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
+                raise TightlinkError(f"{name}: times and sizes are whole numbers (use LOST for a lost packet)")
+        a = a.astype(dtype)
+    return np.ascontiguousarray(a)
+
+
+def analyze(
+    send_ns: ArrayLike,
+    recv_ns: ArrayLike,
+    size_bytes: Union[int, ArrayLike],
+    *,
+    stream_id: Optional[ArrayLike] = None,
+    kind: str = "auto",
+    method: str = "default",
+    **params: Any,
+) -> Dict[str, Any]:
+    """Analyses probe streams given as arrays, one element per packet.
+
+    send_ns, recv_ns: int64 nanoseconds (sender's and receiver's clock);
+    ``recv_ns`` is ``LOST`` for a lost packet. size_bytes: one size for
+    every packet or one per packet. stream_id: the stream of each packet
+    (a stream's packets contiguous); all one stream when left out.
+    kind: ``auto`` (from the send gaps), ``single`` or ``multi``.
+    method: ``default`` (the best for each stream's kind), ``all``, or a
+    method name (``prcmt``, ``prcmt+bass``, ``pathload``, ``imr-avg``,
+    ``imr-wavelet``, ``multirate``, ``multirate-single-pass``,
+    ``multirate-prcmt-dp1``, ``multirate-prcmt-dp2``).
+    params: ``spike_up``, ``spike_down``, ``tolerance``, ``imr_window``,
+    ``window``, ``max_passes``, ``consistency``, as `tightlink analyze`'s
+    flags.
+
+    Returns one row per (stream, method) in columns: numpy arrays for
+    numbers (NaN where a method gives none), lists for text; the fields of
+    ``tightlink analyze --format json``'s results. ``rows()`` turns them
+    into that list of dicts.
+    """
+    send = _column(send_ns, np.int64, "send_ns")
+    n = len(send)
+    recv = _column(recv_ns, np.int64, "recv_ns")
+    size = _column(size_bytes, np.uint32, "size_bytes", n)
+    ids = np.zeros(n, dtype=np.uint64) if stream_id is None else _column(stream_id, np.uint64, "stream_id")
+    return _native.analyze(send, recv, size, ids, kind, method, params)
+
+
+def analyze_packets(packets: np.ndarray, *, kind: str = "auto", method: str = "default", **params: Any) -> Dict[str, Any]:
+    """`analyze` on a structured array of `PACKET_DTYPE` (as `read_trace` returns)."""
+    return analyze(
+        packets["send_ns"],
+        packets["recv_ns"],
+        packets["size_bytes"],
+        stream_id=packets["stream_id"],
+        kind=kind,
+        method=method,
+        **params,
+    )
+
+
+def analyze_trace(path: Union[str, os.PathLike], *, kind: str = "auto", method: str = "default", **params: Any) -> Dict[str, Any]:
+    """Analyses a probe trace file like `tightlink analyze`: ``kind="auto"``
+    takes the trace's ``# stream_kinds=`` metadata, else each stream's send gaps."""
+    packets, meta = read_trace(path)
+    if kind == "auto":
+        kind = {"single": "single", "multi": "multi"}.get(meta.get("stream_kinds", ""), "auto")
+    return analyze_packets(packets, kind=kind, method=method, **params)
+
+
+def rows(columns: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """Columns from `analyze` as a list of dicts, NaN as None: the rows of
+    ``tightlink analyze --format json``."""
+    n = len(columns["stream_id"])
+    out = []
+    for i in range(n):
+        row: Dict[str, Any] = {}
+        for k, v in columns.items():
+            x = v[i]
+            if isinstance(x, np.generic):
+                x = x.item()
+            if isinstance(x, float) and x != x:
+                x = None
+            if k == "per_rate":
+                x = [{"rate_bps": r, "decision": d} for r, d in x]
+            row[k] = x
+        out.append(row)
+    return out
+
+
+def _packets(cols: Mapping[str, np.ndarray]) -> np.ndarray:
+    a = np.empty(len(cols["stream_id"]), dtype=PACKET_DTYPE)
+    for name in PACKET_DTYPE.names:
+        a[name] = cols[name]
+    return a
+
+
+def read_trace(path: Union[str, os.PathLike]) -> Tuple[np.ndarray, Dict[str, str]]:
+    """A probe trace file (format v1, plain or gzip): its packets as a
+    structured array of `PACKET_DTYPE` and its ``# key=value`` metadata."""
+    meta, cols = _native.read_trace(os.fspath(path))
+    return _packets(cols), dict(meta)
+
+
+def write_trace(path: Union[str, os.PathLike], packets: np.ndarray, metadata: Optional[Mapping[str, str]] = None) -> None:
+    """Writes packets (a structured array with PACKET_DTYPE's fields; ``seq``
+    is ignored and rewritten as each packet's place in its stream) as a probe
+    trace, gzip when the name ends in ``.gz``."""
+    names = set(packets.dtype.names or ())
+    missing = {"stream_id", "size_bytes", "send_ns", "recv_ns"} - names
+    if missing:
+        raise TightlinkError(f"packets: missing fields {sorted(missing)}")
+    _native.write_trace(
+        os.fspath(path),
+        _column(packets["stream_id"], np.uint64, "stream_id"),
+        _column(packets["size_bytes"], np.uint32, "size_bytes"),
+        _column(packets["send_ns"], np.int64, "send_ns"),
+        _column(packets["recv_ns"], np.int64, "recv_ns"),
+        [(str(k), str(v)) for k, v in (metadata or {}).items()],
+    )
+
+
+def simulate(
+    spec: str = "sim:",
+    *,
+    streams: int = 20,
+    size_bytes: int = 9000,
+    kind: str = "multi",
+    rates_bps: Sequence[float] = (),
+    packets: int = 64,
+    centre_bps: Optional[float] = None,
+    range: float = 0.3,
+    rates: int = 5,
+    per_rate: int = 64,
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Streams through the simulated path `spec` (the grammar of
+    ``tightlink estimate sim:...``): multi-rate streams (``rates`` rates over
+    ``centre_bps * (1 +- range)``, the path's nominal available bandwidth by
+    default, ``per_rate`` packets each) or single-rate ones (``packets`` at
+    each of ``rates_bps`` in turn). Returns the packets (`PACKET_DTYPE`) and
+    the ground truth per stream (`TRUTH_DTYPE`; NaN where fewer than two
+    packets arrived)."""
+    cols, truth = _native.simulate(
+        spec, streams, size_bytes, kind, [float(r) for r in rates_bps], packets, centre_bps, range, rates, per_rate
+    )
+    t = np.empty(len(truth["stream_id"]), dtype=TRUTH_DTYPE)
+    for name in TRUTH_DTYPE.names:
+        t[name] = truth[name]
+    return _packets(cols), t
+
+
+def estimate(
+    target: str = "sim:",
+    *,
+    method: str = "multirate",
+    max_streams: int = 60,
+    reverse: bool = False,
+    key_file: Optional[Union[str, os.PathLike]] = None,
+    max_rate_bps: Optional[float] = None,
+) -> Dict[str, Any]:
+    """One closed-loop measurement, as ``tightlink estimate TARGET --json``:
+    the same dict. TARGET: ``sim:...`` (the simulated path), ``HOST[:PORT]``
+    (a tightlink server), ``twamp:HOST`` (a TWAMP-light or STAMP reflector),
+    ``trace:FILE`` (a saved run replayed)."""
+    text = _native.estimate(
+        target,
+        method,
+        max_streams,
+        reverse,
+        None if key_file is None else os.fspath(key_file),
+        max_rate_bps,
+    )
+    return json.loads(text)

@@ -1,0 +1,47 @@
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+LOST: int
+__version__: str
+
+class TightlinkError(Exception): ...
+
+def analyze(
+    send_ns: np.ndarray,
+    recv_ns: np.ndarray,
+    size_bytes: np.ndarray,
+    stream_id: np.ndarray,
+    kind: str,
+    method: str,
+    params: Optional[Dict[str, Any]] = None,
+) -> Dict[str, Any]: ...
+def read_trace(path: str) -> Tuple[List[Tuple[str, str]], Dict[str, np.ndarray]]: ...
+def write_trace(
+    path: str,
+    stream_id: np.ndarray,
+    size_bytes: np.ndarray,
+    send_ns: np.ndarray,
+    recv_ns: np.ndarray,
+    metadata: List[Tuple[str, str]],
+) -> None: ...
+def simulate(
+    spec: str,
+    streams: int,
+    size_bytes: int,
+    kind: str,
+    rates_bps: List[float],
+    packets: int,
+    centre_bps: Optional[float],
+    range: float,
+    rates: int,
+    per_rate: int,
+) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]: ...
+def estimate(
+    target: str,
+    method: str,
+    max_streams: int,
+    reverse: bool,
+    key_file: Optional[str],
+    max_rate_bps: Optional[float],
+) -> str: ...
