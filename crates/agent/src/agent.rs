@@ -24,6 +24,8 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// `/probe` waits this long for a scheduled measurement of the same
 /// target to end before answering 503.
 const PROBE_WAIT_BUSY: Duration = Duration::from_secs(2);
+/// The counters' `name` for targets only an allow pattern admitted.
+pub const PATTERN_LABEL: &str = "(allowed by pattern)";
 /// Distinct targets `/probe` remembers for its per-target interval.
 const PROBE_MEMORY: usize = 10_000;
 
@@ -313,17 +315,25 @@ impl Agent {
             s.insert(&row)
         };
         {
+            // Targets that only an allow pattern admitted share one label
+            // value: a client naming endless targets must not grow the
+            // counters without bound.
+            let label = if self.config.targets.iter().any(|t| t.name == row.name) {
+                row.name.clone()
+            } else {
+                PATTERN_LABEL.to_string()
+            };
             let mut c = self.counters();
             *c.measurements
                 .entry((
-                    row.name.clone(),
+                    label.clone(),
                     row.method.clone(),
                     row.origin.clone(),
                     result,
                 ))
                 .or_insert(0) += 1;
             if let Some(b) = row.probe_bytes {
-                *c.probe_bytes.entry(row.name.clone()).or_insert(0) += b;
+                *c.probe_bytes.entry(label).or_insert(0) += b;
             }
             if id.is_err() {
                 c.store_errors += 1;

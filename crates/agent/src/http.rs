@@ -132,6 +132,15 @@ pub fn parse_head(head: &str, peer: SocketAddr) -> Result<Request, (u16, String)
         };
         headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
     }
+    if !target.starts_with('/') {
+        return Err((
+            400,
+            format!(
+                "request target '{}' is not a path (origin form, /...)",
+                target.escape_debug()
+            ),
+        ));
+    }
     let (path, q) = target.split_once('?').unwrap_or((target, ""));
     let mut query = Vec::new();
     for pair in q.split('&').filter(|p| !p.is_empty()) {
@@ -427,6 +436,12 @@ mod tests {
         );
         assert_eq!(r.header("x-prometheus-scrape-timeout-seconds"), Some("9.5"));
         assert_eq!(parse_head("GET /\r\n", peer()).unwrap_err().0, 400);
+        // Found by fuzzing: a target with no path.
+        assert_eq!(parse_head("GET ?x HTTP/1.1", peer()).unwrap_err().0, 400);
+        assert_eq!(
+            parse_head("GET http://a/ HTTP/1.1", peer()).unwrap_err().0,
+            400
+        );
         assert_eq!(parse_head("GET / SPDY/3", peer()).unwrap_err().0, 400);
         assert_eq!(
             parse_head("GET /?a=%zz HTTP/1.1", peer()).unwrap_err().0,

@@ -583,6 +583,22 @@ target = "sim:"
         count(200) + 1,
         "the flood's 200s and the first probe"
     );
+    // A hundred targets named by clients share one counter label.
+    let (_, m) = get_from(Ipv4Addr::new(127, 0, 3, 2), addr, "/metrics", "");
+    let by_probe: Vec<&str> = m
+        .lines()
+        .filter(|l| l.starts_with("tightlink_agent_measurements_total{"))
+        .filter(|l| l.contains("origin=\"probe\""))
+        .collect();
+    assert_eq!(by_probe.len(), 2, "'default' and the pattern's: {m}");
+    assert_eq!(
+        sample(
+            &m,
+            "tightlink_agent_measurements_total",
+            "name=\"(allowed by pattern)\""
+        ),
+        Some(count(200) as f64)
+    );
     // The idle connections did not lock this address out for long: they
     // are cut after 5 s, and another address is served meanwhile.
     assert_eq!(
