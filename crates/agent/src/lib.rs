@@ -13,15 +13,20 @@
 //! - [`http`]: the small HTTP server, bounded per peer.
 //! - [`agent`]: the running service that ties them together.
 
+#[cfg(feature = "service")]
 pub mod agent;
 pub mod config;
 pub mod http;
+#[cfg(feature = "service")]
 pub mod metrics;
 pub mod schedule;
+#[cfg(feature = "service")]
 pub mod store;
 
+#[cfg(feature = "service")]
 pub use agent::{Agent, Summary};
 pub use config::{AgentConfig, Overrides, TargetConfig};
+#[cfg(feature = "service")]
 pub use store::{Query, Row, Store};
 
 /// SIGINT and SIGTERM as stop requests, for the faces that run the agent.

@@ -84,6 +84,8 @@ const COMMANDS: &[&[&str]] = &[
     &["lab", "run"],
     &["lab", "tcp"],
     &["cross"],
+    &["agent"],
+    &["history"],
 ];
 
 #[test]
