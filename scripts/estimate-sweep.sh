@@ -23,7 +23,7 @@ import json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin if l.strip()]
 ok = [r for r in rows if r.get("bound") == "exact" and r.get("truth_bps")]
 err = sorted(abs(r["available_bandwidth_bps"] / r["truth_bps"] - 1) for r in ok)
-# Linear between order statistics (type 7), as tightlink's stats.
+# Linear between order statistics (type 7), as in core::stats.
 q = lambda v, p: statistics.quantiles(v, n=10, method="inclusive")[int(p * 10) - 1] if len(v) > 1 else float("nan")
 mb = statistics.median(r["probe_bytes"] / 1e6 for r in rows if "probe_bytes" in r)
 st = statistics.median(r["streams"] for r in rows if "streams" in r)

@@ -414,7 +414,15 @@ fn passive_estimators_on_cubic_transfers() {
             assert!(n("overflow_as_congestion") * 10 >= overflow * 8, "{j}");
         } else {
             assert!(random >= 15, "0.05 % of ~150 000 segments: {out}");
-            assert!(n("random_as_random") * 2 > random, "{out}");
+            // The classifier must tell the two apart: random drops called
+            // random far more often than overflow drops are. The share
+            // itself swings with how often a random drop meets a high
+            // queue: 73 % and 85 % in two local runs, 44 % in one CI run
+            // (where ">50 %" failed), 82-94 % over 20 runs earlier.
+            let random_share = n("random_as_random") as f64 / random as f64;
+            let overflow_share = n("overflow_as_random") as f64 / overflow.max(1) as f64;
+            assert!(random_share >= 0.3, "{out}");
+            assert!(random_share >= overflow_share + 0.25, "{out}");
             if overflow >= 5 {
                 assert!(n("overflow_as_congestion") * 2 > overflow, "{out}");
             }
