@@ -342,6 +342,35 @@ impl ProbeStream {
             .collect()
     }
 
+    /// How often the receiver stamped packets in batches (interrupt
+    /// coalescence, \[BASS\] section III): arrivals closer than half the
+    /// smallest send gap were stamped together, since the sender spaced
+    /// no two packets that closely. The median time between the first
+    /// stamps of consecutive batches, when the stream has at least three
+    /// batches of two packets or more on average; `None` for a receiver
+    /// that stamps packets one by one.
+    pub fn receive_batch_interval_ns(&self) -> Option<f64> {
+        let min_send_gap = self
+            .packets
+            .windows(2)
+            .map(|w| w[1].send_ns - w[0].send_ns)
+            .filter(|&g| g > 0)
+            .min()? as f64;
+        let arrivals: Vec<i64> = self.packets.iter().filter_map(|p| p.recv_ns).collect();
+        let mut starts: Vec<i64> = Vec::new();
+        for (i, &r) in arrivals.iter().enumerate() {
+            if i == 0 || diff_ns(r, arrivals[i - 1]) >= 0.5 * min_send_gap {
+                starts.push(r);
+            }
+        }
+        if starts.len() < 3 || arrivals.len() < 2 * starts.len() {
+            return None;
+        }
+        let mut intervals: Vec<f64> = starts.windows(2).map(|w| diff_ns(w[1], w[0])).collect();
+        intervals.sort_by(f64::total_cmp);
+        crate::stats::quantile_sorted(&intervals, 0.5)
+    }
+
     /// Kind inferred from the send gaps: multi-rate when it has at least two
     /// runs of equal gaps and every run is long enough to be a rate step.
     pub fn infer_kind(&self, tol: GapTolerance) -> StreamKind {
@@ -361,6 +390,24 @@ impl ProbeStream {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// 20 packets sent 1 us apart, stamped in batches every 5 us (at 4,
+    /// 9, 14, 19 us: packets 0-4, 5-9, 10-14, 15-19), then the same
+    /// packets stamped one by one.
+    #[test]
+    fn receive_batches_by_hand() {
+        let send: Vec<i64> = (0..20).map(|i| i * 1000).collect();
+        let batched: Vec<Option<i64>> = (0..20).map(|i| Some(4000 + (i / 5) * 5000)).collect();
+        let s = ProbeStream::from_times(1, 1000, &send, &batched);
+        assert_eq!(s.receive_batch_interval_ns(), Some(5000.0));
+        let one_by_one: Vec<Option<i64>> = send.iter().map(|t| Some(t + 300)).collect();
+        let s = ProbeStream::from_times(1, 1000, &send, &one_by_one);
+        assert_eq!(s.receive_batch_interval_ns(), None);
+        // Two batches are not enough to say how often.
+        let two: Vec<Option<i64>> = (0..20).map(|i| Some(10_000 + (i / 10) * 10_000)).collect();
+        let s = ProbeStream::from_times(1, 1000, &send, &two);
+        assert_eq!(s.receive_batch_interval_ns(), None);
+    }
 
     /// Sent 0, 10, 20, 30, 40; packet 1 arrives after 2 and 3, packet 4
     /// is lost. By hand: only packet 1 was overtaken; it becomes lost.

@@ -13,6 +13,12 @@
 //! budget runs out first, the same median and interval are reported with
 //! stop reason `budget`, or the bound the last stream gave when no stream
 //! gave an exact estimate.
+//!
+//! Stream length follows the receiver (ours): each sub-stream must span
+//! at least `min_batches` of the receive batches the last stream showed
+//! (interrupt coalescence), or BASS has too few events to smooth; at
+//! 10 Gbit/s with 125 us coalescence the default 64 packets per rate
+//! already span about four, at 100 Gbit/s they fit in one.
 
 use super::Method as Strategy;
 use super::{Budget, Ceiling, Progress, Report, Session, Stop, StrategyError};
@@ -34,6 +40,10 @@ pub struct MultirateParams {
     pub stable_tolerance: f64,
     /// `multirate`, `multirate-single-pass`, `multirate-prcmt-dp1` or `-dp2`.
     pub method: Method,
+    /// Receive batches each sub-stream must span (packets per rate grow
+    /// to fit, up to `max_per_rate`).
+    pub min_batches: f64,
+    pub max_per_rate: usize,
 }
 
 impl Default for MultirateParams {
@@ -46,6 +56,8 @@ impl Default for MultirateParams {
             min_estimates: 5,
             stable_tolerance: 0.05,
             method: Method::Multirate,
+            min_batches: 4.0,
+            max_per_rate: 2048,
         }
     }
 }
@@ -69,14 +81,18 @@ pub fn run(
     // Streams in a row that found the path faster than the top rate the
     // sender can probe: after three the answer is "at least" that.
     let mut at_ceiling = 0;
+    let mut per_rate = params.per_rate;
     loop {
         let rates = rates_around(centre, range, params.rates);
-        let sched = multi_rate_schedule(&rates, params.per_rate, params.size_bytes);
+        let sched = multi_rate_schedule(&rates, per_rate, params.size_bytes);
         let request = StreamRequest::from_send_times(&sched, params.size_bytes);
         if !s.fits(request.bytes()) {
             break;
         }
         let stream = s.send(&request)?;
+        if let Some(interval_ns) = stream.receive_batch_interval_ns() {
+            per_rate = per_rate_for_batches(&params, interval_ns, centre * (1.0 + range));
+        }
         // Lossy streams read "at most" their lowest rate: the core's
         // `MultirateLoss` rule, the one place that decides it.
         let a = analyze(&stream, StreamKind::MultiRate, params.method, analysis);
@@ -130,6 +146,18 @@ pub fn run(
     }
 }
 
+/// Packets per rate so that a sub-stream at `top_bps` spans
+/// `min_batches` receive batches `interval_ns` apart; never below the
+/// configured `per_rate`, never above `max_per_rate`.
+pub fn per_rate_for_batches(params: &MultirateParams, interval_ns: f64, top_bps: f64) -> usize {
+    let bits = 8.0 * params.size_bytes as f64;
+    let needed = (params.min_batches * interval_ns * 1e-9 * top_bps / bits).ceil();
+    if !needed.is_finite() {
+        return params.per_rate;
+    }
+    (needed as usize).clamp(params.per_rate, params.max_per_rate.max(params.per_rate))
+}
+
 /// Median of `v` and its ~95 % confidence interval, median +- 1.58 IQR /
 /// sqrt(n) (McGill, Tukey and Larsen 1978), clamped to the sample's range.
 pub fn median_interval(v: &[f64]) -> (f64, f64, f64) {
@@ -144,6 +172,18 @@ pub fn median_interval(v: &[f64]) -> (f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sub_streams_grow_to_span_the_receive_batches() {
+        let p = MultirateParams::default();
+        // 125 us batches, top rate 97.5 Gbit/s, 9000 B: four batches hold
+        // 4 * 125e-6 * 97.5e9 / 72000 = 677.08 -> 678 packets.
+        assert_eq!(per_rate_for_batches(&p, 125_000.0, 97.5e9), 678);
+        // At 9.1 Gbit/s they need 63.2 -> 64: the default stands.
+        assert_eq!(per_rate_for_batches(&p, 125_000.0, 9.1e9), 64);
+        assert_eq!(per_rate_for_batches(&p, 10e6, 97.5e9), 2048, "capped");
+        assert_eq!(per_rate_for_batches(&p, f64::NAN, 97.5e9), 64);
+    }
 
     #[test]
     fn median_interval_by_hand() {
