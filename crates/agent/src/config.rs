@@ -483,6 +483,17 @@ target = "sim:cross=cbr:3G,seed=4"
     }
 
     #[test]
+    fn the_shipped_sample_config_resolves() {
+        let text = include_str!("../../../deploy/agent.toml");
+        let c = resolve(parse_file(text).unwrap(), &Overrides::default(), None).unwrap();
+        assert_eq!(c.listen, Some("127.0.0.1:9447".parse().unwrap()));
+        assert_eq!(c.targets.len(), 1);
+        assert_eq!(c.targets[0].name, "simulated 10G");
+        assert_eq!(c.targets[0].methods, vec![Method::Multirate, Method::Prcmt]);
+        assert_eq!(c.probe.allow, vec!["sim:*".to_string()]);
+    }
+
+    #[test]
     fn patterns() {
         assert!(glob_match("sim:*", "sim:"));
         assert!(glob_match("sim:*", "sim:seed=3"));
