@@ -71,7 +71,7 @@ impl Drop for BusyGuard {
 /// What a finished agent did.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
-    pub stored: u64,
+    pub finished: u64,
     pub failed: u64,
     pub store_errors: u64,
 }
@@ -161,7 +161,7 @@ impl Agent {
             .sum();
         let all: u64 = c.measurements.values().sum();
         Ok(Summary {
-            stored: all,
+            finished: all,
             failed,
             store_errors: c.store_errors,
         })

@@ -236,23 +236,27 @@ pub fn counter_samples(x: &mut Exposition, c: &Counters, start_unix_s: f64) {
             *n as f64,
         );
     }
-    for (name, n) in &c.probe_bytes {
-        x.sample(
+    for (map, metric, help) in [
+        (
+            &c.probe_bytes,
             "tightlink_agent_probe_bytes_total",
-            "counter",
             "Probe bytes sent toward the target.",
-            &labels(&[("name", name)]),
-            *n as f64,
-        );
-    }
-    for (name, n) in &c.missed_runs {
-        x.sample(
+        ),
+        (
+            &c.missed_runs,
             "tightlink_agent_missed_runs_total",
-            "counter",
             "Scheduled runs skipped because the previous one overran its interval.",
-            &labels(&[("name", name)]),
-            *n as f64,
-        );
+        ),
+    ] {
+        for (name, n) in map {
+            x.sample(
+                metric,
+                "counter",
+                help,
+                &labels(&[("name", name)]),
+                *n as f64,
+            );
+        }
     }
     for ((path, code), n) in &c.http_requests {
         x.sample(

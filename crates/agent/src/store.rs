@@ -8,9 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OpenFlags};
 use serde::Serialize;
-use tightlink_measure::{Bound, EstimateReport, Target};
+use tightlink_measure::{EstimateReport, Target};
 
 /// Migrations in order; migration `i` takes the schema from version `i`
 /// to `i + 1`. Never edit a shipped one: add the next.
@@ -145,16 +145,6 @@ impl Row {
         Row {
             error: Some(reason.to_string()),
             ..Row::base(o, false)
-        }
-    }
-
-    /// The answer's bound, typed.
-    pub fn bound(&self) -> Option<Bound> {
-        match self.bound.as_deref()? {
-            "exact" => Some(Bound::Exact),
-            "at_least" => Some(Bound::AtLeast),
-            "at_most" => Some(Bound::AtMost),
-            _ => None,
         }
     }
 }
@@ -342,15 +332,6 @@ impl Store {
         Ok(self
             .conn
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
-    }
-
-    /// Id of the newest row, if any.
-    pub fn last_id(&self) -> Result<Option<i64>> {
-        Ok(self
-            .conn
-            .query_row("SELECT MAX(id) FROM results", [], |r| r.get(0))
-            .optional()?
-            .flatten())
     }
 }
 

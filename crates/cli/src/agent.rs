@@ -122,7 +122,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
     let summary = agent.run(&|| tightlink_agent::signal::stop_signals() > 0)?;
     log(&format!(
         "stopped: {} measurement(s) finished ({} failed), {} not stored",
-        summary.stored, summary.failed, summary.store_errors
+        summary.finished, summary.failed, summary.store_errors
     ));
     Ok(())
 }

@@ -25,6 +25,19 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// Writes `agent.toml` in `dir`: listening on a free loopback port, the
+/// history in `dir/h.db`, then `body`. Returns (history, config).
+fn agent_config(dir: &Path, body: &str) -> (PathBuf, PathBuf) {
+    let db = dir.join("h.db");
+    let cfg = dir.join("agent.toml");
+    let head = format!(
+        "listen = \"127.0.0.1:0\"\ndatabase = \"{}\"\n",
+        db.display()
+    );
+    std::fs::write(&cfg, head + body).unwrap();
+    (db, cfg)
+}
+
 /// A TCP connection to `to` from the loopback address `from`.
 fn connect_from(from: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
     let SocketAddr::V4(to) = to else {
@@ -204,14 +217,9 @@ fn rows(db: &Path) -> Vec<tightlink_agent::Row> {
 #[test]
 fn the_agent_measures_on_schedule_stores_every_result_and_exports_the_last() {
     let dir = temp_dir("schedule");
-    let db = dir.join("h.db");
-    let cfg = dir.join("agent.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"listen = "127.0.0.1:0"
-database = "{}"
-interval = "1s"
+    let (db, cfg) = agent_config(
+        &dir,
+        r#"interval = "1s"
 jitter = 0.2
 
 [[target]]
@@ -227,10 +235,7 @@ target = "sim:cross=cbr:3G"
 name = "fixed"
 target = "sim:capacity=1G,cross=poisson:300M,seed=7"
 "#,
-            db.display()
-        ),
-    )
-    .unwrap();
+    );
     let agent = AgentProc::start(&cfg);
     wait_for(
         "every target and method measured twice",
@@ -399,7 +404,6 @@ fn free_port() -> u16 {
 #[test]
 fn kill_9_in_the_middle_of_a_measurement_leaves_a_sound_history_and_the_agent_resumes() {
     let dir = temp_dir("kill9");
-    let db = dir.join("h.db");
     let port = free_port();
     let server = Reaped(
         Command::new(env!("CARGO_BIN_EXE_tightlink"))
@@ -409,15 +413,10 @@ fn kill_9_in_the_middle_of_a_measurement_leaves_a_sound_history_and_the_agent_re
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(300));
-    let cfg = dir.join("agent.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "listen = \"127.0.0.1:0\"\ndatabase = \"{}\"\ninterval = \"1s\"\njitter = 0\n\n[[target]]\nname = \"loopback\"\ntarget = \"127.0.0.1:{port}\"\n\n[[target]]\nname = \"sim\"\ntarget = \"sim:\"\n",
-            db.display()
-        ),
-    )
-    .unwrap();
+    let (db, cfg) = agent_config(
+        &dir,
+        &format!("interval = \"1s\"\njitter = 0\n\n[[target]]\nname = \"loopback\"\ntarget = \"127.0.0.1:{port}\"\n\n[[target]]\nname = \"sim\"\ntarget = \"sim:\"\n"),
+    );
     let mut killed_mid = 0;
     let mut before = 0;
     for round in 0..3 {
@@ -477,14 +476,9 @@ fn kill_9_in_the_middle_of_a_measurement_leaves_a_sound_history_and_the_agent_re
 #[test]
 fn probe_is_bounded_under_a_flood_and_only_for_allowed_targets() {
     let dir = temp_dir("probe");
-    let db = dir.join("h.db");
-    let cfg = dir.join("agent.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"listen = "127.0.0.1:0"
-database = "{}"
-interval = "1h"
+    let (db, cfg) = agent_config(
+        &dir,
+        r#"interval = "1h"
 
 [probe]
 allow = ["sim:*"]
@@ -495,10 +489,7 @@ min_interval = "30s"
 name = "default"
 target = "sim:"
 "#,
-            db.display()
-        ),
-    )
-    .unwrap();
+    );
     let agent = AgentProc::start(&cfg);
     let addr = agent.addr;
     let lo = Ipv4Addr::LOCALHOST;
@@ -626,16 +617,10 @@ fn prometheus_scrapes_the_agent() {
         return;
     }
     let dir = temp_dir("prometheus");
-    let db = dir.join("h.db");
-    let cfg = dir.join("agent.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "listen = \"127.0.0.1:0\"\ndatabase = \"{}\"\ninterval = \"1s\"\n[probe]\nallow = [\"sim:*\"]\nmin_interval = \"1s\"\n[[target]]\nname = \"default\"\ntarget = \"sim:\"\n",
-            db.display()
-        ),
-    )
-    .unwrap();
+    let (db, cfg) = agent_config(
+        &dir,
+        "interval = \"1s\"\n[probe]\nallow = [\"sim:*\"]\nmin_interval = \"1s\"\n[[target]]\nname = \"default\"\ntarget = \"sim:\"\n",
+    );
     let agent = AgentProc::start(&cfg);
     let prom_port = free_port();
     let prom_cfg = dir.join("prometheus.yml");

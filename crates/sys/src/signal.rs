@@ -39,9 +39,3 @@ pub fn catch_stop_signals() -> io::Result<()> {
 pub fn stop_signals() -> usize {
     STOPS.load(Ordering::SeqCst)
 }
-
-/// Counts a stop as if a signal had arrived (tests, or a service's own
-/// fatal error).
-pub fn request_stop() {
-    STOPS.fetch_add(1, Ordering::SeqCst);
-}
