@@ -347,15 +347,15 @@ fn multi_rate(
     params: &AnalysisParams,
     base: Analysis,
 ) -> Analysis {
-    let a = multi_rate_gaps(stream, method, params, base);
-    let loss = stream.loss_fraction();
+    let subs = stream.sub_streams(params.gap_tolerance);
+    let loss = 1.0 - base.received as f64 / base.packets as f64;
+    let a = multi_rate_gaps(stream, &subs, loss, method, params, base);
     let rule = params.multirate_loss;
     let lossy = loss > rule.at_most_above
         || (loss > rule.at_most_unless_congested_above
             && matches!(a.bound, Bound::AtLeast | Bound::None)
-            && loss_grows_with_rate(stream, params.gap_tolerance));
-    let lowest_bps = stream
-        .sub_streams(params.gap_tolerance)
+            && loss_grows_with_rate_in(stream, &subs));
+    let lowest_bps = subs
         .iter()
         .map(|s| s.rate_bps)
         .filter(|r| r.is_finite() && *r > 0.0)
@@ -378,10 +378,14 @@ fn multi_rate(
 /// lost more than twice the lower half's share and 2 points more (with an
 /// odd count the middle one is in neither half).
 pub fn loss_grows_with_rate(stream: &ProbeStream, tol: GapTolerance) -> bool {
-    let mut subs = stream.sub_streams(tol);
+    loss_grows_with_rate_in(stream, &stream.sub_streams(tol))
+}
+
+fn loss_grows_with_rate_in(stream: &ProbeStream, subs: &[crate::stream::SubStream]) -> bool {
     if subs.len() < 2 {
         return false;
     }
+    let mut subs = subs.to_vec();
     subs.sort_by(|a, b| a.rate_bps.total_cmp(&b.rate_bps));
     let half = subs.len() / 2;
     let share = |group: &[crate::stream::SubStream]| {
@@ -400,15 +404,16 @@ pub fn loss_grows_with_rate(stream: &ProbeStream, tol: GapTolerance) -> bool {
 /// What the gaps of a multi-rate stream say.
 fn multi_rate_gaps(
     stream: &ProbeStream,
+    subs: &[crate::stream::SubStream],
+    loss: f64,
     method: Method,
     params: &AnalysisParams,
     base: Analysis,
 ) -> Analysis {
-    if stream.loss_fraction() > params.max_loss {
+    if loss > params.max_loss {
         return none_with(base, "too many losses (over half the stream)");
     }
-    let subs = stream.sub_streams(params.gap_tolerance);
-    if !rates_increase(&subs) {
+    if !rates_increase(subs) {
         return none_with(base, "sub-stream rates do not increase through the stream");
     }
     let mp_params = MultipassParams {
@@ -438,7 +443,7 @@ fn multi_rate_gaps(
             let min_suffix = (mp_params.window / 2).max(1);
             match estimate_from_smoothed(
                 &smoothed,
-                &subs,
+                subs,
                 params.consistency,
                 mp_params.exceed_tolerance,
                 min_suffix,
@@ -456,7 +461,7 @@ fn multi_rate_gaps(
             }
         }
         Method::MultiratePrcmtDp1 | Method::MultiratePrcmtDp2 => {
-            let decisions = per_rate_decisions(stream, &subs, params.bass, params.prcmt_tolerance);
+            let decisions = per_rate_decisions(stream, subs, params.bass, params.prcmt_tolerance);
             let rates: Vec<f64> = subs.iter().map(|s| s.rate_bps).collect();
             let policy = if method == Method::MultiratePrcmtDp1 {
                 Policy::Dp1

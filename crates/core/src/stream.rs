@@ -103,7 +103,12 @@ pub fn rate_bps(bytes: f64, ns: f64) -> Option<f64> {
 /// Difference of two clock readings in ns, exact for any `i64` inputs.
 #[inline]
 pub fn diff_ns(later: i64, earlier: i64) -> f64 {
-    (later as i128 - earlier as i128) as f64
+    // The i128 path converts through a slow software routine; clock
+    // differences nearly always fit in an i64.
+    match later.checked_sub(earlier) {
+        Some(d) => d as f64,
+        None => (later as i128 - earlier as i128) as f64,
+    }
 }
 
 /// A run of consecutive packets sent at one rate inside a stream.
@@ -235,11 +240,12 @@ impl ProbeStream {
             return None;
         }
         let span = diff_ns(self.packets[end - 1].send_ns, self.packets[start].send_ns);
-        let bytes: f64 = self.packets[start + 1..end]
+        // Integer sum: exact, and the same f64 as summing in f64 would be.
+        let bytes: u64 = self.packets[start + 1..end]
             .iter()
-            .map(|p| p.size_bytes as f64)
+            .map(|p| p.size_bytes as u64)
             .sum();
-        rate_bps(bytes, span)
+        rate_bps(bytes as f64, span)
     }
 
     /// Gaps between consecutive received packets (see the module docs for
@@ -310,36 +316,47 @@ impl ProbeStream {
     /// packet `i` decides which run `i` belongs to.
     pub fn sub_streams(&self, tol: GapTolerance) -> Vec<SubStream> {
         let n = self.packets.len();
-        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut out = Vec::new();
         if n == 0 {
-            return Vec::new();
+            return out;
         }
+        // One pass: each run's rate is its bytes after the packet before it
+        // (the run's first gap links it to the previous run's last packet)
+        // over the send span from that packet, as `rate_of(from, end)`.
+        let rate = |from: usize, end: usize, bytes: u64| {
+            if end <= from + 1 {
+                return 0.0;
+            }
+            let span = diff_ns(self.packets[end - 1].send_ns, self.packets[from].send_ns);
+            rate_bps(bytes as f64, span).unwrap_or(0.0)
+        };
         let mut start = 0usize;
+        let mut bytes = 0u64;
         let mut reference: Option<f64> = None;
         for i in 1..n {
             let g = diff_ns(self.packets[i].send_ns, self.packets[i - 1].send_ns);
             match reference {
                 None => reference = Some(g),
                 Some(r) if (g - r).abs() > tol.abs_ns.max(tol.rel * r.abs()) => {
-                    runs.push((start, i));
+                    out.push(SubStream {
+                        start,
+                        end: i,
+                        rate_bps: rate(start.saturating_sub(1), i, bytes),
+                    });
                     start = i;
+                    bytes = 0;
                     reference = Some(g);
                 }
                 Some(_) => {}
             }
+            bytes += self.packets[i].size_bytes as u64;
         }
-        runs.push((start, n));
-        runs.into_iter()
-            .map(|(s, e)| {
-                // The run's first gap links it to the previous run's last packet.
-                let from = s.saturating_sub(1);
-                SubStream {
-                    start: s,
-                    end: e,
-                    rate_bps: self.rate_of(from, e).unwrap_or(0.0),
-                }
-            })
-            .collect()
+        out.push(SubStream {
+            start,
+            end: n,
+            rate_bps: rate(start.saturating_sub(1), n, bytes),
+        });
+        out
     }
 
     /// How often the receiver stamped packets in batches (interrupt

@@ -82,31 +82,30 @@ pub enum Consistency {
 /// excess is at least two mean send gaps (the quantisation left by
 /// coalescence is about one send gap). `g.len()` when there is none.
 pub fn cumulative_crossing(g: &[Gap], tol: f64, min_suffix: usize) -> usize {
+    // With prefix sums P[0..=n] of the excess, the first k whose P[k] lies
+    // below every later P is the last place the global minimum is reached
+    // (any earlier k has that minimum after it); when that place is n,
+    // no run exists. One pass, no allocation.
     let n = g.len();
-    let mut prefix = Vec::with_capacity(n + 1);
-    let mut acc = 0.0;
-    prefix.push(0.0);
-    for x in g {
+    let (mut acc, mut min, mut k) = (0.0f64, 0.0f64, 0usize);
+    for (i, x) in g.iter().enumerate() {
         acc += x.recv_ns - x.send_ns * (1.0 + tol);
-        prefix.push(acc);
-    }
-    // suffix_min[m] = min(prefix[m..=n]).
-    let mut suffix_min = prefix.clone();
-    for m in (0..n).rev() {
-        suffix_min[m] = suffix_min[m].min(suffix_min[m + 1]);
-    }
-    for k in 0..n {
-        if prefix[k] < suffix_min[k + 1] {
-            let len = n - k;
-            let send: f64 = g[k..].iter().map(|x| x.send_ns).sum();
-            let excess = prefix[n] - prefix[k];
-            if len >= min_suffix.min(n) && excess >= 2.0 * send / len as f64 {
-                return k;
-            }
-            return n;
+        if acc <= min {
+            min = acc;
+            k = i + 1;
         }
     }
-    n
+    if k >= n {
+        return n;
+    }
+    let len = n - k;
+    let send: f64 = g[k..].iter().map(|x| x.send_ns).sum();
+    let excess = acc - min;
+    if len >= min_suffix.min(n) && excess >= 2.0 * send / len as f64 {
+        k
+    } else {
+        n
+    }
 }
 
 /// The estimate from smoothed gaps (see the module docs).
@@ -442,6 +441,43 @@ mod tests {
         let c2 = estimate_from_smoothed(&m2, &[], Consistency::Cumulative, 0.0, 2).unwrap();
         assert_eq!(b2, c2);
         assert_eq!(b2.bound, Bound::Exact);
+    }
+
+    proptest::proptest! {
+        /// The one-pass crossing equals the definition: the first k whose
+        /// prefix sum of excess lies below every later prefix sum (then the
+        /// length and excess checks), by brute force.
+        #[test]
+        fn cumulative_crossing_matches_its_definition(
+            excess in proptest::collection::vec(-4i32..5, 0..40),
+            min_suffix in 1usize..10,
+        ) {
+            let g: Vec<Gap> = excess
+                .iter()
+                .enumerate()
+                .map(|(i, &e)| Gap {
+                    send_ns: 10.0,
+                    recv_ns: 10.0 + e as f64,
+                    sent_bytes: 1000.0,
+                    recv_bytes: 1000.0,
+                    end_packet: i as u32 + 1,
+                })
+                .collect();
+            let n = g.len();
+            let prefix: Vec<f64> = std::iter::once(0.0)
+                .chain(excess.iter().scan(0.0, |a, &e| {
+                    *a += e as f64;
+                    Some(*a)
+                }))
+                .collect();
+            let first = (0..n).find(|&k| prefix[k + 1..].iter().all(|&p| prefix[k] < p));
+            let want = match first {
+                Some(k) if n - k >= min_suffix.min(n)
+                    && prefix[n] - prefix[k] >= 2.0 * 10.0 => k,
+                _ => n,
+            };
+            proptest::prop_assert_eq!(cumulative_crossing(&g, 0.0, min_suffix), want);
+        }
     }
 
     #[test]

@@ -238,19 +238,32 @@ pub fn average_range(gaps: &mut [Gap], r: Range<usize>) {
     if r.len() < 2 {
         return;
     }
-    let k = r.len() as f64;
+    let mean = range_mean(&gaps[r.clone()]);
+    for g in &mut gaps[r] {
+        *g = Gap {
+            end_packet: g.end_packet,
+            ..mean
+        };
+    }
+}
+
+/// The mean send and receive gap and byte counts of `gaps` (non-empty);
+/// `end_packet` is the last one's.
+fn range_mean(gaps: &[Gap]) -> Gap {
+    let k = gaps.len() as f64;
     let (mut s, mut v, mut sb, mut rb) = (0.0, 0.0, 0.0, 0.0);
-    for g in &gaps[r.clone()] {
+    for g in gaps {
         s += g.send_ns;
         v += g.recv_ns;
         sb += g.sent_bytes;
         rb += g.recv_bytes;
     }
-    for g in &mut gaps[r] {
-        g.send_ns = s / k;
-        g.recv_ns = v / k;
-        g.sent_bytes = sb / k;
-        g.recv_bytes = rb / k;
+    Gap {
+        send_ns: s / k,
+        recv_ns: v / k,
+        sent_bytes: sb / k,
+        recv_bytes: rb / k,
+        end_packet: gaps[gaps.len() - 1].end_packet,
     }
 }
 
@@ -262,12 +275,19 @@ pub fn bass_smooth(gaps: &[Gap], params: BassParams) -> Vec<Gap> {
     let mut out = Vec::with_capacity(found.kept_gaps());
     let mut events = found.events.iter().peekable();
     for r in &found.kept {
-        let start = out.len();
-        out.extend_from_slice(&gaps[r.clone()]);
-        if events.peek() == Some(&r) {
+        let part = &gaps[r.clone()];
+        if events.peek() == Some(&r) && part.len() >= 2 {
             events.next();
-            let end = out.len();
-            average_range(&mut out, start..end);
+            let mean = range_mean(part);
+            out.extend(part.iter().map(|g| Gap {
+                end_packet: g.end_packet,
+                ..mean
+            }));
+        } else {
+            if events.peek() == Some(&r) {
+                events.next();
+            }
+            out.extend_from_slice(part);
         }
     }
     out

@@ -67,16 +67,24 @@ pub struct Multipass {
 /// output `j` averages inputs `j - w/2 .. j + w - w/2`, clipped at the ends,
 /// so the output has the input's length and index mapping.
 pub fn window_average(gaps: &[Gap], window: usize) -> Vec<Gap> {
-    let n = gaps.len();
-    if window <= 1 || n == 0 {
-        return gaps.to_vec();
+    let mut out = Vec::with_capacity(gaps.len());
+    window_average_into(gaps, window, &mut out);
+    out
+}
+
+/// [`window_average`] into `out` (cleared first), reusing its memory.
+/// Running sums over `[lo, hi)`: O(n) whatever the window.
+pub fn window_average_into(gaps: &[Gap], window: usize, out: &mut Vec<Gap>) {
+    out.clear();
+    if window <= 1 {
+        out.extend_from_slice(gaps);
+        return;
     }
+    let n = gaps.len();
     let half = window / 2;
     let ahead = window - half;
-    // Running sums over [lo, hi): O(n) whatever the window, one allocation.
     let (mut lo, mut hi) = (0usize, 0usize);
     let mut acc = [0.0f64; 4];
-    let mut out = Vec::with_capacity(n);
     for (j, g) in gaps.iter().enumerate() {
         let want_hi = (j + ahead).min(n);
         while hi < want_hi {
@@ -97,15 +105,15 @@ pub fn window_average(gaps: &[Gap], window: usize) -> Vec<Gap> {
             lo += 1;
         }
         let k = (hi - lo) as f64;
+        let avg = acc.map(|a| a / k);
         out.push(Gap {
-            send_ns: acc[0] / k,
-            recv_ns: acc[1] / k,
-            sent_bytes: acc[2] / k,
-            recv_bytes: acc[3] / k,
+            send_ns: avg[0],
+            recv_ns: avg[1],
+            sent_bytes: avg[2],
+            recv_bytes: avg[3],
             end_packet: g.end_packet,
         });
     }
-    out
 }
 
 /// Whether gap `g` shows queueing: its receive gap exceeds its send gap.
@@ -165,8 +173,9 @@ fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, Vec<Gap>, usi
     let mut cur = bass_smooth(gaps, params.bass);
     let mut passes = 1;
     let mut factor = 1.0;
+    let mut windowed = Vec::with_capacity(cur.len());
     loop {
-        let windowed = window_average(&cur, params.window);
+        window_average_into(&cur, params.window, &mut windowed);
         if is_robust(&windowed, params.exceed_tolerance) {
             return (cur, windowed, passes, true);
         }
