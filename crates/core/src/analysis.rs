@@ -263,6 +263,21 @@ pub fn analyze(
     }
 }
 
+/// What PRC-MT made of the packets it saw lost, when any.
+fn loss_reason(o: &crate::decision::prcmt::PrcmtOutcome) -> Option<String> {
+    use crate::decision::prcmt::LossReading;
+    let pct = o.loss_share * 100.0;
+    match o.loss {
+        LossReading::None => None,
+        LossReading::Random => Some(format!(
+            "lost {pct:.1} % of the bytes, not like a full queue: read as random loss"
+        )),
+        LossReading::Congestion => Some(format!(
+            "lost {pct:.1} % of the bytes, heavy or late in the stream: a full queue"
+        )),
+    }
+}
+
 fn from_trend(base: Analysis, t: TrendOutcome) -> Analysis {
     Analysis {
         decision: Some(t.decision),
@@ -311,6 +326,7 @@ fn single_rate(
                 Some((o, kept)) => Analysis {
                     decision: Some(o.decision),
                     bound: single_bound(o.decision),
+                    reason: loss_reason(&o),
                     detail: Detail {
                         send_rate_bps: Some(o.send_rate_bps),
                         recv_rate_bps: Some(o.recv_rate_bps),

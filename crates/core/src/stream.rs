@@ -11,9 +11,10 @@
 //! Losses: a gap is always taken between two *received* packets. When packets
 //! were lost in between, the gap spans them: its send gap is the sum of the
 //! send gaps it covers, its `sent_bytes` counts the lost packets too and its
-//! `recv_bytes` only the one that arrived. Rate comparisons (PRC-MT) therefore
-//! see a loss as bytes that went in and did not come out; gap smoothing (BASS)
-//! treats a spanning gap as one observation. Trend tests (Pathload, IMR) use
+//! `recv_bytes` only the one that arrived. PRC-MT reads the timing of the
+//! packets that arrived and the lost bytes apart (a loss is congestion only
+//! when heavy or late, see `decision::prcmt`); gap smoothing (BASS) treats a
+//! spanning gap as one observation. Trend tests (Pathload, IMR) use
 //! the one-way delays of received packets only.
 
 /// One probe packet as recorded in a probe trace (format v1).

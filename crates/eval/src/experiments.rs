@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 use tightlink_core::decision::multirate::Consistency;
 use tightlink_core::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
-use tightlink_core::{analyze, AnalysisParams, Decision, Method, StreamKind};
+use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, StreamKind};
 use tightlink_probe::strategy;
 use tightlink_probe::Budget;
 use tightlink_sim::{parse_sim_target, PathSpec, SimChannel, SimPath};
@@ -60,6 +60,14 @@ pub const HUNDRED_GIG: PathCase = PathCase {
     name: "100G, bursty 25G, 125 us coalescence",
     target: "sim:hops=100G+100G,cross=bursty:25G,coalescence=125us",
     length_scale: 10,
+};
+
+/// The bursty 10 Gbit/s path with 1 % of the probe packets lost at random
+/// (a lossy link: the loss says nothing about the available bandwidth).
+pub const LOSSY: PathCase = PathCase {
+    name: "bursty, 125 us coalescence, 1 % random loss",
+    target: "sim:cross=bursty:2.5G,coalescence=125us,loss=1%",
+    length_scale: 1,
 };
 
 pub const LENGTHS: [usize; 4] = [32, 64, 128, 320];
@@ -349,6 +357,87 @@ pub fn multirate_errors(base_seed: u64, case: &PathCase, n: usize) -> Vec<ErrorD
                 label: v.label.to_string(),
                 errors: errors_of(&samples, v.method, &params),
                 streams: samples.len(),
+            }
+        })
+        .collect()
+}
+
+/// Multi-rate streams whose truth lies outside the rates they probed:
+/// how the default method answered them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutOfRange {
+    /// "above" (truth above the top rate) or "below" (under the lowest).
+    pub side: &'static str,
+    /// Streams whose truth lay on that side.
+    pub streams: usize,
+    /// Answered the right bound (at least above, at most below).
+    pub right_bound: f64,
+    /// Answered an exact number (inside the range: wrong by construction).
+    pub exact: f64,
+    /// Answered the opposite bound.
+    pub wrong_bound: f64,
+    /// No answer.
+    pub none: f64,
+}
+
+/// Streams of 5 x 64 packets (times the case's scale), Range 30 %, centred
+/// at 0.45-0.65 or 1.45-1.8 times the nominal available bandwidth, so the
+/// truth usually lies outside the probed rates; each stream is judged
+/// against its own truth and its actual top and lowest rate (streams whose
+/// truth fell inside are left out).
+pub fn out_of_range(base_seed: u64, case: &PathCase, n: usize) -> Vec<OutOfRange> {
+    let nominal = parse_sim_target(case.target)
+        .expect("valid")
+        .nominal_available_bps();
+    let per_rate = 64 * case.length_scale;
+    let label = format!("outside/{}", case.target);
+    let samples = simulate(base_seed, &label, case.target, n, |u| {
+        let centre = if u < 0.5 {
+            nominal * (0.45 + 0.4 * u)
+        } else {
+            nominal * (1.45 + 0.7 * (u - 0.5))
+        };
+        let rates = rates_around(centre, 0.3, 5);
+        (multi_rate_schedule(&rates, per_rate, SIZE_BYTES), centre)
+    });
+    let params = AnalysisParams::default();
+    let mut tally = [[0usize; 5]; 2];
+    for s in &samples {
+        let subs = s.stream.sub_streams(params.gap_tolerance);
+        let lowest = subs
+            .iter()
+            .map(|x| x.rate_bps)
+            .fold(f64::INFINITY, f64::min);
+        let top = subs.iter().map(|x| x.rate_bps).fold(0.0, f64::max);
+        let (side, right, wrong) = if s.truth_bps > top {
+            (0, Bound::AtLeast, Bound::AtMost)
+        } else if s.truth_bps < lowest {
+            (1, Bound::AtMost, Bound::AtLeast)
+        } else {
+            continue;
+        };
+        let a = analyze(&s.stream, StreamKind::MultiRate, Method::Multirate, &params);
+        let k = match a.bound {
+            b if b == right => 1,
+            Bound::Exact => 2,
+            b if b == wrong => 3,
+            _ => 4,
+        };
+        tally[side][0] += 1;
+        tally[side][k] += 1;
+    }
+    ["above", "below"]
+        .into_iter()
+        .zip(tally)
+        .map(|(side, t)| {
+            let share = |k: usize| t[k] as f64 / t[0].max(1) as f64;
+            OutOfRange {
+                side,
+                streams: t[0],
+                right_bound: share(1),
+                exact: share(2),
+                wrong_bound: share(3),
+                none: share(4),
             }
         })
         .collect()

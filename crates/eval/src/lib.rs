@@ -7,8 +7,8 @@ pub mod experiments;
 pub mod plots;
 
 use experiments::{
-    DecisionCell, ErrorDist, GapExample, PathCase, Scale, SensitivityCell, StrategyRow,
-    HUNDRED_GIG, LENGTHS, TEN_GIG,
+    DecisionCell, ErrorDist, GapExample, OutOfRange, PathCase, Scale, SensitivityCell, StrategyRow,
+    HUNDRED_GIG, LENGTHS, LOSSY, TEN_GIG,
 };
 
 /// Everything one `tightlink eval` run measured.
@@ -19,6 +19,8 @@ pub struct Results {
     pub decisions: Vec<(PathCase, Vec<DecisionCell>)>,
     pub multirate: Vec<(PathCase, Vec<ErrorDist>)>,
     pub sensitivity: Vec<SensitivityCell>,
+    /// Multi-rate streams whose truth lay outside their rates, per path.
+    pub out_of_range: Vec<(PathCase, Vec<OutOfRange>)>,
     /// Multi-pass multirate (5 x 64, Range 30 %) per load time scale.
     pub load_scales: Vec<(PathCase, ErrorDist)>,
     pub strategies: Vec<(PathCase, Vec<StrategyRow>)>,
@@ -40,6 +42,11 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         HUNDRED_GIG,
         experiments::decision_error(seed, &HUNDRED_GIG, scale.hundred_gig_streams, &LENGTHS),
     ));
+    progress(&format!("decision error vs length: {}", LOSSY.name));
+    decisions.push((
+        LOSSY,
+        experiments::decision_error(seed, &LOSSY, scale.single_streams, &LENGTHS),
+    ));
     let mut multirate = Vec::new();
     for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
         progress(&format!("multi-rate error distribution: {}", case.name));
@@ -51,6 +58,21 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         HUNDRED_GIG,
         experiments::multirate_errors(seed, &HUNDRED_GIG, scale.hundred_gig_streams),
     ));
+    progress(&format!("multi-rate error distribution: {}", LOSSY.name));
+    multirate.push((
+        LOSSY,
+        experiments::multirate_errors(seed, &LOSSY, scale.multi_streams),
+    ));
+    let mut out_of_range = Vec::new();
+    for (case, n) in [
+        (TEN_GIG[0].clone(), scale.multi_streams),
+        (TEN_GIG[1].clone(), scale.multi_streams),
+        (HUNDRED_GIG, scale.hundred_gig_streams),
+    ] {
+        progress(&format!("truth outside the probed rates: {}", case.name));
+        let cells = experiments::out_of_range(seed, &case, n);
+        out_of_range.push((case, cells));
+    }
     progress("Range / packets-per-rate sensitivity");
     let sensitivity = experiments::sensitivity(seed, &TEN_GIG[0], scale.sensitivity_streams);
     progress("multi-rate error vs the load's burst time scale");
@@ -74,6 +96,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         decisions,
         multirate,
         sensitivity,
+        out_of_range,
         load_scales,
         strategies,
         example,
@@ -176,6 +199,26 @@ pub fn markdown(r: &Results) -> String {
         }
         let _ = writeln!(s);
     }
+    let _ = writeln!(
+        s,
+        "## Truth outside the probed rates\n\nMulti-rate streams, Range 30 %, centred at 0.45-0.65 or 1.45-1.8 x the nominal available bandwidth; streams whose own truth lay above the top rate or under the lowest, and what `multirate` answered.\n\n| path | truth | streams | right bound | exact | wrong bound | none |\n|---|---|---:|---:|---:|---:|---:|"
+    );
+    for (case, cells) in &r.out_of_range {
+        for c in cells {
+            let _ = writeln!(
+                s,
+                "| {} | {} the rates | {} | {} | {} | {} | {} |",
+                case.name,
+                c.side,
+                c.streams,
+                pct(c.right_bound),
+                pct(c.exact),
+                pct(c.wrong_bound),
+                pct(c.none)
+            );
+        }
+    }
+    let _ = writeln!(s);
     let _ = writeln!(
         s,
         "## Sensitivity to Range and packets per rate (Fig. 16), {}\n\nShare of multi-pass multirate estimates within +-10 % (median error).\n",

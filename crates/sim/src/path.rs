@@ -130,6 +130,10 @@ pub struct PathSpec {
     /// Idle time after each stream (the paper: 10 ms).
     pub idle_ns: f64,
     pub truth_splits: usize,
+    /// Share of probe packets lost at random after the last hop (a lossy
+    /// link or a bad cable: independent of load, so it says nothing about
+    /// the available bandwidth).
+    pub random_loss: f64,
     /// Replies to TTL-limited probes (`tightlink hops`).
     pub icmp: IcmpSpec,
 }
@@ -247,7 +251,13 @@ impl SimPath {
             times.push(t);
         }
         let hops = self.hops.len();
-        let (alive, windows) = self.forward(&mut times, sizes, &vec![hops; n]);
+        let (mut alive, windows) = self.forward(&mut times, sizes, &vec![hops; n]);
+        if self.spec.random_loss > 0.0 {
+            // Drawn only on lossy paths, so other paths keep their seeds' streams.
+            for a in alive.iter_mut().filter(|a| **a) {
+                *a = self.rng.unit() >= self.spec.random_loss;
+            }
+        }
         let mut packets = Vec::with_capacity(n);
         for i in 0..n {
             let recv_ns = alive[i].then(|| {

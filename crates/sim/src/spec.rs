@@ -18,6 +18,7 @@
 //! | `jitter` | `on` or `off` | `on` |
 //! | `drift` | receiver clock drift (`20ppm`) | `0ppm` |
 //! | `idle` | idle time after each stream | `10ms` |
+//! | `loss` | share of probe packets lost at random after the last hop (`1%`, `0.01`) | `0` |
 //! | `seed` | integer | `1` |
 //!
 //! Rates take `G`, `M`, `K` suffixes (bit/s), times `ns`, `us`, `ms`, `s`,
@@ -191,6 +192,7 @@ impl Default for PathSpec {
             warmup_ns: 20e6,
             idle_ns: 10e6,
             truth_splits: 4,
+            random_loss: 0.0,
             icmp: IcmpSpec::default(),
         }
     }
@@ -251,6 +253,16 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
                     };
                 }
                 "idle" => spec.idle_ns = parse_time_ns(value)?,
+                "loss" => {
+                    let share = match value.strip_suffix('%') {
+                        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+                        None => value.parse::<f64>(),
+                    };
+                    spec.random_loss = match share {
+                        Ok(x) if (0.0..1.0).contains(&x) => x,
+                        _ => return err(format!("loss={value}: expected a share below 1, like 1% or 0.01")),
+                    };
+                }
                 "seed" => {
                     spec.seed = value
                         .parse()
@@ -258,7 +270,7 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
                 }
                 _ => {
                     return err(format!(
-                        "unknown key '{key}' (known: hops, capacity, cross, shaper, buffer, delay, coalescence, quantum, jitter, drift, idle, seed)"
+                        "unknown key '{key}' (known: hops, capacity, cross, shaper, buffer, delay, coalescence, quantum, jitter, drift, idle, loss, seed)"
                     ))
                 }
             }
@@ -436,6 +448,22 @@ mod tests {
         ] {
             let e = parse_sim_target(bad).unwrap_err();
             assert!(e.0.contains(needle), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn loss_key() {
+        assert_eq!(parse_sim_target("sim:loss=1%").unwrap().random_loss, 0.01);
+        assert_eq!(parse_sim_target("sim:loss=0.02").unwrap().random_loss, 0.02);
+        assert_eq!(parse_sim_target("sim:").unwrap().random_loss, 0.0);
+        for bad in [
+            "sim:loss=100%",
+            "sim:loss=1.5",
+            "sim:loss=-1%",
+            "sim:loss=lots",
+        ] {
+            let e = parse_sim_target(bad).unwrap_err();
+            assert!(e.0.contains("loss=") && e.0.contains("share"), "{bad}: {e}");
         }
     }
 

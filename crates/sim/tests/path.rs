@@ -316,3 +316,34 @@ fn a_probe_behind_a_head_waits_for_its_own_tokens() {
         "{behind}"
     );
 }
+
+/// Random loss on an idle path: 5 % of 20 x 200 packets lost (binomial:
+/// mean 200, sd 13.8, so 150..250 is over 3.6 sd either way), spread over
+/// the streams, and the truth untouched. Without `loss` nothing is lost.
+#[test]
+fn random_loss_drops_its_share_and_leaves_the_truth() {
+    let (offsets, sizes) = schedule(1e9, 200, 1500);
+    let lost = |spec: PathSpec| {
+        let mut p = SimPath::new(spec);
+        let (mut lost, mut streams_with_loss) = (0, 0);
+        for id in 0..20 {
+            let s = p.send_stream(id, &offsets, &sizes);
+            let l = s.stream.len() - s.stream.received_count();
+            lost += l;
+            streams_with_loss += usize::from(l > 0);
+            let t = s.truth.expect("packets crossed");
+            assert!((t.available_bps - 10e9).abs() < 1.0, "{t:?}");
+        }
+        (lost, streams_with_loss)
+    };
+    let quiet = || one_hop(10e9, None, 1_000_000);
+    let (l, spread) = lost(PathSpec {
+        random_loss: 0.05,
+        ..quiet()
+    });
+    assert!(
+        (150..=250).contains(&l) && spread >= 18,
+        "{l} lost in {spread} streams"
+    );
+    assert_eq!(lost(quiet()).0, 0);
+}
