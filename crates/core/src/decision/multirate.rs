@@ -26,7 +26,7 @@
 //! in pathChirp); other orders are reported as unusable.
 
 use super::{Bound, Decision};
-use crate::smoothing::bass::BassParams;
+use crate::smoothing::bass::{mean_send_gap_ns, BassParams};
 use crate::smoothing::multipass::{exceeding_suffix, Multipass};
 use crate::stream::{Gap, ProbeStream, SubStream};
 
@@ -116,15 +116,6 @@ pub fn cumulative_crossing(g: &[Gap], tol: f64, min_suffix: usize) -> usize {
 /// Total excess of receive over send time, `sum(recv - send (1 + tol))`.
 fn excess_ns(g: &[Gap], tol: f64) -> f64 {
     g.iter().map(|x| x.recv_ns - x.send_ns * (1.0 + tol)).sum()
-}
-
-/// Mean send gap, ns (0 for none).
-fn mean_send_ns(g: &[Gap]) -> f64 {
-    if g.is_empty() {
-        0.0
-    } else {
-        g.iter().map(|x| x.send_ns).sum::<f64>() / g.len() as f64
-    }
 }
 
 /// The estimate from smoothed gaps (see the module docs).
@@ -255,7 +246,7 @@ fn estimate_one_rule(
             // send gap of excess in all) answered an exact rate inside
             // the range for 40 % of streams whose truth lay above it.
             let k = g.len() - run;
-            let weak = excess_ns(&g[k..], exceed_tolerance) < mean_send_ns(g);
+            let weak = excess_ns(&g[k..], exceed_tolerance) < mean_send_gap_ns(g);
             if weak {
                 0
             } else {
@@ -574,24 +565,19 @@ mod tests {
             .map(|i| if i % 6 < 3 { 3.0 } else { -3.0 })
             .collect();
         excess.extend([3.0; 10]);
-        let e = estimate_from_smoothed(
-            &gaps_with_excess(&excess),
-            &[],
-            Consistency::EveryGap,
-            0.005,
-            8,
-        )
-        .unwrap();
-        assert_eq!(e.bound, Bound::AtLeast);
+        let every_gap = |excess: &[f64]| {
+            estimate_from_smoothed(
+                &gaps_with_excess(excess),
+                &[],
+                Consistency::EveryGap,
+                0.005,
+                8,
+            )
+            .unwrap()
+        };
+        assert_eq!(every_gap(&excess).bound, Bound::AtLeast);
         excess[30..].fill(20.0);
-        let e = estimate_from_smoothed(
-            &gaps_with_excess(&excess),
-            &[],
-            Consistency::EveryGap,
-            0.005,
-            8,
-        )
-        .unwrap();
+        let e = every_gap(&excess);
         assert_eq!(e.bound, Bound::Exact);
     }
 
