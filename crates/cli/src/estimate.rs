@@ -292,6 +292,9 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
             writeln!(out, "warning     {w}")?;
         }
     }
+    for w in &report.warnings {
+        writeln!(out, "warning     {w}")?;
+    }
     if let (Some(t), Some(e)) = (report.estimate.truth_bps, report.error()) {
         writeln!(
             out,

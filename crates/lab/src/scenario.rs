@@ -26,6 +26,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("cbr30", include_str!("../scenarios/cbr30.toml")),
     ("cbr60", include_str!("../scenarios/cbr60.toml")),
     ("bursty40", include_str!("../scenarios/bursty40.toml")),
+    ("onoff4x", include_str!("../scenarios/onoff4x.toml")),
     ("smoothed", include_str!("../scenarios/smoothed.toml")),
     ("two-hop", include_str!("../scenarios/two-hop.toml")),
     ("lossy", include_str!("../scenarios/lossy.toml")),

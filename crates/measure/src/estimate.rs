@@ -9,8 +9,9 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tightlink_core::channel::{Channel, HostFindings, Recorder};
+use tightlink_core::units::format_rate;
 use tightlink_core::{AnalysisParams, Bound, ProbeStream};
-use tightlink_probe::strategy::{Ceiling, Method};
+use tightlink_probe::strategy::{Ceiling, Method, Stop};
 use tightlink_probe::{Budget, Report};
 
 use crate::report::{Cost, Event};
@@ -77,6 +78,9 @@ pub struct EstimateReport {
     /// Real targets: first probe's scheduled send to last kernel receive
     /// stamp, Unix ns.
     pub probe_window_unix_ns: Option<[i64; 2]>,
+    /// What the reader must know about the path's answer (the host's own
+    /// warnings are in `host`).
+    pub warnings: Vec<String>,
 }
 
 impl EstimateReport {
@@ -150,7 +154,12 @@ pub fn estimate(
         probe_window_unix_ns: host.as_ref().and_then(|_| probe_window(&channel.streams)),
         host,
         capped: None,
+        warnings: Vec::new(),
     };
+    if r.estimate.stop == Stop::Swings {
+        r.warnings
+            .push(swing_warning(&r.estimate, &channel.streams));
+    }
     if r.host.is_some() {
         apply_ceiling(&mut r, ceiling);
     }
@@ -167,6 +176,18 @@ pub fn estimate(
         }
     }
     Ok(r)
+}
+
+/// What a `swings` stop means, with the time scale the streams probed.
+pub fn swing_warning(e: &Report, streams: &[ProbeStream]) -> String {
+    let spans: Vec<f64> = streams.iter().map(|s| s.send_span_ns()).collect();
+    let span_ms = tightlink_core::stats::median(&spans).unwrap_or(f64::NAN) / 1e6;
+    format!(
+        "the available bandwidth swung between {} and {} from stream to stream (10th to 90th percentile of {} streams of about {span_ms:.1} ms each); the estimate is their median, not a steady rate",
+        format_rate(e.low_bps),
+        format_rate(e.high_bps),
+        streams.len().saturating_sub(1),
+    )
 }
 
 /// Loss where no queue should overflow: the slowest quarter of the
@@ -336,7 +357,12 @@ impl Serialize for EstimateReport {
             drops: host
                 .map(|h| h.drops.iter().copied().collect())
                 .unwrap_or_default(),
-            warnings: host.map(|h| h.warnings.clone()).unwrap_or_default(),
+            warnings: host
+                .map(|h| h.warnings.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .chain(self.warnings.iter().cloned())
+                .collect(),
             far_end: host.and_then(|h| h.far_end.clone()),
             probe_window_unix_ns: self.probe_window_unix_ns,
         }
@@ -370,6 +396,7 @@ mod tests {
             probe_ceiling_bps: Some(1e9),
             capped: None,
             probe_window_unix_ns: None,
+            warnings: Vec::new(),
         }
     }
 

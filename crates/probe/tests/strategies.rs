@@ -57,3 +57,45 @@ fn bursty_path_with_coalescence_multirate_tracks_the_truth() {
     let good = errs.iter().filter(|e| e.abs() <= 0.10).count();
     assert!(good >= 9, "{good}/10 within 10 %: {errs:?}");
 }
+
+/// The path faster than the sender's top rate: "at least" the ceiling
+/// after three streams near it.
+#[test]
+fn idle_path_answers_at_least_the_ceiling() {
+    let r = run("sim:cross=none,seed=1", "multirate");
+    assert_eq!(
+        (r.bound, r.stop),
+        (Bound::AtLeast, strategy::Stop::Ceiling),
+        "{r:?}"
+    );
+    assert!(r.available_bandwidth_bps >= 0.85e10, "{r:?}");
+}
+
+/// One ON/OFF source, 2.5 Gbit/s on average at a 10 % duty cycle, so
+/// its 25 Gbit/s peaks saturate the 10 Gbit/s link for milliseconds: the
+/// available bandwidth swings between streams. No run may spend the
+/// budget in silence or claim the ceiling after finding the path below
+/// it; the answers must bound the truth (a `swings` range around it, or
+/// the right bound) in most runs.
+#[test]
+fn swinging_path_is_reported_as_swinging() {
+    let mut honest = 0;
+    for seed in 1..=10 {
+        let r = run(
+            &format!("sim:cross=bursty:2.5G:sources=1:on=2ms:duty=0.1:shape=1.2,seed={seed}"),
+            "multirate",
+        );
+        let t = r.truth_bps.unwrap();
+        eprintln!(
+            "seed {seed}: {} {:?} {:.3e} [{:.3e}, {:.3e}] truth {t:.3e}",
+            r.stop, r.bound, r.available_bandwidth_bps, r.low_bps, r.high_bps
+        );
+        assert_ne!(r.stop, strategy::Stop::Budget, "seed {seed}: {r:?}");
+        honest += usize::from(match r.bound {
+            Bound::Exact => r.low_bps <= t && t <= r.high_bps,
+            Bound::AtLeast => t >= 0.9 * r.available_bandwidth_bps,
+            _ => false,
+        });
+    }
+    assert!(honest >= 8, "{honest}/10 runs bound the truth");
+}

@@ -199,6 +199,10 @@ pub enum Stop {
     Budget,
     /// The path was faster than the top rate the sender can probe.
     Ceiling,
+    /// The streams' answers scatter more widely than the rest of the
+    /// budget could narrow to the tolerance: the available bandwidth
+    /// swings on the streams' time scale, and the range says how far.
+    Swings,
     /// No stream could be used (all lost or too short).
     NoUsableStream,
     /// The first train, which sets the search's range, could not be used.
@@ -212,6 +216,7 @@ impl Stop {
             Stop::Converged => "converged",
             Stop::Budget => "budget",
             Stop::Ceiling => "ceiling",
+            Stop::Swings => "swings",
             Stop::NoUsableStream => "no usable stream",
             Stop::NoUsableAdrTrain => "no usable ADR train",
         }
@@ -321,6 +326,14 @@ impl<'a> Session<'a> {
         self.streams.len() < self.budget.max_streams
             && self.bytes + bytes <= self.budget.max_bytes
             && self.channel.elapsed_ns() < self.budget.max_duration_ns
+    }
+
+    /// How many more streams of `bytes` the budget allows (streams and
+    /// bytes; path time is checked by [`Session::fits`]).
+    pub fn streams_left(&self, bytes: u64) -> usize {
+        let by_count = self.budget.max_streams.saturating_sub(self.streams.len());
+        let by_bytes = self.budget.max_bytes.saturating_sub(self.bytes) / bytes.max(1);
+        by_count.min(usize::try_from(by_bytes).unwrap_or(usize::MAX))
     }
 
     pub fn send(&mut self, request: &StreamRequest) -> Result<ProbeStream, StrategyError> {

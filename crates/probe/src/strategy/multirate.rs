@@ -14,6 +14,19 @@
 //! stop reason `budget`, or the bound the last stream gave when no stream
 //! gave an exact estimate.
 //!
+//! Futility: the interval narrows as 1/sqrt(n), so `n` answers whose
+//! interval is `h` wide reach the tolerance only after `n (h / tol m)^2`
+//! streams. From `swing_min_answers` exact estimates (or twice as many
+//! answers of any kind, bounds at their bound, while too few are exact
+//! for the stable rule), if that count exceeds what the budget has left,
+//! the run stops with reason `swings`: the median, with the answers' 10th
+//! to 90th percentiles as its range (how far the available bandwidth
+//! swung between streams). Three answers near the ceiling after one that
+//! found the path below it stop the same way when they disagree. Without
+//! this, a link that cross traffic saturates for milliseconds at a time
+//! read "at least the ceiling" from three idle moments, or spent the
+//! budget answering bounds up and down.
+//!
 //! Stream length follows the receiver (ours): each sub-stream must span
 //! at least `min_batches` of the receive batches the last stream showed
 //! (interrupt coalescence), or BASS has too few events to smooth; at
@@ -44,6 +57,9 @@ pub struct MultirateParams {
     /// to fit, up to `max_per_rate`).
     pub min_batches: f64,
     pub max_per_rate: usize,
+    /// Exact estimates before the futility rule is tried (twice as many
+    /// answers of any kind while too few are exact).
+    pub swing_min_answers: usize,
 }
 
 impl Default for MultirateParams {
@@ -58,6 +74,7 @@ impl Default for MultirateParams {
             method: Method::Multirate,
             min_batches: 4.0,
             max_per_rate: 2048,
+            swing_min_answers: 8,
         }
     }
 }
@@ -76,10 +93,16 @@ pub fn run(
     let mut centre = 0.5 * max;
     let mut range = 0.8;
     let mut exact: Vec<f64> = Vec::new();
+    // Every stream's answer, the scan's too, bounds at their bound.
+    let mut answers: Vec<f64> = Vec::new();
+    // Whether a stream found the path below the ceiling
+    // (an exact answer or an "at most" under it; "at least" answers
+    // climbing towards it say nothing against it).
+    let mut found_below_ceiling = false;
     let mut last_bound: Option<(Bound, f64)> = None;
     let mut first = true;
-    // Streams in a row that found the path faster than the top rate the
-    // sender can probe: after three the answer is "at least" that.
+    // Streams in a row whose answer is near the top rate the sender can
+    // probe: after three the answer is "at least" that.
     let mut at_ceiling = 0;
     let mut per_rate = params.per_rate;
     loop {
@@ -97,6 +120,29 @@ pub fn run(
         // `MultirateLoss` rule, the one place that decides it.
         let a = analyze(&stream, StreamKind::MultiRate, params.method, analysis);
         let (bound, abw) = (a.bound, a.abw_bps);
+        if let (Bound::Exact | Bound::AtLeast | Bound::AtMost, Some(e)) = (bound, abw) {
+            answers.push(e);
+            let near = Ceiling::default().reached(e, bound, max);
+            found_below_ceiling |= bound != Bound::AtLeast && !near;
+            at_ceiling = if near { at_ceiling + 1 } else { 0 };
+            if at_ceiling >= 3 {
+                if !found_below_ceiling {
+                    return Ok(s.report(method, e, Bound::AtLeast, e, e, Stop::Ceiling));
+                }
+                // At the ceiling now, below it before: the path swings,
+                // or the streams go on until they agree.
+                if let Some(w) = swing(&answers, params.stable_tolerance, 0, 4) {
+                    return Ok(s.report(
+                        method,
+                        w.median,
+                        Bound::Exact,
+                        w.low,
+                        w.high,
+                        Stop::Swings,
+                    ));
+                }
+            }
+        }
         match (bound, abw) {
             (Bound::Exact, Some(e)) => {
                 if !first {
@@ -107,14 +153,6 @@ pub fn run(
                 last_bound = Some((Bound::Exact, e));
             }
             (Bound::AtLeast, Some(e)) => {
-                at_ceiling = if Ceiling::default().reached(e, Bound::AtLeast, max) {
-                    at_ceiling + 1
-                } else {
-                    0
-                };
-                if at_ceiling >= 3 {
-                    return Ok(s.report(method, e, Bound::AtLeast, e, e, Stop::Ceiling));
-                }
                 centre = (e * (1.0 + params.range)).max(centre);
                 range = params.range;
                 last_bound = Some((Bound::AtLeast, e));
@@ -135,6 +173,18 @@ pub fn run(
                 return Ok(s.report(method, m, Bound::Exact, lo, hi, Stop::Stable));
             }
         }
+        let left = s.streams_left(request.bytes());
+        let tol = params.stable_tolerance;
+        let futile = swing(&exact, tol, left, params.swing_min_answers).or_else(|| {
+            // Streams that mostly answer bounds, up and down: the stable
+            // rule cannot even be tried.
+            (exact.len() < params.min_estimates)
+                .then(|| swing(&answers, tol, left, 2 * params.swing_min_answers))
+                .flatten()
+        });
+        if let Some(w) = futile {
+            return Ok(s.report(method, w.median, Bound::Exact, w.low, w.high, Stop::Swings));
+        }
     }
     if !exact.is_empty() {
         let (m, lo, hi) = median_interval(&exact);
@@ -144,6 +194,44 @@ pub fn run(
         Some((b, e)) => Ok(s.report(method, e, b, e, e, Stop::Budget)),
         None => Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream)),
     }
+}
+
+/// How far the streams' answers swung.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Swing {
+    pub median: f64,
+    /// 10th and 90th percentiles of the answers.
+    pub low: f64,
+    pub high: f64,
+}
+
+/// The futility rule: `Some` when at least `swing_min_answers` answers
+/// (`min_answers`) are in and their median's interval (see [`median_interval`]) could not
+/// reach `tolerance` within the `streams_left` the budget allows.
+pub fn swing(
+    answers: &[f64],
+    tolerance: f64,
+    streams_left: usize,
+    min_answers: usize,
+) -> Option<Swing> {
+    let n = answers.len();
+    if n < min_answers.max(2) {
+        return None;
+    }
+    let (m, lo, hi) = median_interval(answers);
+    let half = (hi - lo) / 2.0;
+    let needed = n as f64 * (half / (tolerance * m)).powi(2);
+    // NaN (all answers zero) is no evidence of a swing.
+    if needed.is_nan() || needed <= (n + streams_left) as f64 {
+        return None;
+    }
+    let s = stats::sorted(answers);
+    let q = |p: f64| stats::quantile_sorted(&s, p).unwrap_or(f64::NAN);
+    Some(Swing {
+        median: m,
+        low: q(0.1),
+        high: q(0.9),
+    })
 }
 
 /// Packets per rate so that a sub-stream at `top_bps` spans
@@ -183,6 +271,31 @@ mod tests {
         assert_eq!(per_rate_for_batches(&p, 125_000.0, 9.1e9), 64);
         assert_eq!(per_rate_for_batches(&p, 10e6, 97.5e9), 2048, "capped");
         assert_eq!(per_rate_for_batches(&p, f64::NAN, 97.5e9), 64);
+    }
+
+    #[test]
+    fn swing_by_hand() {
+        // 1..=8: median 4.5, quartiles 2.75 and 6.25, half-width
+        // 1.58 * 3.5 / sqrt(8) = 1.955; at 5 % the interval needs
+        // 8 * (1.955 / 0.225)^2 = 604 streams: more than 8 + 50.
+        let v: Vec<f64> = (1..=8).map(f64::from).collect();
+        let w = swing(&v, 0.05, 50, 8).expect("futile");
+        assert_eq!(w.median, 4.5);
+        // 10th and 90th percentiles: positions 0.7 and 6.3 of 0..7.
+        assert!(
+            (w.low - 1.7).abs() < 1e-12 && (w.high - 7.3).abs() < 1e-12,
+            "{w:?}"
+        );
+        // Too few answers to judge.
+        assert_eq!(swing(&v, 0.05, 50, 9), None);
+        // At 30 %: 8 * (1.955 / 1.35)^2 = 16.8 streams needed; 8 + 10
+        // left is enough, 8 + 8 is not.
+        assert_eq!(swing(&v, 0.3, 10, 8), None);
+        assert!(swing(&v, 0.3, 8, 8).is_some());
+        // Answers that agree: 98..102, IQR 1.25, half 0.698; needed
+        // 8 * (0.698 / 5)^2 = 0.16 streams.
+        let agree = [100.0, 101.0, 99.0, 100.0, 102.0, 98.0, 100.0, 101.0];
+        assert_eq!(swing(&agree, 0.05, 0, 8), None);
     }
 
     #[test]
