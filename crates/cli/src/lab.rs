@@ -395,11 +395,11 @@ fn pct(v: Option<f64>) -> String {
 }
 
 pub fn print_table(results: &[MethodSummary]) {
-    println!("| scenario | method | truth (median) | median err | p90 err | bias | answered | time (median) | probe bytes (median) |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| scenario | method | truth (median) | median err | p90 err | bias | answered | holds truth | swings | time (median) | probe bytes (median) |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in results {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} |",
             m.scenario,
             m.method,
             m.median_truth_bps
@@ -410,6 +410,12 @@ pub fn print_table(results: &[MethodSummary]) {
                 .map_or("-".into(), |v| format!("{:+.1} %", v * 100.0)),
             (m.answered_share * m.runs as f64).round(),
             m.runs,
+            if m.with_range > 0 {
+                format!("{}/{}", m.held, m.with_range)
+            } else {
+                "-".into()
+            },
+            m.swings,
             m.median_duration_s
                 .map_or("-".into(), |d| format!("{d:.2} s")),
             m.median_probe_bytes

@@ -57,7 +57,27 @@ pub struct RunRecord {
     /// The tool's own wall time (tightlink: `wall_s`; others: the process).
     pub duration_s: f64,
     pub probe_bytes: Option<u64>,
+    /// tightlink: the confidence range (or, stopped as `swings`, how far
+    /// the streams' answers swung) and why the run stopped.
+    pub low_bps: Option<f64>,
+    pub high_bps: Option<f64>,
+    pub stop: Option<String>,
     pub error: Option<String>,
+}
+
+impl RunRecord {
+    /// Whether the answer holds the truth: an exact answer's range holds
+    /// it, or a bound is on its right side with 10 % slack. `None` when
+    /// the tool gave no range or there is no truth.
+    pub fn holds_truth(&self) -> Option<bool> {
+        let (t, e) = (self.truth_bps?, self.estimate_bps?);
+        match self.bound.as_deref()? {
+            "exact" => Some(self.low_bps? <= t && t <= self.high_bps?),
+            "at_least" => Some(t >= 0.9 * e),
+            "at_most" => Some(t <= 1.1 * e),
+            _ => Some(false),
+        }
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -74,6 +94,12 @@ pub struct MethodSummary {
     pub median_duration_s: Option<f64>,
     pub median_probe_bytes: Option<f64>,
     pub median_truth_bps: Option<f64>,
+    /// Answered runs whose answer holds the truth ([`RunRecord::holds_truth`]),
+    /// of those that gave a range.
+    pub held: usize,
+    pub with_range: usize,
+    /// Runs that stopped as `swings`.
+    pub swings: usize,
     pub per_run: Vec<RunRecord>,
 }
 
@@ -132,6 +158,18 @@ pub fn summarise(scenario: &str, method: &str, runs: Vec<RunRecord>) -> MethodSu
                 .collect(),
         ),
         median_truth_bps: median_of(answered.iter().filter_map(|r| r.truth_bps).collect()),
+        held: answered
+            .iter()
+            .filter(|r| r.holds_truth() == Some(true))
+            .count(),
+        with_range: answered
+            .iter()
+            .filter(|r| r.holds_truth().is_some())
+            .count(),
+        swings: runs
+            .iter()
+            .filter(|r| r.stop.as_deref() == Some("swings"))
+            .count(),
         per_run: runs,
     }
 }
@@ -301,6 +339,9 @@ fn one_run(lab: &Lab, opts: &RunOptions, sampler: &Sampler, method: &str, run: u
         rel_error: None,
         duration_s: 0.0,
         probe_bytes: None,
+        low_bps: None,
+        high_bps: None,
+        stop: None,
         error: None,
     };
     let rates: Vec<f64> = lab.scenario.hops.iter().map(|h| h.rate_bps).collect();
@@ -337,6 +378,9 @@ fn one_run(lab: &Lab, opts: &RunOptions, sampler: &Sampler, method: &str, run: u
                 rec.duration_s = j["wall_s"].as_f64().unwrap_or(0.0);
                 rec.probe_bytes = j["probe_bytes"].as_u64();
                 rec.bound = j["bound"].as_str().map(str::to_string);
+                rec.low_bps = j["low_bps"].as_f64();
+                rec.high_bps = j["high_bps"].as_f64();
+                rec.stop = j["stop"].as_str().map(str::to_string);
                 if let (Some(a), Some(b)) = (
                     j["probe_window_unix_ns"][0].as_i64(),
                     j["probe_window_unix_ns"][1].as_i64(),
@@ -599,6 +643,9 @@ mod tests {
             rel_error: err,
             duration_s: d,
             probe_bytes: Some(1000),
+            low_bps: None,
+            high_bps: None,
+            stop: None,
             error: None,
         }
     }
@@ -623,6 +670,36 @@ mod tests {
         assert!((s.p90_rel_error.unwrap() - 0.056).abs() < 1e-12);
         assert!((s.median_signed_rel_error.unwrap() - 0.02).abs() < 1e-12);
         assert_eq!(s.median_duration_s, Some(0.3));
+        // No run gave a range: nothing to hold.
+        assert_eq!((s.held, s.with_range, s.swings), (0, 0, 0));
+    }
+
+    /// Truth 100 Mbit/s: a range 95-105 holds it, 101-105 does not; "at
+    /// least 105" holds (within 10 %), "at least 120" does not; "at most
+    /// 95" holds, "at most 80" does not.
+    #[test]
+    fn answers_hold_the_truth_by_hand() {
+        let with = |bound: &str, e: f64, low: f64, high: f64, stop: &str| RunRecord {
+            bound: Some(bound.into()),
+            estimate_bps: Some(e),
+            low_bps: Some(low),
+            high_bps: Some(high),
+            stop: Some(stop.into()),
+            ..rec(Some(0.0), 0.1)
+        };
+        let runs = vec![
+            with("exact", 100e6, 95e6, 105e6, "stable"),
+            with("exact", 103e6, 101e6, 105e6, "swings"),
+            with("at_least", 105e6, 105e6, 105e6, "ceiling"),
+            with("at_least", 120e6, 120e6, 120e6, "ceiling"),
+            with("at_most", 95e6, 95e6, 95e6, "budget"),
+            with("at_most", 80e6, 80e6, 80e6, "budget"),
+        ];
+        let held: Vec<Option<bool>> = runs.iter().map(RunRecord::holds_truth).collect();
+        let (t, f) = (Some(true), Some(false));
+        assert_eq!(held, vec![t, f, t, f, t, f]);
+        let s = summarise("x", "m", runs);
+        assert_eq!((s.held, s.with_range, s.swings), (3, 6, 1));
     }
 
     #[test]
