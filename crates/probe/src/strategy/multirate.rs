@@ -132,14 +132,7 @@ pub fn run(
                 // At the ceiling now, below it before: the path swings,
                 // or the streams go on until they agree.
                 if let Some(w) = swing(&answers, params.stable_tolerance, 0, 4) {
-                    return Ok(s.report(
-                        method,
-                        w.median,
-                        Bound::Exact,
-                        w.low,
-                        w.high,
-                        Stop::Swings,
-                    ));
+                    return Ok(w.report(&s, method));
                 }
             }
         }
@@ -175,15 +168,14 @@ pub fn run(
         }
         let left = s.streams_left(request.bytes());
         let tol = params.stable_tolerance;
-        let futile = swing(&exact, tol, left, params.swing_min_answers).or_else(|| {
-            // Streams that mostly answer bounds, up and down: the stable
-            // rule cannot even be tried.
-            (exact.len() < params.min_estimates)
-                .then(|| swing(&answers, tol, left, 2 * params.swing_min_answers))
-                .flatten()
-        });
+        let mut futile = swing(&exact, tol, left, params.swing_min_answers);
+        // Streams that mostly answer bounds, up and down: the stable rule
+        // cannot even be tried.
+        if futile.is_none() && exact.len() < params.min_estimates {
+            futile = swing(&answers, tol, left, 2 * params.swing_min_answers);
+        }
         if let Some(w) = futile {
-            return Ok(s.report(method, w.median, Bound::Exact, w.low, w.high, Stop::Swings));
+            return Ok(w.report(&s, method));
         }
     }
     if !exact.is_empty() {
@@ -205,9 +197,22 @@ pub struct Swing {
     pub high: f64,
 }
 
-/// The futility rule: `Some` when at least `swing_min_answers` answers
-/// (`min_answers`) are in and their median's interval (see [`median_interval`]) could not
-/// reach `tolerance` within the `streams_left` the budget allows.
+impl Swing {
+    fn report(&self, s: &Session, method: Strategy) -> Report {
+        s.report(
+            method,
+            self.median,
+            Bound::Exact,
+            self.low,
+            self.high,
+            Stop::Swings,
+        )
+    }
+}
+
+/// The futility rule: `Some` when at least `min_answers` answers are in
+/// and their median's interval (see [`median_interval`]) could not reach
+/// `tolerance` within the `streams_left` the budget allows.
 pub fn swing(
     answers: &[f64],
     tolerance: f64,
@@ -218,14 +223,14 @@ pub fn swing(
     if n < min_answers.max(2) {
         return None;
     }
-    let (m, lo, hi) = median_interval(answers);
+    let s = stats::sorted(answers);
+    let (m, lo, hi) = median_interval_sorted(&s);
     let half = (hi - lo) / 2.0;
     let needed = n as f64 * (half / (tolerance * m)).powi(2);
     // NaN (all answers zero) is no evidence of a swing.
     if needed.is_nan() || needed <= (n + streams_left) as f64 {
         return None;
     }
-    let s = stats::sorted(answers);
     let q = |p: f64| stats::quantile_sorted(&s, p).unwrap_or(f64::NAN);
     Some(Swing {
         median: m,
@@ -249,8 +254,11 @@ pub fn per_rate_for_batches(params: &MultirateParams, interval_ns: f64, top_bps:
 /// Median of `v` and its ~95 % confidence interval, median +- 1.58 IQR /
 /// sqrt(n) (McGill, Tukey and Larsen 1978), clamped to the sample's range.
 pub fn median_interval(v: &[f64]) -> (f64, f64, f64) {
-    let s = stats::sorted(v);
-    let q = |p: f64| stats::quantile_sorted(&s, p).unwrap_or(f64::NAN);
+    median_interval_sorted(&stats::sorted(v))
+}
+
+fn median_interval_sorted(s: &[f64]) -> (f64, f64, f64) {
+    let q = |p: f64| stats::quantile_sorted(s, p).unwrap_or(f64::NAN);
     let m = q(0.5);
     let half = 1.58 * (q(0.75) - q(0.25)) / (s.len() as f64).sqrt();
     let (min, max) = (s[0], s[s.len() - 1]);
