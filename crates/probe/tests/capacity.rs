@@ -114,3 +114,29 @@ fn a_token_bucket_is_found_and_its_rate_answered() {
         }
     }
 }
+
+/// CapProbe settles only when two pair streams in a row agree; with
+/// pairs for one stream it runs out first and claims no number, saying
+/// why, where it used to answer the last reading as exact.
+#[test]
+fn capprobe_out_of_pairs_claims_no_number() {
+    let spec = "sim:hops=40G+10G,cross=none+bursty:3G,coalescence=off,seed=1";
+    let p = CapacityParams::default();
+    let one_stream = CapacityParams {
+        capprobe_max_pairs: p.pairs_per_stream,
+        ..p
+    };
+    let r = "capprobe"
+        .parse::<CapacityMethod>()
+        .unwrap()
+        .run(&mut channel(spec), one_stream)
+        .unwrap();
+    assert_eq!(r.stop, CapacityStop::Budget);
+    assert_eq!((r.bound, r.capacity_bps), (Bound::None, None), "{r:?}");
+    assert_eq!(r.pairs_sent, p.pairs_per_stream);
+    assert!(
+        r.warnings.iter().any(|w| w.contains("did not settle")),
+        "{:?}",
+        r.warnings
+    );
+}

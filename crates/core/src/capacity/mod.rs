@@ -32,5 +32,5 @@ pub use pairs::{
     SizeScaling,
 };
 pub use pathrate::{pathrate, Mode, PathrateEstimate, PathrateParams};
-pub use shaper::{shaper_from_trains, train_shape, Shaper, TrainShape};
+pub use shaper::{shaper_from_trains, shaper_undecided, train_shape, Shaper, TrainShape};
 pub use vps::{estimate_links, fit_hop, HopFit, LinkCapacity, LinkEstimate, VpsParams, VpsSample};
