@@ -44,11 +44,24 @@ fn paced_stream_arrives(direction: Direction) {
     // with receive gaps off by about one send gap (packets left in
     // bursts), never when the binary ran alone: so up to 6 streams, 20 ms
     // apart, the first within the bound counts, and a failure says how
-    // the gaps looked.
+    // the gaps looked. A stall also stretches the receive span (once on
+    // a clean-clone CI run: median within the bound but 95.8 of
+    // 100 Mbit/s received, which PRC-MT rightly reads as congestion), so a
+    // stream counts when its receive span is also within 1 % of its send
+    // span.
     let mut best: Option<(f64, tightlink_core::ProbeStream)> = None;
     let mut seen = Vec::new();
+    let span_error = |s: &tightlink_core::ProbeStream| {
+        let (a, b) = (&s.packets[0], &s.packets[s.len() - 1]);
+        let send = (b.send_ns - a.send_ns) as f64;
+        let recv = (b.recv_ns.unwrap() - a.recv_ns.unwrap()) as f64;
+        (recv / send - 1.0).abs()
+    };
     for attempt in 0..6 {
-        if best.as_ref().is_some_and(|(m, _)| *m < 2_000.0) {
+        if best
+            .as_ref()
+            .is_some_and(|(m, s)| *m < 2_000.0 && span_error(s) < 0.01)
+        {
             break;
         }
         if attempt > 0 {
@@ -79,15 +92,21 @@ fn paced_stream_arrives(direction: Direction) {
             .windows(2)
             .filter(|w| w[1].recv_ns.unwrap() - w[0].recv_ns.unwrap() < 1_000)
             .count();
-        seen.push(format!("median {m:.0} ns, {bunched}/199 gaps under 1 us"));
-        if best.as_ref().is_none_or(|(b, _)| m < *b) {
+        let span = span_error(&s);
+        seen.push(format!(
+            "median {m:.0} ns, {bunched}/199 gaps under 1 us, span off {:.2} %",
+            span * 100.0
+        ));
+        // Streams within the span bound first, then the smallest median.
+        let key = |m: f64, s: &tightlink_core::ProbeStream| (span_error(s) >= 0.01, m);
+        if best.as_ref().is_none_or(|(b, bs)| key(m, &s) < key(*b, bs)) {
             best = Some((m, s));
         }
     }
     let (m, s) = best.unwrap();
     let s = &s;
     assert!(
-        m < 2_000.0,
+        m < 2_000.0 && span_error(s) < 0.01,
         "median |recv - send| gap {m} (best of {} streams: {seen:?})",
         seen.len()
     );
