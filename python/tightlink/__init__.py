@@ -99,7 +99,7 @@ def analyze(
     method: ``default`` (the best for each stream's kind), ``all``, or a
     method name (``prcmt``, ``prcmt+bass``, ``pathload``, ``imr-avg``,
     ``imr-wavelet``, ``multirate``, ``multirate-single-pass``,
-    ``multirate-prcmt-dp1``, ``multirate-prcmt-dp2``).
+    ``multirate-prcmt-dp1``, ``multirate-prcmt-dp2``, ``topp``).
     params: ``spike_up``, ``spike_down``, ``tolerance``, ``imr_window``,
     ``window``, ``max_passes``, ``consistency``, as `tightlink analyze`'s
     flags.

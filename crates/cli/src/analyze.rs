@@ -16,8 +16,8 @@ pub struct AnalyzeArgs {
     /// Probe trace file (v1, plain or gzip); `-` reads standard input.
     pub trace: PathBuf,
     /// Method: prcmt, prcmt+bass, pathload, imr-avg, imr-wavelet, multirate,
-    /// multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2;
-    /// `default` picks the best for each stream's kind; `all` runs every one.
+    /// multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2,
+    /// topp; `default` picks the best for each stream's kind; `all` runs every one.
     #[arg(long, short, default_value = "default", env = "TIGHTLINK_METHOD")]
     pub method: String,
     /// Output format.

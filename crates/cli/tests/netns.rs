@@ -263,7 +263,11 @@ fn forward_estimate_through_a_200_mbit_tbf() {
 }
 
 /// Reverse mode measures the download direction: the router shapes it
-/// at 150 Mbit/s while the upload is shaped at 200.
+/// at 150 Mbit/s while the upload is shaped at 200. Median of three runs,
+/// as for the raw backends below: on a clean-clone CI run one run's
+/// streams swung between 104 and 152 Mbit/s on this quiet path and it
+/// answered their median, 128 Mbit/s, with the swing warning (alone,
+/// four runs in four read 150-153 "stable").
 #[test]
 fn reverse_estimate_measures_the_other_direction() {
     let _turn = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -272,11 +276,16 @@ fn reverse_estimate_measures_the_other_direction() {
     }
     let mut lab = Lab::up_200_150();
     lab.start_server(&[]);
-    let v = lab.estimate_json(&["-R"]);
-    let est = v["available_bandwidth_bps"].as_f64().unwrap();
-    eprintln!("reverse: {v}");
-    assert_eq!(v["bound"], "exact", "{v}");
-    assert!(rel(est, 150e6).abs() < 0.10, "{est} vs 150e6: {v}");
+    let mut est: Vec<f64> = (0..3)
+        .map(|_| {
+            let v = lab.estimate_json(&["-R"]);
+            eprintln!("reverse: {v}");
+            assert_eq!(v["bound"], "exact", "{v}");
+            v["available_bandwidth_bps"].as_f64().unwrap()
+        })
+        .collect();
+    est.sort_by(f64::total_cmp);
+    assert!(rel(est[1], 150e6).abs() < 0.10, "{est:?} vs 150e6");
 }
 
 /// A TWAMP-light reflector as the far end: its receive stamps measure the

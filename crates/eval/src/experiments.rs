@@ -251,8 +251,9 @@ pub struct Variant {
     pub consistency: Consistency,
 }
 
-/// Fig. 14/15: single pass, multi-pass (with each consistency rule), DP1, DP2.
-pub const VARIANTS: [Variant; 6] = [
+/// Fig. 14/15: single pass, multi-pass (with each consistency rule), DP1,
+/// DP2; and TOPP on the same streams.
+pub const VARIANTS: [Variant; 7] = [
     Variant {
         label: "multirate-single-pass",
         method: Method::MultirateSinglePass,
@@ -281,6 +282,11 @@ pub const VARIANTS: [Variant; 6] = [
     Variant {
         label: "multirate-prcmt-dp2",
         method: Method::MultiratePrcmtDp2,
+        consistency: Consistency::Bracket,
+    },
+    Variant {
+        label: "topp",
+        method: Method::Topp,
         consistency: Consistency::Bracket,
     },
 ];

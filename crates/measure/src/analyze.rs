@@ -205,6 +205,9 @@ pub struct AnalysisRow {
     pub passes: Option<usize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_rate: Vec<PerRate>,
+    /// TOPP only: the tight link's capacity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_bps: Option<f64>,
 }
 
 /// Finite values only: JSON has no NaN and a report must not invent one.
@@ -242,6 +245,7 @@ impl From<&Analysis> for AnalysisRow {
                     decision: d.map(|d| d.as_str()),
                 })
                 .collect(),
+            capacity_bps: finite(a.detail.capacity_bps),
         }
     }
 }

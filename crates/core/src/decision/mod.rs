@@ -1,9 +1,10 @@
 //! Decisions and estimates: is a probing rate above the available bandwidth
 //! (PRC-MT, Pathload's trend test), and what is the available bandwidth
-//! (multi-rate estimates).
+//! (multi-rate estimates, TOPP).
 
 pub mod multirate;
 pub mod prcmt;
+pub mod topp;
 pub mod trend;
 
 /// Whether a single-rate stream's rate exceeds the available bandwidth.

@@ -40,10 +40,12 @@ pub enum Method {
     ImrAvg,
     /// Pathload's fleets with IMR-Pathload's wavelet trend test.
     ImrWavelet,
+    /// Multi-rate streams read as TOPP rate sweeps.
+    Topp,
 }
 
 impl Method {
-    pub const ALL: [Method; 8] = [
+    pub const ALL: [Method; 9] = [
         Method::Multirate,
         Method::MultirateSinglePass,
         Method::MultiratePrcmtDp1,
@@ -52,6 +54,7 @@ impl Method {
         Method::Pathload,
         Method::ImrAvg,
         Method::ImrWavelet,
+        Method::Topp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +67,7 @@ impl Method {
             Method::Pathload => "pathload",
             Method::ImrAvg => "imr-avg",
             Method::ImrWavelet => "imr-wavelet",
+            Method::Topp => "topp",
         }
     }
 
@@ -78,6 +82,7 @@ impl Method {
             Method::Pathload => CoreMethod::Pathload,
             Method::ImrAvg => CoreMethod::ImrAvg,
             Method::ImrWavelet => CoreMethod::ImrWavelet,
+            Method::Topp => CoreMethod::Topp,
         }
     }
 
@@ -107,7 +112,8 @@ impl Method {
             Method::Multirate
             | Method::MultirateSinglePass
             | Method::MultiratePrcmtDp1
-            | Method::MultiratePrcmtDp2 => {
+            | Method::MultiratePrcmtDp2
+            | Method::Topp => {
                 let mut p = multirate::MultirateParams {
                     method: self.per_stream(),
                     ..Default::default()
