@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use tightlink_core::Method;
 
 fn sample(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -70,7 +71,7 @@ fn single_rate_default_is_prcmt_bass_and_all_lists_every_method() {
         "-m",
         "all",
     ]));
-    assert_eq!(out.lines().count(), 1 + 12 * 9);
+    assert_eq!(out.lines().count(), 1 + 12 * Method::ALL.len());
 }
 
 #[test]
@@ -88,7 +89,7 @@ fn json_is_valid_and_carries_the_fields() {
     assert_eq!(v["streams"], 12);
     assert_eq!(v["metadata"]["capacity_bps"], "10000000000");
     let results = v["results"].as_array().unwrap();
-    assert_eq!(results.len(), 12 * 9);
+    assert_eq!(results.len(), 12 * Method::ALL.len());
     for r in results {
         for key in [
             "stream_id",
