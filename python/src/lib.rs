@@ -164,6 +164,7 @@ fn columns<'py>(py: Python<'py>, rows: &[AnalysisRow]) -> PyResult<Bound<'py, Py
         PyList::new(py, rows.iter().map(|r| r.gaps_total))?,
     )?;
     d.set_item("passes", PyList::new(py, rows.iter().map(|r| r.passes))?)?;
+    d.set_item("capacity_bps", f(&|r| r.capacity_bps).into_pyarray(py))?;
     let per_rate = PyList::empty(py);
     for r in rows {
         let l = PyList::empty(py);

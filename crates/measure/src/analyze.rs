@@ -206,7 +206,6 @@ pub struct AnalysisRow {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_rate: Vec<PerRate>,
     /// TOPP only: the tight link's capacity.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_bps: Option<f64>,
 }
 
