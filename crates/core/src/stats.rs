@@ -10,6 +10,21 @@
 //!
 //! NaN sorts last (`f64::total_cmp`); callers pass finite samples.
 
+/// Least-squares line `y = slope x + intercept` through the points:
+/// `(slope, intercept)`, NaN when the `x` do not vary (or no points).
+pub fn line_fit<I>(points: I) -> (f64, f64)
+where
+    I: Iterator<Item = (f64, f64)> + Clone,
+{
+    let n = points.clone().count() as f64;
+    let mx = points.clone().map(|p| p.0).sum::<f64>() / n;
+    let my = points.clone().map(|p| p.1).sum::<f64>() / n;
+    let sxy: f64 = points.clone().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = points.map(|p| (p.0 - mx).powi(2)).sum();
+    let slope = sxy / sxx;
+    (slope, my - slope * mx)
+}
+
 /// Sorts a copy of `v`.
 pub fn sorted(v: &[f64]) -> Vec<f64> {
     let mut s = v.to_vec();

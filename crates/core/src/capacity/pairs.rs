@@ -178,12 +178,7 @@ pub fn size_scaling(samples: &[PairSample]) -> Option<SizeScaling> {
             (z as f64, median(&mut d), median(&mut r))
         })
         .collect();
-    let n = per_size.len() as f64;
-    let mx = per_size.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = per_size.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxy: f64 = per_size.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let sxx: f64 = per_size.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let slope = sxy / sxx;
+    let (slope, _) = crate::stats::line_fit(per_size.iter().map(|p| (p.0, p.1)));
     let implied = if slope > 0.0 {
         8e9 / slope
     } else {

@@ -64,12 +64,7 @@ pub fn train_shape(stream: &ProbeStream) -> Option<TrainShape> {
         return None;
     }
     let tail = &points[points.len() / 2..];
-    let n = tail.len() as f64;
-    let mx = tail.iter().map(|q| q.0).sum::<f64>() / n;
-    let my = tail.iter().map(|q| q.1).sum::<f64>() / n;
-    let sxy: f64 = tail.iter().map(|q| (q.0 - mx) * (q.1 - my)).sum();
-    let sxx: f64 = tail.iter().map(|q| (q.0 - mx).powi(2)).sum();
-    let ns_per_byte = sxy / sxx;
+    let (ns_per_byte, _) = crate::stats::line_fit(tail.iter().copied());
     if !(ns_per_byte > 0.0 && ns_per_byte.is_finite()) {
         return None;
     }
@@ -164,7 +159,7 @@ pub fn shaper_from_trains(shapes: &[TrainShape]) -> Option<Shaper> {
         return None;
     }
     let (shaped, plain) = votes(shapes);
-    if shaped.len() < 2 || shaped.len() <= plain {
+    if !shaped_path(shaped.len(), plain) {
         return None;
     }
     let mut rates: Vec<f64> = shaped.iter().map(|s| s.tail_rate_bps).collect();
@@ -188,7 +183,13 @@ pub fn shaper_from_trains(shapes: &[TrainShape]) -> Option<Shaper> {
 /// cannot keep pace slows most trains' tails: on a loaded 2-core machine
 /// four runs in fifteen had one shaped train of five, the rest slowed.)
 pub fn shaper_undecided(shapes: &[TrainShape]) -> bool {
-    shapes.len() >= 3 && shaper_from_trains(shapes).is_none() && !votes(shapes).0.is_empty()
+    let (shaped, plain) = votes(shapes);
+    shapes.len() >= 3 && !shaped.is_empty() && !shaped_path(shaped.len(), plain)
+}
+
+/// The vote: at least two shaped trains, and more than plain ones.
+fn shaped_path(shaped: usize, plain: usize) -> bool {
+    shaped >= 2 && shaped > plain
 }
 
 /// The shaped trains and the number of plain ones (see

@@ -24,6 +24,7 @@
 //! midpoint of those two rates; with none, at least the top rate.
 
 use super::Bound;
+use crate::stats::line_fit;
 use crate::stream::{Gap, SubStream};
 
 /// One offered rate of the sweep and what the path made of it.
@@ -101,8 +102,7 @@ pub fn topp(points: &[ToppPoint], tolerance: f64) -> Option<ToppEstimate> {
     let first_above = points[k].offered_bps;
     let below = k.checked_sub(1).map(|j| points[j].offered_bps);
     let line = (above >= 2)
-        .then(|| least_squares(&points[k..]))
-        .flatten()
+        .then(|| line_fit(points[k..].iter().map(|p| (p.offered_bps, p.ratio))))
         .filter(|&(slope, _)| slope > 0.0);
     let Some((slope, intercept)) = line else {
         return Some(match below {
@@ -134,23 +134,6 @@ pub fn topp(points: &[ToppPoint], tolerance: f64) -> Option<ToppEstimate> {
         bound,
         capacity_bps: Some(capacity_bps),
         points_above: above,
-    })
-}
-
-/// Least-squares line `ratio = slope * offered + intercept`; `None` when
-/// the offered rates do not vary.
-fn least_squares(points: &[ToppPoint]) -> Option<(f64, f64)> {
-    let n = points.len() as f64;
-    let mx = points.iter().map(|p| p.offered_bps).sum::<f64>() / n;
-    let my = points.iter().map(|p| p.ratio).sum::<f64>() / n;
-    let (mut sxy, mut sxx) = (0.0, 0.0);
-    for p in points {
-        sxy += (p.offered_bps - mx) * (p.ratio - my);
-        sxx += (p.offered_bps - mx) * (p.offered_bps - mx);
-    }
-    (sxx > 0.0).then(|| {
-        let slope = sxy / sxx;
-        (slope, my - slope * mx)
     })
 }
 
