@@ -7,9 +7,11 @@
 # comes from it. The last path is one ON/OFF source whose 25 Gbit/s
 # peaks saturate the link for milliseconds.
 #   scripts/estimate-sweep.sh [SEEDS] [METHOD]
+# EXTRA=",coalescence=off" appends settings to every path.
 set -euo pipefail
 seeds=${1:-20}
 method=${2:-multirate}
+extra=${EXTRA:-}
 bin=${TIGHTLINK:-target/release/tightlink}
 paths=(
   "sim:"
@@ -21,7 +23,7 @@ paths=(
 printf '%-58s %6s %6s %7s %6s %6s %8s %8s  %s\n' path exact "+-10%" "median" p90 holds "MB" streams stops
 for p in "${paths[@]}"; do
   for s in $(seq 1 "$seeds"); do
-    "$bin" estimate "$p,seed=$s" --json --method "$method" 2>/dev/null || echo '{}'
+    "$bin" estimate "$p$extra,seed=$s" --json --method "$method" 2>/dev/null || echo '{}'
   done | python3 -c '
 import collections, json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin if l.strip()]

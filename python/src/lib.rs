@@ -313,7 +313,7 @@ fn write_trace(
 
 /// Streams through the simulated path: (packet columns, truth columns, kind).
 #[pyfunction]
-#[pyo3(signature = (spec, streams, size_bytes, kind, rates_bps, packets, centre_bps, range, rates, per_rate))]
+#[pyo3(signature = (spec, streams, size_bytes, kind, rates_bps, packets, centre_bps, range, rates, per_rate, low_bps, high_bps, spread))]
 #[allow(clippy::too_many_arguments)]
 fn simulate<'py>(
     py: Python<'py>,
@@ -327,6 +327,9 @@ fn simulate<'py>(
     range: f64,
     rates: usize,
     per_rate: usize,
+    low_bps: Option<f64>,
+    high_bps: Option<f64>,
+    spread: f64,
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
     let target = Target::parse(spec).map_err(err)?;
     let schedule = match kind {
@@ -337,9 +340,14 @@ fn simulate<'py>(
             rates,
             per_rate,
         },
+        "chirp" => Schedule::Chirp {
+            low_bps,
+            high_bps,
+            spread,
+        },
         k => {
             return Err(TightlinkError::new_err(format!(
-                "kind={k}: choose single or multi"
+                "kind={k}: choose single, multi or chirp"
             )))
         }
     };

@@ -95,11 +95,12 @@ def analyze(
     ``recv_ns`` is ``LOST`` for a lost packet. size_bytes: one size for
     every packet or one per packet. stream_id: the stream of each packet
     (a stream's packets contiguous); all one stream when left out.
-    kind: ``auto`` (from the send gaps), ``single`` or ``multi``.
+    kind: ``auto`` (from the send gaps), ``single``, ``multi`` or ``chirp``.
     method: ``default`` (the best for each stream's kind), ``all``, or a
     method name (``prcmt``, ``prcmt+bass``, ``pathload``, ``imr-avg``,
     ``imr-wavelet``, ``multirate``, ``multirate-single-pass``,
-    ``multirate-prcmt-dp1``, ``multirate-prcmt-dp2``, ``topp``).
+    ``multirate-prcmt-dp1``, ``multirate-prcmt-dp2``, ``topp``,
+    ``pathchirp``).
     params: ``spike_up``, ``spike_down``, ``tolerance``, ``imr_window``,
     ``window``, ``max_passes``, ``consistency``, as `tightlink analyze`'s
     flags.
@@ -203,16 +204,33 @@ def simulate(
     range: float = 0.3,
     rates: int = 5,
     per_rate: int = 64,
+    low_bps: Optional[float] = None,
+    high_bps: Optional[float] = None,
+    spread: float = 1.2,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Streams through the simulated path `spec` (the grammar of
     ``tightlink estimate sim:...``): multi-rate streams (``rates`` rates over
     ``centre_bps * (1 +- range)``, the path's nominal available bandwidth by
     default, ``per_rate`` packets each) or single-rate ones (``packets`` at
-    each of ``rates_bps`` in turn). Returns the packets (`PACKET_DTYPE`) and
+    each of ``rates_bps`` in turn) or chirps (``kind="chirp"``: gaps from
+    ``low_bps`` shrinking by ``spread`` up to ``high_bps``; by default a
+    tenth of the sender's link rate to all of it). Returns the packets (`PACKET_DTYPE`) and
     the ground truth per stream (`TRUTH_DTYPE`; NaN where fewer than two
     packets arrived)."""
     cols, truth = _native.simulate(
-        spec, streams, size_bytes, kind, [float(r) for r in rates_bps], packets, centre_bps, range, rates, per_rate
+        spec,
+        streams,
+        size_bytes,
+        kind,
+        [float(r) for r in rates_bps],
+        packets,
+        centre_bps,
+        range,
+        rates,
+        per_rate,
+        low_bps,
+        high_bps,
+        spread,
     )
     t = np.empty(len(truth["stream_id"]), dtype=TRUTH_DTYPE)
     for name in TRUTH_DTYPE.names:

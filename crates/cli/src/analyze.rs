@@ -17,7 +17,8 @@ pub struct AnalyzeArgs {
     pub trace: PathBuf,
     /// Method: prcmt, prcmt+bass, pathload, imr-avg, imr-wavelet, multirate,
     /// multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2,
-    /// topp; `default` picks the best for each stream's kind; `all` runs every one.
+    /// topp, pathchirp; `default` picks the best for each stream's kind; `all`
+    /// runs every one.
     #[arg(long, short, default_value = "default", env = "TIGHTLINK_METHOD")]
     pub method: String,
     /// Output format.
@@ -65,6 +66,7 @@ pub enum KindArg {
     Auto,
     Single,
     Multi,
+    Chirp,
 }
 
 fn params_from(args: &AnalyzeArgs) -> Result<AnalysisParams> {
@@ -105,6 +107,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         KindArg::Auto => None,
         KindArg::Single => Some(StreamKind::SingleRate),
         KindArg::Multi => Some(StreamKind::MultiRate),
+        KindArg::Chirp => Some(StreamKind::Chirp),
     };
     let results = analyze_trace(&trace, kind, methods, &params);
     let stdout = io::stdout();

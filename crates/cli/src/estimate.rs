@@ -25,7 +25,8 @@ pub struct EstimateArgs {
     #[arg(default_value = "sim:")]
     pub target: String,
     /// multirate, multirate-single-pass, multirate-prcmt-dp1,
-    /// multirate-prcmt-dp2, prcmt, pathload, imr-avg, imr-wavelet, topp.
+    /// multirate-prcmt-dp2, prcmt, pathload, imr-avg, imr-wavelet, topp,
+    /// pathchirp.
     #[arg(long, short, default_value = "multirate", env = "TIGHTLINK_METHOD")]
     pub method: String,
     /// One JSON object on stdout instead of the human summary.

@@ -14,6 +14,8 @@ use tightlink_measure::Target;
 pub enum SimKind {
     Single,
     Multi,
+    // pathChirp's chirps: gaps shrinking by `--spread`.
+    Chirp,
 }
 
 #[derive(Args)]
@@ -27,7 +29,7 @@ pub struct SimulateArgs {
     /// Ground truth CSV to write (stream_id,available_bps,min_bps,max_bps).
     #[arg(long)]
     pub truth: Option<PathBuf>,
-    /// Stream kind.
+    /// Stream kind (chirp: pathChirp's, gaps shrinking by `--spread`).
     #[arg(long, value_enum, default_value_t = SimKind::Multi)]
     pub kind: SimKind,
     /// Streams to send.
@@ -55,6 +57,16 @@ pub struct SimulateArgs {
     /// Multi-rate: packets per rate.
     #[arg(long, default_value_t = 64)]
     pub per_rate: usize,
+    /// Chirp: the first gap's rate (default: a tenth of the sender's link).
+    #[arg(long)]
+    pub low: Option<String>,
+    /// Chirp: the last gap's rate at least (default: the sender's link).
+    #[arg(long)]
+    pub high: Option<String>,
+    /// Chirp: each gap this many times shorter than the one before
+    /// (pathChirp's spread factor).
+    #[arg(long, default_value_t = 1.2)]
+    pub spread: f64,
 }
 
 pub fn run(args: SimulateArgs) -> Result<()> {
@@ -78,6 +90,18 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             rates: args.rates,
             per_rate: args.per_rate,
         },
+        SimKind::Chirp => {
+            let rate = |flag: &str, v: &Option<String>| {
+                v.as_deref()
+                    .map(|s| parse_rate(s).with_context(|| format!("{flag} {s}")))
+                    .transpose()
+            };
+            Schedule::Chirp {
+                low_bps: rate("--low", &args.low)?,
+                high_bps: rate("--high", &args.high)?,
+                spread: args.spread,
+            }
+        }
     };
     let options = SimulateOptions {
         streams: args.streams,
@@ -89,6 +113,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         let index = e.downcast_ref::<RateOutside>().map(|r| r.index);
         match index {
             Some(Some(i)) => e.context(format!("--rate {}", args.rate[i])),
+            Some(None) if args.kind == SimKind::Chirp => e.context("--low/--high"),
             Some(None) => e.context("--centre/--range (lowest or highest rate)"),
             None => e,
         }

@@ -11,6 +11,7 @@
 //! - `multirate-single-pass`: single-pass BASS + window (BASS VI-B, Fig. 14);
 //! - `multirate-prcmt-dp1`, `-dp2`: Multi-rate PRC-MT (BASS VI-D).
 
+use crate::decision::chirp::{chirp_estimate, ChirpParams};
 use crate::decision::multirate::{
     apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Consistency, Policy,
 };
@@ -38,10 +39,11 @@ pub enum Method {
     MultiratePrcmtDp1,
     MultiratePrcmtDp2,
     Topp,
+    Pathchirp,
 }
 
 impl Method {
-    pub const ALL: [Method; 10] = [
+    pub const ALL: [Method; 11] = [
         Method::Prcmt,
         Method::PrcmtBass,
         Method::Pathload,
@@ -52,6 +54,7 @@ impl Method {
         Method::MultiratePrcmtDp1,
         Method::MultiratePrcmtDp2,
         Method::Topp,
+        Method::Pathchirp,
     ];
 
     /// The methods that answer for single-rate streams.
@@ -75,6 +78,7 @@ impl Method {
             Method::MultiratePrcmtDp1 => "multirate-prcmt-dp1",
             Method::MultiratePrcmtDp2 => "multirate-prcmt-dp2",
             Method::Topp => "topp",
+            Method::Pathchirp => "pathchirp",
         }
     }
 
@@ -90,16 +94,19 @@ impl Method {
             | Method::Pathload
             | Method::ImrAvg
             | Method::ImrWavelet => StreamKind::SingleRate,
+            Method::Pathchirp => StreamKind::Chirp,
             _ => StreamKind::MultiRate,
         }
     }
 
     /// The best method for a kind (\[BASS\]: PRC-MT + BASS for single
-    /// rates, multi-pass smoothing for multi-rate streams).
+    /// rates, multi-pass smoothing for multi-rate streams; chirps have
+    /// one).
     pub fn default_for(kind: StreamKind) -> Method {
         match kind {
             StreamKind::SingleRate => Method::PrcmtBass,
             StreamKind::MultiRate => Method::Multirate,
+            StreamKind::Chirp => Method::Pathchirp,
         }
     }
 }
@@ -121,6 +128,8 @@ pub struct AnalysisParams {
     pub max_loss: f64,
     /// When a lossy multi-rate stream reads "at most" its lowest rate.
     pub multirate_loss: MultirateLoss,
+    /// pathChirp's excursion and receive-batch rules.
+    pub chirp: ChirpParams,
 }
 
 /// Losses in a multi-rate stream: above `at_most_above`, or above
@@ -164,6 +173,7 @@ impl Default for AnalysisParams {
             gap_tolerance: GapTolerance::default(),
             max_loss: 0.5,
             multirate_loss: MultirateLoss::default(),
+            chirp: ChirpParams::default(),
         }
     }
 }
@@ -259,7 +269,7 @@ pub fn analyze(
                 decision: Some(Decision::Ambiguous),
                 ..b
             },
-            StreamKind::MultiRate => b,
+            StreamKind::MultiRate | StreamKind::Chirp => b,
         };
     }
     if base.avg_rate_bps.is_none() {
@@ -268,6 +278,32 @@ pub fn analyze(
     match kind {
         StreamKind::SingleRate => single_rate(stream, method, params, base),
         StreamKind::MultiRate => multi_rate(stream, method, params, base),
+        StreamKind::Chirp => chirp(stream, params, base),
+    }
+}
+
+/// One chirp read by pathChirp's excursions; `kept_gaps` counts the gaps
+/// before any receive batches.
+fn chirp(stream: &ProbeStream, params: &AnalysisParams, base: Analysis) -> Analysis {
+    let gaps_total = Some(stream.len().saturating_sub(1));
+    match chirp_estimate(stream, &params.chirp) {
+        Err(e) => Analysis {
+            detail: Detail {
+                gaps_total,
+                ..Detail::default()
+            },
+            ..none_with(base, e.to_string())
+        },
+        Ok(e) => Analysis {
+            abw_bps: Some(e.abw_bps),
+            bound: e.bound,
+            detail: Detail {
+                kept_gaps: Some(e.gaps_used),
+                gaps_total,
+                ..Detail::default()
+            },
+            ..base
+        },
     }
 }
 

@@ -1,8 +1,9 @@
 //! Probe schedules: the send times of single-rate and multi-rate streams
 //! (\[BASS\] section VI: a multi-rate stream probes `n` rates spread over
-//! +-Range around an average, `per_rate` packets each). What the
-//! strategies send and what the simulator, the tests and the benchmarks
-//! replay.
+//! +-Range around an average, `per_rate` packets each) and of chirps
+//! (\[HOST\] section 4, pathChirp: gaps shrinking by a spread factor).
+//! What the strategies send and what the simulator, the tests and the
+//! benchmarks replay.
 
 /// Send times of a single-rate stream: `n` packets of `size_bytes` at
 /// `rate_bps`, starting at `start_ns`.
@@ -40,9 +41,50 @@ pub fn rates_around(avg_bps: f64, range: f64, n: usize) -> Vec<f64> {
         .collect()
 }
 
+/// Send times of a chirp (pathChirp, Ribeiro et al., PAM 2003): the last
+/// gap at `high_bps`, each gap before it `spread` times longer, back to
+/// the first at or below `low_bps`; the gap ending at a packet is at that
+/// packet's instantaneous rate. The top rate is exact so that a chirp
+/// never asks more of the sender's link than it has. Empty when the rates
+/// or the spread make no chirp (`spread <= 1`, `high <= low`).
+pub fn chirp_schedule(low_bps: f64, high_bps: f64, spread: f64, size_bytes: u32) -> Vec<i64> {
+    if !(spread > 1.0 && low_bps > 0.0 && high_bps > low_bps && high_bps.is_finite()) {
+        return Vec::new();
+    }
+    // Gaps k = 0 ..= steps at high / spread^(steps - k); the first one is
+    // at or under `low` (a 0.1 % slack so rounding of the ratio does not
+    // add a gap).
+    let steps = ((high_bps / low_bps).ln() / spread.ln() - 1e-3).ceil() as i32;
+    let last_gap = size_bytes as f64 * 8e9 / high_bps;
+    let mut t = 1_000_000_000.0f64;
+    let mut out = Vec::with_capacity(steps as usize + 2);
+    out.push(t.round() as i64);
+    for k in 0..=steps {
+        t += last_gap * spread.powi(steps - k);
+        out.push(t.round() as i64);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chirp_by_hand() {
+        // 1000 B from 10 to 20 Mbit/s, spread 1.2: log(2) / log(1.2) =
+        // 3.8 -> 4 steps down from 20 Mbit/s (400 us): 480, 576, 691.2,
+        // 829.44 us (9.65 Mbit/s, the first at or under 10).
+        let t = chirp_schedule(10e6, 20e6, 1.2, 1000);
+        let gaps: Vec<i64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        // Send times are rounded, not the gaps.
+        assert_eq!(gaps, vec![829_440, 691_200, 576_000, 480_000, 400_000]);
+        // pathChirp's defaults, 10 to 200 Mbit/s: 16.4 -> 17 steps, 18
+        // gaps, 19 packets.
+        assert_eq!(chirp_schedule(10e6, 200e6, 1.2, 1000).len(), 19);
+        assert!(chirp_schedule(10e6, 200e6, 1.0, 1000).is_empty());
+        assert!(chirp_schedule(20e6, 10e6, 1.2, 1000).is_empty());
+    }
 
     #[test]
     fn schedules_by_hand() {

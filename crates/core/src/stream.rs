@@ -36,11 +36,13 @@ pub struct ProbeStream {
 }
 
 /// Single-rate streams ask "is this rate above the available bandwidth?";
-/// multi-rate streams ask "what is the available bandwidth?".
+/// multi-rate streams and chirps (every gap shorter than the last by one
+/// spread factor, pathChirp's) ask "what is the available bandwidth?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StreamKind {
     SingleRate,
     MultiRate,
+    Chirp,
 }
 
 impl StreamKind {
@@ -48,9 +50,17 @@ impl StreamKind {
         match self {
             StreamKind::SingleRate => "single",
             StreamKind::MultiRate => "multi",
+            StreamKind::Chirp => "chirp",
         }
     }
 }
+
+/// Fewest packets a stream needs to be read as a chirp.
+pub const MIN_CHIRP_PACKETS: usize = 6;
+
+/// Relative slack on the ratio of consecutive send gaps of a chirp (the
+/// trace rounds send times to 1 ns: 0.3 % on a 720 ns gap).
+pub const CHIRP_RATIO_TOLERANCE: f64 = 0.01;
 
 /// One observation between two consecutive *received* packets `j < k`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -389,9 +399,14 @@ impl ProbeStream {
         crate::stats::quantile_sorted(&intervals, 0.5)
     }
 
-    /// Kind inferred from the send gaps: multi-rate when it has at least two
+    /// Kind inferred from the send gaps: a chirp when every gap is shorter
+    /// than the one before by the same factor (over 1.02, within
+    /// [`CHIRP_RATIO_TOLERANCE`]); multi-rate when it has at least two
     /// runs of equal gaps and every run is long enough to be a rate step.
     pub fn infer_kind(&self, tol: GapTolerance) -> StreamKind {
+        if self.is_chirp() {
+            return StreamKind::Chirp;
+        }
         let runs = self.sub_streams(tol);
         if runs.len() >= 2
             && runs
@@ -402,6 +417,24 @@ impl ProbeStream {
         } else {
             StreamKind::SingleRate
         }
+    }
+
+    fn is_chirp(&self) -> bool {
+        if self.packets.len() < MIN_CHIRP_PACKETS {
+            return false;
+        }
+        let gaps = self.send_gaps_ns();
+        if gaps.iter().any(|g| *g <= 0.0) {
+            return false;
+        }
+        let ratios: Vec<f64> = gaps.windows(2).map(|w| w[0] / w[1]).collect();
+        let Some(spread) = crate::stats::median(&ratios) else {
+            return false;
+        };
+        spread > 1.02
+            && ratios
+                .iter()
+                .all(|r| (r / spread - 1.0).abs() <= CHIRP_RATIO_TOLERANCE)
     }
 }
 
@@ -543,6 +576,17 @@ pub(crate) mod tests {
         assert_eq!(
             stream_of(&times).infer_kind(GapTolerance::default()),
             StreamKind::MultiRate
+        );
+        let chirp = crate::schedule::chirp_schedule(1e9, 10e9, 1.2, 9000);
+        let chirp: Vec<_> = chirp.iter().map(|&t| (t, Some(t))).collect();
+        assert_eq!(
+            stream_of(&chirp).infer_kind(GapTolerance::default()),
+            StreamKind::Chirp
+        );
+        // Five packets are too few to tell a chirp.
+        assert_eq!(
+            stream_of(&chirp[..5]).infer_kind(GapTolerance::default()),
+            StreamKind::SingleRate
         );
         let single: Vec<_> = (0..20).map(|i| (i * 1000 + i % 2, Some(0))).collect();
         assert_eq!(

@@ -1,14 +1,16 @@
 //! The experiments of \[BASS\]'s evaluation (sections V-VI), run on
 //! the packet-level simulator: single-rate decision error vs stream length
 //! (Fig. 6, 8, 11), multi-rate error distributions (Fig. 14, 15), the
-//! Range / packets-per-rate sensitivity (Fig. 16), and the closed-loop
-//! strategies. Every cell is a set of independent work units (one simulated
+//! Range / packets-per-rate sensitivity (Fig. 16), pathChirp's chirps on
+//! the same paths, and the closed-loop strategies. Every cell is a set of independent work units (one simulated
 //! path each, seeded from the cell and unit index), run in parallel; the
 //! results do not depend on the number of threads.
 
 use rayon::prelude::*;
 use tightlink_core::decision::multirate::Consistency;
-use tightlink_core::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
+use tightlink_core::schedule::{
+    chirp_schedule, multi_rate_schedule, rates_around, single_rate_schedule,
+};
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, StreamKind};
 use tightlink_probe::strategy;
 use tightlink_probe::Budget;
@@ -68,6 +70,13 @@ pub const LOSSY: PathCase = PathCase {
     name: "bursty, 125 us coalescence, 1 % random loss",
     target: "sim:cross=bursty:2.5G,coalescence=125us,loss=1%",
     length_scale: 1,
+};
+
+/// 100 Gbit/s without coalescence: where chirps can be read at all.
+pub const HUNDRED_GIG_UNCOALESCED: PathCase = PathCase {
+    name: "100G, bursty 25G, no coalescence",
+    target: "sim:hops=100G+100G,cross=bursty:25G,coalescence=off",
+    length_scale: 10,
 };
 
 pub const LENGTHS: [usize; 4] = [32, 64, 128, 320];
@@ -499,12 +508,94 @@ pub struct StrategyRow {
     pub median_streams: f64,
 }
 
-pub const STRATEGIES: [strategy::Method; 4] = [
+pub const STRATEGIES: [strategy::Method; 5] = [
     strategy::Method::Multirate,
     strategy::Method::Prcmt,
     strategy::Method::Pathload,
     strategy::Method::ImrAvg,
+    strategy::Method::Pathchirp,
 ];
+
+/// pathChirp on one path: each chirp's estimate, and the mean of
+/// `CHIRP_SMOOTHING` chirps that answered (pathChirp's output) against
+/// the mean of their truths.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChirpRow {
+    pub chirps: usize,
+    /// Chirps that gave a number (exact or a bound).
+    pub answered: usize,
+    /// Why the others gave none (the most common reason).
+    pub unanswered_reason: Option<String>,
+    pub per_chirp: ErrorDist,
+    pub means: ErrorDist,
+}
+
+/// pathChirp 2.3.7 averages 11 chirps.
+pub const CHIRP_SMOOTHING: usize = 11;
+
+/// Chirps of 9000-byte packets from a tenth of the sender's link rate to
+/// all of it, spread 1.2 (the `pathchirp` strategy's first range).
+pub fn chirp_errors(base_seed: u64, case: &PathCase, n: usize) -> ChirpRow {
+    let spec = parse_sim_target(case.target).expect("valid");
+    let max = spec.hops.first().map_or(0.0, |h| h.hop.capacity_bps);
+    let sched = chirp_schedule(max / 10.0, max, 1.2, SIZE_BYTES);
+    let label = format!("chirp/{}", case.target);
+    let samples = simulate(base_seed, &label, case.target, n, |_| (sched.clone(), max));
+    let params = AnalysisParams::default();
+    let mut answers: Vec<(f64, f64, Bound)> = Vec::new();
+    let mut reasons: Vec<String> = Vec::new();
+    for s in &samples {
+        let a = analyze(&s.stream, StreamKind::Chirp, Method::Pathchirp, &params);
+        match a.abw_bps {
+            Some(e) => answers.push((e, s.truth_bps, a.bound)),
+            None => reasons.extend(a.reason),
+        }
+    }
+    let unanswered_reason = {
+        reasons.sort();
+        let mut best: Option<(usize, &String)> = None;
+        for r in &reasons {
+            let k = reasons.iter().filter(|x| *x == r).count();
+            if best.is_none_or(|(b, _)| k > b) {
+                best = Some((k, r));
+            }
+        }
+        best.map(|(_, r)| r.clone())
+    };
+    let rel = |e: f64, t: f64| (e - t) / t;
+    let mut per: Vec<f64> = answers
+        .iter()
+        .filter(|a| a.2 == Bound::Exact)
+        .map(|a| rel(a.0, a.1))
+        .collect();
+    per.sort_by(f64::total_cmp);
+    let mut means: Vec<f64> = answers
+        .chunks_exact(CHIRP_SMOOTHING)
+        .map(|c| {
+            let k = c.len() as f64;
+            let e = c.iter().map(|a| a.0).sum::<f64>() / k;
+            let t = c.iter().map(|a| a.1).sum::<f64>() / k;
+            rel(e, t)
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let groups = (samples.len() / CHIRP_SMOOTHING).max(1);
+    ChirpRow {
+        chirps: samples.len(),
+        answered: answers.len(),
+        unanswered_reason,
+        per_chirp: ErrorDist {
+            label: "per chirp".into(),
+            errors: per,
+            streams: samples.len(),
+        },
+        means: ErrorDist {
+            label: format!("mean of {CHIRP_SMOOTHING}"),
+            errors: means,
+            streams: groups,
+        },
+    }
+}
 
 fn run_strategy(
     method: strategy::Method,

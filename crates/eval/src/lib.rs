@@ -7,8 +7,8 @@ pub mod experiments;
 pub mod plots;
 
 use experiments::{
-    DecisionCell, ErrorDist, GapExample, OutOfRange, PathCase, Scale, SensitivityCell, StrategyRow,
-    HUNDRED_GIG, LENGTHS, LOSSY, TEN_GIG,
+    ChirpRow, DecisionCell, ErrorDist, GapExample, OutOfRange, PathCase, Scale, SensitivityCell,
+    StrategyRow, HUNDRED_GIG, LENGTHS, LOSSY, TEN_GIG,
 };
 
 /// Everything one `tightlink eval` run measured.
@@ -24,6 +24,8 @@ pub struct Results {
     /// Multi-pass multirate (5 x 64, Range 30 %) per load time scale.
     pub load_scales: Vec<(PathCase, ErrorDist)>,
     pub strategies: Vec<(PathCase, Vec<StrategyRow>)>,
+    /// pathChirp per chirp and per 11-chirp mean, per path.
+    pub chirps: Vec<(PathCase, ChirpRow)>,
     pub example: GapExample,
     pub wall_s: f64,
 }
@@ -83,6 +85,13 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
             (case.clone(), d.swap_remove(1))
         })
         .collect();
+    let mut chirps = Vec::new();
+    let chirp_cases = [HUNDRED_GIG, experiments::HUNDRED_GIG_UNCOALESCED, LOSSY];
+    for case in TEN_GIG.iter().cloned().chain(chirp_cases) {
+        progress(&format!("pathChirp: {}", case.name));
+        let row = experiments::chirp_errors(seed, &case, scale.multi_streams);
+        chirps.push((case, row));
+    }
     let mut strategies = Vec::new();
     for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
         progress(&format!("closed-loop strategies: {}", case.name));
@@ -99,6 +108,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         out_of_range,
         load_scales,
         strategies,
+        chirps,
         example,
         wall_s: start.elapsed().as_secs_f64(),
     }
@@ -254,6 +264,29 @@ pub fn markdown(r: &Results) -> String {
     );
     for (case, d) in &r.load_scales {
         let _ = writeln!(s, "{}", dist_row(case.name, d));
+    }
+    let _ = writeln!(
+        s,
+        "\n## pathChirp: chirps on the same paths\n\nChirps of 9000-byte packets from a tenth of the link rate to all of it, spread factor 1.2 (15 packets at 10 Gbit/s); each read by its excursions (decrease factor 1.5, busy period 5), and pathChirp's answer, the mean of {} chirps that answered, against the mean of their truths. Within +-10 % counts over all chirps (all groups).\n\n| path | chirps | answered | per chirp within +-10 % | per chirp median | means within +-10 % | means median | means p90 abs | why not answered |\n|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        experiments::CHIRP_SMOOTHING
+    );
+    for (case, row) in &r.chirps {
+        let mut abs: Vec<f64> = row.means.errors.iter().map(|e| e.abs()).collect();
+        abs.sort_by(f64::total_cmp);
+        let p90 = tightlink_core::stats::quantile_sorted(&abs, 0.9).unwrap_or(f64::NAN);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            case.name,
+            row.chirps,
+            pct(row.answered as f64 / row.chirps.max(1) as f64),
+            pct(row.per_chirp.within(0.1)),
+            signed_pct(row.per_chirp.quantile(0.5)),
+            pct(row.means.within(0.1)),
+            signed_pct(row.means.quantile(0.5)),
+            pct(p90),
+            row.unanswered_reason.as_deref().unwrap_or("-")
+        );
     }
     let _ = writeln!(s, "\n## Closed-loop strategies (tightlink estimate)\n");
     for (case, rows) in &r.strategies {

@@ -132,13 +132,14 @@ impl AnalysisSettings {
     }
 }
 
-/// `single`, `multi`, or `None` for "infer each stream's kind".
+/// `single`, `multi`, `chirp`, or `None` for "infer each stream's kind".
 pub fn parse_kind(s: &str) -> Result<Option<StreamKind>> {
     Ok(match s {
         "auto" => None,
         "single" | "single-rate" => Some(StreamKind::SingleRate),
         "multi" | "multi-rate" => Some(StreamKind::MultiRate),
-        k => bail!("{k}: unknown stream kind; choose auto, single or multi"),
+        "chirp" => Some(StreamKind::Chirp),
+        k => bail!("{k}: unknown stream kind; choose auto, single, multi or chirp"),
     })
 }
 

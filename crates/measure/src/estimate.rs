@@ -160,6 +160,11 @@ pub fn estimate(
         r.warnings
             .push(swing_warning(&r.estimate, &channel.streams));
     }
+    if r.estimate.stop == Stop::NoUsableStream {
+        if let Some(why) = why_unusable(options.method, &options.analysis, &channel.streams) {
+            r.warnings.push(why);
+        }
+    }
     if r.host.is_some() {
         apply_ceiling(&mut r, ceiling);
     }
@@ -176,6 +181,23 @@ pub fn estimate(
         }
     }
     Ok(r)
+}
+
+/// Why no stream could be used, as the method read the last one.
+fn why_unusable(
+    method: Method,
+    analysis: &AnalysisParams,
+    streams: &[ProbeStream],
+) -> Option<String> {
+    let last = streams.last()?;
+    let m = method.per_stream();
+    let a = tightlink_core::analyze(last, m.kind(), m, analysis);
+    a.reason.map(|r| {
+        format!(
+            "no stream gave an answer; {} said of the last one: {r}",
+            m.name()
+        )
+    })
 }
 
 /// What a `swings` stop means, with the time scale the streams probed.

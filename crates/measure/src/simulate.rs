@@ -7,7 +7,9 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 use tightlink_core::channel::{Channel, GroundTruth, Recorder, StreamRequest};
-use tightlink_core::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
+use tightlink_core::schedule::{
+    chirp_schedule, multi_rate_schedule, rates_around, single_rate_schedule,
+};
 use tightlink_core::{ProbeStream, StreamKind};
 use tightlink_sim::SimChannel;
 
@@ -28,6 +30,14 @@ pub enum Schedule {
         rates: usize,
         per_rate: usize,
     },
+    /// Chirps (pathChirp's): gaps from `low_bps` shrinking by `spread` up
+    /// to `high_bps`; by default from a tenth of the sender's link rate
+    /// to all of it.
+    Chirp {
+        low_bps: Option<f64>,
+        high_bps: Option<f64>,
+        spread: f64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +49,8 @@ pub struct SimulateOptions {
 }
 
 /// A rate the sender's link cannot send: `index` of the single-rate list,
-/// or `None` for a multi-rate stream's lowest or highest rate.
+/// or `None` for a multi-rate stream's or a chirp's lowest or highest
+/// rate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateOutside {
     pub index: Option<usize>,
@@ -77,14 +88,7 @@ impl Simulated {
         let metadata = vec![
             ("source".to_string(), "tightlink simulate".to_string()),
             ("path".to_string(), self.target.clone()),
-            (
-                "stream_kinds".to_string(),
-                match self.kind {
-                    StreamKind::SingleRate => "single",
-                    StreamKind::MultiRate => "multi",
-                }
-                .to_string(),
-            ),
+            ("stream_kinds".to_string(), self.kind.as_str().to_string()),
             ("size_layer".to_string(), "simulated packet".to_string()),
         ];
         save::write_trace(trace, metadata, &self.streams)?;
@@ -157,6 +161,28 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
             let s = vec![multi_rate_schedule(&rates, *per_rate, size); options.streams];
             (StreamKind::MultiRate, s)
         }
+        Schedule::Chirp {
+            low_bps,
+            high_bps,
+            spread,
+        } => {
+            if !(*spread > 1.0 && *spread <= 4.0) {
+                bail!("--spread {spread}: must be above 1 and at most 4");
+            }
+            let low = low_bps.unwrap_or(0.1 * max_bps);
+            let high = high_bps.unwrap_or(max_bps);
+            check(None, low)?;
+            check(None, high)?;
+            if high <= low {
+                bail!(
+                    "--low {:.3} and --high {:.3} Gbit/s: the top rate must be above the lowest",
+                    low / 1e9,
+                    high / 1e9
+                );
+            }
+            let sched = chirp_schedule(low, high, *spread, size);
+            (StreamKind::Chirp, vec![sched; options.streams])
+        }
     };
     for sched in &schedules {
         channel.probe(&StreamRequest::from_send_times(sched, size))?;
@@ -197,6 +223,29 @@ mod tests {
         for t in s.truths.iter().flatten() {
             assert!((t.available_bps / 7e9 - 1.0).abs() < 0.01, "{t:?}");
         }
+    }
+
+    #[test]
+    fn chirps_come_back_as_chirps() {
+        let target = Target::parse("sim:capacity=10G,cross=cbr:3G,coalescence=off").unwrap();
+        let s = simulate(
+            &target,
+            &SimulateOptions {
+                streams: 2,
+                size_bytes: 9000,
+                schedule: Schedule::Chirp {
+                    low_bps: None,
+                    high_bps: None,
+                    spread: 1.2,
+                },
+            },
+        )
+        .unwrap();
+        // 10 Gbit/s down to 1 at 1.2: 12.6 -> 13 steps, 15 packets.
+        assert_eq!(s.kind, StreamKind::Chirp);
+        assert!(s.streams.iter().all(|x| x.len() == 15));
+        let k = s.streams[0].infer_kind(tightlink_core::stream::GapTolerance::default());
+        assert_eq!(k, StreamKind::Chirp);
     }
 
     #[test]

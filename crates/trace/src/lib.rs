@@ -37,11 +37,12 @@ impl Trace {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The kind declared by `# stream_kinds=single|multi`, if any.
+    /// The kind declared by `# stream_kinds=single|multi|chirp`, if any.
     pub fn declared_kind(&self) -> Option<StreamKind> {
         match self.meta("stream_kinds")? {
             "single" => Some(StreamKind::SingleRate),
             "multi" => Some(StreamKind::MultiRate),
+            "chirp" => Some(StreamKind::Chirp),
             _ => None,
         }
     }

@@ -1,7 +1,8 @@
 //! Decisions and estimates: is a probing rate above the available bandwidth
 //! (PRC-MT, Pathload's trend test), and what is the available bandwidth
-//! (multi-rate estimates, TOPP).
+//! (multi-rate estimates, TOPP, pathChirp).
 
+pub mod chirp;
 pub mod multirate;
 pub mod prcmt;
 pub mod topp;

@@ -8,7 +8,9 @@
 //!   dispersion rate, then a binary search with PRC-MT + BASS (BASS IV-B, V).
 //! - [`pathload_search`]: Pathload's fleets, trend test and grey region
 //!   (\[IMR\], section 3), with Pathload's or IMR's trend test.
+//! - [`chirp`]: pathChirp's chirps, averaged (\[HOST\], section 4).
 
+pub mod chirp;
 pub mod multirate;
 pub mod pathload_search;
 pub mod prcmt_search;
@@ -42,10 +44,12 @@ pub enum Method {
     ImrWavelet,
     /// Multi-rate streams read as TOPP rate sweeps.
     Topp,
+    /// pathChirp's chirps and excursions.
+    Pathchirp,
 }
 
 impl Method {
-    pub const ALL: [Method; 9] = [
+    pub const ALL: [Method; 10] = [
         Method::Multirate,
         Method::MultirateSinglePass,
         Method::MultiratePrcmtDp1,
@@ -55,6 +59,7 @@ impl Method {
         Method::ImrAvg,
         Method::ImrWavelet,
         Method::Topp,
+        Method::Pathchirp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,6 +73,7 @@ impl Method {
             Method::ImrAvg => "imr-avg",
             Method::ImrWavelet => "imr-wavelet",
             Method::Topp => "topp",
+            Method::Pathchirp => "pathchirp",
         }
     }
 
@@ -83,6 +89,7 @@ impl Method {
             Method::ImrAvg => CoreMethod::ImrAvg,
             Method::ImrWavelet => CoreMethod::ImrWavelet,
             Method::Topp => CoreMethod::Topp,
+            Method::Pathchirp => CoreMethod::Pathchirp,
         }
     }
 
@@ -133,6 +140,11 @@ impl Method {
                 };
                 p.size_bytes = size.unwrap_or(p.size_bytes);
                 pathload_search::run(channel, p, analysis, budget, progress)
+            }
+            Method::Pathchirp => {
+                let mut p = chirp::PathchirpParams::default();
+                p.size_bytes = size.unwrap_or(p.size_bytes);
+                chirp::run(channel, p, analysis, budget, progress)
             }
         }
     }
