@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use tightlink_core::{ProbePacket, ProbeStream};
 use tightlink_measure::analyze::{
-    analyze_streams, parse_kind, AnalysisRow, AnalysisSettings, Methods,
+    parse_kind, AnalysisRow, AnalysisSettings, Methods, StreamAnalyzer,
 };
 use tightlink_measure::simulate::{simulate as sim_run, Schedule, SimulateOptions};
 use tightlink_measure::{estimate as est_run, EstimateOptions, Method, RealOptions, Target};
@@ -233,9 +233,9 @@ fn analyze<'py>(
     );
     let rows: PyResult<Vec<AnalysisRow>> = py.detach(|| {
         let mut rows = Vec::new();
+        let mut analyzer = StreamAnalyzer::new(kind, methods, params);
         for_each_stream(ids, size, send, recv, |s| {
-            let one = analyze_streams(std::slice::from_ref(s), kind, methods, &params);
-            rows.extend(one.iter().map(AnalysisRow::from));
+            rows.extend(analyzer.push(s).iter().map(AnalysisRow::from));
         })?;
         Ok(rows)
     });

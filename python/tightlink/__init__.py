@@ -100,7 +100,8 @@ def analyze(
     method name (``prcmt``, ``prcmt+bass``, ``pathload``, ``imr-avg``,
     ``imr-wavelet``, ``multirate``, ``multirate-single-pass``,
     ``multirate-prcmt-dp1``, ``multirate-prcmt-dp2``, ``topp``,
-    ``pathchirp``).
+    ``pathchirp``, ``bart``: a Kalman filter carried across the streams in
+    their order, each row its answer after that stream).
     params: ``spike_up``, ``spike_down``, ``tolerance``, ``imr_window``,
     ``window``, ``max_passes``, ``consistency``, as `tightlink analyze`'s
     flags.

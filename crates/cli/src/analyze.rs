@@ -17,8 +17,8 @@ pub struct AnalyzeArgs {
     pub trace: PathBuf,
     /// Method: prcmt, prcmt+bass, pathload, imr-avg, imr-wavelet, multirate,
     /// multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2,
-    /// topp, pathchirp; `default` picks the best for each stream's kind; `all`
-    /// runs every one.
+    /// topp, pathchirp, bart (tracked across the trace's streams in order);
+    /// `default` picks the best for each stream's kind; `all` runs every one.
     #[arg(long, short, default_value = "default", env = "TIGHTLINK_METHOD")]
     pub method: String,
     /// Output format.

@@ -11,6 +11,7 @@
 //! - `multirate-single-pass`: single-pass BASS + window (BASS VI-B, Fig. 14);
 //! - `multirate-prcmt-dp1`, `-dp2`: Multi-rate PRC-MT (BASS VI-D).
 
+use crate::decision::bart::{BartParams, BartTracker};
 use crate::decision::chirp::{chirp_estimate, ChirpParams};
 use crate::decision::multirate::{
     apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Consistency, Policy,
@@ -40,10 +41,11 @@ pub enum Method {
     MultiratePrcmtDp2,
     Topp,
     Pathchirp,
+    Bart,
 }
 
 impl Method {
-    pub const ALL: [Method; 11] = [
+    pub const ALL: [Method; 12] = [
         Method::Prcmt,
         Method::PrcmtBass,
         Method::Pathload,
@@ -55,6 +57,7 @@ impl Method {
         Method::MultiratePrcmtDp2,
         Method::Topp,
         Method::Pathchirp,
+        Method::Bart,
     ];
 
     /// The methods that answer for single-rate streams.
@@ -79,6 +82,7 @@ impl Method {
             Method::MultiratePrcmtDp2 => "multirate-prcmt-dp2",
             Method::Topp => "topp",
             Method::Pathchirp => "pathchirp",
+            Method::Bart => "bart",
         }
     }
 
@@ -130,6 +134,8 @@ pub struct AnalysisParams {
     pub multirate_loss: MultirateLoss,
     /// pathChirp's excursion and receive-batch rules.
     pub chirp: ChirpParams,
+    /// BART's noise figures.
+    pub bart: BartParams,
 }
 
 /// Losses in a multi-rate stream: above `at_most_above`, or above
@@ -174,6 +180,7 @@ impl Default for AnalysisParams {
             max_loss: 0.5,
             multirate_loss: MultirateLoss::default(),
             chirp: ChirpParams::default(),
+            bart: BartParams::default(),
         }
     }
 }
@@ -210,7 +217,7 @@ pub struct Detail {
     pub passes: Option<usize>,
     /// Multi-rate PRC-MT: (rate, decision) per sub-stream.
     pub per_rate: Vec<(f64, Option<Decision>)>,
-    /// TOPP: the tight link's capacity from the sweep's slope.
+    /// TOPP and BART: the tight link's capacity from the line's slope.
     pub capacity_bps: Option<f64>,
 }
 
@@ -231,12 +238,26 @@ fn single_bound(d: Decision) -> Bound {
     }
 }
 
-/// Runs `method` on `stream`, read as a stream of `kind`.
+/// Runs `method` on `stream`, read as a stream of `kind`. `bart` starts
+/// a fresh tracker (see [`analyze_tracked`] to carry one across streams).
 pub fn analyze(
     stream: &ProbeStream,
     kind: StreamKind,
     method: Method,
     params: &AnalysisParams,
+) -> Analysis {
+    let mut tracker = BartTracker::new(params.bart);
+    analyze_tracked(stream, kind, method, params, &mut tracker)
+}
+
+/// [`analyze`], with `bart`'s tracker carried in from the streams before
+/// (other methods leave it alone).
+pub fn analyze_tracked(
+    stream: &ProbeStream,
+    kind: StreamKind,
+    method: Method,
+    params: &AnalysisParams,
+    tracker: &mut BartTracker,
 ) -> Analysis {
     let received = stream.received_count();
     let base = Analysis {
@@ -277,7 +298,7 @@ pub fn analyze(
     }
     match kind {
         StreamKind::SingleRate => single_rate(stream, method, params, base),
-        StreamKind::MultiRate => multi_rate(stream, method, params, base),
+        StreamKind::MultiRate => multi_rate(stream, method, params, base, tracker),
         StreamKind::Chirp => chirp(stream, params, base),
     }
 }
@@ -406,10 +427,11 @@ fn multi_rate(
     method: Method,
     params: &AnalysisParams,
     base: Analysis,
+    tracker: &mut BartTracker,
 ) -> Analysis {
     let subs = stream.sub_streams(params.gap_tolerance);
     let loss = 1.0 - base.received as f64 / base.packets as f64;
-    let a = multi_rate_gaps(stream, &subs, loss, method, params, base);
+    let a = multi_rate_gaps(stream, &subs, loss, method, params, base, tracker);
     let rule = params.multirate_loss;
     let lossy = loss > rule.at_most_above
         || (loss > rule.at_most_unless_congested_above
@@ -469,6 +491,7 @@ fn multi_rate_gaps(
     method: Method,
     params: &AnalysisParams,
     base: Analysis,
+    tracker: &mut BartTracker,
 ) -> Analysis {
     if loss > params.max_loss {
         return none_with(base, "too many losses (over half the stream)");
@@ -520,7 +543,7 @@ fn multi_rate_gaps(
                 },
             }
         }
-        Method::Topp => {
+        Method::Topp | Method::Bart => {
             let gaps = stream.gaps();
             let (smoothed, passes) = multipass_passes(&gaps, mp_params);
             // Half a sub-stream of gaps at the paper's 64 packets.
@@ -531,6 +554,23 @@ fn multi_rate_gaps(
                 passes: Some(passes),
                 ..Detail::default()
             };
+            if method == Method::Bart {
+                return match tracker.update(&points) {
+                    None => Analysis {
+                        detail,
+                        ..none_with(base, "no sub-stream kept enough gaps after smoothing")
+                    },
+                    Some(e) => Analysis {
+                        abw_bps: Some(e.abw_bps),
+                        bound: e.bound,
+                        detail: Detail {
+                            capacity_bps: e.capacity_bps.is_finite().then_some(e.capacity_bps),
+                            ..detail
+                        },
+                        ..base
+                    },
+                };
+            }
             match topp(&points, mp_params.exceed_tolerance) {
                 None => Analysis {
                     detail,

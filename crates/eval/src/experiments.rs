@@ -508,12 +508,14 @@ pub struct StrategyRow {
     pub median_streams: f64,
 }
 
-pub const STRATEGIES: [strategy::Method; 5] = [
+pub const STRATEGIES: [strategy::Method; 7] = [
     strategy::Method::Multirate,
     strategy::Method::Prcmt,
     strategy::Method::Pathload,
     strategy::Method::ImrAvg,
+    strategy::Method::Topp,
     strategy::Method::Pathchirp,
+    strategy::Method::Bart,
 ];
 
 /// pathChirp on one path: each chirp's estimate, and the mean of

@@ -9,7 +9,9 @@
 //! - [`pathload_search`]: Pathload's fleets, trend test and grey region
 //!   (\[IMR\], section 3), with Pathload's or IMR's trend test.
 //! - [`chirp`]: pathChirp's chirps, averaged (\[HOST\], section 4).
+//! - [`bart`]: multi-rate streams taken into BART's Kalman filter.
 
+pub mod bart;
 pub mod chirp;
 pub mod multirate;
 pub mod pathload_search;
@@ -46,10 +48,12 @@ pub enum Method {
     Topp,
     /// pathChirp's chirps and excursions.
     Pathchirp,
+    /// Multi-rate streams tracked by BART's Kalman filter.
+    Bart,
 }
 
 impl Method {
-    pub const ALL: [Method; 10] = [
+    pub const ALL: [Method; 11] = [
         Method::Multirate,
         Method::MultirateSinglePass,
         Method::MultiratePrcmtDp1,
@@ -60,6 +64,7 @@ impl Method {
         Method::ImrWavelet,
         Method::Topp,
         Method::Pathchirp,
+        Method::Bart,
     ];
 
     pub fn name(self) -> &'static str {
@@ -74,6 +79,7 @@ impl Method {
             Method::ImrWavelet => "imr-wavelet",
             Method::Topp => "topp",
             Method::Pathchirp => "pathchirp",
+            Method::Bart => "bart",
         }
     }
 
@@ -90,6 +96,7 @@ impl Method {
             Method::ImrWavelet => CoreMethod::ImrWavelet,
             Method::Topp => CoreMethod::Topp,
             Method::Pathchirp => CoreMethod::Pathchirp,
+            Method::Bart => CoreMethod::Bart,
         }
     }
 
@@ -145,6 +152,11 @@ impl Method {
                 let mut p = chirp::PathchirpParams::default();
                 p.size_bytes = size.unwrap_or(p.size_bytes);
                 chirp::run(channel, p, analysis, budget, progress)
+            }
+            Method::Bart => {
+                let mut p = bart::BartStrategyParams::default();
+                p.streams.size_bytes = size.unwrap_or(p.streams.size_bytes);
+                bart::run(channel, p, analysis, budget, progress)
             }
         }
     }

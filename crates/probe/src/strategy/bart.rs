@@ -1,0 +1,136 @@
+//! BART-style probing (Ekelin et al., NOMS 2006; the cloud paper's BART
+//! family): multi-rate streams as the multi-rate strategy sends them, each
+//! one taken into a Kalman filter over TOPP's line
+//! (`tightlink_core::decision::bart`), the next stream centred on the
+//! filter's estimate.
+//!
+//! The first stream scans wide (10 % to 90 % of the sender's link rate);
+//! while no rate has been strained the answer is "at least" the top rate
+//! and the centre moves up by the range. Stopping rule (ours): once
+//! `min_strained` strained rates are in, stop when the filter's ~95 %
+//! interval, estimate +- 1.96 sd, is within `stable_tolerance` of the
+//! estimate; the interval is the answer's range. Within one measurement
+//! the path is taken as steady, so the filter allows its line's zero to
+//! drift 0.2 % of the capacity per stream (when following a path for
+//! minutes: 5 %), and its prior takes the sender's link rate as the
+//! capacity, give or take half. An estimate that falls under half the
+//! lowest rate the stream probed is a line drawn through a burst that
+//! saturated the link (every rate strained, steeply): the next stream
+//! scans wide again, as the first did, so the filter can climb back.
+
+use super::multirate::{per_rate_for_batches, MultirateParams};
+use super::{Budget, Ceiling, Method as Strategy, Progress, Report, Session, Stop, StrategyError};
+use tightlink_core::analysis::analyze_tracked;
+use tightlink_core::channel::{Channel, StreamRequest};
+use tightlink_core::decision::bart::{BartParams, BartTracker};
+use tightlink_core::schedule::{multi_rate_schedule, rates_around};
+use tightlink_core::{AnalysisParams, Bound, Method, StreamKind};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BartStrategyParams {
+    /// Stream shape: rates, packets per rate, Range, packet size.
+    pub streams: MultirateParams,
+    /// Strained rates before the stopping rule is tried.
+    pub min_strained: usize,
+    /// Half-width of the filter's interval, relative, that stops.
+    pub stable_tolerance: f64,
+    /// Per-stream drift of `beta` within one measurement.
+    pub beta_drift_sd: f64,
+}
+
+impl Default for BartStrategyParams {
+    fn default() -> Self {
+        BartStrategyParams {
+            streams: MultirateParams {
+                method: Method::Bart,
+                ..MultirateParams::default()
+            },
+            min_strained: 6,
+            stable_tolerance: 0.05,
+            beta_drift_sd: 0.002,
+        }
+    }
+}
+
+pub fn run(
+    channel: &mut dyn Channel,
+    params: BartStrategyParams,
+    analysis: &AnalysisParams,
+    budget: Budget,
+    progress: Progress,
+) -> Result<Report, StrategyError> {
+    let method = Strategy::Bart;
+    let sp = params.streams;
+    let mut s = Session::start(channel, budget, progress)?;
+    let max = s.max_rate_bps();
+    let analysis = AnalysisParams {
+        bart: BartParams {
+            beta_drift_sd: params.beta_drift_sd,
+            ..analysis.bart
+        },
+        ..*analysis
+    };
+    let mut tracker = BartTracker::with_capacity_hint(analysis.bart, max);
+    let mut centre = 0.5 * max;
+    let mut range = 0.8;
+    let mut per_rate = sp.per_rate;
+    let mut at_ceiling = 0;
+    loop {
+        let rates = rates_around(centre, range, sp.rates);
+        let sched = multi_rate_schedule(&rates, per_rate, sp.size_bytes);
+        let request = StreamRequest::from_send_times(&sched, sp.size_bytes);
+        if !s.fits(request.bytes()) {
+            break;
+        }
+        let stream = s.send(&request)?;
+        if let Some(interval_ns) = stream.receive_batch_interval_ns() {
+            per_rate = per_rate_for_batches(&sp, interval_ns, centre * (1.0 + range));
+        }
+        analyze_tracked(
+            &stream,
+            StreamKind::MultiRate,
+            Method::Bart,
+            &analysis,
+            &mut tracker,
+        );
+        let Some(e) = tracker.estimate() else {
+            continue;
+        };
+        let near = Ceiling::default().reached(e.abw_bps, e.bound, max);
+        at_ceiling = if near { at_ceiling + 1 } else { 0 };
+        if at_ceiling >= 3 && e.bound == Bound::AtLeast {
+            let a = e.abw_bps;
+            return Ok(s.report(method, a, Bound::AtLeast, a, a, Stop::Ceiling));
+        }
+        let lowest = rates[0];
+        range = sp.range;
+        match e.bound {
+            Bound::AtLeast => centre = (e.abw_bps * (1.0 + sp.range)).max(centre),
+            _ if e.abw_bps < 0.5 * lowest => {
+                centre = 0.5 * max;
+                range = 0.8;
+            }
+            _ => centre = e.abw_bps,
+        }
+        centre = centre.min(max / (1.0 + range)).max(max * 0.01);
+        if range > sp.range {
+            continue;
+        }
+        let half = 1.96 * e.abw_sd_bps;
+        if e.bound == Bound::Exact
+            && e.strained_points >= params.min_strained
+            && half <= params.stable_tolerance * e.abw_bps
+        {
+            let a = e.abw_bps;
+            return Ok(s.report(method, a, Bound::Exact, a - half, a + half, Stop::Stable));
+        }
+    }
+    Ok(match tracker.estimate() {
+        Some(e) => {
+            let half = 1.96 * e.abw_sd_bps;
+            let a = e.abw_bps;
+            s.report(method, a, e.bound, a - half, a + half, Stop::Budget)
+        }
+        None => s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream),
+    })
+}
