@@ -194,9 +194,10 @@ fn settings(params: Option<&Bound<'_, PyDict>>) -> PyResult<AnalysisSettings> {
             "window" => s.window = v.extract().map_err(bad)?,
             "max_passes" => s.max_passes = v.extract().map_err(bad)?,
             "consistency" => s.consistency = v.extract().map_err(bad)?,
+            "capacity_bps" => s.capacity_bps = Some(v.extract().map_err(bad)?),
             _ => {
                 return Err(TightlinkError::new_err(format!(
-                    "{key}: unknown parameter (known: spike_up, spike_down, tolerance, imr_window, window, max_passes, consistency)"
+                    "{key}: unknown parameter (known: spike_up, spike_down, tolerance, imr_window, window, max_passes, consistency, capacity_bps)"
                 )))
             }
         }

@@ -101,10 +101,11 @@ def analyze(
     ``imr-wavelet``, ``multirate``, ``multirate-single-pass``,
     ``multirate-prcmt-dp1``, ``multirate-prcmt-dp2``, ``topp``,
     ``pathchirp``, ``bart``: a Kalman filter carried across the streams in
-    their order, each row its answer after that stream).
+    their order, each row its answer after that stream; ``igi``: IGI's
+    estimate, with PTR as ``recv_rate_bps``).
     params: ``spike_up``, ``spike_down``, ``tolerance``, ``imr_window``,
-    ``window``, ``max_passes``, ``consistency``, as `tightlink analyze`'s
-    flags.
+    ``window``, ``max_passes``, ``consistency``, ``capacity_bps`` (the
+    tight link's capacity, for ``igi``), as `tightlink analyze`'s flags.
 
     Returns one row per (stream, method) in columns: numpy arrays for
     numbers (NaN where a method gives none), lists for text; the fields of

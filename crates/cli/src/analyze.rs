@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use tightlink_core::units::parse_rate;
 use tightlink_core::{AnalysisParams, StreamKind};
 use tightlink_measure::analyze::{analyze_trace, AnalysisSettings, Methods};
 
@@ -17,7 +18,8 @@ pub struct AnalyzeArgs {
     pub trace: PathBuf,
     /// Method: prcmt, prcmt+bass, pathload, imr-avg, imr-wavelet, multirate,
     /// multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2,
-    /// topp, pathchirp, bart (tracked across the trace's streams in order);
+    /// topp, pathchirp, bart (tracked across the trace's streams in order),
+    /// igi (single-rate trains: IGI, with PTR as the receive rate);
     /// `default` picks the best for each stream's kind; `all` runs every one.
     #[arg(long, short, default_value = "default", env = "TIGHTLINK_METHOD")]
     pub method: String,
@@ -52,6 +54,10 @@ pub struct AnalyzeArgs {
     /// excess staying positive (the queue never drains back).
     #[arg(long, value_enum, default_value_t = ConsistencyArg::Bracket)]
     pub consistency: ConsistencyArg,
+    /// The tight link's capacity when known (`igi`; without it each
+    /// train's own receive gaps give one), e.g. `10G`.
+    #[arg(long)]
+    pub capacity: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -83,6 +89,11 @@ fn params_from(args: &AnalyzeArgs) -> Result<AnalysisParams> {
             ConsistencyArg::Cumulative => "cumulative",
         }
         .into(),
+        capacity_bps: args
+            .capacity
+            .as_deref()
+            .map(|s| parse_rate(s).with_context(|| format!("--capacity {s}")))
+            .transpose()?,
     }
     .params(&|n| format!("--{n}"))
 }

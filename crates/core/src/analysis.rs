@@ -13,6 +13,7 @@
 
 use crate::decision::bart::{BartParams, BartTracker};
 use crate::decision::chirp::{chirp_estimate, ChirpParams};
+use crate::decision::igi::{igi_train, IgiParams};
 use crate::decision::multirate::{
     apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Consistency, Policy,
 };
@@ -42,10 +43,11 @@ pub enum Method {
     Topp,
     Pathchirp,
     Bart,
+    Igi,
 }
 
 impl Method {
-    pub const ALL: [Method; 12] = [
+    pub const ALL: [Method; 13] = [
         Method::Prcmt,
         Method::PrcmtBass,
         Method::Pathload,
@@ -58,15 +60,17 @@ impl Method {
         Method::Topp,
         Method::Pathchirp,
         Method::Bart,
+        Method::Igi,
     ];
 
     /// The methods that answer for single-rate streams.
-    pub const SINGLE_RATE: [Method; 5] = [
+    pub const SINGLE_RATE: [Method; 6] = [
         Method::Prcmt,
         Method::PrcmtBass,
         Method::Pathload,
         Method::ImrAvg,
         Method::ImrWavelet,
+        Method::Igi,
     ];
 
     pub fn name(self) -> &'static str {
@@ -83,6 +87,7 @@ impl Method {
             Method::Topp => "topp",
             Method::Pathchirp => "pathchirp",
             Method::Bart => "bart",
+            Method::Igi => "igi",
         }
     }
 
@@ -97,7 +102,8 @@ impl Method {
             | Method::PrcmtBass
             | Method::Pathload
             | Method::ImrAvg
-            | Method::ImrWavelet => StreamKind::SingleRate,
+            | Method::ImrWavelet
+            | Method::Igi => StreamKind::SingleRate,
             Method::Pathchirp => StreamKind::Chirp,
             _ => StreamKind::MultiRate,
         }
@@ -136,6 +142,11 @@ pub struct AnalysisParams {
     pub chirp: ChirpParams,
     /// BART's noise figures.
     pub bart: BartParams,
+    /// IGI's slacks.
+    pub igi: IgiParams,
+    /// The tight link's capacity when known (IGI needs one; without it
+    /// each train's own receive gaps give one).
+    pub capacity_bps: Option<f64>,
 }
 
 /// Losses in a multi-rate stream: above `at_most_above`, or above
@@ -181,6 +192,8 @@ impl Default for AnalysisParams {
             multirate_loss: MultirateLoss::default(),
             chirp: ChirpParams::default(),
             bart: BartParams::default(),
+            igi: IgiParams::default(),
+            capacity_bps: None,
         }
     }
 }
@@ -403,6 +416,52 @@ fn single_rate(
                 },
             }
         }
+        Method::Igi if stream.receive_batch_interval_ns().is_some() => {
+            let every_us = stream.receive_batch_interval_ns().unwrap_or(0.0) / 1e3;
+            ambiguous(
+                base,
+                &format!(
+                    "received in batches every {every_us:.0} us (interrupt coalescence): \
+                     IGI reads single gaps, and the batches replace them"
+                ),
+            )
+        }
+        Method::Igi => match igi_train(stream, params.capacity_bps, &params.igi) {
+            None => ambiguous(base, "no two packets received in order, or no capacity"),
+            Some(t) if t.igi_bps <= 0.0 => Analysis {
+                decision: Some(Decision::Above),
+                detail: Detail {
+                    recv_rate_bps: Some(t.ptr_bps),
+                    capacity_bps: Some(t.capacity_bps),
+                    ..Detail::default()
+                },
+                ..none_with(
+                    base,
+                    "the increased gaps carry the whole capacity: IGI reads no available bandwidth",
+                )
+            },
+            Some(t) => {
+                let decision = if t.stretched {
+                    Decision::Above
+                } else {
+                    Decision::Below
+                };
+                // The decision is the turning-point test; the number is
+                // IGI's estimate (PTR in recv_rate_bps), whatever side.
+                Analysis {
+                    decision: Some(decision),
+                    bound: Bound::Exact,
+                    abw_bps: Some(t.igi_bps),
+                    detail: Detail {
+                        send_rate_bps: stream.avg_rate_bps(),
+                        recv_rate_bps: Some(t.ptr_bps),
+                        capacity_bps: Some(t.capacity_bps),
+                        ..Detail::default()
+                    },
+                    ..base
+                }
+            }
+        },
         Method::Pathload => from_trend(base, pathload_trend(stream, &params.pathload)),
         Method::ImrAvg | Method::ImrWavelet => {
             if stream.loss_fraction() >= params.pathload.high_loss {
@@ -639,6 +698,35 @@ mod tests {
             assert_eq!(Method::from_name(m.name()), Some(m));
         }
         assert_eq!(Method::from_name("nope"), None);
+    }
+
+    /// IGI on a fluid 10 Gbit/s path with 2.5 Gbit/s of cross traffic: a
+    /// train at 9 Gbit/s reads the cross traffic from its increased gaps
+    /// (IGI near 7.5) and comes out slower than it went in (PTR under 9);
+    /// through 125 us receive batches it gives no answer and says why.
+    #[test]
+    fn igi_reads_the_cross_traffic_and_refuses_batches() {
+        let p = AnalysisParams {
+            capacity_bps: Some(10e9),
+            ..AnalysisParams::default()
+        };
+        let sched = single_rate_schedule(9e9, 100, 9000, 0);
+        let s = SynthPath::ten_gig(2.5e9).stream(1, &sched, 9000);
+        let a = analyze(&s, StreamKind::SingleRate, Method::Igi, &p);
+        let igi = a.abw_bps.unwrap();
+        assert!((igi / 7.5e9 - 1.0).abs() < 0.05, "{a:?}");
+        assert!(a.detail.recv_rate_bps.unwrap() < 8.9e9, "{a:?}");
+        assert_eq!(a.decision, Some(Decision::Above));
+        let c = coalesced(2.5e9).stream(1, &sched, 9000);
+        let a = analyze(&c, StreamKind::SingleRate, Method::Igi, &p);
+        assert_eq!(
+            (a.decision, a.bound),
+            (Some(Decision::Ambiguous), Bound::None)
+        );
+        assert!(
+            a.reason.as_deref().unwrap_or("").contains("batches"),
+            "{a:?}"
+        );
     }
 
     /// Clean self-congested stream: 9 Gbit/s into 7.5 available is above;

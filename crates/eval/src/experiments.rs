@@ -508,7 +508,7 @@ pub struct StrategyRow {
     pub median_streams: f64,
 }
 
-pub const STRATEGIES: [strategy::Method; 7] = [
+pub const STRATEGIES: [strategy::Method; 9] = [
     strategy::Method::Multirate,
     strategy::Method::Prcmt,
     strategy::Method::Pathload,
@@ -516,6 +516,8 @@ pub const STRATEGIES: [strategy::Method; 7] = [
     strategy::Method::Topp,
     strategy::Method::Pathchirp,
     strategy::Method::Bart,
+    strategy::Method::Igi,
+    strategy::Method::Ptr,
 ];
 
 /// pathChirp on one path: each chirp's estimate, and the mean of

@@ -72,6 +72,8 @@ pub struct AnalysisSettings {
     pub max_passes: usize,
     /// `bracket`, `every-gap` or `cumulative`.
     pub consistency: String,
+    /// The tight link's capacity when known, bit/s (IGI).
+    pub capacity_bps: Option<f64>,
 }
 
 impl Default for AnalysisSettings {
@@ -84,6 +86,7 @@ impl Default for AnalysisSettings {
             window: 16,
             max_passes: 8,
             consistency: "bracket".into(),
+            capacity_bps: None,
         }
     }
 }
@@ -121,6 +124,12 @@ impl AnalysisSettings {
             bail!("{} 0: must be 1 or more", name("max-passes"));
         }
         p.multipass.max_passes = self.max_passes;
+        if let Some(c) = self.capacity_bps {
+            if !(c.is_finite() && c > 0.0) {
+                bail!("{} {c}: must be a positive rate", name("capacity"));
+            }
+            p.capacity_bps = Some(c);
+        }
         p.consistency = match self.consistency.as_str() {
             "bracket" => Consistency::Bracket,
             "every-gap" => Consistency::EveryGap,

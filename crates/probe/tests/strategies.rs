@@ -24,7 +24,17 @@ fn rel(r: &Report) -> f64 {
 #[test]
 fn quiet_path_with_cbr_every_strategy_within_5_percent() {
     let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
-    for strategy in ["multirate", "prcmt", "pathload", "imr-avg"] {
+    for strategy in [
+        "multirate",
+        "prcmt",
+        "pathload",
+        "imr-avg",
+        "topp",
+        "bart",
+        "igi",
+        "ptr",
+        "pathchirp",
+    ] {
         let r = run(target, strategy);
         eprintln!(
             "{strategy}: {:+.3} bytes {} streams {} {}",
@@ -37,6 +47,18 @@ fn quiet_path_with_cbr_every_strategy_within_5_percent() {
         assert!(rel(&r).abs() <= 0.05, "{strategy}: {:.3} ({r:?})", rel(&r));
         assert!(r.low_bps <= r.available_bandwidth_bps && r.available_bandwidth_bps <= r.high_bps);
         assert!(r.cost.probe_bytes > 0 && r.cost.duration_s > 0.0);
+    }
+}
+
+/// pathChirp and IGI/PTR read single receive gaps; a receiver that stamps
+/// in 125 us batches leaves them none, and they answer nothing rather
+/// than a number made of batches.
+#[test]
+fn gap_readers_answer_nothing_through_receive_batches() {
+    for strategy in ["pathchirp", "igi", "ptr"] {
+        let r = run("sim:cross=cbr:2.4G,coalescence=125us", strategy);
+        assert_eq!(r.bound, Bound::None, "{strategy}: {r:?}");
+        assert_eq!(r.stop, strategy::Stop::NoUsableStream, "{strategy}: {r:?}");
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod bart;
 pub mod chirp;
+pub mod igi;
 pub mod multirate;
 pub mod prcmt;
 pub mod topp;

@@ -10,9 +10,11 @@
 //!   (\[IMR\], section 3), with Pathload's or IMR's trend test.
 //! - [`chirp`]: pathChirp's chirps, averaged (\[HOST\], section 4).
 //! - [`bart`]: multi-rate streams taken into BART's Kalman filter.
+//! - [`igi`]: IGI/PTR's trains of growing gaps up to the turning point.
 
 pub mod bart;
 pub mod chirp;
+pub mod igi;
 pub mod multirate;
 pub mod pathload_search;
 pub mod prcmt_search;
@@ -50,10 +52,14 @@ pub enum Method {
     Pathchirp,
     /// Multi-rate streams tracked by BART's Kalman filter.
     Bart,
+    /// IGI/PTR's gap search, answering IGI.
+    Igi,
+    /// The same search, answering PTR.
+    Ptr,
 }
 
 impl Method {
-    pub const ALL: [Method; 11] = [
+    pub const ALL: [Method; 13] = [
         Method::Multirate,
         Method::MultirateSinglePass,
         Method::MultiratePrcmtDp1,
@@ -65,6 +71,8 @@ impl Method {
         Method::Topp,
         Method::Pathchirp,
         Method::Bart,
+        Method::Igi,
+        Method::Ptr,
     ];
 
     pub fn name(self) -> &'static str {
@@ -80,6 +88,8 @@ impl Method {
             Method::Topp => "topp",
             Method::Pathchirp => "pathchirp",
             Method::Bart => "bart",
+            Method::Igi => "igi",
+            Method::Ptr => "ptr",
         }
     }
 
@@ -97,6 +107,7 @@ impl Method {
             Method::Topp => CoreMethod::Topp,
             Method::Pathchirp => CoreMethod::Pathchirp,
             Method::Bart => CoreMethod::Bart,
+            Method::Igi | Method::Ptr => CoreMethod::Igi,
         }
     }
 
@@ -157,6 +168,14 @@ impl Method {
                 let mut p = bart::BartStrategyParams::default();
                 p.streams.size_bytes = size.unwrap_or(p.streams.size_bytes);
                 bart::run(channel, p, analysis, budget, progress)
+            }
+            Method::Igi | Method::Ptr => {
+                let mut p = igi::IgiSearchParams {
+                    ptr: self == Method::Ptr,
+                    ..Default::default()
+                };
+                p.size_bytes = size.unwrap_or(p.size_bytes);
+                igi::run(channel, p, analysis, budget, progress)
             }
         }
     }

@@ -1,0 +1,167 @@
+//! IGI/PTR's search (Hu and Steenkiste, JSAC 2003; IGI/PTR 2.1; \[HOST\]
+//! section 4): trains of equal gaps, the gap growing until the trains
+//! come out as they went in (the turning point); IGI's and PTR's
+//! estimates there (`tightlink_core::decision::igi`).
+//!
+//! As IGI/PTR 2.1: `trains` trains per send gap (3) of `packets` packets
+//! (60); the first at the sender's top rate, back to back, give the
+//! capacity (the median of the trains' most common receive gaps) unless
+//! the caller knows it; the send gap then starts at half their mean
+//! receive gap and grows by a quarter of it per step, jumping to halfway
+//! to the receive gap when that is 1.5 times the send gap or more. The
+//! turning point is the first of two steps in a row whose summed receive
+//! gaps are not above the summed send gaps (by the tolerance); its IGI
+//! (capacity minus the median of the trains' cross traffic) and PTR (the
+//! rate the trains came out at) are the answers; the range is the
+//! trains' lowest and highest. Ours: the packet size is the channel's
+//! (IGI/PTR sends 500 bytes); a search that runs out of budget answers
+//! from its last step with stop `budget`; a receiver that stamps the
+//! back-to-back trains in batches (interrupt coalescence) ends the search
+//! with no answer, as every gap IGI would read is a batch's.
+
+use super::{Budget, Method as Strategy, Progress, Report, Session, Stop, StrategyError};
+use tightlink_core::channel::{Channel, StreamRequest};
+use tightlink_core::decision::igi::{bottleneck_bps, igi_train, IgiTrain};
+use tightlink_core::schedule::single_rate_schedule;
+use tightlink_core::{stats, AnalysisParams, Bound};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IgiSearchParams {
+    pub packets: usize,
+    pub trains: usize,
+    pub size_bytes: u32,
+    /// Answer PTR (else IGI).
+    pub ptr: bool,
+}
+
+impl Default for IgiSearchParams {
+    fn default() -> Self {
+        IgiSearchParams {
+            packets: 60,
+            trains: 3,
+            size_bytes: 9000,
+            ptr: false,
+        }
+    }
+}
+
+/// One send gap's trains, summed as IGI/PTR sums them.
+struct Step {
+    src_sum_ns: f64,
+    dst_sum_ns: f64,
+    igi: Vec<f64>,
+    ptr: Vec<f64>,
+}
+
+impl Step {
+    fn answer(&self, ptr: bool) -> (f64, f64, f64) {
+        let v = if ptr { &self.ptr } else { &self.igi };
+        let s = stats::sorted(v);
+        let mid = stats::median(&s).unwrap_or(f64::NAN);
+        (mid, s[0], s[s.len() - 1])
+    }
+}
+
+pub fn run(
+    channel: &mut dyn Channel,
+    params: IgiSearchParams,
+    analysis: &AnalysisParams,
+    budget: Budget,
+    progress: Progress,
+) -> Result<Report, StrategyError> {
+    let method = if params.ptr {
+        Strategy::Ptr
+    } else {
+        Strategy::Igi
+    };
+    let mut s = Session::start(channel, budget, progress)?;
+    let max = s.max_rate_bps();
+    let bits = 8.0 * params.size_bytes as f64;
+    let tol = analysis.igi.turning_tolerance;
+    // Sends one step's trains at `gap_ns`; `None` when the budget is out.
+    let step = |s: &mut Session, gap_ns: f64| {
+        let rate = bits * 1e9 / gap_ns;
+        let sched = single_rate_schedule(rate, params.packets, params.size_bytes, 0);
+        let request = StreamRequest::from_send_times(&sched, params.size_bytes);
+        let mut trains = Vec::new();
+        for _ in 0..params.trains {
+            if !s.fits(request.bytes()) {
+                return Ok(None);
+            }
+            trains.push(s.send(&request)?);
+        }
+        Ok::<_, StrategyError>(Some(trains))
+    };
+
+    // Back to back at the top rate: the capacity.
+    let Some(first) = step(&mut s, bits * 1e9 / max)? else {
+        return Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::Budget));
+    };
+    // A receiver that stamps in batches replaces the gaps IGI reads.
+    if first
+        .iter()
+        .any(|t| t.receive_batch_interval_ns().is_some())
+    {
+        return Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream));
+    }
+    let capacity = analysis.capacity_bps.or_else(|| {
+        let c: Vec<f64> = first
+            .iter()
+            .filter_map(|t| bottleneck_bps(t, &analysis.igi))
+            .collect();
+        stats::median(&c)
+    });
+    let Some(capacity) = capacity else {
+        return Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
+    };
+    let read = |trains: &[tightlink_core::ProbeStream]| -> Option<Step> {
+        let t: Vec<IgiTrain> = trains
+            .iter()
+            .filter_map(|x| igi_train(x, Some(capacity), &analysis.igi))
+            .collect();
+        (!t.is_empty()).then(|| Step {
+            src_sum_ns: t.iter().map(|x| x.src_gap_ns).sum(),
+            dst_sum_ns: t.iter().map(|x| x.dst_gap_ns).sum(),
+            igi: t.iter().map(|x| x.igi_bps).collect(),
+            ptr: t.iter().map(|x| x.ptr_bps).collect(),
+        })
+    };
+    let Some(first) = read(&first) else {
+        return Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream));
+    };
+    let first_dst_ns = first.dst_sum_ns / params.trains as f64;
+    let interval_ns = first_dst_ns / 4.0;
+    let mut gap_ns = first_dst_ns / 2.0;
+    let mut last = first;
+    // The first step of two in a row at the turning point, and whether
+    // it was the back-to-back one (then the path took the top rate: the
+    // answer is "at least").
+    let mut candidate: Option<(Step, bool)> = None;
+    let mut last_is_back_to_back = true;
+    loop {
+        let equal = last.dst_sum_ns <= last.src_sum_ns * (1.0 + tol);
+        if equal {
+            if let Some((c, at_top)) = candidate.take() {
+                let (a, lo, hi) = c.answer(params.ptr);
+                let bound = if at_top { Bound::AtLeast } else { Bound::Exact };
+                return Ok(s.report(method, a, bound, lo, hi, Stop::Converged));
+            }
+        }
+        if !last_is_back_to_back && last.dst_sum_ns >= 1.5 * last.src_sum_ns {
+            let per_train = (last.src_sum_ns + last.dst_sum_ns) / (2.0 * params.trains as f64);
+            gap_ns = gap_ns.max(per_train);
+        }
+        gap_ns += interval_ns;
+        let Some(trains) = step(&mut s, gap_ns)? else {
+            break;
+        };
+        let Some(next) = read(&trains) else {
+            continue;
+        };
+        candidate = equal.then_some((last, last_is_back_to_back));
+        last_is_back_to_back = false;
+        last = next;
+    }
+    let (a, lo, hi) = last.answer(params.ptr);
+    Ok(s.report(method, a, Bound::Exact, lo, hi, Stop::Budget))
+}
