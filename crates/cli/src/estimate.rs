@@ -41,6 +41,12 @@ pub struct EstimateArgs {
     /// Most probe streams to send.
     #[arg(long, default_value_t = 60)]
     pub max_streams: usize,
+    /// Track the available bandwidth with `bart` (implies --method bart)
+    /// for --max-streams streams, one line per stream: path time, the
+    /// tracker's estimate and its standard deviation (and the truth on
+    /// `sim:`); `--json-stream` gives an `update` event per stream.
+    #[arg(long, conflicts_with_all = ["both", "json"])]
+    pub follow: bool,
     /// Write every stream of the run as a probe trace (format v1; gzip when
     /// the name ends in `.gz`); `tightlink estimate trace:FILE` replays it.
     #[arg(long)]
@@ -75,16 +81,20 @@ pub struct EstimateArgs {
 impl EstimateArgs {
     /// The library's options from the flags.
     pub fn options(&self) -> Result<EstimateOptions> {
-        let method: Method = self
-            .method
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--method {e}"))?;
+        let method: Method = if self.follow {
+            Method::Bart
+        } else {
+            self.method
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--method {e}"))?
+        };
         Ok(EstimateOptions {
             method,
             max_streams: self.max_streams,
             real: real_options(self.reverse, &self.key_file, &self.max_rate, &self.backend)?,
             save_trace: self.save_trace.clone(),
             save_truth: self.save_truth.clone(),
+            follow: self.follow,
             ..EstimateOptions::default()
         })
     }
@@ -116,8 +126,12 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     if args.json_stream {
         return run_json_stream(&target, &options);
     }
-    let show = std::io::stderr().is_terminal() && !args.json;
+    let show = std::io::stderr().is_terminal() && !args.json && !args.follow;
     let mut on_event = |e: Event| {
+        if let Event::Update(u) = e {
+            // Best effort: a closed stdout ends the run at the next write.
+            let _ = writeln!(std::io::stdout().lock(), "{}", update_line(&u));
+        }
         if let (true, Event::Progress(f)) = (show, e) {
             let n = (f * 30.0).round() as usize;
             eprint!(
@@ -174,6 +188,41 @@ pub(crate) fn json_event(event: &str, data: serde_json::Value) -> Result<()> {
     Ok(())
 }
 
+/// One `--follow` line: path time, estimate +- sd, truth.
+fn update_line(u: &tightlink_measure::BartUpdate) -> String {
+    let bound = match u.bound {
+        Bound::AtLeast => ">=",
+        Bound::AtMost => "<=",
+        _ => "",
+    };
+    let mut line = format!(
+        "{:9.3} s  stream {:4}  {bound}{:.3} Gbit/s +- {:.3}",
+        u.elapsed_ns as f64 / 1e9,
+        u.streams,
+        u.abw_bps / 1e9,
+        u.sd_bps / 1e9
+    );
+    if let Some(t) = u.truth_bps {
+        line += &format!("  truth {:.3}", t / 1e9);
+    }
+    line
+}
+
+/// What an `update` event says: the tracker after a stream.
+fn update_event(u: &tightlink_measure::BartUpdate) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "streams": u.streams,
+        "elapsed_ns": u.elapsed_ns,
+        "available_bandwidth_bps": u.abw_bps,
+        "sd_bps": u.sd_bps,
+        "bound": u.bound.as_str(),
+    });
+    if let Some(t) = u.truth_bps.filter(|t| t.is_finite()) {
+        v["truth_bps"] = serde_json::json!(t);
+    }
+    v
+}
+
 /// What a `stream` event says of one probe stream: its packets, what
 /// came back, its average send rate (bytes after the first packet over
 /// the send span) and, on the simulator, the truth over its span.
@@ -205,10 +254,15 @@ fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
     )?;
     let mut failed: Option<anyhow::Error> = None;
     let mut on_event = |e: Event| {
-        if let (Event::Stream { stream, truth }, None) = (e, &failed) {
-            if let Err(err) = json_event("stream", stream_event(stream, truth)) {
-                failed = Some(err);
+        let line = match (e, &failed) {
+            (Event::Stream { stream, truth }, None) => {
+                json_event("stream", stream_event(stream, truth))
             }
+            (Event::Update(u), None) => json_event("update", update_event(&u)),
+            _ => Ok(()),
+        };
+        if let Err(err) = line {
+            failed = Some(err);
         }
     };
     let report = estimate(target, options, &mut on_event);

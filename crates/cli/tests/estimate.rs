@@ -315,3 +315,39 @@ fn json_stream_prints_each_stream_then_the_report() {
         "{last}"
     );
 }
+
+/// `--follow`: one line per stream (path time, estimate, sd, truth),
+/// then the summary; with `--json-stream` an `update` event after each
+/// `stream`. A method other than bart is refused by name.
+#[test]
+fn follow_prints_a_line_per_stream() {
+    let o = tightlink(&["estimate", "--follow", "--max-streams", "6"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let updates: Vec<&str> = out.lines().filter(|l| l.contains(" stream ")).collect();
+    assert_eq!(updates.len(), 6, "{out}");
+    assert!(
+        updates
+            .iter()
+            .all(|l| l.contains("Gbit/s +- ") && l.contains("truth")),
+        "{out}"
+    );
+    assert!(out.contains("by bart"), "{out}");
+    let o = tightlink(&[
+        "estimate",
+        "--follow",
+        "--json-stream",
+        "--max-streams",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let events: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].to_string())
+        .collect();
+    let updates = events.iter().filter(|e| *e == "\"update\"").count();
+    assert_eq!(updates, 4, "{events:?}");
+    let o = tightlink(&["estimate", "--follow", "--json"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--json"));
+}

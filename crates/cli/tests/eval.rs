@@ -23,6 +23,8 @@ fn quick_eval_prints_tables_and_draws_plots() {
         "## Multi-rate estimates, Range 30 %",
         "## Truth outside the probed rates",
         "## Sensitivity to Range and packets per rate",
+        "## pathChirp: chirps on the same paths",
+        "## BART following a step",
         "## Closed-loop strategies",
     ] {
         assert!(out.contains(heading), "missing {heading}:\n{out}");
@@ -48,7 +50,8 @@ fn quick_eval_prints_tables_and_draws_plots() {
         .lines()
         .filter_map(|l| l.strip_prefix("plot: "))
         .collect();
-    assert_eq!(plots.len(), 12, "{out}");
+    // Gaps, six decision and four CDF plots, sensitivity, two tracking.
+    assert_eq!(plots.len(), 14, "{out}");
     for p in plots {
         let bytes = std::fs::read(p).unwrap();
         assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{p}");

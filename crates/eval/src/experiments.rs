@@ -762,3 +762,85 @@ mod tests {
         assert_eq!(d.quantile(1.0), 0.3);
     }
 }
+
+/// Paths whose cross traffic steps from 2 to 5 Gbit/s at 1 s (available
+/// bandwidth 8 to 5 Gbit/s), for the tracker.
+pub const STEPS: [PathCase; 2] = [
+    PathCase {
+        name: "smoothed 2G stepping to 5G at 1 s, 125 us coalescence",
+        target: "sim:cross=smoothed:2G:step=1s/5G,coalescence=125us",
+        length_scale: 1,
+    },
+    PathCase {
+        name: "bursty 2G stepping to 5G at 1 s, 125 us coalescence",
+        target: "sim:cross=bursty:2G:step=1s/5G,coalescence=125us",
+        length_scale: 1,
+    },
+];
+
+/// The step's time on the traffic's clock; the path's warm-up comes
+/// before the first stream (the simulator's 20 ms), so the step lands at
+/// 0.98 s of path time.
+pub const STEP_AT_S: f64 = 1.0;
+
+/// BART following a path for `TRACK_STREAMS` streams.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tracking {
+    /// (path time s, estimate, filter sd, truth) per stream, bit/s.
+    pub points: Vec<(f64, f64, f64, f64)>,
+    /// Streams after the step until the estimate stayed within +-10 % of
+    /// the stream's truth for three streams in a row (the first of them).
+    pub streams_to_follow: Option<usize>,
+    /// Median |error| before the step and from the fifth stream after it.
+    pub median_before: f64,
+    pub median_after: f64,
+}
+
+pub const TRACK_STREAMS: usize = 150;
+
+pub fn tracking(seed: u64, case: &PathCase) -> Tracking {
+    use tightlink_probe::strategy::bart::{run_with_updates, BartStrategyParams};
+    let mut ch = SimChannel::new(spec_for(case.target, seed), case.target);
+    let params = BartStrategyParams {
+        follow: true,
+        ..BartStrategyParams::default()
+    };
+    let budget = Budget {
+        max_streams: TRACK_STREAMS,
+        max_bytes: u64::MAX,
+        max_duration_ns: i64::MAX,
+    };
+    let mut points = Vec::new();
+    let mut progress = |_: f64| {};
+    let mut on = |u: &tightlink_probe::strategy::bart::BartUpdate| {
+        if let Some(t) = u.truth_bps {
+            points.push((u.elapsed_ns as f64 / 1e9, u.abw_bps, u.sd_bps, t));
+        }
+    };
+    let _ = run_with_updates(
+        &mut ch,
+        params,
+        &AnalysisParams::default(),
+        budget,
+        &mut progress,
+        &mut on,
+    );
+    let step_s = STEP_AT_S - 0.02;
+    let err = |p: &(f64, f64, f64, f64)| ((p.1 - p.3) / p.3).abs();
+    let first_after = points.iter().position(|p| p.0 >= step_s);
+    let streams_to_follow = first_after.and_then(|k| {
+        (k..points.len().saturating_sub(2))
+            .find(|&i| points[i..i + 3].iter().all(|p| err(p) <= 0.1))
+            .map(|i| i - k + 1)
+    });
+    let mut before: Vec<f64> = points.iter().filter(|p| p.0 < step_s).map(err).collect();
+    let mut after: Vec<f64> = first_after
+        .map(|k| points.iter().skip(k + 4).map(err).collect())
+        .unwrap_or_default();
+    Tracking {
+        streams_to_follow,
+        median_before: median(&mut before),
+        median_after: median(&mut after),
+        points,
+    }
+}

@@ -26,6 +26,8 @@ pub struct Results {
     pub strategies: Vec<(PathCase, Vec<StrategyRow>)>,
     /// pathChirp per chirp and per 11-chirp mean, per path.
     pub chirps: Vec<(PathCase, ChirpRow)>,
+    /// BART following a step in the cross traffic, per path.
+    pub tracking: Vec<(PathCase, experiments::Tracking)>,
     pub example: GapExample,
     pub wall_s: f64,
 }
@@ -92,6 +94,12 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         let row = experiments::chirp_errors(seed, &case, scale.multi_streams);
         chirps.push((case, row));
     }
+    let mut tracking = Vec::new();
+    for case in experiments::STEPS {
+        progress(&format!("BART following a step: {}", case.name));
+        let t = experiments::tracking(seed, &case);
+        tracking.push((case, t));
+    }
     let mut strategies = Vec::new();
     for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
         progress(&format!("closed-loop strategies: {}", case.name));
@@ -109,6 +117,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         load_scales,
         strategies,
         chirps,
+        tracking,
         example,
         wall_s: start.elapsed().as_secs_f64(),
     }
@@ -286,6 +295,23 @@ pub fn markdown(r: &Results) -> String {
             signed_pct(row.means.quantile(0.5)),
             pct(p90),
             row.unanswered_reason.as_deref().unwrap_or("-")
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n## BART following a step\n\n`tightlink estimate --follow` on the simulator for {} streams: the cross traffic steps from 2 to 5 Gbit/s at {} s (available bandwidth 8 to 5 Gbit/s); each stream's estimate against that stream's own truth. \"Streams to follow\": after the step, until three in a row are within +-10 %. Plots: `tracking-*.png`.\n\n| path | streams to follow | median error before | median error after (5th stream on) |\n|---|---:|---:|---:|",
+        experiments::TRACK_STREAMS,
+        experiments::STEP_AT_S
+    );
+    for (case, t) in &r.tracking {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            case.name,
+            t.streams_to_follow
+                .map_or("never".to_string(), |n| n.to_string()),
+            pct(t.median_before),
+            pct(t.median_after)
         );
     }
     let _ = writeln!(s, "\n## Closed-loop strategies (tightlink estimate)\n");

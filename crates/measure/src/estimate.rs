@@ -6,11 +6,12 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tightlink_core::channel::{Channel, HostFindings, Recorder};
 use tightlink_core::units::format_rate;
 use tightlink_core::{AnalysisParams, Bound, ProbeStream};
+use tightlink_probe::strategy::bart::{self, BartStrategyParams, BartUpdate};
 use tightlink_probe::strategy::{Ceiling, Method, Stop};
 use tightlink_probe::{Budget, Report};
 
@@ -32,6 +33,9 @@ pub struct EstimateOptions {
     pub save_truth: Option<PathBuf>,
     /// Smoothing and decision parameters.
     pub analysis: AnalysisParams,
+    /// Track the available bandwidth (`bart` only) until `max_streams`,
+    /// with an [`Event::Update`] per stream, instead of stopping once sure.
+    pub follow: bool,
 }
 
 impl Default for EstimateOptions {
@@ -43,6 +47,7 @@ impl Default for EstimateOptions {
             save_trace: None,
             save_truth: None,
             analysis: AnalysisParams::default(),
+            follow: false,
         }
     }
 }
@@ -126,11 +131,37 @@ pub fn estimate(
     if let Some(limit) = info.byte_limit {
         budget.max_bytes = budget.max_bytes.min(limit);
     }
+    if options.follow {
+        if options.method != Method::Bart {
+            bail!("--follow tracks with --method bart, not {}", options.method);
+        }
+        // Following runs as long as its streams last, not a byte or time
+        // budget (the far end's byte limit still holds).
+        budget.max_bytes = info.byte_limit.unwrap_or(u64::MAX);
+        budget.max_duration_ns = i64::MAX;
+    }
     let report = {
         let mut progress = |f: f64| (events.borrow_mut())(Event::Progress(f));
-        options
-            .method
-            .run(&mut channel, &options.analysis, budget, &mut progress)?
+        if options.follow {
+            let mut p = BartStrategyParams {
+                follow: true,
+                ..BartStrategyParams::default()
+            };
+            p.streams.size_bytes = info.probe_size_bytes.unwrap_or(p.streams.size_bytes);
+            let mut update = |u: &BartUpdate| (events.borrow_mut())(Event::Update(*u));
+            bart::run_with_updates(
+                &mut channel,
+                p,
+                &options.analysis,
+                budget,
+                &mut progress,
+                &mut update,
+            )?
+        } else {
+            options
+                .method
+                .run(&mut channel, &options.analysis, budget, &mut progress)?
+        }
     };
     channel.close().context("closing the session")?;
     let mut host = channel.side_report().host;
@@ -513,6 +544,7 @@ mod tests {
                     truths += usize::from(truth.is_some());
                     assert!(stream.len() >= 2);
                 }
+                Event::Update(u) => panic!("an update without --follow: {u:?}"),
             },
         )
         .unwrap();
@@ -521,6 +553,48 @@ mod tests {
         assert_eq!(progress.len(), streams);
         assert!(progress.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
         assert!(progress.iter().all(|f| (0.0..=1.0).contains(f)));
+    }
+
+    /// Following: one update per stream for as many streams as asked,
+    /// each with its stream's truth, path time rising; the report's truth
+    /// is the last stream's. Only `bart` follows.
+    #[test]
+    fn following_updates_once_per_stream() {
+        let target = Target::parse("sim:cross=cbr:3G:step=100ms/5G,coalescence=off").unwrap();
+        let options = EstimateOptions {
+            method: Method::Bart,
+            max_streams: 20,
+            follow: true,
+            ..EstimateOptions::default()
+        };
+        let mut updates = Vec::new();
+        let r = estimate(&target, &options, &mut |e| {
+            if let Event::Update(u) = e {
+                updates.push(u);
+            }
+        })
+        .unwrap();
+        assert_eq!(r.estimate.cost.streams, 20, "follows to the last stream");
+        assert_eq!(updates.len(), 20);
+        assert!(updates
+            .windows(2)
+            .all(|w| w[0].elapsed_ns < w[1].elapsed_ns));
+        assert!(updates.iter().all(|u| u.truth_bps.is_some()));
+        assert_eq!(r.estimate.truth_bps, updates[19].truth_bps);
+        // After the step (from about the 8th stream: 10 ms idle each) the
+        // path has 5 Gbit/s; the last answer follows it.
+        let last = updates[19];
+        assert!((last.abw_bps / 5e9 - 1.0).abs() < 0.1, "{last:?}");
+        let e = estimate(
+            &target,
+            &EstimateOptions {
+                method: Method::Multirate,
+                ..options
+            },
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--method bart"), "{e}");
     }
 
     #[test]

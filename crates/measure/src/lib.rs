@@ -56,7 +56,7 @@ pub mod target;
 
 pub use capacity::{capacity, CapacityOptions, CapacityResult};
 pub use estimate::{estimate, estimate_both, Capped, EstimateOptions, EstimateReport};
-pub use report::{Cost, Event};
+pub use report::{BartUpdate, Cost, Event};
 pub use save::{write_trace, write_truth};
 pub use target::{open_channel, RealOptions, Target};
 pub use tightlink_core::channel::HostFindings;

@@ -5,6 +5,7 @@ pub use tightlink_probe::Cost;
 
 use tightlink_core::channel::GroundTruth;
 use tightlink_core::ProbeStream;
+pub use tightlink_probe::strategy::bart::BartUpdate;
 
 /// What a running measurement tells its caller. The library prints
 /// nothing: a command line draws a progress bar from these, an agent or
@@ -18,4 +19,7 @@ pub enum Event<'a> {
         stream: &'a ProbeStream,
         truth: Option<GroundTruth>,
     },
+    /// Following (`EstimateOptions::follow`): the tracker's answer after a
+    /// stream.
+    Update(BartUpdate),
 }

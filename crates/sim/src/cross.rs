@@ -87,10 +87,20 @@ impl Default for OnOffParams {
     }
 }
 
-/// Cross traffic on one hop: a model at a mean rate.
+/// Cross traffic on one hop: a model at a mean rate, optionally moving to
+/// another rate at a set time (a step, to see a tracker follow one).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CrossSpec {
     pub model: CrossModel,
+    pub rate_bps: f64,
+    pub step: Option<Step>,
+}
+
+/// From `at_ns` (on the traffic's own clock, 0 at its start) the same
+/// model at `rate_bps`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    pub at_ns: f64,
     pub rate_bps: f64,
 }
 
@@ -278,6 +288,9 @@ pub struct CrossTraffic {
     sources: Vec<Source>,
     /// Min-heap of (next time as ordered bits, source index).
     heap: BinaryHeap<Reverse<(u64, usize)>>,
+    /// After a step: its time, and the traffic from then on (its own
+    /// clock starts at the step).
+    after: Option<(f64, Box<CrossTraffic>)>,
 }
 
 /// Orders non-negative times (f64 bit patterns order like the values).
@@ -323,18 +336,48 @@ impl CrossTraffic {
             .enumerate()
             .map(|(i, s)| Reverse((key(s.next_time()), i)))
             .collect();
-        CrossTraffic { rng, sources, heap }
+        let after = spec.step.map(|st| {
+            let next = CrossSpec {
+                model: spec.model.clone(),
+                rate_bps: st.rate_bps,
+                step: None,
+            };
+            (st.at_ns, Box::new(CrossTraffic::new(&next, rng.fork())))
+        });
+        CrossTraffic {
+            rng,
+            sources,
+            heap,
+            after,
+        }
     }
 
-    /// Time of the next packet (infinite when there is no traffic).
-    pub fn peek_ns(&self) -> f64 {
+    /// The next packet before any step.
+    fn peek_own(&self) -> f64 {
         self.heap.peek().map_or(f64::INFINITY, |Reverse((_, i))| {
             self.sources[*i].next_time()
         })
     }
 
+    /// Time of the next packet (infinite when there is no traffic).
+    pub fn peek_ns(&self) -> f64 {
+        let own = self.peek_own();
+        match &self.after {
+            Some((at, _)) if own < *at => own,
+            Some((at, next)) => at + next.peek_ns(),
+            None => own,
+        }
+    }
+
     /// The next packet: (arrival time in ns, size in bytes).
     pub fn pop(&mut self) -> Option<(f64, u32)> {
+        let own = self.peek_own();
+        if let Some((at, next)) = self.after.as_mut() {
+            if own >= *at {
+                let at = *at;
+                return next.pop().map(|(t, s)| (at + t, s));
+            }
+        }
         let Reverse((_, i)) = self.heap.pop()?;
         let out = self.sources[i].pop(&mut self.rng);
         self.heap
@@ -346,6 +389,34 @@ impl CrossTraffic {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// CBR 1 Gbit/s stepping to 3 at 10 ms: 1 Gbit/s over the first 10
+    /// ms, 3 over the next, packets in time order across the step.
+    #[test]
+    fn a_step_changes_the_rate_at_its_time() {
+        let spec = CrossSpec {
+            model: CrossModel::Cbr { size_bytes: 1500 },
+            rate_bps: 1e9,
+            step: Some(Step {
+                at_ns: 10e6,
+                rate_bps: 3e9,
+            }),
+        };
+        let mut c = CrossTraffic::new(&spec, Rng::new(1));
+        let (mut before, mut after, mut last) = (0.0, 0.0, 0.0);
+        while c.peek_ns() < 20e6 {
+            let (t, s) = c.pop().unwrap();
+            assert!(t >= last, "time order");
+            last = t;
+            if t < 10e6 {
+                before += 8.0 * s as f64;
+            } else {
+                after += 8.0 * s as f64;
+            }
+        }
+        assert!((before / 10e6 * 1e9 / 1e9 - 1.0).abs() < 0.01, "{before}");
+        assert!((after / 10e6 * 1e9 / 3e9 - 1.0).abs() < 0.01, "{after}");
+    }
 
     fn mean_rate(spec: CrossSpec, horizon_ns: f64) -> f64 {
         let mut c = CrossTraffic::new(&spec, Rng::new(9));
@@ -379,6 +450,7 @@ mod tests {
                 CrossSpec {
                     model: model.clone(),
                     rate_bps: 2.5e9,
+                    step: None,
                 },
                 if tol > 0.05 { 10e9 } else { 0.2e9 },
             );
@@ -399,6 +471,7 @@ mod tests {
                 CrossSpec {
                     model: model.clone(),
                     rate_bps: 80e6,
+                    step: None,
                 },
                 60e9,
             );
@@ -413,6 +486,7 @@ mod tests {
         let spec = CrossSpec {
             model: CrossModel::Smoothed(OnOffParams::default()),
             rate_bps: 2.5e9,
+            step: None,
         };
         let mut c = CrossTraffic::new(&spec, Rng::new(3));
         let mut pk = Vec::new();

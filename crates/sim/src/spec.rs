@@ -24,7 +24,7 @@
 //! Rates take `G`, `M`, `K` suffixes (bit/s), times `ns`, `us`, `ms`, `s`,
 //! sizes `B`, `KB`, `MB` (1000-based).
 
-use crate::cross::{CrossModel, CrossSpec, OnOffParams, SizeMix};
+use crate::cross::{CrossModel, CrossSpec, OnOffParams, SizeMix, Step};
 use crate::hop::{HopSpec, TokenBucket};
 use crate::path::{HopConfig, IcmpSpec, JitterSpec, PathSpec};
 use crate::receiver::ReceiverSpec;
@@ -105,11 +105,26 @@ pub fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
             ))
         }
     };
-    // ON/OFF options: bursty:2.5G:sources=40:on=100us:duty=0.25:shape=1.5
+    // ON/OFF options: bursty:2.5G:sources=40:on=100us:duty=0.25:shape=1.5;
+    // any model: step=TIME/RATE (the rate from that time on).
+    let mut step = None;
     for opt in &options {
         let Some((k, v)) = opt.split_once('=') else {
             return err(format!("cross '{s}': option '{opt}' is not KEY=VALUE"));
         };
+        if k == "step" {
+            let bad = |what: &str| SpecError(format!("cross '{s}': step={v}: {what}"));
+            let Some((at, rate)) = v.split_once('/') else {
+                return Err(bad("expected TIME/RATE, like 500ms/6G"));
+            };
+            let at_ns = parse_time_ns(at).map_err(|e| bad(&e.0))?;
+            let rate_bps = parse_rate(rate).map_err(|e| bad(&e.0))?;
+            if at_ns <= 0.0 {
+                return Err(bad("the time must be after the start"));
+            }
+            step = Some(Step { at_ns, rate_bps });
+            continue;
+        }
         if !matches!(model, CrossModel::Bursty(_)) {
             return err(format!("cross '{s}': {kind} takes no options"));
         }
@@ -137,7 +152,11 @@ pub fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
                     .filter(|a: &f64| *a > 1.0 && *a <= 10.0)
                     .ok_or_else(|| bad("expected a Pareto shape in (1, 10]"))?
             }
-            _ => return Err(bad("unknown option (known: sources, on, duty, shape)")),
+            _ => {
+                return Err(bad(
+                    "unknown option (known: sources, on, duty, shape, step)",
+                ))
+            }
         }
     }
     if on_off.mean_on_ns <= 0.0 {
@@ -148,7 +167,11 @@ pub fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
         ("bursty", _) => CrossModel::Bursty(on_off),
         (_, m) => m,
     };
-    Ok(Some(CrossSpec { model, rate_bps }))
+    Ok(Some(CrossSpec {
+        model,
+        rate_bps,
+        step,
+    }))
 }
 
 fn on_off(key: &str, v: &str) -> Result<bool, SpecError> {
@@ -182,6 +205,7 @@ impl Default for PathSpec {
                     cross: Some(CrossSpec {
                         model: CrossModel::Bursty(OnOffParams::default()),
                         rate_bps: 2.5e9,
+                        step: None,
                     }),
                 },
             ],
@@ -434,6 +458,17 @@ mod tests {
             }
             m => panic!("{m:?}"),
         }
+        // A step, on any model.
+        let spec = parse_sim_target("sim:cross=cbr:4G:step=500ms/7G").unwrap();
+        let c = spec.hops.last().unwrap().cross.as_ref().unwrap();
+        assert_eq!(
+            c.step,
+            Some(Step {
+                at_ns: 500e6,
+                rate_bps: 7e9
+            })
+        );
+        assert_eq!(c.rate_bps, 4e9);
         let spec = parse_sim_target("sim:cross=smoothed:2G:sources=20").unwrap();
         assert!(matches!(
             &spec.hops.last().unwrap().cross.as_ref().unwrap().model,
@@ -445,6 +480,9 @@ mod tests {
             ("sim:cross=bursty:2G:colour=red", "unknown option"),
             ("sim:cross=bursty:2G:duty=2", "duty=2"),
             ("sim:cross=bursty:2G:on=soon", "on=soon"),
+            ("sim:cross=cbr:2G:step=6G", "expected TIME/RATE"),
+            ("sim:cross=cbr:2G:step=later/6G", "step=later/6G"),
+            ("sim:cross=cbr:2G:step=0s/6G", "after the start"),
         ] {
             let e = parse_sim_target(bad).unwrap_err();
             assert!(e.0.contains(needle), "{bad}: {e}");

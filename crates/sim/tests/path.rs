@@ -89,6 +89,7 @@ fn without_probe_load_the_truth_is_capacity_minus_cross() {
             Some(CrossSpec {
                 model: model.clone(),
                 rate_bps: 3e9,
+                step: None,
             }),
             1_000_000,
         );
@@ -112,6 +113,7 @@ fn probe_congestion_does_not_change_the_truth() {
         Some(CrossSpec {
             model: CrossModel::Cbr { size_bytes: 1500 },
             rate_bps: 2.4e9,
+            step: None,
         }),
         10_000_000,
     );
@@ -203,6 +205,7 @@ fn bursty_cross_traffic_moves_the_truth_between_streams() {
         Some(CrossSpec {
             model: CrossModel::Bursty(OnOffParams::default()),
             rate_bps: 2.5e9,
+            step: None,
         }),
         1_000_000,
     );

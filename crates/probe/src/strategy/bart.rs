@@ -17,6 +17,10 @@
 //! lowest rate the stream probed is a line drawn through a burst that
 //! saturated the link (every rate strained, steeply): the next stream
 //! scans wide again, as the first did, so the filter can climb back.
+//!
+//! Following (`follow`): no stable or ceiling stop, the filter allows the
+//! long-run drift, and every stream's answer goes to the caller; the run
+//! ends with the budget and reports the last answer.
 
 use super::multirate::{per_rate_for_batches, MultirateParams};
 use super::{Budget, Ceiling, Method as Strategy, Progress, Report, Session, Stop, StrategyError};
@@ -36,6 +40,24 @@ pub struct BartStrategyParams {
     pub stable_tolerance: f64,
     /// Per-stream drift of `beta` within one measurement.
     pub beta_drift_sd: f64,
+    /// Follow the path until the budget ends (no stable stop), with the
+    /// drift a path watched for minutes needs (`BartParams`' default).
+    pub follow: bool,
+}
+
+/// The tracker after one stream, for continuous output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BartUpdate {
+    /// Streams sent so far.
+    pub streams: usize,
+    /// Time on the path at the stream's end (simulated on the simulator).
+    pub elapsed_ns: i64,
+    pub abw_bps: f64,
+    /// Standard deviation of `abw_bps` from the filter.
+    pub sd_bps: f64,
+    pub bound: Bound,
+    /// The stream's own truth, when the channel knows one.
+    pub truth_bps: Option<f64>,
 }
 
 impl Default for BartStrategyParams {
@@ -48,6 +70,7 @@ impl Default for BartStrategyParams {
             min_strained: 6,
             stable_tolerance: 0.05,
             beta_drift_sd: 0.002,
+            follow: false,
         }
     }
 }
@@ -59,13 +82,29 @@ pub fn run(
     budget: Budget,
     progress: Progress,
 ) -> Result<Report, StrategyError> {
+    run_with_updates(channel, params, analysis, budget, progress, &mut |_| {})
+}
+
+/// [`run`], telling `on_update` the tracker's answer after every stream.
+pub fn run_with_updates(
+    channel: &mut dyn Channel,
+    params: BartStrategyParams,
+    analysis: &AnalysisParams,
+    budget: Budget,
+    progress: Progress,
+    on_update: &mut dyn FnMut(&BartUpdate),
+) -> Result<Report, StrategyError> {
     let method = Strategy::Bart;
     let sp = params.streams;
     let mut s = Session::start(channel, budget, progress)?;
     let max = s.max_rate_bps();
     let analysis = AnalysisParams {
         bart: BartParams {
-            beta_drift_sd: params.beta_drift_sd,
+            beta_drift_sd: if params.follow {
+                analysis.bart.beta_drift_sd
+            } else {
+                params.beta_drift_sd
+            },
             ..analysis.bart
         },
         ..*analysis
@@ -96,9 +135,17 @@ pub fn run(
         let Some(e) = tracker.estimate() else {
             continue;
         };
+        on_update(&BartUpdate {
+            streams: s.streams.len(),
+            elapsed_ns: s.elapsed_ns(),
+            abw_bps: e.abw_bps,
+            sd_bps: e.abw_sd_bps,
+            bound: e.bound,
+            truth_bps: s.last_truth,
+        });
         let near = Ceiling::default().reached(e.abw_bps, e.bound, max);
         at_ceiling = if near { at_ceiling + 1 } else { 0 };
-        if at_ceiling >= 3 && e.bound == Bound::AtLeast {
+        if at_ceiling >= 3 && e.bound == Bound::AtLeast && !params.follow {
             let a = e.abw_bps;
             return Ok(s.report(method, a, Bound::AtLeast, a, a, Stop::Ceiling));
         }
@@ -117,7 +164,8 @@ pub fn run(
             continue;
         }
         let half = 1.96 * e.abw_sd_bps;
-        if e.bound == Bound::Exact
+        if !params.follow
+            && e.bound == Bound::Exact
             && e.strained_points >= params.min_strained
             && half <= params.stable_tolerance * e.abw_bps
         {
@@ -125,12 +173,18 @@ pub fn run(
             return Ok(s.report(method, a, Bound::Exact, a - half, a + half, Stop::Stable));
         }
     }
-    Ok(match tracker.estimate() {
+    let mut r = match tracker.estimate() {
         Some(e) => {
             let half = 1.96 * e.abw_sd_bps;
             let a = e.abw_bps;
             s.report(method, a, e.bound, a - half, a + half, Stop::Budget)
         }
         None => s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream),
-    })
+    };
+    // Following, the answer is the path's now: compare it with the last
+    // stream's truth, not the mean over a path that moved.
+    if params.follow {
+        r.truth_bps = s.last_truth.or(r.truth_bps);
+    }
+    Ok(r)
 }

@@ -326,6 +326,8 @@ pub struct Session<'a> {
     pub packets: u64,
     pub streams: Vec<ProbeStream>,
     truths: Vec<f64>,
+    /// The last stream's truth, when the channel knows one.
+    pub last_truth: Option<f64>,
     progress: Progress<'a>,
     started: std::time::Instant,
 }
@@ -348,6 +350,7 @@ impl<'a> Session<'a> {
             packets: 0,
             streams: Vec::new(),
             truths: Vec::new(),
+            last_truth: None,
             progress,
             started: std::time::Instant::now(),
         }
@@ -370,6 +373,11 @@ impl<'a> Session<'a> {
         self.max_rate_bps
     }
 
+    /// Time on the path so far (simulated time on the simulator), ns.
+    pub fn elapsed_ns(&self) -> i64 {
+        self.channel.elapsed_ns()
+    }
+
     /// Whether another stream of `bytes` fits the budget.
     pub fn fits(&self, bytes: u64) -> bool {
         self.streams.len() < self.budget.max_streams
@@ -389,7 +397,8 @@ impl<'a> Session<'a> {
         let p = self.channel.probe(request)?;
         self.bytes += request.bytes();
         self.packets += request.sizes.len() as u64;
-        if let Some(t) = p.truth.map(|t| t.available_bps) {
+        self.last_truth = p.truth.map(|t| t.available_bps);
+        if let Some(t) = self.last_truth {
             self.truths.push(t);
         }
         let mut s = p.stream;
