@@ -95,17 +95,19 @@ def analyze(
     ``recv_ns`` is ``LOST`` for a lost packet. size_bytes: one size for
     every packet or one per packet. stream_id: the stream of each packet
     (a stream's packets contiguous); all one stream when left out.
-    kind: ``auto`` (from the send gaps), ``single``, ``multi`` or ``chirp``.
+    kind: ``auto`` (from the send gaps), ``single``, ``multi``, ``chirp`` or
+    ``pairs``.
     method: ``default`` (the best for each stream's kind), ``all``, or a
     method name (``prcmt``, ``prcmt+bass``, ``pathload``, ``imr-avg``,
     ``imr-wavelet``, ``multirate``, ``multirate-single-pass``,
     ``multirate-prcmt-dp1``, ``multirate-prcmt-dp2``, ``topp``,
     ``pathchirp``, ``bart``: a Kalman filter carried across the streams in
     their order, each row its answer after that stream; ``igi``: IGI's
-    estimate, with PTR as ``recv_rate_bps``).
+    estimate, with PTR as ``recv_rate_bps``; ``spruce`` for streams of
+    packet pairs).
     params: ``spike_up``, ``spike_down``, ``tolerance``, ``imr_window``,
     ``window``, ``max_passes``, ``consistency``, ``capacity_bps`` (the
-    tight link's capacity, for ``igi``), as `tightlink analyze`'s flags.
+    tight link's capacity, for ``igi`` and ``spruce``), as `tightlink analyze`'s flags.
 
     Returns one row per (stream, method) in columns: numpy arrays for
     numbers (NaN where a method gives none), lists for text; the fields of

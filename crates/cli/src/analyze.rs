@@ -19,7 +19,8 @@ pub struct AnalyzeArgs {
     /// Method: prcmt, prcmt+bass, pathload, imr-avg, imr-wavelet, multirate,
     /// multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2,
     /// topp, pathchirp, bart (tracked across the trace's streams in order),
-    /// igi (single-rate trains: IGI, with PTR as the receive rate);
+    /// igi (single-rate trains: IGI, with PTR as the receive rate), spruce
+    /// (packet pairs);
     /// `default` picks the best for each stream's kind; `all` runs every one.
     #[arg(long, short, default_value = "default", env = "TIGHTLINK_METHOD")]
     pub method: String,
@@ -54,8 +55,9 @@ pub struct AnalyzeArgs {
     /// excess staying positive (the queue never drains back).
     #[arg(long, value_enum, default_value_t = ConsistencyArg::Bracket)]
     pub consistency: ConsistencyArg,
-    /// The tight link's capacity when known (`igi`; without it each
-    /// train's own receive gaps give one), e.g. `10G`.
+    /// The tight link's capacity when known (`igi`, `spruce`; without it
+    /// each train's own receive gaps, or the rate the pairs were sent at,
+    /// give one), e.g. `10G`.
     #[arg(long)]
     pub capacity: Option<String>,
 }
@@ -73,6 +75,7 @@ pub enum KindArg {
     Single,
     Multi,
     Chirp,
+    Pairs,
 }
 
 fn params_from(args: &AnalyzeArgs) -> Result<AnalysisParams> {
@@ -119,6 +122,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         KindArg::Single => Some(StreamKind::SingleRate),
         KindArg::Multi => Some(StreamKind::MultiRate),
         KindArg::Chirp => Some(StreamKind::Chirp),
+        KindArg::Pairs => Some(StreamKind::Pairs),
     };
     let results = analyze_trace(&trace, kind, methods, &params);
     let stdout = io::stdout();

@@ -26,7 +26,7 @@ pub struct EstimateArgs {
     pub target: String,
     /// multirate, multirate-single-pass, multirate-prcmt-dp1,
     /// multirate-prcmt-dp2, prcmt, pathload, imr-avg, imr-wavelet, topp,
-    /// pathchirp, bart, igi, ptr.
+    /// pathchirp, bart, igi, ptr, spruce.
     #[arg(long, short, default_value = "multirate", env = "TIGHTLINK_METHOD")]
     pub method: String,
     /// One JSON object on stdout instead of the human summary.

@@ -18,6 +18,7 @@ use crate::decision::multirate::{
     apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Consistency, Policy,
 };
 use crate::decision::prcmt::{prcmt, prcmt_after_bass, BassPrcmtError, DEFAULT_TOLERANCE};
+use crate::decision::spruce::spruce_estimate;
 use crate::decision::topp::{topp, topp_points};
 use crate::decision::trend::{pathload_trend, trend_of_series, PathloadParams, TrendOutcome};
 use crate::decision::{Bound, Decision};
@@ -44,10 +45,11 @@ pub enum Method {
     Pathchirp,
     Bart,
     Igi,
+    Spruce,
 }
 
 impl Method {
-    pub const ALL: [Method; 13] = [
+    pub const ALL: [Method; 14] = [
         Method::Prcmt,
         Method::PrcmtBass,
         Method::Pathload,
@@ -61,6 +63,7 @@ impl Method {
         Method::Pathchirp,
         Method::Bart,
         Method::Igi,
+        Method::Spruce,
     ];
 
     /// The methods that answer for single-rate streams.
@@ -88,6 +91,7 @@ impl Method {
             Method::Pathchirp => "pathchirp",
             Method::Bart => "bart",
             Method::Igi => "igi",
+            Method::Spruce => "spruce",
         }
     }
 
@@ -105,6 +109,7 @@ impl Method {
             | Method::ImrWavelet
             | Method::Igi => StreamKind::SingleRate,
             Method::Pathchirp => StreamKind::Chirp,
+            Method::Spruce => StreamKind::Pairs,
             _ => StreamKind::MultiRate,
         }
     }
@@ -117,6 +122,7 @@ impl Method {
             StreamKind::SingleRate => Method::PrcmtBass,
             StreamKind::MultiRate => Method::Multirate,
             StreamKind::Chirp => Method::Pathchirp,
+            StreamKind::Pairs => Method::Spruce,
         }
     }
 }
@@ -303,7 +309,7 @@ pub fn analyze_tracked(
                 decision: Some(Decision::Ambiguous),
                 ..b
             },
-            StreamKind::MultiRate | StreamKind::Chirp => b,
+            StreamKind::MultiRate | StreamKind::Chirp | StreamKind::Pairs => b,
         };
     }
     if base.avg_rate_bps.is_none() {
@@ -313,6 +319,52 @@ pub fn analyze_tracked(
         StreamKind::SingleRate => single_rate(stream, method, params, base),
         StreamKind::MultiRate => multi_rate(stream, method, params, base, tracker),
         StreamKind::Chirp => chirp(stream, params, base),
+        StreamKind::Pairs => pairs(stream, params, base),
+    }
+}
+
+/// Spruce over a stream of pairs: the capacity given, else the rate the
+/// pairs were sent at (Spruce sends them at the capacity).
+fn pairs(stream: &ProbeStream, params: &AnalysisParams, base: Analysis) -> Analysis {
+    if let Some(every) = stream.receive_batch_interval_ns() {
+        return none_with(
+            base,
+            format!(
+                "received in batches every {:.0} us (interrupt coalescence): \
+                 a pair's gap is a batch's, not the path's",
+                every / 1e3
+            ),
+        );
+    }
+    let sent: Vec<f64> = crate::decision::spruce::pair_gaps(stream)
+        .iter()
+        .map(|g| g.0)
+        .collect();
+    let sent_at = crate::stats::median(&sent)
+        .filter(|g| *g > 0.0)
+        .map(|g| 8.0 * stream.packets[1].size_bytes as f64 * 1e9 / g);
+    let Some(capacity) = params.capacity_bps.or(sent_at) else {
+        return none_with(base, "no pair with both packets received");
+    };
+    match spruce_estimate(stream, capacity) {
+        None => none_with(base, "no pair with both packets received"),
+        Some(e) => Analysis {
+            abw_bps: Some(e.abw_bps).filter(|a| *a > 0.0),
+            bound: if e.abw_bps > 0.0 {
+                Bound::Exact
+            } else {
+                Bound::None
+            },
+            reason: (e.abw_bps <= 0.0)
+                .then(|| "the pairs' gaps grew by more than the capacity's gap".to_string()),
+            detail: Detail {
+                kept_gaps: Some(e.pairs_used),
+                gaps_total: Some(stream.len() / 2),
+                capacity_bps: Some(capacity),
+                ..Detail::default()
+            },
+            ..base
+        },
     }
 }
 

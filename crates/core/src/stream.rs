@@ -36,13 +36,16 @@ pub struct ProbeStream {
 }
 
 /// Single-rate streams ask "is this rate above the available bandwidth?";
-/// multi-rate streams and chirps (every gap shorter than the last by one
-/// spread factor, pathChirp's) ask "what is the available bandwidth?".
+/// multi-rate streams, chirps (every gap shorter than the last by one
+/// spread factor, pathChirp's) and packet pairs (Spruce's: two packets a
+/// capacity's gap apart, pairs far apart) ask "what is the available
+/// bandwidth?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StreamKind {
     SingleRate,
     MultiRate,
     Chirp,
+    Pairs,
 }
 
 impl StreamKind {
@@ -51,6 +54,7 @@ impl StreamKind {
             StreamKind::SingleRate => "single",
             StreamKind::MultiRate => "multi",
             StreamKind::Chirp => "chirp",
+            StreamKind::Pairs => "pairs",
         }
     }
 }
@@ -407,6 +411,9 @@ impl ProbeStream {
         if self.is_chirp() {
             return StreamKind::Chirp;
         }
+        if self.is_pairs() {
+            return StreamKind::Pairs;
+        }
         let runs = self.sub_streams(tol);
         if runs.len() >= 2
             && runs
@@ -417,6 +424,23 @@ impl ProbeStream {
         } else {
             StreamKind::SingleRate
         }
+    }
+
+    /// Packets `2i`, `2i + 1` equally close (within 1 % and 2 ns of their
+    /// median gap), every pair at least two such gaps after the last.
+    fn is_pairs(&self) -> bool {
+        let n = self.packets.len();
+        if n < 4 || !n.is_multiple_of(2) {
+            return false;
+        }
+        let gaps = self.send_gaps_ns();
+        let intra: Vec<f64> = gaps.iter().step_by(2).copied().collect();
+        let Some(g) = crate::stats::median(&intra) else {
+            return false;
+        };
+        g > 0.0
+            && intra.iter().all(|x| (x - g).abs() <= 2.0 + 0.01 * g)
+            && gaps.iter().skip(1).step_by(2).all(|x| *x >= 2.0 * g)
     }
 
     fn is_chirp(&self) -> bool {
@@ -582,6 +606,15 @@ pub(crate) mod tests {
         assert_eq!(
             stream_of(&chirp).infer_kind(GapTolerance::default()),
             StreamKind::Chirp
+        );
+        // Pairs 7.2 us apart, 1 ms between them.
+        let pairs: Vec<_> = (0..6)
+            .flat_map(|i| [i * 1_000_000, i * 1_000_000 + 7_200])
+            .map(|t| (t, Some(t)))
+            .collect();
+        assert_eq!(
+            stream_of(&pairs).infer_kind(GapTolerance::default()),
+            StreamKind::Pairs
         );
         // Five packets are too few to tell a chirp.
         assert_eq!(

@@ -508,7 +508,7 @@ pub struct StrategyRow {
     pub median_streams: f64,
 }
 
-pub const STRATEGIES: [strategy::Method; 9] = [
+pub const STRATEGIES: [strategy::Method; 10] = [
     strategy::Method::Multirate,
     strategy::Method::Prcmt,
     strategy::Method::Pathload,
@@ -518,6 +518,7 @@ pub const STRATEGIES: [strategy::Method; 9] = [
     strategy::Method::Bart,
     strategy::Method::Igi,
     strategy::Method::Ptr,
+    strategy::Method::Spruce,
 ];
 
 /// pathChirp on one path: each chirp's estimate, and the mean of

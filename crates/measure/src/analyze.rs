@@ -143,14 +143,16 @@ impl AnalysisSettings {
     }
 }
 
-/// `single`, `multi`, `chirp`, or `None` for "infer each stream's kind".
+/// `single`, `multi`, `chirp`, `pairs`, or `None` for "infer each
+/// stream's kind".
 pub fn parse_kind(s: &str) -> Result<Option<StreamKind>> {
     Ok(match s {
         "auto" => None,
         "single" | "single-rate" => Some(StreamKind::SingleRate),
         "multi" | "multi-rate" => Some(StreamKind::MultiRate),
         "chirp" => Some(StreamKind::Chirp),
-        k => bail!("{k}: unknown stream kind; choose auto, single, multi or chirp"),
+        "pairs" => Some(StreamKind::Pairs),
+        k => bail!("{k}: unknown stream kind; choose auto, single, multi, chirp or pairs"),
     })
 }
 

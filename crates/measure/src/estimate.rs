@@ -191,7 +191,10 @@ pub fn estimate(
         r.warnings
             .push(swing_warning(&r.estimate, &channel.streams));
     }
-    if r.estimate.stop == Stop::NoUsableStream {
+    if matches!(
+        r.estimate.stop,
+        Stop::NoUsableStream | Stop::NoUsableAdrTrain
+    ) {
         if let Some(why) = why_unusable(options.method, &options.analysis, &channel.streams) {
             r.warnings.push(why);
         }

@@ -37,12 +37,13 @@ impl Trace {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The kind declared by `# stream_kinds=single|multi|chirp`, if any.
+    /// The kind declared by `# stream_kinds=single|multi|chirp|pairs`, if any.
     pub fn declared_kind(&self) -> Option<StreamKind> {
         match self.meta("stream_kinds")? {
             "single" => Some(StreamKind::SingleRate),
             "multi" => Some(StreamKind::MultiRate),
             "chirp" => Some(StreamKind::Chirp),
+            "pairs" => Some(StreamKind::Pairs),
             _ => None,
         }
     }

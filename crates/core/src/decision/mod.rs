@@ -1,13 +1,14 @@
 //! Decisions and estimates: is a probing rate above the available bandwidth
 //! (PRC-MT, Pathload's trend test), and what is the available bandwidth
-//! (multi-rate estimates, TOPP, pathChirp) and how it moves from stream to
-//! stream (BART-style tracking).
+//! (multi-rate estimates, TOPP, pathChirp, IGI/PTR, Spruce) and how it
+//! moves from stream to stream (BART-style tracking).
 
 pub mod bart;
 pub mod chirp;
 pub mod igi;
 pub mod multirate;
 pub mod prcmt;
+pub mod spruce;
 pub mod topp;
 pub mod trend;
 

@@ -11,6 +11,7 @@
 //! - [`chirp`]: pathChirp's chirps, averaged (\[HOST\], section 4).
 //! - [`bart`]: multi-rate streams taken into BART's Kalman filter.
 //! - [`igi`]: IGI/PTR's trains of growing gaps up to the turning point.
+//! - [`spruce`]: Spruce's Poisson-spaced packet pairs at the capacity.
 
 pub mod bart;
 pub mod chirp;
@@ -18,6 +19,7 @@ pub mod igi;
 pub mod multirate;
 pub mod pathload_search;
 pub mod prcmt_search;
+pub mod spruce;
 
 use crate::Cost;
 use std::fmt;
@@ -56,10 +58,12 @@ pub enum Method {
     Igi,
     /// The same search, answering PTR.
     Ptr,
+    /// Spruce's packet pairs.
+    Spruce,
 }
 
 impl Method {
-    pub const ALL: [Method; 13] = [
+    pub const ALL: [Method; 14] = [
         Method::Multirate,
         Method::MultirateSinglePass,
         Method::MultiratePrcmtDp1,
@@ -73,6 +77,7 @@ impl Method {
         Method::Bart,
         Method::Igi,
         Method::Ptr,
+        Method::Spruce,
     ];
 
     pub fn name(self) -> &'static str {
@@ -90,6 +95,7 @@ impl Method {
             Method::Bart => "bart",
             Method::Igi => "igi",
             Method::Ptr => "ptr",
+            Method::Spruce => "spruce",
         }
     }
 
@@ -108,6 +114,7 @@ impl Method {
             Method::Pathchirp => CoreMethod::Pathchirp,
             Method::Bart => CoreMethod::Bart,
             Method::Igi | Method::Ptr => CoreMethod::Igi,
+            Method::Spruce => CoreMethod::Spruce,
         }
     }
 
@@ -176,6 +183,11 @@ impl Method {
                 };
                 p.size_bytes = size.unwrap_or(p.size_bytes);
                 igi::run(channel, p, analysis, budget, progress)
+            }
+            Method::Spruce => {
+                let mut p = spruce::SpruceParams::default();
+                p.size_bytes = size.unwrap_or(p.size_bytes);
+                spruce::run(channel, p, analysis, budget, progress)
             }
         }
     }
