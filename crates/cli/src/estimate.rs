@@ -296,19 +296,27 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
         Some(Capped::FarEndOrMaxRate) => " (the most the far end or --max-rate allows)",
         None => "",
     };
-    writeln!(
-        out,
-        "estimate    {}{:.3} Gbit/s ({}, {range}) by {}{}",
-        match report.estimate.bound {
-            Bound::AtLeast => "at least ",
-            Bound::AtMost => "at most ",
-            _ => "",
-        },
-        g(report.estimate.available_bandwidth_bps),
-        report.estimate.bound.as_str(),
-        report.estimate.method,
-        cap_reason
-    )?;
+    if report.estimate.bound == Bound::None {
+        writeln!(
+            out,
+            "estimate    none: no answer ({}) by {}",
+            report.estimate.stop, report.estimate.method
+        )?;
+    } else {
+        writeln!(
+            out,
+            "estimate    {}{:.3} Gbit/s ({}, {range}) by {}{}",
+            match report.estimate.bound {
+                Bound::AtLeast => "at least ",
+                Bound::AtMost => "at most ",
+                _ => "",
+            },
+            g(report.estimate.available_bandwidth_bps),
+            report.estimate.bound.as_str(),
+            report.estimate.method,
+            cap_reason
+        )?;
+    }
     if let Some(h) = &report.host {
         writeln!(
             out,
@@ -350,13 +358,15 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
     for w in &report.warnings {
         writeln!(out, "warning     {w}")?;
     }
-    if let (Some(t), Some(e)) = (report.estimate.truth_bps, report.error()) {
-        writeln!(
+    match (report.estimate.truth_bps, report.error()) {
+        (Some(t), Some(e)) => writeln!(
             out,
             "truth       {:.3} Gbit/s (simulator; error {:+.1} %)",
             g(t),
             e * 100.0
-        )?;
+        )?,
+        (Some(t), None) => writeln!(out, "truth       {:.3} Gbit/s (simulator)", g(t))?,
+        _ => {}
     }
     let c = &report.estimate.cost;
     writeln!(

@@ -97,8 +97,12 @@ impl EstimateReport {
             .filter(|l| l.is_finite())
     }
 
-    /// Relative error against the simulator's truth.
+    /// Relative error against the simulator's truth; `None` without a
+    /// truth or without an answer (`none` is no number to be wrong by).
     pub fn error(&self) -> Option<f64> {
+        if self.estimate.bound == Bound::None {
+            return None;
+        }
         self.estimate
             .truth_bps
             .map(|t| self.estimate.available_bandwidth_bps / t - 1.0)
