@@ -665,33 +665,27 @@ fn multi_rate_gaps(
                 passes: Some(passes),
                 ..Detail::default()
             };
-            if method == Method::Bart {
-                return match tracker.update(&points) {
-                    None => Analysis {
-                        detail,
-                        ..none_with(base, "no sub-stream kept enough gaps after smoothing")
-                    },
-                    Some(e) => Analysis {
-                        abw_bps: Some(e.abw_bps),
-                        bound: e.bound,
-                        detail: Detail {
-                            capacity_bps: e.capacity_bps.is_finite().then_some(e.capacity_bps),
-                            ..detail
-                        },
-                        ..base
-                    },
-                };
-            }
-            match topp(&points, mp_params.exceed_tolerance) {
+            // Both read the same line through the points: TOPP from this
+            // stream alone, BART from its filter carried across streams.
+            let read = if method == Method::Bart {
+                tracker.update(&points).map(|e| {
+                    let c = e.capacity_bps.is_finite().then_some(e.capacity_bps);
+                    (e.abw_bps, e.bound, c)
+                })
+            } else {
+                topp(&points, mp_params.exceed_tolerance)
+                    .map(|e| (e.abw_bps, e.bound, e.capacity_bps))
+            };
+            match read {
                 None => Analysis {
                     detail,
                     ..none_with(base, "no sub-stream kept enough gaps after smoothing")
                 },
-                Some(e) => Analysis {
-                    abw_bps: Some(e.abw_bps),
-                    bound: e.bound,
+                Some((abw_bps, bound, capacity_bps)) => Analysis {
+                    abw_bps: Some(abw_bps),
+                    bound,
                     detail: Detail {
-                        capacity_bps: e.capacity_bps,
+                        capacity_bps,
                         ..detail
                     },
                     ..base

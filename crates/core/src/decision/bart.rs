@@ -253,19 +253,8 @@ impl BartTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::topp::tests::fluid;
     use crate::schedule::rates_around;
-
-    /// TOPP points of a fluid path: `o/m = 1` up to `A = C - X`, then
-    /// `o/C + X/C`.
-    fn fluid(c: f64, x: f64, rates: &[f64]) -> Vec<ToppPoint> {
-        rates
-            .iter()
-            .map(|&o| ToppPoint {
-                offered_bps: o,
-                ratio: if o <= c - x { 1.0 } else { o / c + x / c },
-            })
-            .collect()
-    }
 
     /// A deterministic noise of standard deviation about `sd`.
     fn noisy(mut p: Vec<ToppPoint>, k: usize, sd: f64) -> Vec<ToppPoint> {

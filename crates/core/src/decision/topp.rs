@@ -138,12 +138,13 @@ pub fn topp(points: &[ToppPoint], tolerance: f64) -> Option<ToppEstimate> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The fluid model: `o / m = 1` up to `C - X`, then `(o + X) / C`.
-    fn fluid(c: f64, x: f64, rates: &[f64]) -> Vec<ToppPoint> {
+    /// The fluid model: `o / m = 1` up to `C - X`, then `(o + X) / C`
+    /// (BART's tests use it too).
+    pub(crate) fn fluid(c: f64, x: f64, rates: &[f64]) -> Vec<ToppPoint> {
         rates
             .iter()
             .map(|&o| ToppPoint {
