@@ -50,22 +50,28 @@ pub fn pair_gaps(stream: &ProbeStream) -> Vec<(f64, f64, u32)> {
         .collect()
 }
 
+/// Each received pair's estimate by the probe gap model, unclamped.
+pub fn pair_estimates(stream: &ProbeStream, capacity_bps: f64) -> Vec<f64> {
+    pair_gaps(stream)
+        .into_iter()
+        .map(|(_, g_out, size)| {
+            // The model's g_in is the capacity's gap, whatever the sender
+            // managed (Spruce computes it from C, not from its send times).
+            let g_in = 8.0 * size as f64 * 1e9 / capacity_bps;
+            capacity_bps * (1.0 - (g_out - g_in) / g_in)
+        })
+        .collect()
+}
+
 /// Spruce over the pairs of one stream, with the tight link's capacity.
 /// `None` without a received pair or a positive capacity.
 pub fn spruce_estimate(stream: &ProbeStream, capacity_bps: f64) -> Option<SpruceEstimate> {
     if !(capacity_bps.is_finite() && capacity_bps > 0.0) {
         return None;
     }
-    let pairs = pair_gaps(stream);
-    let mut sum = 0.0;
-    let mut n = 0usize;
-    for (_, g_out, size) in pairs {
-        // The model's g_in is the capacity's gap, whatever the sender
-        // managed (Spruce computes it from C, not from its send times).
-        let g_in = 8.0 * size as f64 * 1e9 / capacity_bps;
-        sum += capacity_bps * (1.0 - (g_out - g_in) / g_in);
-        n += 1;
-    }
+    let each = pair_estimates(stream, capacity_bps);
+    let n = each.len();
+    let sum: f64 = each.iter().sum();
     (n > 0).then(|| SpruceEstimate {
         abw_bps: (sum / n as f64).clamp(0.0, capacity_bps),
         pairs_used: n,

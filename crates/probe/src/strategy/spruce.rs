@@ -13,10 +13,11 @@
 //! the mean over all pairs received, its range the 95 % interval of that
 //! mean; stop `converged` after `pairs`.
 
+use super::chirp::mean_interval;
 use super::{Budget, Method as Strategy, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::{Channel, StreamRequest};
 use tightlink_core::decision::igi::bottleneck_bps;
-use tightlink_core::decision::spruce::pair_gaps;
+use tightlink_core::decision::spruce::pair_estimates;
 use tightlink_core::rng::Rng;
 use tightlink_core::schedule::single_rate_schedule;
 use tightlink_core::{stats, AnalysisParams, Bound};
@@ -106,18 +107,13 @@ pub fn run(
             // Batched receive stamps are not pair gaps.
             continue;
         }
-        for (_, g_out, sz) in pair_gaps(&stream) {
-            let g_in = 8.0 * sz as f64 * 1e9 / capacity;
-            estimates.push(capacity * (1.0 - (g_out - g_in) / g_in));
-        }
+        estimates.extend(pair_estimates(&stream, capacity));
     }
     if estimates.is_empty() {
         return Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream));
     }
-    let n = estimates.len() as f64;
-    let mean = estimates.iter().sum::<f64>() / n;
-    let var = estimates.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-    let half = 1.96 * (var / n).sqrt();
+    let (mean, lo, _) = mean_interval(&estimates);
+    let half = mean - lo;
     let a = mean.clamp(0.0, capacity);
     let stop = if estimates.len() >= params.pairs {
         Stop::Converged
