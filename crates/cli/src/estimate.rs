@@ -47,6 +47,10 @@ pub struct EstimateArgs {
     /// `sim:`); `--json-stream` gives an `update` event per stream.
     #[arg(long, conflicts_with_all = ["both", "json"])]
     pub follow: bool,
+    /// With --follow: start a stream every DURATION (e.g. 200ms, up to
+    /// 5s) instead of back to back: the probe load of watching a path.
+    #[arg(long, requires = "follow")]
+    pub interval: Option<String>,
     /// Write every stream of the run as a probe trace (format v1; gzip when
     /// the name ends in `.gz`); `tightlink estimate trace:FILE` replays it.
     #[arg(long)]
@@ -95,6 +99,15 @@ impl EstimateArgs {
             save_trace: self.save_trace.clone(),
             save_truth: self.save_truth.clone(),
             follow: self.follow,
+            follow_interval_ns: self
+                .interval
+                .as_deref()
+                .map(|i| {
+                    tightlink_core::units::parse_time_ns(i)
+                        .with_context(|| format!("--interval {i}"))
+                })
+                .transpose()?
+                .unwrap_or(0),
             ..EstimateOptions::default()
         })
     }
@@ -216,6 +229,7 @@ fn update_event(u: &tightlink_measure::BartUpdate) -> serde_json::Value {
         "available_bandwidth_bps": u.abw_bps,
         "sd_bps": u.sd_bps,
         "bound": u.bound.as_str(),
+        "window_ns": u.window_ns,
     });
     if let Some(t) = u.truth_bps.filter(|t| t.is_finite()) {
         v["truth_bps"] = serde_json::json!(t);

@@ -36,6 +36,11 @@ pub enum LabCommand {
     /// Up, server, cross traffic, estimates with truth, down; a table per
     /// method.
     Run(RunArgs),
+    /// `estimate --follow` (bart) through the lab, each update against the
+    /// kernel-counter truth over its stream and over 500 ms around it; a
+    /// scenario whose cross traffic steps (`lab list`: step) shows how fast
+    /// the tracker follows.
+    Track(TrackArgs),
     /// A bulk TCP transfer (cubic) through the lab, captured at the sender:
     /// analyze-tcp's capacity, buffer and loss classes against the
     /// configured bottleneck and each loss's true cause.
@@ -61,6 +66,24 @@ pub struct TcpArgs {
     /// One JSON object per transfer instead of the summary.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args)]
+pub struct TrackArgs {
+    #[command(flatten)]
+    pub target: LabTarget,
+    /// Streams to follow for.
+    #[arg(long, default_value_t = 160)]
+    pub streams: usize,
+    /// A stream every DURATION (estimate --interval).
+    #[arg(long, default_value = "100ms")]
+    pub interval: String,
+    /// The whole series and summary as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// The series against the truth as a PNG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -200,7 +223,95 @@ pub fn run(args: LabArgs) -> Result<()> {
         }
         LabCommand::Run(a) => run_lab(a),
         LabCommand::Tcp(a) => tcp_lab(a),
+        LabCommand::Track(a) => track_lab(a),
     }
+}
+
+fn track_lab(a: TrackArgs) -> Result<()> {
+    let ns = tightlink_core::units::parse_time_ns(&a.interval)
+        .with_context(|| format!("--interval {}", a.interval))?;
+    if !(1_000_000..=tightlink_measure::estimate::MAX_FOLLOW_INTERVAL_NS).contains(&ns) {
+        bail!("--interval {}: must be within 1ms..5s", a.interval);
+    }
+    if !(3..=10_000).contains(&a.streams) {
+        bail!("--streams {}: must be within 3..10000", a.streams);
+    }
+    let lab = lab_of(&a.target)?;
+    need_root()?;
+    let opts = tightlink_lab::track::TrackOptions {
+        exe: std::env::current_exe()?,
+        streams: a.streams,
+        interval: Duration::from_nanos(ns as u64),
+        sample_period: Duration::from_millis(1),
+    };
+    let r = tightlink_lab::track::track(&lab, &opts)?;
+    if let Some(p) = &a.plot {
+        let points: Vec<(f64, f64, f64, f64)> = r
+            .points
+            .iter()
+            .filter_map(|p| Some((p.t_s, p.estimate_bps, p.sd_bps, p.stream_truth_bps?)))
+            .collect();
+        tightlink_plot::draw_tracking(
+            p,
+            &tightlink_plot::Tracking {
+                title: &format!("lab {}: estimate --follow against the counters", r.scenario),
+                x_desc: "time from the first stream (s)",
+                points: &points,
+                truth_line: Some(("truth over 500 ms", &r.truth_series)),
+                step_at_s: r.step_at_s,
+            },
+        )
+        .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    let m = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1}", v / 1e6));
+    println!(
+        "scenario {}: {}",
+        lab.scenario.name, lab.scenario.description
+    );
+    println!("  time s   estimate Mbit/s   +- sd   truth(stream)  truth(500 ms)");
+    for p in &r.points {
+        println!(
+            "{:7.2}   {:8.1} {:>8}   {:6.1}   {:>12}   {:>12}",
+            p.t_s,
+            p.estimate_bps / 1e6,
+            if p.bound == "exact" {
+                ""
+            } else {
+                p.bound.as_str()
+            },
+            p.sd_bps / 1e6,
+            m(p.stream_truth_bps),
+            m(p.truth_bps)
+        );
+    }
+    let s = &r.summary;
+    let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1} %", v * 100.0));
+    println!(
+        "{} updates, {:.0} % within +-10 % of the 500 ms truth; median error {} before{}",
+        r.points.len(),
+        s.within_tolerance * 100.0,
+        pct(s.median_before),
+        match r.step_at_s {
+            Some(t) => format!(
+                " the step at {t:.2} s, {} from the fifth update after it; followed (3 in a row within 10 %) {}",
+                pct(s.median_after),
+                s.updates_to_follow
+                    .map_or("never".into(), |n| format!("from the {n}. update after the step"))
+            ),
+            None => String::new(),
+        }
+    );
+    println!(
+        "probe bytes {}, wall {}",
+        r.probe_bytes
+            .map_or("-".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
+        r.wall_s.map_or("-".into(), |w| format!("{w:.1} s"))
+    );
+    Ok(())
 }
 
 fn tcp_lab(a: TcpArgs) -> Result<()> {

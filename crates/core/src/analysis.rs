@@ -542,17 +542,28 @@ fn multi_rate(
 ) -> Analysis {
     let subs = stream.sub_streams(params.gap_tolerance);
     let loss = 1.0 - base.received as f64 / base.packets as f64;
-    let a = multi_rate_gaps(stream, &subs, loss, method, params, base, tracker);
+    // BART reads the stream on a copy of its filter: a stream the loss
+    // rule below calls "at most" is a queue that overflowed, whose
+    // survivors' gaps are no offered-to-measured ratio; it must not move
+    // the line.
+    let mut trial = tracker.clone();
+    let a = multi_rate_gaps(stream, &subs, loss, method, params, base, &mut trial);
     let rule = params.multirate_loss;
     let lossy = loss > rule.at_most_above
         || (loss > rule.at_most_unless_congested_above
             && matches!(a.bound, Bound::AtLeast | Bound::None)
             && loss_grows_with_rate_in(stream, &subs));
+    if !lossy {
+        *tracker = trial;
+    }
     let lowest_bps = subs
         .iter()
         .map(|s| s.rate_bps)
         .filter(|r| r.is_finite() && *r > 0.0)
         .reduce(f64::min);
+    if let (true, Some(lowest), Method::Bart) = (lossy, lowest_bps, method) {
+        tracker.at_most(lowest);
+    }
     match (lossy, lowest_bps) {
         (true, Some(lowest)) => Analysis {
             bound: Bound::AtMost,
@@ -938,6 +949,69 @@ mod tests {
         }
         assert_eq!(drop_every(8).bound, Bound::AtLeast);
         assert_eq!(drop_every(50).bound, Bound::AtLeast);
+    }
+
+    /// BART on 10 Gbit/s with 4 of cross traffic (6 available): a stream
+    /// around 7 starts the filter near 6. A stream at 8.1-9.9 that lost
+    /// every 3rd packet (the loss rule's "at most", a queue that
+    /// overflowed) reads "at most" 8.1, above the filter: the filter stays
+    /// exactly as it was (its gaps are not read). Another stream around 7
+    /// without loss moves it. The same loss at 2.1-3.9 says "under 2.1":
+    /// the filter's zero comes down to 2.1.
+    #[test]
+    fn an_overflowed_stream_does_not_move_the_tracker() {
+        let p = AnalysisParams::default();
+        let path = SynthPath::ten_gig(4e9);
+        let around = |c: f64, r: f64| multi_rate_schedule(&rates_around(c, r, 5), 64, 9000);
+        let lose_every_3rd = |mut s: ProbeStream| {
+            for (i, pk) in s.packets.iter_mut().enumerate() {
+                if i % 3 == 2 {
+                    pk.recv_ns = None;
+                }
+            }
+            s
+        };
+        let mut tracker = BartTracker::new(p.bart);
+        let first = path.stream(0, &around(7e9, 0.3), 9000);
+        analyze_tracked(
+            &first,
+            StreamKind::MultiRate,
+            Method::Bart,
+            &p,
+            &mut tracker,
+        );
+        let before = tracker.clone();
+        assert!(before.estimate().is_some_and(|e| e.bound == Bound::Exact));
+        let lossy = lose_every_3rd(path.stream(1, &around(9e9, 0.1), 9000));
+        let a = analyze_tracked(
+            &lossy,
+            StreamKind::MultiRate,
+            Method::Bart,
+            &p,
+            &mut tracker,
+        );
+        assert_eq!(a.bound, Bound::AtMost, "{a:?}");
+        assert!(a.reason.as_deref().unwrap().contains("lost"), "{a:?}");
+        assert_eq!(tracker, before);
+        let clean = path.stream(2, &around(7e9, 0.3), 9000);
+        analyze_tracked(
+            &clean,
+            StreamKind::MultiRate,
+            Method::Bart,
+            &p,
+            &mut tracker,
+        );
+        assert_ne!(tracker, before);
+        let lossy = lose_every_3rd(path.stream(3, &around(3e9, 0.3), 9000));
+        analyze_tracked(
+            &lossy,
+            StreamKind::MultiRate,
+            Method::Bart,
+            &p,
+            &mut tracker,
+        );
+        let e = tracker.estimate().unwrap();
+        assert!((e.abw_bps / 2.1e9 - 1.0).abs() < 1e-6, "{e:?}");
     }
 
     #[test]

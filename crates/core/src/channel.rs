@@ -159,6 +159,13 @@ pub trait Channel {
     fn info(&self) -> ChannelInfo;
     /// Time spent on the path so far, ns (simulated time for the simulator).
     fn elapsed_ns(&self) -> i64;
+    /// Lets `ns` pass without probing (a tracker's pause between
+    /// streams): the simulator moves its clock, a real channel sleeps and
+    /// keeps its session; a replayed trace ignores it (its streams carry
+    /// their own times).
+    fn idle(&mut self, ns: i64) {
+        let _ = ns;
+    }
     /// Ends the measurement (a real channel closes its session and
     /// collects the far end's counters).
     fn close(&mut self) -> Result<(), ChannelError> {
@@ -179,6 +186,9 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     }
     fn elapsed_ns(&self) -> i64 {
         (**self).elapsed_ns()
+    }
+    fn idle(&mut self, ns: i64) {
+        (**self).idle(ns)
     }
     fn close(&mut self) -> Result<(), ChannelError> {
         (**self).close()
@@ -235,6 +245,9 @@ impl<C: Channel> Channel for Recorder<'_, C> {
     }
     fn elapsed_ns(&self) -> i64 {
         self.inner.elapsed_ns()
+    }
+    fn idle(&mut self, ns: i64) {
+        self.inner.idle(ns)
     }
     fn close(&mut self) -> Result<(), ChannelError> {
         self.inner.close()

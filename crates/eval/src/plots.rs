@@ -49,49 +49,16 @@ pub fn draw_all(r: &Results, dir: &Path) -> Res<Vec<PathBuf>> {
 /// The tracker's estimate (with +-2 sd) and each stream's truth over
 /// path time.
 fn tracking(name: &str, t: &crate::experiments::Tracking, file: &Path) -> Res<()> {
-    let root = BitMapBackend::new(file, (1000, 500)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let t_end = t.points.iter().map(|p| p.0).fold(0.0, f64::max).max(0.1);
-    let top = t
-        .points
-        .iter()
-        .map(|p| (p.1 + 2.0 * p.2).max(p.3))
-        .fold(0.0, f64::max)
-        / 1e9
-        * 1.1;
-    let mut c = ChartBuilder::on(&root)
-        .caption(format!("BART following a step: {name}"), ("sans-serif", 18))
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.0..t_end, 0.0..top.max(1.0))?;
-    c.configure_mesh()
-        .x_desc("path time (s)")
-        .y_desc("available bandwidth (Gbit/s)")
-        .draw()?;
-    let g = |v: f64| v / 1e9;
-    c.draw_series(
-        t.points
-            .iter()
-            .map(|p| Circle::new((p.0, g(p.3)), 3, BLACK.filled())),
-    )?
-    .label("truth of each stream")
-    .legend(line_key(BLACK));
-    for k in [-2.0, 2.0] {
-        c.draw_series(LineSeries::new(
-            t.points.iter().map(|p| (p.0, g(p.1 + k * p.2))),
-            COLOURS[0].mix(0.35),
-        ))?;
-    }
-    c.draw_series(LineSeries::new(
-        t.points.iter().map(|p| (p.0, g(p.1))),
-        &COLOURS[0],
-    ))?
-    .label("bart estimate (+-2 sd)")
-    .legend(line_key(COLOURS[0]));
-    draw_key(&mut c, SeriesLabelPosition::LowerLeft)?;
-    root.present()?;
-    Ok(())
+    tightlink_plot::draw_tracking(
+        file,
+        &tightlink_plot::Tracking {
+            title: &format!("BART following a step: {name}"),
+            x_desc: "path time (s)",
+            points: &t.points,
+            truth_line: None,
+            step_at_s: Some(crate::experiments::STEP_AT_S - 0.02),
+        },
+    )
 }
 
 fn gap_example(r: &Results, file: &Path) -> Res<()> {

@@ -12,6 +12,8 @@
 //! - [`truth`]: available bandwidth over a window from the samples.
 //! - [`run`]: `lab run` and `lab check`.
 //! - [`passive`]: `lab tcp`, the passive estimators on a real transfer.
+//! - [`track`]: `lab track`, the tracker's series against the truth over
+//!   time.
 
 pub mod cross;
 pub mod kernel;
@@ -20,6 +22,7 @@ pub mod run;
 pub mod sampler;
 pub mod scenario;
 pub mod topology;
+pub mod track;
 pub mod truth;
 
 pub use scenario::Scenario;

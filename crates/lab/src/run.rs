@@ -247,7 +247,7 @@ pub(crate) fn run_child(
 }
 
 /// Counters covering `end_ns`: waits for the sampler to pass it.
-fn samples_until(sampler: &Sampler, end_ns: i64) -> Vec<Sample> {
+pub(crate) fn samples_until(sampler: &Sampler, end_ns: i64) -> Vec<Sample> {
     for _ in 0..200 {
         if sampler.last().is_some_and(|l| l.t_ns >= end_ns) {
             break;
@@ -257,11 +257,26 @@ fn samples_until(sampler: &Sampler, end_ns: i64) -> Vec<Sample> {
     sampler.snapshot()
 }
 
-/// Starts the far end and the cross traffic; returns the children.
-fn start_services(lab: &Lab, opts: &RunOptions, seconds: u64) -> Result<Vec<Child>, String> {
-    let exe = &opts.exe;
+/// What runs in the lab besides the tool under test.
+pub(crate) struct Services {
+    pub(crate) children: Vec<Child>,
+    /// When the cross traffic sender was started (CLOCK_REALTIME ns): its
+    /// clock's zero, to within the process start (milliseconds).
+    pub(crate) cross_started_ns: Option<i64>,
+}
+
+/// Starts the far end (`tightlink server` with `server_args` beside the
+/// defaults, and the tool's own server) and the cross traffic.
+pub(crate) fn start_services(
+    lab: &Lab,
+    exe: &PathBuf,
+    tool_server: Option<&str>,
+    server_args: &[&str],
+    seconds: u64,
+) -> Result<Services, String> {
     let mut children = Vec::new();
-    if let Some(cmd) = opts.tool.as_ref().and_then(|t| t.server.as_ref()) {
+    let mut cross_started_ns = None;
+    if let Some(cmd) = tool_server {
         children.push(
             Command::new("ip")
                 .args(["netns", "exec", &lab.ns("rcv"), "sh", "-c", cmd])
@@ -273,6 +288,7 @@ fn start_services(lab: &Lab, opts: &RunOptions, seconds: u64) -> Result<Vec<Chil
     }
     let mut server = in_ns(lab, "rcv", exe)
         .args(["server", "--bind", RCV_IP, "--max-sessions-per-ip", "8"])
+        .args(server_args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -304,6 +320,7 @@ fn start_services(lab: &Lab, opts: &RunOptions, seconds: u64) -> Result<Vec<Chil
                 .map_err(|e| format!("start cross sink: {e}"))?,
         );
         std::thread::sleep(Duration::from_millis(100));
+        cross_started_ns = Some(realtime_ns());
         children.push(
             in_ns(lab, "xs", exe)
                 .args([
@@ -324,7 +341,10 @@ fn start_services(lab: &Lab, opts: &RunOptions, seconds: u64) -> Result<Vec<Chil
                 .map_err(|e| format!("start cross traffic: {e}"))?,
         );
     }
-    Ok(children)
+    Ok(Services {
+        children,
+        cross_started_ns,
+    })
 }
 
 /// One estimate by `method` (or the tool), with its truth.
@@ -442,7 +462,10 @@ pub fn run(
     };
     // Generous: every estimate at its timeout would still be covered.
     let seconds = 10 + (opts.repeat * methods.len()) as u64 * 5;
-    guard.children = start_services(lab, opts, seconds).map_err(LabError::Command)?;
+    let tool_server = opts.tool.as_ref().and_then(|t| t.server.as_deref());
+    guard.children = start_services(lab, &opts.exe, tool_server, &[], seconds)
+        .map_err(LabError::Command)?
+        .children;
     let sampler = Sampler::start(lab, opts.sample_period)
         .map_err(|e| LabError::Command(format!("counters: {e}")))?;
     // Let the cross traffic reach its pace and the queues settle.

@@ -28,6 +28,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("bursty40", include_str!("../scenarios/bursty40.toml")),
     ("onoff4x", include_str!("../scenarios/onoff4x.toml")),
     ("smoothed", include_str!("../scenarios/smoothed.toml")),
+    ("step", include_str!("../scenarios/step.toml")),
     ("two-hop", include_str!("../scenarios/two-hop.toml")),
     ("lossy", include_str!("../scenarios/lossy.toml")),
     ("shaper500", include_str!("../scenarios/shaper500.toml")),

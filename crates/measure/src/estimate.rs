@@ -36,7 +36,15 @@ pub struct EstimateOptions {
     /// Track the available bandwidth (`bart` only) until `max_streams`,
     /// with an [`Event::Update`] per stream, instead of stopping once sure.
     pub follow: bool,
+    /// Following: a stream every this many ns (the channel idles between
+    /// streams); 0 sends them back to back. At most
+    /// [`MAX_FOLLOW_INTERVAL_NS`]: a real session idle longer times out.
+    pub follow_interval_ns: i64,
 }
+
+/// The longest pause between followed streams: the server cuts a session
+/// idle for 10 s.
+pub const MAX_FOLLOW_INTERVAL_NS: i64 = 5_000_000_000;
 
 impl Default for EstimateOptions {
     fn default() -> Self {
@@ -48,6 +56,7 @@ impl Default for EstimateOptions {
             save_truth: None,
             analysis: AnalysisParams::default(),
             follow: false,
+            follow_interval_ns: 0,
         }
     }
 }
@@ -147,8 +156,16 @@ pub fn estimate(
     let report = {
         let mut progress = |f: f64| (events.borrow_mut())(Event::Progress(f));
         if options.follow {
+            if !(0..=MAX_FOLLOW_INTERVAL_NS).contains(&options.follow_interval_ns) {
+                bail!(
+                    "the interval between followed streams must be within 0..{} s, not {} ns",
+                    MAX_FOLLOW_INTERVAL_NS / 1_000_000_000,
+                    options.follow_interval_ns
+                );
+            }
             let mut p = BartStrategyParams {
                 follow: true,
+                interval_ns: options.follow_interval_ns,
                 ..BartStrategyParams::default()
             };
             p.streams.size_bytes = info.probe_size_bytes.unwrap_or(p.streams.size_bytes);

@@ -616,6 +616,13 @@ impl Channel for UdpChannel {
         self.elapsed_ns
     }
 
+    fn idle(&mut self, ns: i64) {
+        if ns > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(ns as u64));
+            self.elapsed_ns += ns;
+        }
+    }
+
     fn close(&mut self) -> Result<(), ChannelError> {
         if self.server_drops.is_none() {
             self.close_session()?;

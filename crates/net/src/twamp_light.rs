@@ -919,6 +919,13 @@ impl Channel for TwampChannel {
         self.elapsed_ns
     }
 
+    fn idle(&mut self, ns: i64) {
+        if ns > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(ns as u64));
+            self.elapsed_ns += ns;
+        }
+    }
+
     /// Drops are replies this end did not use; probes without a reply
     /// are losses in their streams (as a server's missing stamps are).
     fn side_report(&self) -> SideReport {

@@ -76,6 +76,92 @@ pub fn slug(name: &str) -> String {
     s.trim_matches('-').to_string()
 }
 
+/// A tracker's answers over time (`eval`'s step and `lab track`).
+pub struct Tracking<'a> {
+    pub title: &'a str,
+    pub x_desc: &'a str,
+    /// (time s, estimate, its sd, the truth over that stream), bit/s.
+    pub points: &'a [(f64, f64, f64, f64)],
+    /// A second, slower truth series (time s, bit/s), drawn as a line.
+    pub truth_line: Option<(&'a str, &'a [(f64, f64)])>,
+    /// Where the path changed, drawn as a dashed vertical line.
+    pub step_at_s: Option<f64>,
+}
+
+/// The tracker's estimate with +-2 sd, each stream's truth as a dot and
+/// the optional truth line, over time.
+pub fn draw_tracking(file: &Path, t: &Tracking<'_>) -> Res<()> {
+    register_font();
+    let root = BitMapBackend::new(file, (1000, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let t_end = t.points.iter().map(|p| p.0).fold(0.0, f64::max).max(0.1);
+    let line = t.truth_line.map_or(&[][..], |l| l.1);
+    let top = t
+        .points
+        .iter()
+        .map(|p| (p.1 + 2.0 * p.2).max(p.3))
+        .chain(line.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
+    // Gbit/s above 2 Gbit/s, else Mbit/s.
+    let (scale, unit) = if top >= 2e9 {
+        (1e9, "Gbit/s")
+    } else {
+        (1e6, "Mbit/s")
+    };
+    let g = |v: f64| v / scale;
+    let top = g(top) * 1.1;
+    let mut c = ChartBuilder::on(&root)
+        .caption(t.title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..t_end, 0.0..top.max(1.0))?;
+    c.configure_mesh()
+        .x_desc(t.x_desc)
+        .y_desc(format!("available bandwidth ({unit})"))
+        .draw()?;
+    c.draw_series(
+        t.points
+            .iter()
+            .map(|p| Circle::new((p.0, g(p.3)), 3, BLACK.filled())),
+    )?
+    .label("truth over each stream")
+    .legend(line_key(BLACK));
+    if let Some((name, pts)) = t.truth_line {
+        c.draw_series(LineSeries::new(
+            pts.iter().map(|p| (p.0, g(p.1))),
+            COLOURS[2].stroke_width(2),
+        ))?
+        .label(name)
+        .legend(line_key(COLOURS[2]));
+    }
+    for k in [-2.0, 2.0] {
+        c.draw_series(LineSeries::new(
+            t.points.iter().map(|p| (p.0, g(p.1 + k * p.2))),
+            COLOURS[0].mix(0.35),
+        ))?;
+    }
+    c.draw_series(LineSeries::new(
+        t.points.iter().map(|p| (p.0, g(p.1))),
+        &COLOURS[0],
+    ))?
+    .label("bart estimate (+-2 sd)")
+    .legend(line_key(COLOURS[0]));
+    if let Some(s) = t.step_at_s {
+        c.draw_series(DashedLineSeries::new(
+            [(s, 0.0), (s, top)],
+            6,
+            4,
+            COLOURS[3].into(),
+        ))?
+        .label("cross traffic steps")
+        .legend(line_key(COLOURS[3]));
+    }
+    draw_key(&mut c, SeriesLabelPosition::LowerLeft)?;
+    root.present()?;
+    Ok(())
+}
+
 /// Estimate against truth, one point per run and a colour per method,
 /// with the y = x line and a +-10 % band (`tightlink lab run --plot`).
 pub fn draw_estimate_vs_truth(

@@ -69,6 +69,10 @@ impl Channel for SimChannel {
         (self.path.now_ns() - self.start_ns).round() as i64
     }
 
+    fn idle(&mut self, ns: i64) {
+        self.path.idle(ns as f64);
+    }
+
     fn side_report(&self) -> SideReport {
         SideReport {
             host: None,

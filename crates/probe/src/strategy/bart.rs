@@ -12,15 +12,21 @@
 //! estimate; the interval is the answer's range. Within one measurement
 //! the path is taken as steady, so the filter allows its line's zero to
 //! drift 0.2 % of the capacity per stream (when following a path for
-//! minutes: 5 %), and its prior takes the sender's link rate as the
+//! minutes: 2 %), and its prior takes the sender's link rate as the
 //! capacity, give or take half. An estimate that falls under half the
 //! lowest rate the stream probed is a line drawn through a burst that
 //! saturated the link (every rate strained, steeply): the next stream
-//! scans wide again, as the first did, so the filter can climb back.
+//! scans wide again (+-80 %) around that lowest rate, so the filter can
+//! climb back. A stream that the loss rule reads "at most" its lowest
+//! rate overflowed a queue: the filter leaves it out and the next stream
+//! is centred below it, as the multi-rate strategy does.
 //!
 //! Following (`follow`): no stable or ceiling stop, the filter allows the
 //! long-run drift, and every stream's answer goes to the caller; the run
-//! ends with the budget and reports the last answer.
+//! ends with the budget and reports the last answer. With `interval_ns`
+//! the streams start that far apart and the channel idles between them,
+//! so a path watched for long carries a probe load of one stream per
+//! interval, not back-to-back streams.
 
 use super::multirate::{per_rate_for_batches, MultirateParams};
 use super::{Budget, Ceiling, Method as Strategy, Progress, Report, Session, Stop, StrategyError};
@@ -43,6 +49,9 @@ pub struct BartStrategyParams {
     /// Follow the path until the budget ends (no stable stop), with the
     /// drift a path watched for minutes needs (`BartParams`' default).
     pub follow: bool,
+    /// Following: a stream starts every `interval_ns` of path time (the
+    /// channel idles between them); 0 sends them back to back.
+    pub interval_ns: i64,
 }
 
 /// The tracker after one stream, for continuous output.
@@ -58,6 +67,9 @@ pub struct BartUpdate {
     pub bound: Bound,
     /// The stream's own truth, when the channel knows one.
     pub truth_bps: Option<f64>,
+    /// The stream's first send and last receive time, on the channel's
+    /// clock (CLOCK_REALTIME on real paths): the window its answer is of.
+    pub window_ns: [i64; 2],
 }
 
 impl Default for BartStrategyParams {
@@ -71,6 +83,7 @@ impl Default for BartStrategyParams {
             stable_tolerance: 0.05,
             beta_drift_sd: 0.002,
             follow: false,
+            interval_ns: 0,
         }
     }
 }
@@ -121,17 +134,32 @@ pub fn run_with_updates(
         if !s.fits(request.bytes()) {
             break;
         }
+        let began_ns = s.elapsed_ns();
         let stream = s.send(&request)?;
+        if params.follow && params.interval_ns > 0 {
+            s.idle(params.interval_ns - (s.elapsed_ns() - began_ns));
+        }
         if let Some(interval_ns) = stream.receive_batch_interval_ns() {
             per_rate = per_rate_for_batches(&sp, interval_ns, centre * (1.0 + range));
         }
-        analyze_tracked(
+        let a = analyze_tracked(
             &stream,
             StreamKind::MultiRate,
             Method::Bart,
             &analysis,
             &mut tracker,
         );
+        // A stream the loss rule reads "at most" its lowest rate overflowed
+        // a queue: the filter left it out; probe below it next, as the
+        // multi-rate strategy does.
+        let overflowed = match (a.bound, a.abw_bps) {
+            (Bound::AtMost, Some(lowest)) if a.reason.is_some() => Some(lowest),
+            _ => None,
+        };
+        if let Some(lowest) = overflowed {
+            range = sp.range;
+            centre = (lowest * (1.0 - sp.range)).max(max * 0.01);
+        }
         let Some(e) = tracker.estimate() else {
             continue;
         };
@@ -142,6 +170,7 @@ pub fn run_with_updates(
             sd_bps: e.abw_sd_bps,
             bound: e.bound,
             truth_bps: s.last_truth,
+            window_ns: stream_window_ns(&stream),
         });
         let near = Ceiling::default().reached(e.abw_bps, e.bound, max);
         at_ceiling = if near { at_ceiling + 1 } else { 0 };
@@ -152,9 +181,13 @@ pub fn run_with_updates(
         let lowest = rates[0];
         range = sp.range;
         match e.bound {
+            _ if overflowed.is_some() => {}
             Bound::AtLeast => centre = (e.abw_bps * (1.0 + sp.range)).max(centre),
             _ if e.abw_bps < 0.5 * lowest => {
-                centre = 0.5 * max;
+                // Wide again, but around the rates just probed: on a real
+                // path the sender's link may be many times the path's, and
+                // a scan up to it only overflows the queue.
+                centre = lowest;
                 range = 0.8;
             }
             _ => centre = e.abw_bps,
@@ -187,4 +220,17 @@ pub fn run_with_updates(
         r.truth_bps = s.last_truth.or(r.truth_bps);
     }
     Ok(r)
+}
+
+/// First send and last receive (or last send, if nothing came back).
+fn stream_window_ns(stream: &tightlink_core::stream::ProbeStream) -> [i64; 2] {
+    let first = stream.packets.first().map_or(0, |p| p.send_ns);
+    let last = stream
+        .packets
+        .iter()
+        .filter_map(|p| p.recv_ns)
+        .max()
+        .or(stream.packets.last().map(|p| p.send_ns))
+        .unwrap_or(first);
+    [first, last.max(first)]
 }

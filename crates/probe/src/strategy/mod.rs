@@ -390,6 +390,14 @@ impl<'a> Session<'a> {
         self.channel.elapsed_ns()
     }
 
+    /// Lets `ns` pass without probing ([`Channel::idle`]); nothing when
+    /// `ns` is not positive.
+    pub fn idle(&mut self, ns: i64) {
+        if ns > 0 {
+            self.channel.idle(ns);
+        }
+    }
+
     /// Whether another stream of `bytes` fits the budget.
     pub fn fits(&self, bytes: u64) -> bool {
         self.streams.len() < self.budget.max_streams
