@@ -236,6 +236,17 @@ impl ProbeStream {
         }
     }
 
+    /// From the first send to the last receive (the last send when
+    /// nothing arrived), ns on the stream's clock; `None` when empty.
+    pub fn window_ns(&self) -> Option<[i64; 2]> {
+        let first = self.packets.first()?.send_ns;
+        let last = match self.packets.iter().filter_map(|p| p.recv_ns).max() {
+            Some(r) => r,
+            None => self.packets.last()?.send_ns,
+        };
+        Some([first, last.max(first)])
+    }
+
     /// Send gaps `send_ns[i] - send_ns[i-1]` for `i >= 1`, ns.
     pub fn send_gaps_ns(&self) -> Vec<f64> {
         self.packets

@@ -11,6 +11,7 @@ use crate::run::{in_ns, run_child, samples_until, start_services, Guard};
 use crate::sampler::Sampler;
 use crate::topology::{Lab, LabError, RCV_IP};
 use crate::truth;
+use tightlink_core::stats::median;
 
 /// The window of the slower truth series.
 pub const TRUTH_WINDOW_NS: i64 = 500_000_000;
@@ -69,11 +70,6 @@ pub struct TrackReport {
     pub wall_s: Option<f64>,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    tightlink_core::stats::quantile_sorted(&v, 0.5)
-}
-
 /// The summary of a series of (time s, estimate, truth) against a step at
 /// `step_at_s` (none: everything is "before").
 pub fn summarise(points: &[(f64, f64, f64)], step_at_s: Option<f64>) -> TrackSummary {
@@ -88,9 +84,16 @@ pub fn summarise(points: &[(f64, f64, f64)], step_at_s: Option<f64>) -> TrackSum
     });
     let within = points.iter().filter(|p| err(p) <= FOLLOW_TOLERANCE).count();
     TrackSummary {
-        median_before: median(points[..first_after].iter().map(err).collect()),
-        median_after: step_at_s
-            .and_then(|_| median(points.iter().skip(first_after + 4).map(err).collect())),
+        median_before: median(&points[..first_after].iter().map(err).collect::<Vec<_>>()),
+        median_after: step_at_s.and_then(|_| {
+            median(
+                &points
+                    .iter()
+                    .skip(first_after + 4)
+                    .map(err)
+                    .collect::<Vec<_>>(),
+            )
+        }),
         updates_to_follow,
         within_tolerance: within as f64 / points.len().max(1) as f64,
     }

@@ -170,11 +170,7 @@ impl BartTracker {
                 // Nothing strained up to a rate above the estimate: the
                 // estimate is stale (BART re-scans). Move the line's zero
                 // to the top rate, slope kept, and doubt it by a third.
-                let a = self.x[0];
-                self.x[1] = -a * top;
-                self.p[0][1] = 0.0;
-                self.p[1][0] = 0.0;
-                self.p[1][1] += (RESCAN_DOUBT * a * top).powi(2);
+                self.move_zero_to(top);
                 return self.estimate();
             }
         }
@@ -201,6 +197,12 @@ impl BartTracker {
         if !self.started || u.is_nan() || u <= 0.0 || self.abw() <= u {
             return;
         }
+        self.move_zero_to(u);
+    }
+
+    /// Moves the line's zero to `u` (Gbit/s), slope kept, and doubts it by
+    /// [`RESCAN_DOUBT`] of itself.
+    fn move_zero_to(&mut self, u: f64) {
         let a = self.x[0];
         self.x[1] = -a * u;
         self.p[0][1] = 0.0;

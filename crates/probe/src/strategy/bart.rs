@@ -170,7 +170,7 @@ pub fn run_with_updates(
             sd_bps: e.abw_sd_bps,
             bound: e.bound,
             truth_bps: s.last_truth,
-            window_ns: stream_window_ns(&stream),
+            window_ns: stream.window_ns().unwrap_or_default(),
         });
         let near = Ceiling::default().reached(e.abw_bps, e.bound, max);
         at_ceiling = if near { at_ceiling + 1 } else { 0 };
@@ -220,17 +220,4 @@ pub fn run_with_updates(
         r.truth_bps = s.last_truth.or(r.truth_bps);
     }
     Ok(r)
-}
-
-/// First send and last receive (or last send, if nothing came back).
-fn stream_window_ns(stream: &tightlink_core::stream::ProbeStream) -> [i64; 2] {
-    let first = stream.packets.first().map_or(0, |p| p.send_ns);
-    let last = stream
-        .packets
-        .iter()
-        .filter_map(|p| p.recv_ns)
-        .max()
-        .or(stream.packets.last().map(|p| p.send_ns))
-        .unwrap_or(first);
-    [first, last.max(first)]
 }
