@@ -347,18 +347,33 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
             writeln!(out, "far end     {f}")?;
         }
         if let Some(own) = h.own_link_bps {
+            // Only an answer near the own link's rate makes it the tight
+            // link; a faster own link merely queued the fastest probes.
+            let abw = report.estimate.available_bandwidth_bps;
+            let tight = report.estimate.bound != Bound::None && abw > own * 0.9;
             writeln!(
                 out,
-                "bottleneck  the sender's own interface: its queue released {} streams at {:.3} Gbit/s (kernel transmit stamps), so the tight link is the sender's own",
+                "bottleneck  the sender's own interface: its queue released {} {} at {:.3} Gbit/s (kernel transmit stamps), {}",
                 h.queued_streams,
-                g(own)
+                if h.queued_streams == 1 { "stream" } else { "streams" },
+                g(own),
+                if tight {
+                    "so the tight link is the sender's own"
+                } else {
+                    "faster than the path beyond it"
+                }
             )?;
         }
         if h.late_streams > 0 {
             writeln!(
                 out,
-                "host        fell behind its schedule in {} streams",
-                h.late_streams
+                "host        fell behind its schedule in {} {}",
+                h.late_streams,
+                if h.late_streams == 1 {
+                    "stream"
+                } else {
+                    "streams"
+                }
             )?;
         }
         if !h.drops.is_empty() {

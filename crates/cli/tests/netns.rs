@@ -535,7 +535,10 @@ fn a_shaped_sender_interface_is_reported() {
         .unwrap_or_else(|| panic!("the sender's own bottleneck was not reported: {v}"));
     assert!(rel(own, 200e6).abs() < 0.10, "{own}: {v}");
     let (_, human, _) = lab.estimate(&[]);
-    assert!(human.contains("the sender's own interface"), "{human}");
+    assert!(
+        human.contains("so the tight link is the sender's own"),
+        "{human}"
+    );
     // AF_PACKET frames pass the same qdisc and are stamped after it.
     let v = lab.estimate_json(&["--backend", "packet"]);
     eprintln!("sender tbf, packet backend: {v}");

@@ -114,7 +114,11 @@ pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
 /// part of [`HostFindings`] that any channel sending paced probes keeps.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SendLedger {
+    /// Streams judged, and those the sender fell behind on.
+    pub streams: usize,
     pub late_streams: usize,
+    /// Late streams that its own interface's queue does not explain.
+    pub late_unqueued: usize,
     /// Own-link rates of the streams the sender's interface queued.
     pub own_link: Vec<f64>,
     pub tx_missing: u64,
@@ -129,11 +133,16 @@ impl SendLedger {
     /// the backend gets no transmit stamps (said once, not per stream).
     pub fn note(&mut self, d: &Departures, sizes: &[u32], stamps_expected: bool) {
         let v = judge_departures(d, sizes);
+        self.streams += 1;
         self.late_streams += v.late as usize;
+        self.late_unqueued += (v.late && v.queued_rate_bps.is_none()) as usize;
         if stamps_expected {
             self.tx_missing += v.tx_missing as u64;
         }
-        if let Some(r) = v.queued_rate_bps.filter(|_| !v.late) {
+        // Late or not: a sender whose own qdisc is full blocks in `send`,
+        // so the queued streams are the late ones; the kernel stamp lag
+        // that grew (not the lateness) says the queue was its own.
+        if let Some(r) = v.queued_rate_bps {
             self.own_link.push(r);
         }
     }
@@ -166,6 +175,12 @@ impl SendLedger {
             warnings.push(format!(
                 "the path reordered probes: {} packets in {} streams arrived after later-sent ones and count as lost (their times say nothing of the queue the rest saw; loss reads as congestion, so the estimate may read low)",
                 self.overtaken, self.overtaken_streams
+            ));
+        }
+        if self.late_unqueued >= 2 && self.late_unqueued * 2 >= self.streams {
+            warnings.push(format!(
+                "the sending host fell behind its schedule in {} of {} streams with no queue of its own to explain it (another process on its CPUs?): late packets leave in catch-up bursts that the path disperses, so the estimate may read low",
+                self.late_unqueued, self.streams
             ));
         }
         if let Some(&(_, n)) = drops.iter().find(|(name, _)| *name == "duplicate") {
@@ -337,6 +352,63 @@ mod tests {
             *u += i as i64 * 1_000;
         }
         assert!(judge_departures(&d, &[1514; 100]).late);
+    }
+
+    /// Scheduled at 300 Mbit/s into the sender's own 200 Mbit/s qdisc
+    /// whose queue fills after 30 packets: from then on `send` blocks, so
+    /// the sender is late by as much as the queue drains behind schedule,
+    /// and the lag of kernel stamp behind `send` stays at 30 x (60.56 -
+    /// 40.37) us. Late, yet the own link (200 Mbit/s) is what it found.
+    fn blocked_on_own_queue() -> Departures {
+        let mut d = departures(40_373, 100, 500, 60_560);
+        for i in 30..100 {
+            d.user_ns[i] = d.tx_ns[i].unwrap() - 30 * (60_560 - 40_373) - 1_500;
+        }
+        d
+    }
+
+    #[test]
+    fn a_sender_blocked_on_its_own_queue_is_late_and_queued() {
+        let d = blocked_on_own_queue();
+        let v = judge_departures(&d, &[1514; 100]);
+        assert!(v.late);
+        let r = v.queued_rate_bps.unwrap();
+        assert!((r / 200e6 - 1.0).abs() < 0.01, "{r}");
+        let mut ledger = SendLedger::default();
+        ledger.note(&d, &[1514; 100], true);
+        let f = ledger.findings(1e9, Vec::new(), Vec::new());
+        assert_eq!(f.queued_streams, 1);
+        assert!(f.warnings.is_empty(), "{:?}", f.warnings);
+    }
+
+    /// Late streams with no own queue behind them: 2 of 4 is half, so the
+    /// findings warn that the estimate may read low; 1 of 4 does not.
+    #[test]
+    fn a_sender_late_in_half_its_streams_is_warned_of() {
+        let mut late = departures(4_000, 100, 0, 4_000);
+        for (i, u) in late.user_ns.iter_mut().enumerate() {
+            *u += i as i64 * 1_000;
+        }
+        for (i, t) in late.tx_ns.iter_mut().enumerate() {
+            *t = t.map(|t| t + i as i64 * 1_000);
+        }
+        assert_eq!(judge_departures(&late, &[1514; 100]).queued_rate_bps, None);
+        let on_time = departures(4_000, 100, 500, 4_000);
+        let mut ledger = SendLedger::default();
+        for d in [&late, &on_time, &on_time, &on_time] {
+            ledger.note(d, &[1514; 100], true);
+        }
+        assert!(ledger
+            .findings(1e9, Vec::new(), Vec::new())
+            .warnings
+            .is_empty());
+        let mut ledger = SendLedger::default();
+        for d in [&late, &late, &on_time, &on_time] {
+            ledger.note(d, &[1514; 100], true);
+        }
+        let w = ledger.findings(1e9, Vec::new(), Vec::new()).warnings;
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("2 of 4 streams"), "{w:?}");
     }
 
     /// Missing stamps are counted; with more than 10 % missing no queue
