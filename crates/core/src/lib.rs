@@ -13,6 +13,9 @@
 //! - [`analysis`]: one entry point per method, as the CLI names them.
 //! - [`capacity`]: narrow-link capacity from packet pairs and trains
 //!   (Pathrate, CapProbe).
+//! - [`rapid`]: rate control from the estimates (\[BASS\] VII, RAPID):
+//!   data sent as multi-rate streams, the next rate from each stream's
+//!   receive stamps.
 //! - [`tcp`]: passive estimators on a TCP flow seen at its sender
 //!   (Westwood BE/RE/ERE, BBE loss discrimination and buffer, TCPProbe).
 //! - [`channel`]: the boundary a probing strategy talks to (`Channel`,
@@ -28,6 +31,7 @@ pub mod analysis;
 pub mod capacity;
 pub mod channel;
 pub mod decision;
+pub mod rapid;
 pub mod rng;
 pub mod schedule;
 pub mod smoothing;

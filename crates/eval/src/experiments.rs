@@ -115,6 +115,8 @@ pub struct Scale {
     pub sensitivity_streams: usize,
     pub strategy_seeds: u64,
     pub hundred_gig_streams: usize,
+    /// Simulated seconds per rate-control flow.
+    pub cc_seconds: f64,
 }
 
 impl Scale {
@@ -125,6 +127,7 @@ impl Scale {
             sensitivity_streams: 200,
             strategy_seeds: 6,
             hundred_gig_streams: 100,
+            cc_seconds: 3.0,
         }
     }
     pub fn full() -> Self {
@@ -134,6 +137,7 @@ impl Scale {
             sensitivity_streams: 1000,
             strategy_seeds: 20,
             hundred_gig_streams: 400,
+            cc_seconds: 10.0,
         }
     }
 }
@@ -844,4 +848,81 @@ pub fn tracking(seed: u64, case: &PathCase) -> Tracking {
         median_after: median(&mut after),
         points,
     }
+}
+
+/// The rate-control experiment of \[BASS\] VII (Figs. 17-18): one
+/// long-lived flow on the 10 Gbit/s path beside bursty or smoothed cross
+/// traffic (2.5 Gbit/s mean, 125 us coalescence), 5 and 30 ms round
+/// trips, under each controller.
+pub const CC_PATHS: [(&str, &str); 2] = [
+    ("bursty", "sim:cross=bursty:2.5G,coalescence=125us"),
+    ("smoothed", "sim:cross=smoothed:2.5G,coalescence=125us"),
+];
+pub const CC_RTTS_MS: [f64; 2] = [5.0, 30.0];
+pub const CC_CONTROLLERS: [&str; 4] = ["rapid", "rapid-raw", "cubic", "bbr"];
+
+/// One path and round trip, every controller's flow on it.
+#[derive(Debug, Clone)]
+pub struct CcCell {
+    pub cross: &'static str,
+    pub rtt_ms: f64,
+    pub flows: Vec<tightlink_sim::flow::FlowResult>,
+}
+
+/// Runs every controller over every path and round trip for
+/// `duration_ns` of simulated time each (throughput in 500 ms bins).
+pub fn congestion_control(seed: u64, duration_ns: f64) -> Vec<CcCell> {
+    use tightlink_core::rapid::{RapidEstimator, RapidParams};
+    use tightlink_sim::cc::{Bbr, Cubic};
+    use tightlink_sim::flow::{run_flow, FlowController, FlowSpec, RapidFlow};
+    let cells: Vec<(&'static str, &'static str, f64, &'static str)> = CC_PATHS
+        .iter()
+        .flat_map(|&(name, target)| {
+            CC_RTTS_MS
+                .iter()
+                .flat_map(move |&rtt| CC_CONTROLLERS.iter().map(move |&c| (name, target, rtt, c)))
+        })
+        .collect();
+    let flows: Vec<tightlink_sim::flow::FlowResult> = cells
+        .par_iter()
+        .map(|&(name, target, rtt_ms, controller)| {
+            // The same cross traffic for every controller in a cell.
+            let path = spec_for(target, unit_seed(seed, name, rtt_ms as usize));
+            let link_bps = path.hops[0].hop.capacity_bps;
+            let spec = FlowSpec {
+                path,
+                rtt_ns: rtt_ms * 1e6,
+                duration_ns,
+                bin_ns: 500e6,
+                packet_bytes: SIZE_BYTES,
+            };
+            let mut ctl: Box<dyn FlowController> = match controller {
+                "rapid" => Box::new(RapidFlow::new(RapidParams::paper(
+                    link_bps,
+                    SIZE_BYTES,
+                    RapidEstimator::Bass,
+                ))),
+                "rapid-raw" => Box::new(RapidFlow::new(RapidParams::paper(
+                    link_bps,
+                    SIZE_BYTES,
+                    RapidEstimator::Raw,
+                ))),
+                "cubic" => Box::new(Cubic::new(SIZE_BYTES)),
+                _ => Box::new(Bbr::new(SIZE_BYTES)),
+            };
+            run_flow(&spec, ctl.as_mut())
+        })
+        .collect();
+    let mut out: Vec<CcCell> = Vec::new();
+    for ((name, _, rtt_ms, _), f) in cells.into_iter().zip(flows) {
+        match out.last_mut() {
+            Some(c) if c.cross == name && c.rtt_ms == rtt_ms => c.flows.push(f),
+            _ => out.push(CcCell {
+                cross: name,
+                rtt_ms,
+                flows: vec![f],
+            }),
+        }
+    }
+    out
 }

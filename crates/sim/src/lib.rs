@@ -10,11 +10,16 @@
 //!   clock offset and drift).
 //! - [`path`]: sender jitter + hops + receiver, streams in, recorded streams
 //!   and ground truth out.
+//! - [`flow`]: a long-lived flow driven by a congestion controller
+//!   (Rapid, or the [`cc`] models of CUBIC and BBR) through a path, with
+//!   per-packet feedback a round trip later.
 //! - [`spec`]: the `sim:` target syntax.
 //! - [`channel`]: the path behind the core's `Channel` and `HopChannel`.
 
+pub mod cc;
 pub mod channel;
 pub mod cross;
+pub mod flow;
 pub mod hop;
 pub mod path;
 pub mod receiver;

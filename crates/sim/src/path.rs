@@ -175,6 +175,8 @@ pub struct SimPath {
     now_ns: f64,
     last_departure_ns: f64,
     events: u64,
+    /// Cross-traffic bits offered at each hop so far.
+    cross_offered_bits: Vec<f64>,
 }
 
 impl SimPath {
@@ -193,6 +195,7 @@ impl SimPath {
             cross,
             rng,
             last_departure_ns: f64::NEG_INFINITY,
+            cross_offered_bits: vec![0.0; spec.hops.len()],
             spec,
             events: 0,
         }
@@ -305,13 +308,7 @@ impl SimPath {
                     continue;
                 }
                 let arrival = times[i];
-                if let Some(c) = self.cross[k].as_mut() {
-                    while c.peek_ns() <= arrival {
-                        let (t, b) = c.pop().expect("peeked");
-                        self.hops[k].offer_cross(t, b);
-                        self.events += 2;
-                    }
-                }
+                self.offer_cross_until(k, arrival);
                 self.events += 2;
                 match self.hops[k].offer(arrival, sizes[i]) {
                     Some(d) => times[i] = d + prop,
@@ -321,6 +318,60 @@ impl SimPath {
             windows.push((first, last));
         }
         (alive, windows)
+    }
+
+    /// Offers hop `k`'s cross traffic that arrives up to `until_ns`.
+    fn offer_cross_until(&mut self, k: usize, until_ns: f64) {
+        if let Some(c) = self.cross[k].as_mut() {
+            while c.peek_ns() <= until_ns {
+                let (t, b) = c.pop().expect("peeked");
+                self.hops[k].offer_cross(t, b);
+                self.cross_offered_bits[k] += b as f64 * 8.0;
+                self.events += 2;
+            }
+        }
+    }
+
+    /// Carries one packet of a long-lived flow that leaves the sender at
+    /// `send_ns` (sim time, in send order, not mixed with probe streams)
+    /// through every hop; returns its arrival at the receiver's NIC, or
+    /// `None` where a hop dropped it. Random loss applies as to probes.
+    pub fn carry(&mut self, send_ns: f64, bytes: u32) -> Option<f64> {
+        let mut t = send_ns;
+        for k in 0..self.hops.len() {
+            // No stream window asks for the truth here: keep no history.
+            self.hops[k].forget_cross_before(t);
+            self.offer_cross_until(k, t);
+            self.events += 2;
+            t = self.hops[k].offer(t, bytes)? + self.hops[k].spec.propagation_ns;
+        }
+        if self.spec.random_loss > 0.0 && self.rng.unit() < self.spec.random_loss {
+            return None;
+        }
+        Some(t)
+    }
+
+    /// Offers every hop's cross traffic up to `until_ns`, so that
+    /// [`SimPath::cross_offered_bits`] counts it (call with times no
+    /// packet still to be carried arrives before).
+    pub fn advance_cross(&mut self, until_ns: f64) {
+        for k in 0..self.hops.len() {
+            self.offer_cross_until(k, until_ns);
+            self.hops[k].forget_cross_before(until_ns);
+        }
+    }
+
+    /// Cross-traffic bits offered at each hop so far.
+    pub fn cross_offered_bits(&self) -> &[f64] {
+        &self.cross_offered_bits
+    }
+
+    /// The receiver's stamp for a packet that reached its NIC at
+    /// `arrival_ns`: when software saw it (sim time) and that time on the
+    /// receiver's clock. Arrivals in time order.
+    pub fn receive(&mut self, arrival_ns: f64) -> (f64, i64) {
+        let t = self.receiver.stamp(arrival_ns);
+        (t, self.receiver.clock(t))
     }
 
     /// Sends TTL-limited packets (per-hop capacity, \[HOST\] 4.1): a
