@@ -122,17 +122,19 @@ pub struct RapidUpdate {
     pub rate_bps: f64,
 }
 
+/// The stream being sent: its id and its next packet.
 #[derive(Debug, Clone)]
 struct Plan {
     id: u64,
-    /// Send times (absolute, sender's clock).
-    send_ns: Vec<i64>,
     next: usize,
 }
 
+/// A stream sent (or being sent) and waiting for its feedback.
 #[derive(Debug, Clone)]
 struct Pending {
     avg_bps: f64,
+    /// Send times (sender's clock): the schedule, shifted on from a late
+    /// send.
     send_ns: Vec<i64>,
     recv_ns: Vec<Option<i64>>,
     known: Vec<bool>,
@@ -209,73 +211,97 @@ impl RapidController {
         if let Some(last) = self.last_send_ns {
             if now_ns - last > self.params.idle_restart_ns && !self.starting {
                 self.starting = true;
-                self.plan = None;
+                self.abandon_plan();
             }
         }
-        let need_new = self.plan.as_ref().is_none_or(|p| p.next >= p.send_ns.len());
-        if need_new {
-            let rates = self.stream_rates(self.rate_bps);
-            let offsets =
-                multi_rate_schedule(&rates, self.params.per_rate, self.params.packet_bytes);
-            let first_gap_ns = (self.params.packet_bytes as f64 * 8e9 / rates[0]).round() as i64;
-            let start = match self.last_send_ns {
-                Some(l) => (l + first_gap_ns).max(now_ns),
-                None => now_ns,
-            };
-            let o0 = offsets.first().copied().unwrap_or(0);
-            let send_ns: Vec<i64> = offsets.iter().map(|o| start + o - o0).collect();
-            let id = self.next_id;
-            self.next_id += 1;
-            let n = send_ns.len();
-            let span = (send_ns[n - 1] - send_ns[0]).max(1) as f64;
-            // Bytes after the first packet over the span: the rate the
-            // stream loads the path with.
-            let avg_bps = (n - 1) as f64 * self.params.packet_bytes as f64 * 8e9 / span;
-            self.pending.insert(
-                id,
-                Pending {
-                    avg_bps,
-                    send_ns: send_ns.clone(),
-                    recv_ns: vec![None; n],
-                    known: vec![false; n],
-                    left: n,
-                },
-            );
-            self.plan = Some(Plan {
-                id,
-                send_ns,
-                next: 0,
-            });
+        let p = match self.current() {
+            Some(p) => p,
+            None => self.plan_stream(now_ns),
+        };
+        self.pending[&p.id].send_ns[p.next].max(now_ns)
+    }
+
+    /// The stream being sent, unless it has no packet left.
+    fn current(&self) -> Option<Plan> {
+        let p = self.plan.clone()?;
+        (p.next < self.pending.get(&p.id)?.send_ns.len()).then_some(p)
+    }
+
+    /// A stream cut short (idle): its unsent packets are not waited for.
+    fn abandon_plan(&mut self) {
+        let Some(p) = self.plan.take() else { return };
+        if let Some(q) = self.pending.get_mut(&p.id) {
+            let unsent = q.send_ns.len().saturating_sub(p.next);
+            q.send_ns.truncate(p.next);
+            q.recv_ns.truncate(p.next);
+            q.known.truncate(p.next);
+            q.left -= unsent;
+            if q.left == 0 {
+                self.pending.remove(&p.id);
+            }
         }
-        let p = self.plan.as_ref().expect("planned");
-        p.send_ns[p.next].max(now_ns)
+    }
+
+    /// Plans the next stream at the current rate, starting one gap at its
+    /// first rate after the last send (or now).
+    fn plan_stream(&mut self, now_ns: i64) -> Plan {
+        let rates = self.stream_rates(self.rate_bps);
+        let offsets = multi_rate_schedule(&rates, self.params.per_rate, self.params.packet_bytes);
+        let first_gap_ns = (self.params.packet_bytes as f64 * 8e9 / rates[0]).round() as i64;
+        let start = match self.last_send_ns {
+            Some(l) => (l + first_gap_ns).max(now_ns),
+            None => now_ns,
+        };
+        let o0 = offsets.first().copied().unwrap_or(0);
+        let send_ns: Vec<i64> = offsets.iter().map(|o| start + o - o0).collect();
+        let id = self.next_id;
+        self.next_id += 1;
+        let n = send_ns.len();
+        let span = (send_ns[n - 1] - send_ns[0]).max(1) as f64;
+        // Bytes after the first packet over the span: the rate the
+        // stream loads the path with.
+        let avg_bps = (n - 1) as f64 * self.params.packet_bytes as f64 * 8e9 / span;
+        self.pending.insert(
+            id,
+            Pending {
+                avg_bps,
+                send_ns,
+                recv_ns: vec![None; n],
+                known: vec![false; n],
+                left: n,
+            },
+        );
+        let p = Plan { id, next: 0 };
+        self.plan = Some(p.clone());
+        p
     }
 
     /// The packet due at [`RapidController::next_send_ns`] has left at
     /// `at_ns`; its tag comes back with its feedback.
     pub fn sent(&mut self, at_ns: i64) -> PacketTag {
-        if self.plan.as_ref().is_none_or(|p| p.next >= p.send_ns.len()) {
-            self.next_send_ns(at_ns);
-        }
-        let p = self.plan.as_mut().expect("planned");
-        let tag = PacketTag {
-            stream: p.id,
-            index: p.next as u32,
+        let p = match self.current() {
+            Some(p) => p,
+            None => self.plan_stream(at_ns),
         };
+        let q = self.pending.get_mut(&p.id).expect("planned");
         // A late send is recorded as it happened, so the estimator sees
-        // the gaps the path saw.
-        let late = at_ns - p.send_ns[p.next];
+        // the gaps the path saw, and the rest of the stream keeps its
+        // gaps from there.
+        let late = at_ns - q.send_ns[p.next];
         if late > 0 {
-            if let Some(q) = self.pending.get_mut(&p.id) {
-                q.send_ns[p.next] = at_ns;
-            }
-            for t in &mut p.send_ns[p.next + 1..] {
+            for t in &mut q.send_ns[p.next..] {
                 *t += late;
             }
         }
-        p.next += 1;
+        self.plan = Some(Plan {
+            id: p.id,
+            next: p.next + 1,
+        });
         self.last_send_ns = Some(at_ns);
-        tag
+        PacketTag {
+            stream: p.id,
+            index: p.next as u32,
+        }
     }
 
     /// Feedback for one packet: its receive stamp on the receiver's clock,
@@ -558,7 +584,6 @@ mod tests {
         let t = c.next_send_ns(0);
         c.sent(t);
         let later = t + 300_000_000;
-        c.plan = None;
         let due = c.next_send_ns(later);
         assert_eq!(due, later);
         assert!(c.starting());

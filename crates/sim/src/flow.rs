@@ -11,6 +11,8 @@
 
 use std::collections::VecDeque;
 
+use tightlink_core::stats::{quantile_sorted, sorted};
+
 use crate::path::{PathSpec, SimPath};
 
 /// What a flow's controller hears of one packet.
@@ -115,6 +117,68 @@ struct InFlight {
     state: State,
 }
 
+/// Packets sent and not yet acknowledged or reported lost, in send order.
+#[derive(Default)]
+struct Flight {
+    packets: VecDeque<InFlight>,
+    bytes: u64,
+    reported_lost: u64,
+}
+
+impl Flight {
+    /// Reports the dropped packets as lost: those three or more before
+    /// `acked_seq`, or all of them (`None`: the timeout).
+    fn report_drops(
+        &mut self,
+        acked_seq: Option<u64>,
+        now_ns: f64,
+        delivered_bytes: u64,
+        ctl: &mut dyn FlowController,
+    ) {
+        for f in self.packets.iter_mut() {
+            if acked_seq.is_some_and(|s| f.seq + 3 > s) {
+                break;
+            }
+            if f.state == State::Dropped {
+                self.reported_lost += 1;
+                self.bytes -= f.bytes as u64;
+                f.state = State::Acked;
+                ctl.on_feedback(&Feedback {
+                    seq: f.seq,
+                    bytes: f.bytes,
+                    sent_ns: f.sent_ns,
+                    now_ns,
+                    recv_stamp_ns: None,
+                    delivered_bytes,
+                });
+            }
+        }
+        while self
+            .packets
+            .front()
+            .is_some_and(|f| f.state == State::Acked)
+        {
+            self.packets.pop_front();
+        }
+    }
+}
+
+/// Available bandwidth over a bin: the tightest hop's capacity minus the
+/// cross traffic offered there since `last_bits`.
+fn close_bin(path: &mut SimPath, until_ns: f64, bin_ns: f64, last_bits: &mut Vec<f64>) -> f64 {
+    path.advance_cross(until_ns);
+    let bits = path.cross_offered_bits().to_vec();
+    let available = path
+        .spec()
+        .hops
+        .iter()
+        .enumerate()
+        .map(|(k, h)| h.hop.sustained_bps() - (bits[k] - last_bits[k]) / bin_ns * 1e9)
+        .fold(f64::INFINITY, f64::min);
+    *last_bits = bits;
+    available
+}
+
 /// Runs one flow for `spec.duration_ns` after the path's warm-up.
 pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
     let mut path = SimPath::new(spec.path.clone());
@@ -136,34 +200,26 @@ pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
         .hops
         .first()
         .map_or(f64::INFINITY, |h| h.hop.capacity_bps);
-    let tight = |bits: &[f64], last: &[f64], bin_ns: f64| {
-        spec.path
-            .hops
-            .iter()
-            .enumerate()
-            .map(|(k, h)| h.hop.sustained_bps() - (bits[k] - last[k]) / bin_ns * 1e9)
-            .fold(f64::INFINITY, f64::min)
-    };
     let bins = (spec.duration_ns / spec.bin_ns).ceil().max(1.0) as usize;
     let mut delivered_bin = vec![0u64; bins];
     let mut available = Vec::with_capacity(bins);
     let mut last_bits = path.cross_offered_bits().to_vec();
     let mut next_bin = start + spec.bin_ns;
-    let mut flight: VecDeque<InFlight> = VecDeque::new();
+    let mut flight = Flight::default();
     let mut acks: VecDeque<(f64, u64, Option<i64>)> = VecDeque::new();
-    let mut inflight_bytes = 0u64;
     let mut delivered_bytes = 0u64;
     let mut seq = 0u64;
     let mut nic_free = start;
-    let (mut sent, mut lost, mut dropped) = (0u64, 0u64, 0u64);
+    let (mut sent, mut dropped) = (0u64, 0u64);
     let mut queue_delays: Vec<f64> = Vec::new();
     let mut srtt = spec.rtt_ns;
     let mut now = start;
     loop {
-        let t_send = ctl.next_send_ns(now, inflight_bytes).map(|t| t.max(now));
+        let t_send = ctl.next_send_ns(now, flight.bytes).map(|t| t.max(now));
         let t_ack = acks.front().map(|a| a.0);
         let rto = (2.0 * srtt).max(200e6);
         let t_rto = flight
+            .packets
             .iter()
             .find(|f| f.state == State::Dropped)
             .map(|f| f.sent_ns + rto);
@@ -177,66 +233,32 @@ pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
         now = t;
         if t_ack == Some(t) {
             let (_, s, stamp) = acks.pop_front().expect("front");
-            let i = flight.iter().position(|f| f.seq == s).expect("in flight");
-            let f = &mut flight[i];
+            let i = flight
+                .packets
+                .iter()
+                .position(|f| f.seq == s)
+                .expect("in flight");
+            let f = &mut flight.packets[i];
             f.state = State::Acked;
-            inflight_bytes -= f.bytes as u64;
-            delivered_bytes += f.bytes as u64;
-            srtt = 0.875 * srtt + 0.125 * (now - f.sent_ns);
-            let fb = Feedback {
+            let (bytes, sent_ns) = (f.bytes, f.sent_ns);
+            flight.bytes -= bytes as u64;
+            delivered_bytes += bytes as u64;
+            srtt = 0.875 * srtt + 0.125 * (now - sent_ns);
+            ctl.on_feedback(&Feedback {
                 seq: s,
-                bytes: f.bytes,
-                sent_ns: f.sent_ns,
+                bytes,
+                sent_ns,
                 now_ns: now,
                 recv_stamp_ns: stamp,
                 delivered_bytes,
-            };
-            ctl.on_feedback(&fb);
+            });
             // Three later packets acknowledged: the dropped ones before
             // them are lost.
-            for f in flight.iter_mut() {
-                if f.seq + 3 > s {
-                    break;
-                }
-                if f.state == State::Dropped {
-                    lost += 1;
-                    inflight_bytes -= f.bytes as u64;
-                    f.state = State::Acked;
-                    ctl.on_feedback(&Feedback {
-                        seq: f.seq,
-                        bytes: f.bytes,
-                        sent_ns: f.sent_ns,
-                        now_ns: now,
-                        recv_stamp_ns: None,
-                        delivered_bytes,
-                    });
-                }
-            }
-            while flight.front().is_some_and(|f| f.state == State::Acked) {
-                flight.pop_front();
-            }
+            flight.report_drops(Some(s), now, delivered_bytes, ctl);
         } else if t_rto == Some(t) {
-            for f in flight.iter_mut().filter(|f| f.state == State::Dropped) {
-                lost += 1;
-                inflight_bytes -= f.bytes as u64;
-                f.state = State::Acked;
-                ctl.on_feedback(&Feedback {
-                    seq: f.seq,
-                    bytes: f.bytes,
-                    sent_ns: f.sent_ns,
-                    now_ns: now,
-                    recv_stamp_ns: None,
-                    delivered_bytes,
-                });
-            }
-            while flight.front().is_some_and(|f| f.state == State::Acked) {
-                flight.pop_front();
-            }
+            flight.report_drops(None, now, delivered_bytes, ctl);
         } else if t == next_bin {
-            path.advance_cross(next_bin);
-            let bits = path.cross_offered_bits().to_vec();
-            available.push(tight(&bits, &last_bits, spec.bin_ns));
-            last_bits = bits;
+            available.push(close_bin(&mut path, next_bin, spec.bin_ns, &mut last_bits));
             next_bin += spec.bin_ns;
         } else {
             // The sender's own link serialises: a burst leaves at its rate.
@@ -245,7 +267,7 @@ pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
             nic_free = at + bytes as f64 * 8e9 / link_bps;
             ctl.on_send(seq, bytes, at, delivered_bytes);
             sent += 1;
-            inflight_bytes += bytes as u64;
+            flight.bytes += bytes as u64;
             let state = match path.carry(at, bytes) {
                 Some(arrival) => {
                     queue_delays.push(arrival - at - unloaded_ns);
@@ -262,7 +284,7 @@ pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
                     State::Dropped
                 }
             };
-            flight.push_back(InFlight {
+            flight.packets.push_back(InFlight {
                 seq,
                 bytes,
                 sent_ns: at,
@@ -273,20 +295,11 @@ pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
         }
     }
     while available.len() < bins {
-        path.advance_cross(next_bin);
-        let bits = path.cross_offered_bits().to_vec();
-        available.push(tight(&bits, &last_bits, spec.bin_ns));
-        last_bits = bits;
+        available.push(close_bin(&mut path, next_bin, spec.bin_ns, &mut last_bits));
         next_bin += spec.bin_ns;
     }
-    queue_delays.sort_by(f64::total_cmp);
-    let q = |f: f64| {
-        if queue_delays.is_empty() {
-            f64::NAN
-        } else {
-            queue_delays[((queue_delays.len() - 1) as f64 * f).round() as usize]
-        }
-    };
+    let queue_delays = sorted(&queue_delays);
+    let q = |f: f64| quantile_sorted(&queue_delays, f).unwrap_or(f64::NAN);
     FlowResult {
         controller: ctl.name(),
         bins_bps: delivered_bin
@@ -297,7 +310,7 @@ pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
         delivered_bytes: delivered_bin.iter().sum(),
         sent_packets: sent,
         lost_packets: dropped,
-        reported_losses: lost,
+        reported_losses: flight.reported_lost,
         queue_delay_median_ns: q(0.5),
         queue_delay_p95_ns: q(0.95),
     }
