@@ -41,6 +41,10 @@ pub enum LabCommand {
     /// scenario whose cross traffic steps (`lab list`: step) shows how fast
     /// the tracker follows.
     Track(TrackArgs),
+    /// A user-space delay line between two interfaces of this namespace
+    /// (what a hop's `delay` runs: this kernel has no netem). Prints
+    /// "ready" once both sockets are bound, then runs until killed.
+    DelayLine(DelayLineArgs),
     /// A bulk TCP transfer (cubic) through the lab, captured at the sender:
     /// analyze-tcp's capacity, buffer and loss classes against the
     /// configured bottleneck and each loss's true cause.
@@ -66,6 +70,27 @@ pub struct TcpArgs {
     /// One JSON object per transfer instead of the summary.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args)]
+pub struct DelayLineArgs {
+    /// One interface.
+    pub a: String,
+    /// The other.
+    pub b: String,
+    /// One way, each direction (e.g. 15ms).
+    #[arg(long)]
+    pub delay: String,
+    /// Each frame's delay uniform in delay +- jitter; frames keep their
+    /// order.
+    #[arg(long, default_value = "0")]
+    pub jitter: String,
+    /// Most bytes held per direction; beyond, frames are dropped.
+    #[arg(long, default_value = "64MB")]
+    pub queue_limit: String,
+    /// Rewrite the counters to this JSON file every second.
+    #[arg(long)]
+    pub status: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -133,6 +158,43 @@ pub struct RunArgs {
     pub sample_us: u64,
 }
 
+fn delay_line(a: DelayLineArgs) -> Result<()> {
+    use std::io::Write;
+    use tightlink_core::units::{parse_bytes, parse_time_ns};
+    use tightlink_lab::delay::{self, DelaySpec};
+    let delay_ns = parse_time_ns(&a.delay).with_context(|| format!("--delay {}", a.delay))?;
+    let jitter_ns = parse_time_ns(&a.jitter).with_context(|| format!("--jitter {}", a.jitter))?;
+    let limit =
+        parse_bytes(&a.queue_limit).with_context(|| format!("--queue-limit {}", a.queue_limit))?;
+    let spec = DelaySpec {
+        queue_limit_bytes: usize::try_from(limit).context("--queue-limit")?,
+        ..DelaySpec::new(delay_ns, jitter_ns)
+    };
+    let status = a.status.clone();
+    delay::run(
+        &a.a,
+        &a.b,
+        spec,
+        || {
+            let mut out = std::io::stdout();
+            let _ = out.write_all(b"ready\n").and_then(|_| out.flush());
+            let _ = delay::detach_stdout();
+        },
+        |counters| {
+            if let Some(p) = &status {
+                if let Ok(j) = serde_json::to_string(counters) {
+                    // Written whole, then renamed: a reader never sees half.
+                    let tmp = p.with_extension("tmp");
+                    if std::fs::write(&tmp, j).is_ok() {
+                        let _ = std::fs::rename(&tmp, p);
+                    }
+                }
+            }
+        },
+    )
+    .with_context(|| format!("delay line between {} and {}", a.a, a.b))
+}
+
 fn lab_of(t: &LabTarget) -> Result<Lab> {
     let scenario = Scenario::load(&t.scenario)?;
     let name = t.name.clone().unwrap_or_else(|| scenario.name.clone());
@@ -152,14 +214,14 @@ pub fn run(args: LabArgs) -> Result<()> {
         LabCommand::List => {
             for (name, _) in tightlink_lab::scenario::BUILT_IN {
                 let s = Scenario::load(name)?;
-                println!("{name:10} {}", s.description);
+                println!("{name:14} {}", s.description);
             }
             Ok(())
         }
         LabCommand::Up(t) => {
             need_root()?;
             let lab = lab_of(&t)?;
-            let r = lab.up()?;
+            let r = lab.up(&std::env::current_exe()?)?;
             println!("lab {} up: {}", lab.name, r.namespaces.join(" "));
             let on = lab.scenario.offloads_on;
             println!(
@@ -219,10 +281,25 @@ pub fn run(args: LabArgs) -> Result<()> {
                     want * 100.0
                 );
             }
+            if let Some(d) = &r.one_way_delay {
+                let ms = |ns: i64| ns as f64 / 1e6;
+                println!(
+                    "one-way delay: {:.3} ms median (p5 {:.3}, p95 {:.3}, max {:.3}) for {:.3} ms asked ({:+.0} us); {} of {} probes arrived",
+                    ms(d.median_ns),
+                    ms(d.p5_ns),
+                    ms(d.p95_ns),
+                    ms(d.max_ns),
+                    ms(d.asked_ns),
+                    (d.median_ns - d.asked_ns) as f64 / 1e3,
+                    d.received,
+                    d.sent
+                );
+            }
             Ok(())
         }
         LabCommand::Run(a) => run_lab(a),
         LabCommand::Tcp(a) => tcp_lab(a),
+        LabCommand::DelayLine(a) => delay_line(a),
         LabCommand::Track(a) => track_lab(a),
     }
 }

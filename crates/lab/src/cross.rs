@@ -15,6 +15,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tightlink_sys::sockopt;
 
 use tightlink_core::rng::Rng;
 use tightlink_sim::cross::{CrossSpec, CrossTraffic};
@@ -208,7 +209,13 @@ pub struct SinkReport {
 /// fixed buffer per connection.
 pub fn sink(bind: SocketAddr, duration: Duration, stop: &AtomicBool) -> io::Result<SinkReport> {
     let udp = UdpSocket::bind(bind)?;
-    udp.set_read_timeout(Some(Duration::from_millis(100)))?;
+    udp.set_read_timeout(Some(Duration::from_millis(10)))?;
+    // Room for a burst while this process waits for a CPU (a delay line
+    // releases frames in batches; the default 208 KB overflowed).
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&udp);
+    if sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
+        sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20)?;
+    }
     let tcp = TcpListener::bind(bind)?;
     tcp.set_nonblocking(true)?;
     let tcp_bytes = Arc::new(AtomicU64::new(0));
@@ -216,6 +223,7 @@ pub fn sink(bind: SocketAddr, duration: Duration, stop: &AtomicBool) -> io::Resu
     let mut report = SinkReport::default();
     let started = Instant::now();
     let mut buf = vec![0u8; 65536];
+    let mut next_accept = Instant::now();
     while !stop.load(Ordering::Relaxed) && started.elapsed() < duration {
         match udp.recv(&mut buf) {
             Ok(n) => {
@@ -229,6 +237,11 @@ pub fn sink(bind: SocketAddr, duration: Duration, stop: &AtomicBool) -> io::Resu
                 ) => {}
             Err(e) => return Err(e),
         }
+        // New connections every 10 ms, not a syscall per datagram.
+        if Instant::now() < next_accept {
+            continue;
+        }
+        next_accept = Instant::now() + Duration::from_millis(10);
         if let Ok((mut s, _)) = tcp.accept() {
             if open.load(Ordering::Relaxed) >= 16 {
                 continue;

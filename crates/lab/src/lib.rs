@@ -7,6 +7,8 @@
 //! - [`topology`]: namespaces, veth links, shaped hops (`tbf`/`htb`), the
 //!   random-loss filter, offloads; `up`, `down`, `status`.
 //! - [`cross`]: cross traffic on real sockets with the simulator's models.
+//! - [`delay`]: the user-space delay line a hop's `delay` runs (no netem
+//!   here).
 //! - [`kernel`]: `setns`, rtnetlink counters, ethtool offloads.
 //! - [`sampler`]: counters every millisecond during a run.
 //! - [`truth`]: available bandwidth over a window from the samples.
@@ -16,6 +18,7 @@
 //!   time.
 
 pub mod cross;
+pub mod delay;
 pub mod kernel;
 pub mod passive;
 pub mod run;

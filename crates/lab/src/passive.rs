@@ -175,7 +175,7 @@ fn transfer(
     r1_pcap: &Path,
 ) -> Result<u64, LabError> {
     let err = LabError::Command;
-    lab.up()?;
+    lab.up(exe)?;
     let mut guard = Guard {
         lab,
         children: Vec::new(),

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 
+use crate::delay::{self, OneWayDelay};
 use crate::sampler::Sampler;
 use crate::topology::{Lab, LabError, RCV_IP, XR_IP};
 use crate::truth::{self, Sample, Truth};
@@ -455,7 +456,7 @@ pub fn run(
         Some(t) => vec![t.name.clone()],
         None => opts.methods.clone(),
     };
-    lab.up()?;
+    lab.up(&opts.exe)?;
     let mut guard = Guard {
         lab,
         children: Vec::new(),
@@ -505,10 +506,13 @@ pub struct CheckReport {
     /// With random loss configured: (configured share, measured share of
     /// a 1 s CBR train from the sender that did not reach the receiver).
     pub loss: Option<(f64, f64)>,
+    /// With a delay on some hop: the one-way delay of 1000 small probes
+    /// from the sender, 1 ms apart, beside the cross traffic (if any).
+    pub one_way_delay: Option<OneWayDelay>,
 }
 
 pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, LabError> {
-    lab.up()?;
+    lab.up(exe)?;
     let mut guard = Guard {
         lab,
         children: Vec::new(),
@@ -567,26 +571,41 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         saturated[k].1 = truth::hop_send_rate(&s, k, t0 + 500_000_000, t0 + 1_300_000_000);
         std::thread::sleep(Duration::from_millis(100));
     }
+    let has_delay = hops.iter().any(|h| h.delay_ns > 0);
+    let delay_probes = || {
+        delay::measure_one_way(lab, 1000, Duration::from_millis(1))
+            .map_err(|e| err(format!("one-way delay probes: {e}")))
+    };
     let mut cross_only = None;
+    let mut one_way_delay = None;
     if let Some(c) = &lab.scenario.cross {
         let t0 = realtime_ns();
-        let out = run_child(
-            {
-                let mut cmd = in_ns(lab, "xs", exe);
-                cmd.args([
-                    "cross",
-                    &xr_sink,
-                    "--traffic",
-                    &c.traffic,
-                    "--duration",
-                    "2s",
-                ]);
-                cmd.args(["--seed", &c.seed.to_string()]);
-                cmd
-            },
-            Duration::from_secs(10),
-        )
-        .map_err(err)?;
+        let probes = std::thread::scope(|s| {
+            let probes = has_delay.then(|| s.spawn(delay_probes));
+            let out = run_child(
+                {
+                    let mut cmd = in_ns(lab, "xs", exe);
+                    cmd.args([
+                        "cross",
+                        &xr_sink,
+                        "--traffic",
+                        &c.traffic,
+                        "--duration",
+                        "2s",
+                    ]);
+                    cmd.args(["--seed", &c.seed.to_string()]);
+                    cmd
+                },
+                Duration::from_secs(10),
+            );
+            let probes = probes.map(|p| {
+                p.join()
+                    .unwrap_or_else(|_| Err(err("delay probes panicked".into())))
+            });
+            (out, probes)
+        });
+        let out = probes.0.map_err(err)?;
+        one_way_delay = probes.1.transpose()?;
         if !out.2 {
             return Err(err(format!("cross traffic: {}", out.1.trim())));
         }
@@ -596,6 +615,9 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         let t = truth::truth(&s, &rates, a, b).map_err(err)?;
         let nominal = lab.scenario.nominal_available_bps().unwrap_or(f64::NAN);
         cross_only = Some((nominal, t.available_bps));
+    }
+    if has_delay && one_way_delay.is_none() {
+        one_way_delay = Some(delay_probes()?);
     }
     let mut loss = None;
     if lab.scenario.loss > 0.0 {
@@ -637,6 +659,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         saturated,
         cross_only,
         loss,
+        one_way_delay,
     })
 }
 

@@ -8,6 +8,8 @@
 //! rate = "200M"           # at the Ethernet-frame layer, as tbf counts
 //! burst = "3000B"         # tbf/htb bucket
 //! buffer = "100KB"        # queue limit
+//! delay = "15ms"          # after the queue, one way, each direction
+//! jitter = "1ms"          # delay uniform in 15 +- 1 ms, no reordering
 //! [cross]
 //! traffic = "cbr:60M"     # the simulator's cross syntax (sim spec)
 //! hop = 1                 # enters before this hop (default: the last)
@@ -16,7 +18,7 @@
 //! ```
 
 use serde::Deserialize;
-use tightlink_core::units::{parse_bytes, parse_rate};
+use tightlink_core::units::{parse_bytes, parse_rate, parse_time_ns};
 use tightlink_sim::cross::CrossSpec;
 use tightlink_sim::spec::parse_cross;
 
@@ -33,6 +35,19 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("lossy", include_str!("../scenarios/lossy.toml")),
     ("shaper500", include_str!("../scenarios/shaper500.toml")),
     ("chain3", include_str!("../scenarios/chain3.toml")),
+    ("rtt5-bursty", include_str!("../scenarios/rtt5-bursty.toml")),
+    (
+        "rtt5-smoothed",
+        include_str!("../scenarios/rtt5-smoothed.toml"),
+    ),
+    (
+        "rtt30-bursty",
+        include_str!("../scenarios/rtt30-bursty.toml"),
+    ),
+    (
+        "rtt30-smoothed",
+        include_str!("../scenarios/rtt30-smoothed.toml"),
+    ),
     (
         "tcp-random-loss",
         include_str!("../scenarios/tcp-random-loss.toml"),
@@ -63,6 +78,8 @@ struct RawHop {
     burst: Option<String>,
     buffer: Option<String>,
     qdisc: Option<String>,
+    delay: Option<String>,
+    jitter: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -112,6 +129,11 @@ pub struct Hop {
     pub burst_bytes: u64,
     pub buffer_bytes: u64,
     pub qdisc: Qdisc,
+    /// Propagation delay after the queue, one way, in each direction
+    /// (a user-space delay line: the kernel has no netem); 0 for none.
+    pub delay_ns: i64,
+    /// Each frame's delay is uniform in `delay_ns ± jitter_ns`.
+    pub jitter_ns: i64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -213,11 +235,25 @@ impl Scenario {
                 "htb" => Qdisc::Htb,
                 q => return Err(at("qdisc", &format!("'{q}': expected tbf or htb"))),
             };
+            let time = |what: &str, v: &Option<String>| match v {
+                None => Ok(0),
+                Some(t) => parse_time_ns(t).map_err(|e| at(what, &e)),
+            };
+            let delay_ns = time("delay", &h.delay)?;
+            let jitter_ns = time("jitter", &h.jitter)?;
+            if !(0..=1_000_000_000).contains(&delay_ns) {
+                return Err(at("delay", &"must be 0 to 1 s"));
+            }
+            if jitter_ns < 0 || jitter_ns > delay_ns {
+                return Err(at("jitter", &"must be 0 to the hop's delay"));
+            }
             hops.push(Hop {
                 rate_bps,
                 burst_bytes,
                 buffer_bytes,
                 qdisc,
+                delay_ns,
+                jitter_ns,
             });
         }
         let cross = match raw.cross {
@@ -266,12 +302,9 @@ impl Scenario {
             )));
         }
         if let Some(d) = &path.delay {
-            let zero = d.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0";
-            if !zero {
-                return Err(fail(format!(
-                    "path.delay = \"{d}\": this kernel has no netem (no sch_netem, and modules cannot be loaded) and tightlink has no delay line yet; remove the key"
-                )));
-            }
+            return Err(fail(format!(
+                "path.delay = \"{d}\": a delay belongs to a hop (`delay = \"{d}\"` under [[hop]], one way in each direction)"
+            )));
         }
         let offloads_on = match path.offloads.as_deref().unwrap_or("off") {
             "off" => false,
@@ -379,7 +412,22 @@ mod tests {
         assert!(e.to_string().contains("fills hop 1"), "{e}");
         let e = Scenario::parse("t", "[[hop]]\nrate = \"100M\"\n[path]\ndelay = \"10ms\"\n")
             .unwrap_err();
-        assert!(e.to_string().contains("netem"), "{e}");
+        assert!(e.to_string().contains("under [[hop]]"), "{e}");
+        let e = Scenario::parse(
+            "t",
+            "[[hop]]\nrate = \"100M\"\ndelay = \"1ms\"\njitter = \"2ms\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("hop 1: jitter"), "{e}");
+        let s = Scenario::parse(
+            "t",
+            "[[hop]]\nrate = \"100M\"\ndelay = \"15ms\"\njitter = \"500us\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (s.hops[0].delay_ns, s.hops[0].jitter_ns),
+            (15_000_000, 500_000)
+        );
         let e = Scenario::parse("t", "description = \"x\"\n").unwrap_err();
         assert!(e.to_string().contains("hop"), "{e}");
         let e = Scenario::load("/nonexistent/x.toml").unwrap_err();

@@ -14,7 +14,12 @@
 //! steered to CPU 1 with RPS (measured: otherwise forwarding runs
 //! inside the sender's `send` and a paced 300 Mbit/s sender got 210).
 
-use std::process::Command;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use tightlink_sys::sockopt;
 
 use crate::kernel::{self, Offload};
 use crate::scenario::{Qdisc, Scenario};
@@ -26,6 +31,9 @@ pub const SND_IP: &str = "10.77.1.1";
 pub const RCV_IP: &str = "10.77.2.2";
 pub const XS_IP: &str = "10.77.3.1";
 pub const XR_IP: &str = "10.77.4.2";
+
+/// Delay lines' status files and logs.
+pub const DELAY_STATUS_DIR: &str = "/run/tightlink-lab";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
@@ -104,13 +112,27 @@ impl Lab {
         self.ns(&format!("r{}", k + 1))
     }
 
+    /// The namespace of hop `k`'s delay line, when the hop has a delay:
+    /// between the router and the next node, bridging its two veths.
+    pub fn delay_line(&self, k: usize) -> Option<String> {
+        (self.scenario.hops[k].delay_ns > 0).then(|| self.ns(&format!("d{}", k + 1)))
+    }
+
+    /// Where a delay line writes its counters (JSON, every second).
+    pub fn delay_status_path(ns: &str) -> std::path::PathBuf {
+        std::path::Path::new(DELAY_STATUS_DIR).join(format!("{ns}.json"))
+    }
+
     fn has_cross(&self) -> bool {
         self.scenario.cross.is_some()
     }
 
     pub fn namespaces(&self) -> Vec<String> {
         let mut v = vec![self.ns("snd")];
-        v.extend((0..self.scenario.hops.len()).map(|k| self.router(k)));
+        for k in 0..self.scenario.hops.len() {
+            v.push(self.router(k));
+            v.extend(self.delay_line(k));
+        }
         v.push(self.ns("far"));
         v.push(self.ns("rcv"));
         if self.has_cross() {
@@ -134,6 +156,10 @@ impl Lab {
         ];
         for k in 0..n {
             v.push((self.router(k), "to_next", false));
+            if let Some(d) = self.delay_line(k) {
+                v.push((d.clone(), "from_prev", true));
+                v.push((d, "to_next", true));
+            }
             let next = if k + 1 < n {
                 self.router(k + 1)
             } else {
@@ -193,15 +219,53 @@ impl Lab {
                 far.clone()
             };
             let net = 10 + k;
-            link(
-                &mut c,
-                &self.router(k),
-                "to_next",
-                &format!("10.77.{net}.1"),
-                &next,
-                "from_prev",
-                &format!("10.77.{net}.2"),
-            );
+            let (a_ip, b_ip) = (format!("10.77.{net}.1"), format!("10.77.{net}.2"));
+            match self.delay_line(k) {
+                None => link(
+                    &mut c,
+                    &self.router(k),
+                    "to_next",
+                    &a_ip,
+                    &next,
+                    "from_prev",
+                    &b_ip,
+                ),
+                Some(d) => {
+                    // The delay line's namespace bridges in user space: no
+                    // addresses, and no IPv6 of its own on the wire.
+                    let r = self.router(k);
+                    c.push(format!(
+                        "ip netns exec {d} sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
+                    ));
+                    // Fixed addresses and permanent neighbours: ARP across
+                    // the delay takes a round trip, and the kernel holds
+                    // only ~200 KB for a neighbour being resolved (at
+                    // 150 Mbit/s and 30 ms a few hundred frames were lost
+                    // at every re-resolution).
+                    let (a_mac, b_mac) = (
+                        format!("02:77:00:00:{k:02x}:01"),
+                        format!("02:77:00:00:{k:02x}:02"),
+                    );
+                    c.push(format!(
+                        "ip -n {r} link add to_next address {a_mac} type veth peer name from_prev netns {d}"
+                    ));
+                    c.push(format!(
+                        "ip -n {d} link add to_next type veth peer name from_prev address {b_mac} netns {next}"
+                    ));
+                    c.push(format!("ip -n {r} addr add {a_ip}/24 dev to_next"));
+                    c.push(format!("ip -n {next} addr add {b_ip}/24 dev from_prev"));
+                    c.push(format!(
+                        "ip -n {r} neigh replace {b_ip} lladdr {b_mac} dev to_next nud permanent"
+                    ));
+                    c.push(format!(
+                        "ip -n {next} neigh replace {a_ip} lladdr {a_mac} dev from_prev nud permanent"
+                    ));
+                    c.push(format!("ip -n {r} link set to_next up"));
+                    c.push(format!("ip -n {d} link set from_prev up"));
+                    c.push(format!("ip -n {d} link set to_next up"));
+                    c.push(format!("ip -n {next} link set from_prev up"));
+                }
+            }
         }
         link(&mut c, &far, "to_rcv", "10.77.2.1", &rcv, "eth0", RCV_IP);
         c.push(format!("ip -n {snd} route add default via 10.77.1.2"));
@@ -304,7 +368,10 @@ impl Lab {
     }
 
     /// Builds the lab (removing a previous one of the same name first).
-    pub fn up(&self) -> Result<UpReport, LabError> {
+    /// `exe` is tightlink itself: a hop with a delay runs `exe lab
+    /// delay-line` in the background, in the hop's delay namespace, until
+    /// `down` kills it.
+    pub fn up(&self, exe: &Path) -> Result<UpReport, LabError> {
         self.down()?;
         for line in self.up_script().lines() {
             if let Err(e) = sh(line) {
@@ -319,10 +386,68 @@ impl Lab {
                 return Err(e);
             }
         };
+        for k in 0..self.scenario.hops.len() {
+            if let Err(e) = self.start_delay_line(k, exe) {
+                let _ = self.down();
+                return Err(e);
+            }
+        }
         Ok(UpReport {
             namespaces: self.namespaces(),
             offloads,
         })
+    }
+
+    /// Starts hop `k`'s delay line (if it has one) as a daemon and waits
+    /// for its "ready" line: after that no frame is lost to a socket not
+    /// yet bound.
+    fn start_delay_line(&self, k: usize, exe: &Path) -> Result<(), LabError> {
+        let Some(ns) = self.delay_line(k) else {
+            return Ok(());
+        };
+        let hop = &self.scenario.hops[k];
+        std::fs::create_dir_all(DELAY_STATUS_DIR)
+            .map_err(|e| LabError::Command(format!("{DELAY_STATUS_DIR}: {e}")))?;
+        let status = Self::delay_status_path(&ns);
+        let log = status.with_extension("log");
+        let log_file = std::fs::File::create(&log)
+            .map_err(|e| LabError::Command(format!("{}: {e}", log.display())))?;
+        // `sh -c '... &'`: the line outlives this process and is reaped by
+        // init, not left a zombie of ours; its stdout stays our pipe until
+        // it says it is ready.
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg("\"$0\" \"$@\" &")
+            .args(["ip", "netns", "exec", &ns])
+            .arg(exe)
+            .args(["lab", "delay-line", "from_prev", "to_next"])
+            .arg(format!("--delay={}ns", hop.delay_ns))
+            .arg(format!("--jitter={}ns", hop.jitter_ns))
+            .arg("--status")
+            .arg(&status)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .map_err(|e| LabError::Command(format!("starting the delay line in {ns}: {e}")))?;
+        let mut out = child.stdout.take().expect("piped");
+        let _ = child.wait();
+        let ready = sockopt::wait_fd(out.as_raw_fd(), libc::POLLIN, 5_000).unwrap_or(false);
+        let mut line = [0u8; 6];
+        let got = if ready {
+            out.read(&mut line).unwrap_or(0)
+        } else {
+            0
+        };
+        if &line[..got] != b"ready\n" {
+            let why = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(LabError::Command(format!(
+                "the delay line in {ns} did not start{}: {}",
+                if ready { "" } else { " within 5 s" },
+                why.trim()
+            )));
+        }
+        Ok(())
     }
 
     fn set_offloads(&self) -> Result<Vec<OffloadState>, LabError> {
@@ -358,6 +483,11 @@ impl Lab {
     pub fn down(&self) -> Result<Vec<String>, LabError> {
         let found = self.existing()?;
         remove_namespaces(&found)?;
+        for ns in &found {
+            let status = Self::delay_status_path(ns);
+            let _ = std::fs::remove_file(status.with_extension("log"));
+            let _ = std::fs::remove_file(status);
+        }
         Ok(found)
     }
 
@@ -381,6 +511,18 @@ impl Lab {
                 for l in q.lines() {
                     out.push_str(&format!("    {l}\n"));
                 }
+            }
+            if let Some(d) = self.delay_line(k) {
+                let h = &self.scenario.hops[k];
+                let counters = std::fs::read_to_string(Self::delay_status_path(&d))
+                    .unwrap_or_else(|e| format!("no counters yet ({e})"));
+                out.push_str(&format!(
+                    "  hop {} delay line ({d}, {} us +- {} us each way): {}\n",
+                    k + 1,
+                    h.delay_ns / 1000,
+                    h.jitter_ns / 1000,
+                    counters.trim()
+                ));
             }
         }
         Ok(out)

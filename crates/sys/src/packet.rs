@@ -11,6 +11,11 @@ pub const PACKET_RX_RING: i32 = 5;
 pub const PACKET_STATISTICS: i32 = 6;
 pub const PACKET_VERSION: i32 = 10;
 pub const PACKET_IGNORE_OUTGOING: i32 = 23;
+/// Each frame read or written is preceded by a `virtio_net_hdr` (10 bytes:
+/// the checksum-offload and segmentation state the kernel keeps beside
+/// the bytes), so a frame passes from one interface to another unchanged.
+pub const PACKET_VNET_HDR: i32 = 15;
+pub const VNET_HDR_LEN: usize = 10;
 pub const TPACKET_V3: i32 = 2;
 /// Every protocol (`ETH_P_ALL`) and IPv4 (`ETH_P_IP`).
 pub const ETH_P_ALL: u16 = 0x0003;

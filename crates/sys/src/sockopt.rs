@@ -116,6 +116,42 @@ pub fn set_recv_timeout(fd: RawFd, timeout: std::time::Duration) -> io::Result<(
     }
 }
 
+/// One `recvmsg` into `buf`: (length, the SO_TIMESTAMPNS stamp if the
+/// socket asked for it, whether the message was cut to fit).
+pub fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<i64>, bool)> {
+    let mut control = [0u64; 16];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr points at live `iov` and `control` buffers of the
+    // stated lengths for the duration of the call.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        let n = libc::recvmsg(fd, &mut msg, 0);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut stamp = None;
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            {
+                let ts: libc::timespec =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::timespec);
+                stamp = Some(ts.tv_sec * 1_000_000_000 + ts.tv_nsec);
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        let truncated = msg.msg_flags & libc::MSG_TRUNC != 0;
+        Ok((n as usize, stamp, truncated))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
