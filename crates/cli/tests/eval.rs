@@ -50,8 +50,12 @@ fn quick_eval_prints_tables_and_draws_plots() {
         .lines()
         .filter_map(|l| l.strip_prefix("plot: "))
         .collect();
-    // Gaps, six decision and four CDF plots, sensitivity, two tracking.
-    assert_eq!(plots.len(), 14, "{out}");
+    // Gaps, six decision and four CDF plots, sensitivity, two tracking,
+    // four rate-control cells.
+    assert_eq!(plots.len(), 18, "{out}");
+    assert!(plots
+        .iter()
+        .any(|p| p.ends_with("rate-control-bursty-rtt-30-ms.png")));
     for p in plots {
         let bytes = std::fs::read(p).unwrap();
         assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{p}");

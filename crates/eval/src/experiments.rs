@@ -859,6 +859,8 @@ pub const CC_PATHS: [(&str, &str); 2] = [
     ("smoothed", "sim:cross=smoothed:2.5G,coalescence=125us"),
 ];
 pub const CC_RTTS_MS: [f64; 2] = [5.0, 30.0];
+/// Throughput bins, as the paper plots them (Figs. 17, 18).
+pub const CC_BIN_NS: f64 = 500e6;
 pub const CC_CONTROLLERS: [&str; 4] = ["rapid", "rapid-raw", "cubic", "bbr"];
 
 /// One path and round trip, every controller's flow on it.
@@ -893,7 +895,7 @@ pub fn congestion_control(seed: u64, duration_ns: f64) -> Vec<CcCell> {
                 path,
                 rtt_ns: rtt_ms * 1e6,
                 duration_ns,
-                bin_ns: 500e6,
+                bin_ns: CC_BIN_NS,
                 packet_bytes: SIZE_BYTES,
             };
             let mut ctl: Box<dyn FlowController> = match controller {

@@ -1,8 +1,8 @@
 //! PNG plots of an evaluation run: an example stream's raw and smoothed
 //! gaps (like the paper's Fig. 10 and 13), decision error vs length bars
 //! (Fig. 6, 8, 11), multi-rate error CDFs (Fig. 14, 15) and the Range /
-//! packets-per-rate sensitivity (Fig. 16), in the style of
-//! `tightlink-plot`.
+//! packets-per-rate sensitivity (Fig. 16), throughput per 500 ms bin of
+//! the rate controllers (Figs. 17, 18), in the style of `tightlink-plot`.
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +43,14 @@ pub fn draw_all(r: &Results, dir: &Path) -> Res<Vec<PathBuf>> {
         tracking(case.name, t, &f)?;
         files.push(f);
     }
+    for cell in &r.cc {
+        let f = dir.join(format!(
+            "rate-control-{}-rtt-{}-ms.png",
+            cell.cross, cell.rtt_ms as u32
+        ));
+        rate_control(cell, &f)?;
+        files.push(f);
+    }
     Ok(files)
 }
 
@@ -59,6 +67,72 @@ fn tracking(name: &str, t: &crate::experiments::Tracking, file: &Path) -> Res<()
             step_at_s: Some(crate::experiments::STEP_AT_S - 0.02),
         },
     )
+}
+
+/// Each controller's goodput per 500 ms bin over time, with the
+/// available bandwidth per bin (the paper's Figs. 17 and 18).
+fn rate_control(cell: &crate::experiments::CcCell, file: &Path) -> Res<()> {
+    let Some(first) = cell.flows.first() else {
+        return Ok(());
+    };
+    let bin_s = crate::experiments::CC_BIN_NS / 1e9;
+    let bins = first.bins_bps.len();
+    let top = cell
+        .flows
+        .iter()
+        .flat_map(|f| f.bins_bps.iter().chain(&f.available_bins_bps))
+        .fold(0.0f64, |a, &b| a.max(b))
+        / 1e9
+        * 1.1;
+    let root = BitMapBackend::new(file, (900, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "Throughput in 500 ms bins: {} cross traffic, RTT {} ms",
+                cell.cross, cell.rtt_ms
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..bins as f64 * bin_s, 0.0..top.max(0.1))?;
+    c.configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("Gbit/s")
+        .draw()?;
+    let at = |k: usize| (k as f64 + 0.5) * bin_s;
+    let grey = RGBColor(120, 120, 120);
+    c.draw_series(LineSeries::new(
+        first
+            .available_bins_bps
+            .iter()
+            .enumerate()
+            .map(|(k, &b)| (at(k), b / 1e9)),
+        grey.stroke_width(2),
+    ))?
+    .label("available")
+    .legend(line_key(grey));
+    for (j, f) in cell.flows.iter().enumerate() {
+        let colour = COLOURS[j % COLOURS.len()];
+        c.draw_series(LineSeries::new(
+            f.bins_bps
+                .iter()
+                .enumerate()
+                .map(|(k, &b)| (at(k), b / 1e9)),
+            &colour,
+        ))?
+        .label(format!(
+            "{} ({:.0} % of available)",
+            f.controller,
+            100.0 * f.goodput_bps() / f.available_bps()
+        ))
+        .legend(line_key(colour));
+    }
+    draw_key(&mut c, SeriesLabelPosition::MiddleRight)?;
+    root.present()?;
+    Ok(())
 }
 
 fn gap_example(r: &Results, file: &Path) -> Res<()> {
