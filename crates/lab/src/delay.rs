@@ -436,36 +436,26 @@ const PROBE_PORT: u16 = 9003;
 pub fn measure_one_way(lab: &Lab, count: usize, gap: Duration) -> io::Result<OneWayDelay> {
     use std::net::UdpSocket;
     use std::sync::atomic::AtomicBool;
-    let done = AtomicBool::new(false);
-    let (bound_tx, bound_rx) = mpsc::channel();
-    let (rcv_ns, snd_ns) = (lab.ns("rcv"), lab.ns("snd"));
     let to = format!("{RCV_IP}:{PROBE_PORT}");
-    std::thread::scope(|scope| {
+    // Sockets keep the namespace they were opened in; both are bound
+    // before the first probe leaves.
+    let rx = kernel::in_netns(&lab.ns("rcv"), || {
+        let sock = UdpSocket::bind(&to)?;
+        sockopt::set_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+        sockopt::set_recv_timeout(sock.as_raw_fd(), Duration::from_millis(200))?;
+        Ok(sock)
+    })?;
+    let tx = kernel::in_netns(&lab.ns("snd"), || UdpSocket::bind((SND_IP, 0)))?;
+    let done = AtomicBool::new(false);
+    let (sent, delays) = std::thread::scope(|scope| {
         let receiver = scope.spawn(|| -> io::Result<Vec<i64>> {
-            let bound = (|| {
-                kernel::enter_netns(&rcv_ns)?;
-                let sock = UdpSocket::bind(&to)?;
-                sockopt::set_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
-                sockopt::set_recv_timeout(sock.as_raw_fd(), Duration::from_millis(200))?;
-                Ok::<_, io::Error>(sock)
-            })();
-            let sock = match bound {
-                Ok(s) => {
-                    let _ = bound_tx.send(true);
-                    s
-                }
-                Err(e) => {
-                    let _ = bound_tx.send(false);
-                    return Err(e);
-                }
-            };
             let mut delays = Vec::with_capacity(count);
             let mut buf = [0u8; 64];
             // After the last send, wait out the longest delay a scenario
             // may ask for (1 s per hop) plus slack.
             let mut quiet_since = None;
             while delays.len() < count {
-                match sockopt::recv_stamped(sock.as_raw_fd(), &mut buf) {
+                match sockopt::recv_stamped(rx.as_raw_fd(), &mut buf) {
                     Ok((16, Some(stamp), false)) => {
                         let sent = i64::from_le_bytes(buf[8..16].try_into().expect("8 bytes"));
                         delays.push(stamp - sent);
@@ -484,54 +474,40 @@ pub fn measure_one_way(lab: &Lab, count: usize, gap: Duration) -> io::Result<One
             }
             Ok(delays)
         });
-        let sent = (|| -> io::Result<usize> {
-            if !bound_rx.recv().unwrap_or(false) {
-                return Ok(0);
-            }
-            let mut sent = 0;
-            let send = std::thread::scope(|s| {
-                s.spawn(|| -> io::Result<()> {
-                    kernel::enter_netns(&snd_ns)?;
-                    let sock = UdpSocket::bind((SND_IP, 0))?;
-                    let start = monotonic_ns();
-                    for k in 0..count {
-                        sleep_until(start + k as i64 * gap.as_nanos() as i64);
-                        let mut msg = [0u8; 16];
-                        msg[..8].copy_from_slice(&(k as u64).to_le_bytes());
-                        msg[8..].copy_from_slice(&realtime_ns().to_le_bytes());
-                        sock.send_to(&msg, &to)?;
-                        sent += 1;
-                    }
-                    Ok(())
-                })
-                .join()
-                .map_err(|_| io::Error::other("delay probe sender panicked"))?
-            });
-            done.store(true, Ordering::Relaxed);
-            send.map(|_| sent)
-        })();
+        let mut sent = 0;
+        let start = monotonic_ns();
+        let sending = (0..count).try_for_each(|k| {
+            sleep_until(start + k as i64 * gap.as_nanos() as i64);
+            let mut msg = [0u8; 16];
+            msg[..8].copy_from_slice(&(k as u64).to_le_bytes());
+            msg[8..].copy_from_slice(&realtime_ns().to_le_bytes());
+            tx.send_to(&msg, &to)?;
+            sent += 1;
+            Ok::<_, io::Error>(())
+        });
         done.store(true, Ordering::Relaxed);
         let delays = receiver
             .join()
-            .map_err(|_| io::Error::other("delay probe receiver panicked"))??;
-        let sent = sent?;
-        let mut sorted = delays.clone();
-        sorted.sort_unstable();
-        let q = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
-        if sorted.is_empty() {
-            return Err(io::Error::other(format!(
-                "none of {sent} delay probes reached {to}"
-            )));
-        }
-        Ok(OneWayDelay {
-            asked_ns: lab.scenario.hops.iter().map(|h| h.delay_ns).sum(),
-            sent,
-            received: sorted.len(),
-            median_ns: q(0.5),
-            p5_ns: q(0.05),
-            p95_ns: q(0.95),
-            max_ns: q(1.0),
-        })
+            .map_err(|_| io::Error::other("delay probe receiver panicked"))?;
+        sending?;
+        Ok::<_, io::Error>((sent, delays?))
+    })?;
+    let mut sorted = delays;
+    sorted.sort_unstable();
+    if sorted.is_empty() {
+        return Err(io::Error::other(format!(
+            "none of {sent} delay probes reached {to}"
+        )));
+    }
+    let q = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
+    Ok(OneWayDelay {
+        asked_ns: lab.scenario.hops.iter().map(|h| h.delay_ns).sum(),
+        sent,
+        received: sorted.len(),
+        median_ns: q(0.5),
+        p5_ns: q(0.05),
+        p95_ns: q(0.95),
+        max_ns: q(1.0),
     })
 }
 

@@ -580,7 +580,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
     let mut one_way_delay = None;
     if let Some(c) = &lab.scenario.cross {
         let t0 = realtime_ns();
-        let probes = std::thread::scope(|s| {
+        let (out, probes) = std::thread::scope(|s| {
             let probes = has_delay.then(|| s.spawn(delay_probes));
             let out = run_child(
                 {
@@ -604,8 +604,8 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
             });
             (out, probes)
         });
-        let out = probes.0.map_err(err)?;
-        one_way_delay = probes.1.transpose()?;
+        let out = out.map_err(err)?;
+        one_way_delay = probes.transpose()?;
         if !out.2 {
             return Err(err(format!("cross traffic: {}", out.1.trim())));
         }
