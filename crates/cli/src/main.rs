@@ -19,6 +19,7 @@ mod report;
 
 mod server;
 mod simulate;
+mod transfer;
 
 use clap::{Parser, Subcommand};
 
@@ -83,6 +84,10 @@ enum Command {
     Agent(agent::AgentArgs),
     /// What the agent stored: table, JSON or CSV, or a plot over time.
     History(history::HistoryArgs),
+    /// A bulk transfer rate-controlled by the estimates (Rapid: the data
+    /// are the probe streams), to a server over reliable UDP with the
+    /// digest checked, or through the simulated path.
+    Transfer(transfer::TransferArgs),
     /// Cross traffic on real sockets with the simulator's models (CBR,
     /// Poisson, bursty, smoothed), or `--sink` to count it.
     Cross(cross::CrossArgs),
@@ -101,6 +106,7 @@ fn main() {
         Command::AnalyzeTcp(args) => analyze_tcp::run(args),
         Command::Capture(args) => capture::run(args),
         Command::Estimate(args) => estimate::run(args),
+        Command::Transfer(args) => transfer::run(args),
         Command::Capacity(args) => capacity::run(args),
         Command::Hops(args) => hops::run(args),
         Command::Simulate(args) => simulate::run(args),

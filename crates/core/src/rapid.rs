@@ -26,10 +26,14 @@
 //!   spread their rates by `startup_spread` from one sub-stream to the
 //!   next (0.5, 1, 2, 4 times a base at the default 2), so each round trip
 //!   can raise the rate up to 4 times.
-//! - Loss (ours): a stream that lost packets caps the next rate at
-//!   `loss_factor` times the rate it was sent at, at most once per round
-//!   trip (streams sent before the last cut was applied do not cut again,
-//!   as TCP reacts once per window).
+//! - Loss (ours): a stream that lost packets to congestion caps the next
+//!   rate at `loss_factor` times the rate it was sent at, at most once per
+//!   round trip (streams sent before the last cut was applied do not cut
+//!   again, as TCP reacts once per window). A loss is congestion unless
+//!   the estimate says no queue was building where it happened: a stream
+//!   that read "at least" (no queue at any rate) or whose losses all fell
+//!   at rates below an exact estimate lost packets at random (a bad link),
+//!   which a rate cut would not cure.
 //! - Idle or application-limited (ours): after `idle_restart_ns` without
 //!   sending, the estimate is stale; the next streams start up again from
 //!   the last rate.
@@ -136,6 +140,8 @@ struct Pending {
     /// Send times (sender's clock): the schedule, shifted on from a late
     /// send.
     send_ns: Vec<i64>,
+    /// The schedule as planned, before any late send shifted it.
+    plan_ns: Vec<i64>,
     recv_ns: Vec<Option<i64>>,
     known: Vec<bool>,
     left: usize,
@@ -221,6 +227,14 @@ impl RapidController {
         self.pending[&p.id].send_ns[p.next].max(now_ns)
     }
 
+    /// The application has nothing to send now: the stream being sent ends
+    /// here, and its unsent packets are not waited for. The next packet
+    /// starts a new stream (a receiver that closes streams on a pause
+    /// never sees one resume).
+    pub fn end_stream(&mut self) {
+        self.abandon_plan();
+    }
+
     /// The stream being sent, unless it has no packet left.
     fn current(&self) -> Option<Plan> {
         let p = self.plan.clone()?;
@@ -233,6 +247,7 @@ impl RapidController {
         if let Some(q) = self.pending.get_mut(&p.id) {
             let unsent = q.send_ns.len().saturating_sub(p.next);
             q.send_ns.truncate(p.next);
+            q.plan_ns.truncate(p.next);
             q.recv_ns.truncate(p.next);
             q.known.truncate(p.next);
             q.left -= unsent;
@@ -265,6 +280,7 @@ impl RapidController {
             id,
             Pending {
                 avg_bps,
+                plan_ns: send_ns.clone(),
                 send_ns,
                 recv_ns: vec![None; n],
                 known: vec![false; n],
@@ -330,14 +346,20 @@ impl RapidController {
 
     fn read(&mut self, id: u64, q: Pending, now_ns: i64) -> RapidUpdate {
         let p = &self.params;
+        // Read as if every packet left on schedule: a late send's delay
+        // (and the shift it gave the rest of the stream) is taken off the
+        // receive times. The rates then stay the ones the stream was
+        // built of, which its sub-streams are found by; one late packet
+        // must not split a sub-stream into a slower piece (ours).
         let packets: Vec<ProbePacket> = q
-            .send_ns
+            .plan_ns
             .iter()
+            .zip(&q.send_ns)
             .zip(&q.recv_ns)
-            .map(|(&s, &r)| ProbePacket {
+            .map(|((&plan, &sent), &r)| ProbePacket {
                 size_bytes: p.packet_bytes,
-                send_ns: s,
-                recv_ns: r,
+                send_ns: plan,
+                recv_ns: r.map(|r| r - (sent - plan)),
             })
             .collect();
         let lost = packets.iter().filter(|x| x.recv_ns.is_none()).count();
@@ -367,7 +389,7 @@ impl RapidController {
             }
             _ => {}
         }
-        if lost > 0 && id >= self.cut_from_stream {
+        if congestion_loss(&stream, abw, bound) && id >= self.cut_from_stream {
             rate = rate.min(p.loss_factor * q.avg_bps);
             self.starting = false;
             // Streams already planned were sent before this cut.
@@ -383,6 +405,32 @@ impl RapidController {
             lost,
             rate_bps: self.rate_bps,
         }
+    }
+}
+
+/// Whether a stream's losses say a queue overflowed: any loss where the
+/// stream was sent above the estimate (every loss when the estimate says
+/// "at most" or nothing), none when it read "at least".
+fn congestion_loss(stream: &ProbeStream, abw: Option<f64>, bound: Bound) -> bool {
+    let p = &stream.packets;
+    let lost: Vec<usize> = (0..p.len()).filter(|&i| p[i].recv_ns.is_none()).collect();
+    if lost.is_empty() {
+        return false;
+    }
+    match (bound, abw) {
+        (Bound::AtLeast, Some(_)) => false,
+        (Bound::Exact, Some(a)) => lost.iter().any(|&i| {
+            // The rate a packet was sent at: its gap from the previous one
+            // (the next one's for the first).
+            let (x, y) = if i == 0 { (0, 1) } else { (i - 1, i) };
+            match (p.get(x), p.get(y)) {
+                (Some(a0), Some(b0)) if b0.send_ns > a0.send_ns => {
+                    b0.size_bytes as f64 * 8e9 / (b0.send_ns - a0.send_ns) as f64 > a
+                }
+                _ => true,
+            }
+        }),
+        _ => true,
     }
 }
 
@@ -540,38 +588,70 @@ mod tests {
         assert!((avg / 1e9 - 1.0).abs() < 0.03, "{avg}");
     }
 
-    /// A stream that lost packets caps the rate at 0.7 times the rate it
-    /// was sent at, once: the next stream, already in flight when the
-    /// cut was made, does not cut again.
+    /// Two streams around 5 Gbit/s on a path with 5 Gbit/s available (a
+    /// 10 Gbit/s fluid FIFO with 5 Gbit/s of cross traffic): each reads an
+    /// exact estimate near 5. Stream 0 loses its 121st packet (top rate,
+    /// 7.5 Gbit/s, above the estimate: the queue overflowed), which caps
+    /// the rate at 0.7 times the rate it was sent at. Stream 1, already in
+    /// flight when the cut was made, loses a packet up there too and does
+    /// not cut again: its estimate sets the rate.
     #[test]
-    fn a_loss_cuts_once_per_round_trip() {
+    fn a_congestion_loss_cuts_once_per_round_trip() {
         let mut c = RapidController::new(RapidParams::paper(10e9, 9000, RapidEstimator::Bass));
         c.starting = false;
         c.rate_bps = 5e9;
+        let mut path = Fluid {
+            capacity_bps: 10e9,
+            cross_bps: 5e9,
+            last_ns: 0.0,
+        };
         let mut tags = Vec::new();
         let mut now = 0;
         for _ in 0..256 {
             now = c.next_send_ns(now);
-            tags.push((c.sent(now), now));
+            let tag = c.sent(now);
+            tags.push((tag, path.carry(now, 9000)));
         }
         let sent = c.pending[&0].avg_bps;
-        // Stream 0: every packet on time but the 10th lost; stream 1: the
-        // 5th lost. Receive = send + 1 ms (no queue: "at least").
         let mut updates = Vec::new();
-        for (tag, s) in &tags {
-            let lost = (tag.stream == 0 && tag.index == 10) || (tag.stream == 1 && tag.index == 5);
-            let r = (!lost).then_some(s + 1_000_000);
-            updates.extend(c.feedback(*tag, r, s + 2_000_000));
+        for (tag, r) in &tags {
+            let lost = tag.index == 120;
+            updates.extend(c.feedback(*tag, (!lost).then_some(*r), r + 1_000_000));
         }
         assert_eq!(updates.len(), 2);
         assert_eq!(updates[0].lost, 1);
+        assert_eq!(updates[0].bound, Bound::Exact, "{:?}", updates[0]);
         assert!(
             (updates[0].rate_bps - 0.7 * sent).abs() < 1.0,
             "{:?}",
             updates[0]
         );
-        // Stream 1 saw no queue either: "at least" its top rate, no cut.
         assert!(updates[1].rate_bps > updates[0].rate_bps, "{updates:?}");
+    }
+
+    /// A loss where the stream saw no queue is a bad link, not congestion:
+    /// receive = send + 1 ms ("at least" the top rate) with the 10th
+    /// packet lost raises the rate as if nothing was lost.
+    #[test]
+    fn a_random_loss_does_not_cut() {
+        let mut c = RapidController::new(RapidParams::paper(10e9, 9000, RapidEstimator::Bass));
+        c.starting = false;
+        c.rate_bps = 2e9;
+        let mut tags = Vec::new();
+        let mut now = 0;
+        for _ in 0..128 {
+            now = c.next_send_ns(now);
+            tags.push((c.sent(now), now));
+        }
+        let mut updates = Vec::new();
+        for (tag, s) in &tags {
+            let r = (tag.index != 10).then_some(s + 1_000_000);
+            updates.extend(c.feedback(*tag, r, s + 2_000_000));
+        }
+        assert_eq!(updates.len(), 1);
+        assert_eq!(updates[0].lost, 1);
+        assert_eq!(updates[0].bound, Bound::AtLeast);
+        assert!(updates[0].rate_bps > 2e9, "{:?}", updates[0]);
     }
 
     /// After more than `idle_restart_ns` without sending, the controller

@@ -82,11 +82,11 @@ pub fn parse_period_s(s: &str) -> Result<f64, UnitError> {
     )
 }
 
-/// `1MB`, `64KB`, `9000B`, `9000` -> bytes (rounded).
+/// `1GB`, `1MB`, `64KB`, `9000B`, `9000` -> bytes (rounded).
 pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
     number_with_suffix(
         s,
-        &[("MB", 1e6), ("KB", 1e3), ("B", 1.0)],
+        &[("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("B", 1.0)],
         "size (like 64KB)",
     )
     .map(|v| v.round() as u64)

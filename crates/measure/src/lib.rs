@@ -15,6 +15,8 @@
 //!   methods.
 //! - [`passive::analyze_tcp`]: the passive estimators on a captured TCP flow.
 //! - [`simulate::simulate`]: streams through the simulated path, with truth.
+//! - [`transfer::transfer`]: a bulk transfer rate-controlled by the
+//!   estimates (Rapid), to a server or through the simulated path.
 //!
 //! Estimate on the embedded simulated path (10 Gbit/s, bursty cross
 //! traffic, receiver coalescence), next to the simulator's truth:
@@ -53,6 +55,7 @@ pub mod report;
 mod save;
 pub mod simulate;
 pub mod target;
+pub mod transfer;
 
 pub use capacity::{capacity, CapacityOptions, CapacityResult};
 pub use estimate::{estimate, estimate_both, Capped, EstimateOptions, EstimateReport};

@@ -102,12 +102,12 @@ pub struct UdpChannel {
     description: String,
 }
 
-fn io_err(what: &str) -> impl Fn(io::Error) -> ChannelError + '_ {
+pub(crate) fn io_err(what: &str) -> impl Fn(io::Error) -> ChannelError + '_ {
     move |e| ChannelError::Io(format!("{what}: {e}"))
 }
 
 /// A control-connection failure, said as what happened to the session.
-fn ctl_err(e: tightlink_wire::control::ControlError) -> ChannelError {
+pub(crate) fn ctl_err(e: tightlink_wire::control::ControlError) -> ChannelError {
     use tightlink_wire::control::ControlError;
     let what = match &e {
         ControlError::Io(io) => match io.kind() {
@@ -130,88 +130,135 @@ fn ctl_err(e: tightlink_wire::control::ControlError) -> ChannelError {
     })
 }
 
-fn refused(reason: &str) -> ChannelError {
+pub(crate) fn refused(reason: &str) -> ChannelError {
     ChannelError::Io(format!("the server refused: {reason}"))
+}
+
+/// A control connection past its handshake: the session the server
+/// accepted, and the limits it set.
+pub(crate) struct ControlSession {
+    /// Unbuffered: receive loops poll its fd, which must not hide bytes
+    /// already read into a buffer.
+    pub reader: TcpStream,
+    pub writer: BufWriter<TcpStream>,
+    pub addr: SocketAddr,
+    pub local_ip: std::net::IpAddr,
+    pub session: u64,
+    pub udp_port: u16,
+    pub authenticated: bool,
+    pub limits: Limits,
+}
+
+/// Connects to `server` (`HOST[:PORT]`, port 7447 by default), proves the
+/// key if given and opens a session in `direction`.
+pub(crate) fn open_session(
+    server: &str,
+    key: Option<&[u8]>,
+    direction: Direction,
+    timeout: Duration,
+) -> Result<ControlSession, ChannelError> {
+    let with_port = with_default_port(server);
+    let addr = with_port
+        .to_socket_addrs()
+        .map_err(|e| ChannelError::Io(format!("server '{server}': {e}")))?
+        .next()
+        .ok_or_else(|| ChannelError::Io(format!("server '{server}': no address")))?;
+    let conn = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|e| ChannelError::Io(format!("connect to {addr}: {e}")))?;
+    let setup = io_err("control connection");
+    conn.set_nodelay(true).map_err(&setup)?;
+    conn.set_read_timeout(Some(timeout)).map_err(&setup)?;
+    conn.set_write_timeout(Some(timeout)).map_err(&setup)?;
+    let mut reader = conn.try_clone().map_err(&setup)?;
+    let mut writer = BufWriter::new(conn.try_clone().map_err(&setup)?);
+    write_message(
+        &mut writer,
+        &Message::Hello {
+            version: VERSION,
+            wants_key: key.is_some(),
+        },
+    )
+    .map_err(&setup)?;
+    let nonce = match read_message(&mut reader).map_err(ctl_err)? {
+        Message::Challenge {
+            version,
+            nonce,
+            key_required,
+            ..
+        } => {
+            if version != VERSION {
+                return Err(ChannelError::Io(format!(
+                    "server speaks control protocol {version}, this client {VERSION}"
+                )));
+            }
+            if key_required && key.is_none() {
+                return Err(refused("this server requires a key (--key-file)"));
+            }
+            nonce
+        }
+        Message::Refused { reason } => return Err(refused(&reason)),
+        other => {
+            return Err(ChannelError::Io(format!(
+                "expected Challenge, got {other:?}"
+            )))
+        }
+    };
+    write_message(
+        &mut writer,
+        &Message::Open {
+            direction,
+            auth: key.map(|k| auth::answer(k, &nonce, direction)),
+        },
+    )
+    .map_err(&setup)?;
+    let (session, udp_port, authenticated, limits) =
+        match read_message(&mut reader).map_err(ctl_err)? {
+            Message::Accepted {
+                session,
+                udp_port,
+                authenticated,
+                limits,
+            } => (session, udp_port, authenticated, limits),
+            Message::Refused { reason } => return Err(refused(&reason)),
+            other => {
+                return Err(ChannelError::Io(format!(
+                    "expected Accepted, got {other:?}"
+                )))
+            }
+        };
+    let local_ip = conn.local_addr().map_err(&setup)?.ip();
+    Ok(ControlSession {
+        reader,
+        writer,
+        addr,
+        local_ip,
+        session,
+        udp_port,
+        authenticated,
+        limits,
+    })
 }
 
 impl UdpChannel {
     /// Connects to `server` (`HOST[:PORT]`, port 7447 by default), proves
     /// the key if given, opens a session in `opts.direction`.
     pub fn connect(server: &str, opts: &ClientOptions) -> Result<UdpChannel, ChannelError> {
-        let with_port = with_default_port(server);
-        let addr = with_port
-            .to_socket_addrs()
-            .map_err(|e| ChannelError::Io(format!("server '{server}': {e}")))?
-            .next()
-            .ok_or_else(|| ChannelError::Io(format!("server '{server}': no address")))?;
-        let conn = TcpStream::connect_timeout(&addr, opts.timeout)
-            .map_err(|e| ChannelError::Io(format!("connect to {addr}: {e}")))?;
-        let setup = io_err("control connection");
-        conn.set_nodelay(true).map_err(&setup)?;
-        conn.set_read_timeout(Some(opts.timeout)).map_err(&setup)?;
-        conn.set_write_timeout(Some(opts.timeout)).map_err(&setup)?;
-        let mut reader = conn.try_clone().map_err(&setup)?;
+        if opts.direction == Direction::Transfer {
+            return Err(ChannelError::Io(
+                "a transfer session is not a probe channel (see transfer)".into(),
+            ));
+        }
+        let ControlSession {
+            reader,
+            writer,
+            addr,
+            local_ip,
+            session,
+            udp_port,
+            authenticated,
+            limits,
+        } = open_session(server, opts.key.as_deref(), opts.direction, opts.timeout)?;
         let ctrl_fd = reader.as_raw_fd();
-        let mut writer = BufWriter::new(conn.try_clone().map_err(&setup)?);
-        write_message(
-            &mut writer,
-            &Message::Hello {
-                version: VERSION,
-                wants_key: opts.key.is_some(),
-            },
-        )
-        .map_err(&setup)?;
-        let nonce = match read_message(&mut reader).map_err(ctl_err)? {
-            Message::Challenge {
-                version,
-                nonce,
-                key_required,
-                ..
-            } => {
-                if version != VERSION {
-                    return Err(ChannelError::Io(format!(
-                        "server speaks control protocol {version}, this client {VERSION}"
-                    )));
-                }
-                if key_required && opts.key.is_none() {
-                    return Err(refused("this server requires a key (--key-file)"));
-                }
-                nonce
-            }
-            Message::Refused { reason } => return Err(refused(&reason)),
-            other => {
-                return Err(ChannelError::Io(format!(
-                    "expected Challenge, got {other:?}"
-                )))
-            }
-        };
-        write_message(
-            &mut writer,
-            &Message::Open {
-                direction: opts.direction,
-                auth: opts
-                    .key
-                    .as_ref()
-                    .map(|k| auth::answer(k, &nonce, opts.direction)),
-            },
-        )
-        .map_err(&setup)?;
-        let (session, udp_port, authenticated, limits) =
-            match read_message(&mut reader).map_err(ctl_err)? {
-                Message::Accepted {
-                    session,
-                    udp_port,
-                    authenticated,
-                    limits,
-                } => (session, udp_port, authenticated, limits),
-                Message::Refused { reason } => return Err(refused(&reason)),
-                other => {
-                    return Err(ChannelError::Io(format!(
-                        "expected Accepted, got {other:?}"
-                    )))
-                }
-            };
-        let local_ip = conn.local_addr().map_err(&setup)?.ip();
         let sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), 16 << 20)
             .map_err(io_err("probe socket"))?;
         let server_udp = SocketAddr::new(addr.ip(), udp_port);
@@ -246,7 +293,7 @@ impl UdpChannel {
         let host_limit_bps = match opts.direction {
             Direction::Forward => host::pacing_limit_bps(opts.backend, payload, frame_bytes),
             // The server sends; its limit is in its clamped max rate.
-            Direction::Reverse => f64::INFINITY,
+            Direction::Reverse | Direction::Transfer => f64::INFINITY,
         };
         let max_rate_bps = host_limit_bps
             .min(limits.max_rate_bps as f64)
@@ -279,10 +326,7 @@ impl UdpChannel {
             warnings,
             description: format!(
                 "tightlink server {addr} ({}{}, {} backend)",
-                match opts.direction {
-                    Direction::Forward => "forward",
-                    Direction::Reverse => "reverse",
-                },
+                opts.direction.name(),
                 if authenticated { ", key" } else { "" },
                 opts.backend
             ),
@@ -592,7 +636,7 @@ impl Channel for UdpChannel {
         self.next_stream += 1;
         let s = match self.direction {
             Direction::Forward => self.forward(request, stream)?,
-            Direction::Reverse => self.reverse(request, stream)?,
+            Direction::Reverse | Direction::Transfer => self.reverse(request, stream)?,
         };
         self.elapsed_ns += s.send_span_ns() as i64;
         Ok(Probed {

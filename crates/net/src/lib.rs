@@ -19,6 +19,8 @@
 //! - [`host`]: the measuring host's own limits (send cost, offloads).
 //! - [`doctor`]: `tightlink doctor`, all of the host's limits and a verdict.
 //! - [`ttl`]: TTL-limited probes and their ICMP errors (per-hop capacity).
+//! - [`transfer`]: `tightlink transfer`, reliable bulk data as rate-controlled
+//!   probe streams, both ends.
 //! - [`loopback`]: a server and a client on this host, for tests and
 //!   `doctor`.
 
@@ -36,6 +38,7 @@ pub mod receiver;
 pub mod reflector;
 pub mod server;
 pub mod stamps;
+pub mod transfer;
 pub mod ttl;
 pub mod twamp_light;
 pub mod udp;

@@ -371,11 +371,7 @@ fn run_session(
         .collect();
     format!(
         "tightlink server: session peer={peer} direction={} auth={} streams={} packets={} bytes={} duration_ms={} drops=[{}] end={}",
-        match o.direction {
-            Some(Direction::Forward) => "forward",
-            Some(Direction::Reverse) => "reverse",
-            None => "-",
-        },
+        o.direction.map_or("-", Direction::name),
         o.authenticated,
         o.streams,
         o.packets,
@@ -490,6 +486,12 @@ fn session(
                 }
                 Message::Credit { len } if s.direction == Direction::Reverse => {
                     s.tcp_credit += len as u64;
+                }
+                Message::Transfer {
+                    max_bytes,
+                    packet_bytes,
+                } if s.direction == Direction::Transfer => {
+                    s.transfer(&conn, &mut w, o, config, max_bytes, packet_bytes)?
                 }
                 Message::Close => return s.close(&mut w, o),
                 other => {
@@ -818,6 +820,48 @@ impl Session {
             )));
         }
         Ok(client)
+    }
+
+    /// A transfer: data in, stamps and the in-order count out, the digest
+    /// compared at the end.
+    fn transfer(
+        &mut self,
+        conn: &TcpStream,
+        w: &mut BufWriter<&TcpStream>,
+        o: &mut Outcome,
+        config: &ServerConfig,
+        max_bytes: u64,
+        packet_bytes: u16,
+    ) -> Result<(), End> {
+        let mut limits = self.limits;
+        limits.max_session_bytes = limits.max_session_bytes.saturating_sub(o.bytes);
+        let session = crate::transfer::serve::Session {
+            conn,
+            sock: &self.sock,
+            session_id: self.session_id,
+            peer: self.peer,
+            limits,
+            authenticated: self.authenticated,
+            session_end_ns: self.session_end,
+            idle_timeout: config.idle_timeout,
+        };
+        use crate::transfer::serve::ServeEnd;
+        let served = crate::transfer::serve::receive(&session, w, max_bytes, packet_bytes)
+            .map_err(|e| match e {
+                ServeEnd::Refuse(why) => End::Refuse(why),
+                ServeEnd::Fail(why) => End::Fail(why),
+            })?;
+        o.streams += served.streams;
+        o.packets += served.packets;
+        o.bytes += served.bytes;
+        o.drops.merge(&served.drops);
+        if !served.digest_ok {
+            return Err(End::Fail(format!(
+                "transfer digest mismatch after {} bytes (the client was told)",
+                served.bytes
+            )));
+        }
+        Ok(())
     }
 
     /// Counts what arrived since the last stream and says goodbye with

@@ -153,15 +153,20 @@ impl ProbeSource for &ProbeSocket {
 }
 /// IP_MTU of a connected UDP socket (the path MTU the kernel knows).
 pub(crate) fn path_mtu(sock: &ProbeSocket, to: SocketAddr) -> Option<u32> {
-    let (level, name) = if to.is_ipv4() {
-        (libc::IPPROTO_IP, libc::IP_MTU)
-    } else {
-        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
-    };
     // Connect a throw-away socket of the same family: connecting the probe
     // socket itself would filter what it receives.
     let probe = std::net::UdpSocket::bind(SocketAddr::new(sock.local_addr().ok()?.ip(), 0)).ok()?;
     probe.connect(to).ok()?;
-    let v = sockopt::get_int(probe.as_raw_fd(), level, name).ok()?;
+    connected_mtu(&probe)
+}
+
+/// IP_MTU of a UDP socket already connected.
+pub(crate) fn connected_mtu(sock: &std::net::UdpSocket) -> Option<u32> {
+    let (level, name) = if sock.peer_addr().ok()?.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_MTU)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    };
+    let v = sockopt::get_int(sock.as_raw_fd(), level, name).ok()?;
     (v > 0).then_some(v as u32)
 }

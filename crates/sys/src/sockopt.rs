@@ -92,6 +92,29 @@ pub fn wait_fd(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<bool> {
     Ok(r > 0)
 }
 
+/// Waits until any of `fds` is ready for `events` or `timeout_ms` passes;
+/// returns whether one is.
+pub fn wait_any(fds: &[RawFd], events: i16, timeout_ms: i32) -> io::Result<bool> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `p` holds `p.len()` valid pollfds.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
 /// Sets SO_RCVTIMEO: a blocking receive returns `WouldBlock` after
 /// `timeout` (zero would mean "never", so it is raised to 1 us).
 pub fn set_recv_timeout(fd: RawFd, timeout: std::time::Duration) -> io::Result<()> {

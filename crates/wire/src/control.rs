@@ -19,6 +19,10 @@
 //! reverse:  Reverse {schedule}      ->     <- Ready; server sends UDP; <- StreamSent
 //!                                   <-     Records {transmit stamps}... (last = true)
 //! Credit {padding}                  ->     (reverse without a key: see server)
+//! transfer: Transfer {max_bytes}    ->     <- TransferReady {window}
+//!           client sends data packets ([`crate::data`]), StreamSent -> after each stream
+//!                                   <-     Records {receive stamps} + Delivered, per stream
+//!           TransferEnd {bytes, digest} -> <- TransferDone {bytes, digest}
 //! Close                             ->     <- Bye {drop counters}
 //! ```
 //! Any step may be answered with `Refused {reason}` instead, after which
@@ -52,6 +56,19 @@ pub enum Direction {
     /// Server sends to the client, client timestamps (download, like
     /// `iperf3 -R`).
     Reverse,
+    /// A reliable bulk transfer from the client, its data sent as probe
+    /// streams and rate-controlled from the server's receive stamps.
+    Transfer,
+}
+
+impl Direction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Forward => "forward",
+            Direction::Reverse => "reverse",
+            Direction::Transfer => "transfer",
+        }
+    }
 }
 
 /// What a server allows one session; sent in `Challenge` (the defaults for
@@ -150,6 +167,31 @@ pub enum Message {
     Credit {
         len: u32,
     },
+    /// The client will send at most `max_bytes` of data in packets of at
+    /// most `packet_bytes` (UDP payload).
+    Transfer {
+        max_bytes: u64,
+        packet_bytes: u16,
+    },
+    /// The server takes data up to `window_bytes` past what it has
+    /// delivered in order.
+    TransferReady {
+        window_bytes: u64,
+    },
+    /// Bytes the server holds in order from the start.
+    Delivered {
+        bytes: u64,
+    },
+    /// The client has sent everything: its length and SHA-256.
+    TransferEnd {
+        bytes: u64,
+        digest: [u8; 32],
+    },
+    /// What the server received: its length and SHA-256.
+    TransferDone {
+        bytes: u64,
+        digest: [u8; 32],
+    },
 }
 
 /// A control frame that does not parse.
@@ -188,6 +230,11 @@ mod ty {
     pub const CLOSE: u8 = 11;
     pub const BYE: u8 = 12;
     pub const CREDIT: u8 = 13;
+    pub const TRANSFER: u8 = 14;
+    pub const TRANSFER_READY: u8 = 15;
+    pub const DELIVERED: u8 = 16;
+    pub const TRANSFER_END: u8 = 17;
+    pub const TRANSFER_DONE: u8 = 18;
 }
 
 /// A cursor over a frame body: every read is bounds-checked.
@@ -285,6 +332,7 @@ impl Message {
                 out.push(match direction {
                     Direction::Forward => 0,
                     Direction::Reverse => 1,
+                    Direction::Transfer => 2,
                 });
                 match auth {
                     Some(a) => {
@@ -374,6 +422,32 @@ impl Message {
                 out.push(ty::CREDIT);
                 out.resize(out.len() + *len as usize, 0);
             }
+            Message::Transfer {
+                max_bytes,
+                packet_bytes,
+            } => {
+                out.push(ty::TRANSFER);
+                out.extend_from_slice(&max_bytes.to_be_bytes());
+                out.extend_from_slice(&packet_bytes.to_be_bytes());
+            }
+            Message::TransferReady { window_bytes } => {
+                out.push(ty::TRANSFER_READY);
+                out.extend_from_slice(&window_bytes.to_be_bytes());
+            }
+            Message::Delivered { bytes } => {
+                out.push(ty::DELIVERED);
+                out.extend_from_slice(&bytes.to_be_bytes());
+            }
+            Message::TransferEnd { bytes, digest } => {
+                out.push(ty::TRANSFER_END);
+                out.extend_from_slice(&bytes.to_be_bytes());
+                out.extend_from_slice(digest);
+            }
+            Message::TransferDone { bytes, digest } => {
+                out.push(ty::TRANSFER_DONE);
+                out.extend_from_slice(&bytes.to_be_bytes());
+                out.extend_from_slice(digest);
+            }
             Message::Bye { drops } => {
                 out.push(ty::BYE);
                 let nonzero: Vec<_> = DropReason::ALL
@@ -409,6 +483,11 @@ impl Message {
             ty::CLOSE => "Close",
             ty::BYE => "Bye",
             ty::CREDIT => "Credit",
+            ty::TRANSFER => "Transfer",
+            ty::TRANSFER_READY => "TransferReady",
+            ty::DELIVERED => "Delivered",
+            ty::TRANSFER_END => "TransferEnd",
+            ty::TRANSFER_DONE => "TransferDone",
             other => return Err(ControlError::UnknownType(other)),
         };
         let mut b = Body { what, b: body };
@@ -432,6 +511,7 @@ impl Message {
                 direction: match b.u8()? {
                     0 => Direction::Forward,
                     1 => Direction::Reverse,
+                    2 => Direction::Transfer,
                     v => return Err(malformed(what, format!("direction {v}"))),
                 },
                 auth: if b.bool()? {
@@ -519,6 +599,22 @@ impl Message {
                 b.take(len as usize)?;
                 Message::Credit { len }
             }
+            ty::TRANSFER => Message::Transfer {
+                max_bytes: b.u64()?,
+                packet_bytes: b.u16()?,
+            },
+            ty::TRANSFER_READY => Message::TransferReady {
+                window_bytes: b.u64()?,
+            },
+            ty::DELIVERED => Message::Delivered { bytes: b.u64()? },
+            ty::TRANSFER_END => Message::TransferEnd {
+                bytes: b.u64()?,
+                digest: b.take(32)?.try_into().unwrap(),
+            },
+            ty::TRANSFER_DONE => Message::TransferDone {
+                bytes: b.u64()?,
+                digest: b.take(32)?.try_into().unwrap(),
+            },
             _ => {
                 let n = b.u8()? as usize;
                 let mut drops = DropCounters::default();
@@ -654,9 +750,36 @@ mod tests {
             Message::Close,
             Message::Bye { drops },
             Message::Credit { len: 1000 },
+            Message::Open {
+                direction: Direction::Transfer,
+                auth: None,
+            },
+            Message::Transfer {
+                max_bytes: 200_000_000,
+                packet_bytes: 1472,
+            },
+            Message::TransferReady {
+                window_bytes: 8 << 20,
+            },
+            Message::Delivered { bytes: 123_456 },
+            Message::TransferEnd {
+                bytes: 5,
+                digest: [0xab; 32],
+            },
+            Message::TransferDone {
+                bytes: 5,
+                digest: [0xcd; 32],
+            },
         ] {
             round_trip(m);
         }
+    }
+
+    #[test]
+    fn delivered_bytes_by_hand() {
+        let mut out = Vec::new();
+        Message::Delivered { bytes: 258 }.emit(&mut out);
+        assert_eq!(out, [0, 0, 0, 9, 16, 0, 0, 0, 0, 0, 0, 1, 2]);
     }
 
     #[test]

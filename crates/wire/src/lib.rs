@@ -14,6 +14,7 @@
 //! is a [`DropReason`], counted by [`DropCounters`].
 
 pub mod control;
+pub mod data;
 pub mod ntp;
 pub mod twamp;
 pub mod udp4;

@@ -1,0 +1,236 @@
+//! `tightlink transfer [TARGET]`: bulk data rate-controlled by the
+//! estimates (Rapid, after the BASS paper's section VII), to a
+//! `tightlink server` or through the simulated path.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use tightlink_core::rapid::RapidEstimator;
+use tightlink_core::units::{parse_bytes, parse_time_ns};
+use tightlink_measure::transfer::{transfer, TransferEvent, TransferOptions, TransferReport};
+use tightlink_measure::Target;
+
+use crate::estimate::{json_event, real_options};
+
+#[derive(Args)]
+pub struct TransferArgs {
+    /// `HOST[:PORT]` of a `tightlink server`; `sim:` with the path
+    /// described, or nothing for the embedded simulated path.
+    #[arg(default_value = "sim:")]
+    pub target: String,
+    /// rapid (BASS multi-pass smoothing before the multi-rate estimate)
+    /// or rapid-raw (the estimate on unsmoothed gaps).
+    #[arg(long, default_value = "rapid")]
+    pub cc: String,
+    /// Bytes to send (e.g. 200MB, 1GB); without it, for --time.
+    #[arg(long)]
+    pub bytes: Option<String>,
+    /// How long to send (e.g. 10s); the default when --bytes is not given.
+    #[arg(long, conflicts_with = "bytes")]
+    pub time: Option<String>,
+    /// Receive instead (the server sends).
+    #[arg(long, short = 'R')]
+    pub reverse: bool,
+    /// Seconds between progress lines.
+    #[arg(long, default_value = "0.5")]
+    pub interval: String,
+    /// One JSON object on stdout at the end instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// One JSON object per line as the run goes: `start`, an `interval`
+    /// per --interval, an `update` per stream read, then `end` with the
+    /// report `--json` prints, or `error`.
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
+    /// Real servers: pre-shared key file (the server's keyed limits).
+    #[arg(long, env = "TIGHTLINK_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Never send faster than this (e.g. 500M).
+    #[arg(long)]
+    pub max_rate: Option<String>,
+    /// The simulated path's round-trip time.
+    #[arg(long, default_value = "30ms")]
+    pub rtt: String,
+    /// Seed of the data bytes (and of nothing else).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl TransferArgs {
+    fn options(&self) -> Result<TransferOptions> {
+        let estimator = match self.cc.as_str() {
+            "rapid" => RapidEstimator::Bass,
+            "rapid-raw" => RapidEstimator::Raw,
+            other => bail!("--cc {other}: expected rapid or rapid-raw"),
+        };
+        let bytes = self
+            .bytes
+            .as_deref()
+            .map(|b| parse_bytes(b).with_context(|| format!("--bytes {b}")))
+            .transpose()?;
+        let time_ns = self
+            .time
+            .as_deref()
+            .map(|t| parse_time_ns(t).with_context(|| format!("--time {t}")))
+            .transpose()?;
+        let interval_s: f64 = self
+            .interval
+            .parse()
+            .ok()
+            .filter(|v: &f64| *v >= 0.01 && v.is_finite())
+            .with_context(|| {
+                format!(
+                    "--interval {}: expected seconds, at least 0.01",
+                    self.interval
+                )
+            })?;
+        Ok(TransferOptions {
+            estimator,
+            bytes,
+            duration_ns: match (bytes, time_ns) {
+                (None, None) => Some(10_000_000_000),
+                (_, t) => t,
+            },
+            interval_ns: (interval_s * 1e9) as i64,
+            real: real_options(self.reverse, &self.key_file, &self.max_rate, "udp")?,
+            sim_rtt_ns: parse_time_ns(&self.rtt).with_context(|| format!("--rtt {}", self.rtt))?,
+            seed: self.seed,
+        })
+    }
+}
+
+fn mbps(b: f64) -> String {
+    format!("{:.1} Mbit/s", b / 1e6)
+}
+
+pub fn run(args: TransferArgs) -> Result<()> {
+    let options = args.options()?;
+    let target = Target::parse(&args.target)?;
+    if args.json_stream {
+        json_event(
+            "start",
+            serde_json::json!({"target": args.target, "cc": options.estimator.name()}),
+        )?;
+        let r = transfer(&target, &options, &mut |e| {
+            let _ = match e {
+                TransferEvent::Interval(iv) => json_event("interval", serde_json::json!(iv)),
+                TransferEvent::Update(u) => json_event(
+                    "update",
+                    serde_json::json!({"stream": u.stream, "sent_bps": u.sent_bps,
+                        "abw_bps": u.abw_bps, "bound": format!("{:?}", u.bound).to_lowercase(),
+                        "lost": u.lost, "rate_bps": u.rate_bps}),
+                ),
+            };
+        });
+        return match r {
+            Ok(r) => json_event("end", serde_json::json!(r)),
+            Err(e) => {
+                json_event("error", serde_json::json!(format!("{e:#}")))?;
+                Err(e)
+            }
+        };
+    }
+    let bar = std::io::stderr().is_terminal() && !args.json;
+    let total = options.bytes;
+    let duration = options.duration_ns;
+    let mut done_bytes = 0.0;
+    let mut out = std::io::stdout().lock();
+    if !args.json {
+        writeln!(
+            out,
+            "{:>13}  {:>14}  {:>14}  {:>14}  {:>9}  {:>8}",
+            "interval s", "goodput", "rate", "estimate", "resent", "rtt"
+        )?;
+    }
+    let r = transfer(&target, &options, &mut |e| {
+        let TransferEvent::Interval(iv) = e else {
+            return;
+        };
+        done_bytes += iv.goodput_bps * (iv.end_s - iv.start_s) / 8.0;
+        if args.json {
+            return;
+        }
+        if bar {
+            eprint!("\r{}\r", " ".repeat(40));
+        }
+        let _ = writeln!(
+            out,
+            "{:>6.1}-{:<6.1}  {:>14}  {:>14}  {:>14}  {:>9}  {:>8}",
+            iv.start_s,
+            iv.end_s,
+            mbps(iv.goodput_bps),
+            iv.rate_bps.map_or("-".into(), mbps),
+            iv.estimate_bps.map_or("-".into(), mbps),
+            iv.retransmitted_bytes
+                .map_or("-".into(), |b| format!("{b} B")),
+            iv.rtt_ms.map_or("-".into(), |r| format!("{r:.2} ms")),
+        );
+        if bar {
+            let f = match (total, duration) {
+                (Some(t), _) => done_bytes / t as f64,
+                (None, Some(d)) => iv.end_s * 1e9 / d as f64,
+                _ => 0.0,
+            }
+            .clamp(0.0, 1.0);
+            let n = (f * 30.0).round() as usize;
+            eprint!(
+                "[{}{}] {:3.0} %",
+                "=".repeat(n),
+                " ".repeat(30 - n),
+                f * 100.0
+            );
+        }
+    });
+    if bar {
+        eprint!("\r{}\r", " ".repeat(40));
+    }
+    let r = r?;
+    if args.json {
+        serde_json::to_writer(&mut out, &r)?;
+        writeln!(out)?;
+    } else {
+        render(&mut out, &r)?;
+    }
+    Ok(())
+}
+
+fn render(out: &mut impl Write, r: &TransferReport) -> Result<()> {
+    writeln!(out)?;
+    writeln!(out, "target      {} ({})", r.target, r.cc)?;
+    writeln!(
+        out,
+        "delivered   {} bytes in {:.2} s: {}{}",
+        r.bytes,
+        r.duration_s,
+        mbps(r.goodput_bps),
+        r.available_bps.map_or(String::new(), |a| format!(
+            " ({:.0} % of the {} available)",
+            r.goodput_bps / a * 100.0,
+            mbps(a)
+        ))
+    )?;
+    writeln!(
+        out,
+        "lost        {} of {} packets ({:.2} %), {} bytes sent again",
+        r.lost_packets,
+        r.sent_packets,
+        r.loss() * 100.0,
+        r.retransmitted_bytes
+    )?;
+    writeln!(
+        out,
+        "estimates   {} streams read, median exact estimate {}, last rate {}",
+        r.streams,
+        r.estimate_median_bps.map_or("-".into(), mbps),
+        r.final_rate_bps.map_or("-".into(), mbps)
+    )?;
+    if let (Some(a), Some(b)) = (r.rtt_min_ms, r.rtt_median_ms) {
+        writeln!(out, "rtt         min {a:.2} ms, median {b:.2} ms")?;
+    }
+    if let Some(d) = &r.sha256 {
+        writeln!(out, "sha256      {d} (checked by both ends)")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,283 @@
+//! A rate-controlled bulk transfer (\[BASS\] section VII): to a
+//! `tightlink server` over real packets (reliable UDP, digest checked),
+//! or through the simulated path with its cross traffic and a round trip
+//! of `sim_rtt_ns`, where the goodput is set beside the simulator's
+//! available bandwidth. The same report either way.
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use tightlink_core::rapid::{RapidEstimator, RapidParams, RapidUpdate};
+use tightlink_net::transfer::{self as net_transfer, TransferEvent as NetEvent};
+use tightlink_sim::flow::{run_flow, FlowSpec, RapidFlow};
+
+use crate::target::{RealOptions, Target};
+
+#[derive(Debug, Clone)]
+pub struct TransferOptions {
+    pub estimator: RapidEstimator,
+    /// Bytes to deliver; `None`: for `duration_ns`.
+    pub bytes: Option<u64>,
+    pub duration_ns: Option<i64>,
+    pub interval_ns: i64,
+    pub real: RealOptions,
+    /// Round trip of the simulated path (its hops carry no propagation).
+    pub sim_rtt_ns: i64,
+    pub seed: u64,
+}
+
+impl Default for TransferOptions {
+    fn default() -> Self {
+        TransferOptions {
+            estimator: RapidEstimator::Bass,
+            bytes: None,
+            duration_ns: Some(10_000_000_000),
+            interval_ns: 500_000_000,
+            real: RealOptions::default(),
+            sim_rtt_ns: 30_000_000,
+            seed: 1,
+        }
+    }
+}
+
+/// One progress interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TransferInterval {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub goodput_bps: f64,
+    /// The simulator's available bandwidth over the interval (`sim:`).
+    pub available_bps: Option<f64>,
+    /// Bytes sent again (real servers; the simulated flow counts losses
+    /// only over the whole run).
+    pub retransmitted_bytes: Option<u64>,
+    /// The controller's rate at the interval's end.
+    pub rate_bps: Option<f64>,
+    pub estimate_bps: Option<f64>,
+    pub rtt_ms: Option<f64>,
+}
+
+pub enum TransferEvent<'a> {
+    Interval(&'a TransferInterval),
+    Update(&'a RapidUpdate),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TransferReport {
+    pub target: String,
+    pub cc: &'static str,
+    /// Payload bytes delivered in order.
+    pub bytes: u64,
+    pub duration_s: f64,
+    pub goodput_bps: f64,
+    /// The simulator's available bandwidth over the run (`sim:`).
+    pub available_bps: Option<f64>,
+    pub sent_packets: u64,
+    pub lost_packets: u64,
+    pub retransmitted_bytes: u64,
+    pub streams: u64,
+    pub rtt_min_ms: Option<f64>,
+    pub rtt_median_ms: Option<f64>,
+    /// Median of the exact estimates the controller read.
+    pub estimate_median_bps: Option<f64>,
+    pub final_rate_bps: Option<f64>,
+    /// SHA-256 of the data, checked by both ends (real servers).
+    pub sha256: Option<String>,
+    pub intervals: Vec<TransferInterval>,
+}
+
+impl TransferReport {
+    pub fn loss(&self) -> f64 {
+        self.lost_packets as f64 / self.sent_packets.max(1) as f64
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+fn exact_median(updates: &[RapidUpdate]) -> Option<f64> {
+    median(
+        updates
+            .iter()
+            .filter(|u| u.bound == tightlink_core::Bound::Exact)
+            .filter_map(|u| u.abw_bps)
+            .collect(),
+    )
+}
+
+/// Runs a transfer to `target`: a server or the simulated path.
+pub fn transfer(
+    target: &Target,
+    opts: &TransferOptions,
+    on_event: &mut dyn FnMut(TransferEvent),
+) -> Result<TransferReport> {
+    if opts.bytes.is_none() && opts.duration_ns.is_none() {
+        bail!("a transfer needs --bytes or --time");
+    }
+    if opts.real.reverse {
+        bail!("-R: the server sends transfers to no one yet; transfers go toward the server");
+    }
+    match target {
+        Target::Sim { text, spec } => sim_transfer(text, spec, opts, on_event),
+        Target::Server { host } => real_transfer(host, opts, on_event),
+        Target::Twamp { .. } | Target::Trace { .. } => bail!(
+            "{target}: a transfer needs a tightlink server (HOST[:PORT]) or the simulated path (sim:)"
+        ),
+    }
+}
+
+fn real_transfer(
+    host: &str,
+    opts: &TransferOptions,
+    on_event: &mut dyn FnMut(TransferEvent),
+) -> Result<TransferReport> {
+    let key = match &opts.real.key_file {
+        Some(f) => Some(
+            tightlink_net::auth::read_key_file(f)
+                .with_context(|| format!("--key-file {}", f.display()))?,
+        ),
+        None => None,
+    };
+    let net_opts = net_transfer::TransferOptions {
+        key,
+        estimator: opts.estimator,
+        bytes: opts.bytes,
+        duration: opts
+            .duration_ns
+            .map(|d| std::time::Duration::from_nanos(d.max(0) as u64)),
+        max_rate_bps: opts.real.max_rate_bps,
+        interval: std::time::Duration::from_nanos(opts.interval_ns.max(1) as u64),
+        seed: opts.seed,
+        ..net_transfer::TransferOptions::default()
+    };
+    let s = net_transfer::run(host, &net_opts, &mut |e| match e {
+        NetEvent::Interval(iv) => on_event(TransferEvent::Interval(&interval_of(iv))),
+        NetEvent::Update(u) => on_event(TransferEvent::Update(u)),
+    })
+    .map_err(|e| anyhow::anyhow!("{host}: {e}"))?;
+    Ok(TransferReport {
+        target: host.to_string(),
+        cc: opts.estimator.name(),
+        bytes: s.bytes,
+        duration_s: s.duration_ns as f64 / 1e9,
+        goodput_bps: s.goodput_bps(),
+        available_bps: None,
+        sent_packets: s.sent_packets,
+        lost_packets: s.lost_packets,
+        retransmitted_bytes: s.retransmitted_bytes,
+        streams: s.streams,
+        rtt_min_ms: s.rtt_min_ns.map(|r| r as f64 / 1e6),
+        rtt_median_ms: s.rtt_median_ns.map(|r| r as f64 / 1e6),
+        estimate_median_bps: exact_median(&s.updates),
+        final_rate_bps: s.updates.last().map(|u| u.rate_bps),
+        sha256: Some(net_transfer::hex(&s.digest)),
+        intervals: s.intervals.iter().map(interval_of).collect(),
+    })
+}
+
+fn interval_of(iv: &net_transfer::TransferInterval) -> TransferInterval {
+    TransferInterval {
+        start_s: iv.start_ns as f64 / 1e9,
+        end_s: iv.end_ns as f64 / 1e9,
+        goodput_bps: iv.goodput_bps(),
+        available_bps: None,
+        retransmitted_bytes: Some(iv.retransmitted_bytes),
+        rate_bps: Some(iv.rate_bps),
+        estimate_bps: iv.estimate_bps,
+        rtt_ms: iv.rtt_ns.map(|r| r as f64 / 1e6),
+    }
+}
+
+/// The simulated flow: Rapid through the path's hops and cross traffic.
+/// With `bytes`, the run lasts until the goodput bins hold them (at most
+/// four times as long as the available bandwidth would need).
+fn sim_transfer(
+    text: &str,
+    spec: &tightlink_sim::PathSpec,
+    opts: &TransferOptions,
+    on_event: &mut dyn FnMut(TransferEvent),
+) -> Result<TransferReport> {
+    const PACKET_BYTES: u32 = 9000;
+    let link_bps = spec.hops.first().map_or(10e9, |h| h.hop.sustained_bps());
+    let max_bps = opts.real.max_rate_bps.unwrap_or(link_bps).min(link_bps);
+    let duration_ns = match (opts.duration_ns, opts.bytes) {
+        (Some(d), _) => d as f64,
+        (None, Some(b)) => {
+            let avail = spec.nominal_available_bps().max(1e6);
+            (b as f64 * 8e9 / avail * 4.0).max(1e9)
+        }
+        (None, None) => unreachable!("checked by transfer"),
+    };
+    let flow = FlowSpec {
+        path: spec.clone(),
+        rtt_ns: opts.sim_rtt_ns as f64,
+        duration_ns,
+        bin_ns: opts.interval_ns.max(1_000_000) as f64,
+        packet_bytes: PACKET_BYTES,
+    };
+    let mut ctl = RapidFlow::new(RapidParams::paper(max_bps, PACKET_BYTES, opts.estimator));
+    let r = run_flow(&flow, &mut ctl);
+    let bin_s = flow.bin_ns / 1e9;
+    let mut intervals = Vec::new();
+    let mut delivered = 0.0;
+    let mut end_s = duration_ns / 1e9;
+    for (i, (&g, &a)) in r.bins_bps.iter().zip(&r.available_bins_bps).enumerate() {
+        let start_s = i as f64 * bin_s;
+        let bin_bytes = g * bin_s / 8.0;
+        let at = ((i + 1) as f64 * bin_s * 1e9) as i64;
+        let last = ctl.controller.rate_bps();
+        let u_before: Vec<&RapidUpdate> = ctl.updates.iter().filter(|u| u.at_ns <= at).collect();
+        let iv = TransferInterval {
+            start_s,
+            end_s: start_s + bin_s,
+            goodput_bps: g,
+            available_bps: Some(a),
+            retransmitted_bytes: None,
+            rate_bps: Some(u_before.last().map_or(last, |u| u.rate_bps)),
+            estimate_bps: u_before.iter().rev().find_map(|u| u.abw_bps),
+            rtt_ms: None,
+        };
+        on_event(TransferEvent::Interval(&iv));
+        intervals.push(iv);
+        if let Some(b) = opts.bytes {
+            if delivered + bin_bytes >= b as f64 {
+                end_s = start_s + (b as f64 - delivered) / bin_bytes.max(1.0) * bin_s;
+                delivered = b as f64;
+                break;
+            }
+        }
+        delivered += bin_bytes;
+    }
+    if let Some(b) = opts.bytes {
+        if delivered < b as f64 {
+            bail!(
+                "{text}: the simulated flow delivered {:.0} of {b} bytes in {:.1} s (four times what the available bandwidth needs)",
+                delivered,
+                duration_ns / 1e9
+            );
+        }
+    }
+    for u in &ctl.updates {
+        on_event(TransferEvent::Update(u));
+    }
+    let available = median(intervals.iter().filter_map(|i| i.available_bps).collect());
+    Ok(TransferReport {
+        target: text.to_string(),
+        cc: opts.estimator.name(),
+        bytes: delivered as u64,
+        duration_s: end_s,
+        goodput_bps: delivered * 8.0 / end_s.max(1e-9),
+        available_bps: available,
+        sent_packets: r.sent_packets,
+        lost_packets: r.lost_packets,
+        retransmitted_bytes: r.reported_losses * PACKET_BYTES as u64,
+        streams: ctl.updates.len() as u64,
+        rtt_min_ms: Some(opts.sim_rtt_ns as f64 / 1e6),
+        rtt_median_ms: Some((opts.sim_rtt_ns as f64 + r.queue_delay_median_ns) / 1e6),
+        estimate_median_bps: exact_median(&ctl.updates),
+        final_rate_bps: Some(ctl.controller.rate_bps()),
+        sha256: None,
+        intervals,
+    })
+}
