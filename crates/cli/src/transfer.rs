@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use tightlink_core::rapid::RapidEstimator;
-use tightlink_core::units::{parse_bytes, parse_time_ns};
+use tightlink_core::units::{format_rate, parse_bytes, parse_time_ns};
 use tightlink_measure::transfer::{transfer, TransferEvent, TransferOptions, TransferReport};
 use tightlink_measure::Target;
 
@@ -101,10 +101,6 @@ impl TransferArgs {
     }
 }
 
-fn mbps(b: f64) -> String {
-    format!("{:.1} Mbit/s", b / 1e6)
-}
-
 pub fn run(args: TransferArgs) -> Result<()> {
     let options = args.options()?;
     let target = Target::parse(&args.target)?;
@@ -160,9 +156,9 @@ pub fn run(args: TransferArgs) -> Result<()> {
             "{:>6.1}-{:<6.1}  {:>14}  {:>14}  {:>14}  {:>9}  {:>8}",
             iv.start_s,
             iv.end_s,
-            mbps(iv.goodput_bps),
-            iv.rate_bps.map_or("-".into(), mbps),
-            iv.estimate_bps.map_or("-".into(), mbps),
+            format_rate(iv.goodput_bps),
+            iv.rate_bps.map_or("-".into(), format_rate),
+            iv.estimate_bps.map_or("-".into(), format_rate),
             iv.retransmitted_bytes
                 .map_or("-".into(), |b| format!("{b} B")),
             iv.rtt_ms.map_or("-".into(), |r| format!("{r:.2} ms")),
@@ -204,11 +200,11 @@ fn render(out: &mut impl Write, r: &TransferReport) -> Result<()> {
         "delivered   {} bytes in {:.2} s: {}{}",
         r.bytes,
         r.duration_s,
-        mbps(r.goodput_bps),
+        format_rate(r.goodput_bps),
         r.available_bps.map_or(String::new(), |a| format!(
             " ({:.0} % of the {} available)",
             r.goodput_bps / a * 100.0,
-            mbps(a)
+            format_rate(a)
         ))
     )?;
     writeln!(
@@ -223,8 +219,8 @@ fn render(out: &mut impl Write, r: &TransferReport) -> Result<()> {
         out,
         "estimates   {} streams read, median exact estimate {}, last rate {}",
         r.streams,
-        r.estimate_median_bps.map_or("-".into(), mbps),
-        r.final_rate_bps.map_or("-".into(), mbps)
+        r.estimate_median_bps.map_or("-".into(), format_rate),
+        r.final_rate_bps.map_or("-".into(), format_rate)
     )?;
     if let (Some(a), Some(b)) = (r.rtt_min_ms, r.rtt_median_ms) {
         writeln!(out, "rtt         min {a:.2} ms, median {b:.2} ms")?;

@@ -149,13 +149,19 @@ fn client_options(real: &RealOptions) -> Result<ClientOptions> {
         max_rate_bps: real.max_rate_bps,
         ..ClientOptions::default()
     };
-    if let Some(f) = &real.key_file {
-        opts.key = Some(
-            tightlink_net::auth::read_key_file(f)
-                .with_context(|| format!("--key-file {}", f.display()))?,
-        );
-    }
+    opts.key = read_key(real)?;
     Ok(opts)
+}
+
+/// The pre-shared key of `--key-file`, if one was given.
+pub(crate) fn read_key(real: &RealOptions) -> Result<Option<Vec<u8>>> {
+    real.key_file
+        .as_ref()
+        .map(|f| {
+            tightlink_net::auth::read_key_file(f)
+                .with_context(|| format!("--key-file {}", f.display()))
+        })
+        .transpose()
 }
 
 /// A saved run: its streams and the sender's link rate from its metadata.

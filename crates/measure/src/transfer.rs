@@ -4,13 +4,14 @@
 //! of `sim_rtt_ns`, where the goodput is set beside the simulator's
 //! available bandwidth. The same report either way.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Serialize;
 use tightlink_core::rapid::{RapidEstimator, RapidParams, RapidUpdate};
+use tightlink_core::stats::median;
 use tightlink_net::transfer::{self as net_transfer, TransferEvent as NetEvent};
 use tightlink_sim::flow::{run_flow, FlowSpec, RapidFlow};
 
-use crate::target::{RealOptions, Target};
+use crate::target::{read_key, RealOptions, Target};
 
 #[derive(Debug, Clone)]
 pub struct TransferOptions {
@@ -91,19 +92,13 @@ impl TransferReport {
     }
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
-}
-
 fn exact_median(updates: &[RapidUpdate]) -> Option<f64> {
-    median(
-        updates
-            .iter()
-            .filter(|u| u.bound == tightlink_core::Bound::Exact)
-            .filter_map(|u| u.abw_bps)
-            .collect(),
-    )
+    let exact: Vec<f64> = updates
+        .iter()
+        .filter(|u| u.bound == tightlink_core::Bound::Exact)
+        .filter_map(|u| u.abw_bps)
+        .collect();
+    median(&exact)
 }
 
 /// Runs a transfer to `target`: a server or the simulated path.
@@ -132,15 +127,8 @@ fn real_transfer(
     opts: &TransferOptions,
     on_event: &mut dyn FnMut(TransferEvent),
 ) -> Result<TransferReport> {
-    let key = match &opts.real.key_file {
-        Some(f) => Some(
-            tightlink_net::auth::read_key_file(f)
-                .with_context(|| format!("--key-file {}", f.display()))?,
-        ),
-        None => None,
-    };
     let net_opts = net_transfer::TransferOptions {
-        key,
+        key: read_key(&opts.real)?,
         estimator: opts.estimator,
         bytes: opts.bytes,
         duration: opts
@@ -261,7 +249,8 @@ fn sim_transfer(
     for u in &ctl.updates {
         on_event(TransferEvent::Update(u));
     }
-    let available = median(intervals.iter().filter_map(|i| i.available_bps).collect());
+    let available: Vec<f64> = intervals.iter().filter_map(|i| i.available_bps).collect();
+    let available = median(&available);
     Ok(TransferReport {
         target: text.to_string(),
         cc: opts.estimator.name(),

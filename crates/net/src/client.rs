@@ -211,32 +211,28 @@ pub(crate) fn open_session(
         },
     )
     .map_err(&setup)?;
-    let (session, udp_port, authenticated, limits) =
-        match read_message(&mut reader).map_err(ctl_err)? {
-            Message::Accepted {
-                session,
-                udp_port,
-                authenticated,
-                limits,
-            } => (session, udp_port, authenticated, limits),
-            Message::Refused { reason } => return Err(refused(&reason)),
-            other => {
-                return Err(ChannelError::Io(format!(
-                    "expected Accepted, got {other:?}"
-                )))
-            }
-        };
     let local_ip = conn.local_addr().map_err(&setup)?.ip();
-    Ok(ControlSession {
-        reader,
-        writer,
-        addr,
-        local_ip,
-        session,
-        udp_port,
-        authenticated,
-        limits,
-    })
+    match read_message(&mut reader).map_err(ctl_err)? {
+        Message::Accepted {
+            session,
+            udp_port,
+            authenticated,
+            limits,
+        } => Ok(ControlSession {
+            reader,
+            writer,
+            addr,
+            local_ip,
+            session,
+            udp_port,
+            authenticated,
+            limits,
+        }),
+        Message::Refused { reason } => Err(refused(&reason)),
+        other => Err(ChannelError::Io(format!(
+            "expected Accepted, got {other:?}"
+        ))),
+    }
 }
 
 impl UdpChannel {
@@ -248,20 +244,14 @@ impl UdpChannel {
                 "a transfer session is not a probe channel (see transfer)".into(),
             ));
         }
-        let ControlSession {
-            reader,
-            writer,
-            addr,
-            local_ip,
-            session,
-            udp_port,
-            authenticated,
-            limits,
-        } = open_session(server, opts.key.as_deref(), opts.direction, opts.timeout)?;
+        let cs = open_session(server, opts.key.as_deref(), opts.direction, opts.timeout)?;
+        let (addr, session, authenticated, limits) =
+            (cs.addr, cs.session, cs.authenticated, cs.limits);
+        let (reader, writer) = (cs.reader, cs.writer);
         let ctrl_fd = reader.as_raw_fd();
-        let sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), 16 << 20)
+        let sock = ProbeSocket::bind(SocketAddr::new(cs.local_ip, 0), 16 << 20)
             .map_err(io_err("probe socket"))?;
-        let server_udp = SocketAddr::new(addr.ip(), udp_port);
+        let server_udp = SocketAddr::new(addr.ip(), cs.udp_port);
         let overhead = if addr.is_ipv4() { 42 } else { 62 };
         let mtu = path_mtu(&sock, server_udp).unwrap_or(1500).min(9000);
         let mut payload = (mtu - (overhead - 14)).min(limits.max_packet_bytes as u32);
@@ -281,7 +271,7 @@ impl UdpChannel {
                 "UDP_GRO is on for the probe socket: it merges packets and their timestamps".into(),
             );
         }
-        warnings.extend(host::merging_offloads(local_ip));
+        warnings.extend(host::merging_offloads(cs.local_ip));
         let (raw_tx, ring) = backend::open_for_session(
             opts.backend,
             opts.direction,

@@ -75,21 +75,7 @@ pub fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
 /// Waits until `fd` is ready for `events` or `timeout_ms` passes; returns
 /// whether it is ready.
 pub fn wait_fd(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<bool> {
-    let mut p = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e);
-    }
-    Ok(r > 0)
+    wait_any(&[fd], events, timeout_ms)
 }
 
 /// Waits until any of `fds` is ready for `events` or `timeout_ms` passes;

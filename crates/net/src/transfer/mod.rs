@@ -24,11 +24,12 @@ use std::time::Duration;
 
 use tightlink_core::channel::ChannelError;
 use tightlink_core::rapid::{PacketTag, RapidController, RapidEstimator, RapidParams, RapidUpdate};
+use tightlink_core::stats::median_i64;
 use tightlink_sys::sockopt;
 use tightlink_wire::control::{read_message, write_message, Direction, Limits, Message};
 use tightlink_wire::data::{DataRepr, HEADER_LEN};
 
-use crate::client::{ctl_err, io_err, open_session, refused, ControlSession};
+use crate::client::{ctl_err, io_err, open_session, refused};
 use crate::clock;
 use book::{DataSource, SendBook};
 
@@ -145,21 +146,14 @@ pub fn run(
     if opts.bytes.is_none() && opts.duration.is_none() {
         return Err(err("a transfer needs a size or a time"));
     }
-    let ControlSession {
-        mut reader,
-        mut writer,
-        addr,
-        local_ip,
-        session,
-        udp_port,
-        authenticated,
-        limits,
-    } = open_session(
+    let cs = open_session(
         server,
         opts.key.as_deref(),
         Direction::Transfer,
         opts.timeout,
     )?;
+    let (addr, session, authenticated, limits) = (cs.addr, cs.session, cs.authenticated, cs.limits);
+    let (mut reader, mut writer) = (cs.reader, cs.writer);
     let max_bytes = opts.bytes.unwrap_or(limits.max_session_bytes);
     if max_bytes > limits.max_session_bytes {
         return Err(err(format!(
@@ -172,8 +166,8 @@ pub fn run(
             }
         )));
     }
-    let server_udp = SocketAddr::new(addr.ip(), udp_port);
-    let udp = UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(io_err("data socket"))?;
+    let server_udp = SocketAddr::new(addr.ip(), cs.udp_port);
+    let udp = UdpSocket::bind(SocketAddr::new(cs.local_ip, 0)).map_err(io_err("data socket"))?;
     udp.connect(server_udp).map_err(io_err("data socket"))?;
     udp.set_nonblocking(true).map_err(io_err("data socket"))?;
     let _ = sockopt::set_int(udp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
@@ -236,13 +230,14 @@ pub fn run(
         // make the next packet late and bend the stream's gaps; so not
         // while a packet is due within `SEND_SLACK_NS`, unless feedback
         // has waited `MAX_FEEDBACK_DEFER_NS`.
-        let due_soon = book.peek().is_some() && ctl.next_send_ns(now) - now < SEND_SLACK_NS;
-        let readable = sockopt::wait_fd(l.ctl_fd, libc::POLLIN, 0).map_err(io_err("control"))?;
-        let waited = *ctl_ready_since.get_or_insert(now);
-        if !readable {
+        let read_now = if sockopt::wait_fd(l.ctl_fd, libc::POLLIN, 0).map_err(io_err("control"))? {
+            let since = *ctl_ready_since.get_or_insert(now);
+            let due_soon = book.peek().is_some() && ctl.next_send_ns(now) - now < SEND_SLACK_NS;
+            !due_soon || now - since > MAX_FEEDBACK_DEFER_NS
+        } else {
             ctl_ready_since = None;
-        }
-        let read_now = readable && (!due_soon || now - waited > MAX_FEEDBACK_DEFER_NS);
+            false
+        };
         if read_now {
             ctl_ready_since = None;
         }
@@ -375,8 +370,6 @@ pub fn run(
             _ => continue,
         }
     }
-    let mut rtts = l.rtts.clone();
-    rtts.sort_unstable();
     Ok(TransferSummary {
         server: addr,
         authenticated,
@@ -390,8 +383,8 @@ pub fn run(
         lost_packets: book.lost_packets,
         streams: l.streams,
         frame_bytes,
-        rtt_min_ns: rtts.first().copied(),
-        rtt_median_ns: rtts.get(rtts.len() / 2).copied(),
+        rtt_min_ns: l.rtts.iter().min().copied(),
+        rtt_median_ns: median_i64(&l.rtts),
         intervals,
         updates: l.updates,
         digest,
@@ -522,8 +515,6 @@ impl Mark {
         estimate: Option<f64>,
         rtts: &[i64],
     ) -> TransferInterval {
-        let mut recent: Vec<i64> = rtts[self.rtts_seen.min(rtts.len())..].to_vec();
-        recent.sort_unstable();
         let iv = TransferInterval {
             start_ns: self.at_ns.max(start) - start,
             end_ns: now - start,
@@ -532,7 +523,7 @@ impl Mark {
             retransmitted_bytes: book.retransmitted_bytes - self.retransmitted,
             rate_bps: ctl.rate_bps(),
             estimate_bps: estimate,
-            rtt_ns: recent.get(recent.len() / 2).copied(),
+            rtt_ns: median_i64(&rtts[self.rtts_seen.min(rtts.len())..]),
             total_delivered_bytes: book.delivered(),
         };
         *self = Mark {

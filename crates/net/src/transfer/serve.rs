@@ -105,6 +105,7 @@ pub fn receive(
     let mut out = Served::default();
     let mut client_port: Option<u16> = None;
     let mut bufs = vec![[0u8; 9216]; BATCH];
+    let mut got: Vec<(usize, Option<SocketAddr>, Option<i64>)> = Vec::with_capacity(BATCH);
     let ctrl_fd = s.conn.as_raw_fd();
     let mut r = s.conn;
     let mut last_heard = clock::monotonic_ns();
@@ -127,7 +128,7 @@ pub fn receive(
         // Data: every batch queued now.
         loop {
             let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
-            let mut got: Vec<(usize, Option<SocketAddr>, Option<i64>)> = Vec::with_capacity(BATCH);
+            got.clear();
             let n = recv_mmsg(s.sock.fd(), &mut views, |_, len, from, msg| {
                 // SAFETY: `msg` was just filled by recvmmsg.
                 let (stamp, _) = unsafe { cmsg_stamp(msg) };
@@ -137,7 +138,7 @@ pub fn receive(
                 break;
             }
             last_heard = clock::monotonic_ns();
-            for (k, (len, from, stamp)) in got.into_iter().enumerate() {
+            for (k, &(len, from, stamp)) in got.iter().enumerate() {
                 let Some(from) = from else { continue };
                 if from.ip() != s.peer.ip() || client_port.is_some_and(|p| p != from.port()) {
                     out.drops.count(DropReason::WrongPeer);
@@ -175,7 +176,7 @@ pub fn receive(
             }
         }
         // Control: what the client says.
-        while sockopt_readable(ctrl_fd)? {
+        while sockopt::wait_fd(ctrl_fd, libc::POLLIN, 0)? {
             last_heard = clock::monotonic_ns();
             match read_message(&mut r) {
                 Ok(Message::StreamSent { stream }) => {
@@ -241,8 +242,4 @@ fn close_streams(
             bytes: re.contiguous(),
         },
     )
-}
-
-fn sockopt_readable(fd: i32) -> io::Result<bool> {
-    sockopt::wait_fd(fd, libc::POLLIN, 0)
 }
