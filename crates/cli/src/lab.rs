@@ -49,6 +49,37 @@ pub enum LabCommand {
     /// analyze-tcp's capacity, buffer and loss classes against the
     /// configured bottleneck and each loss's true cause.
     Tcp(TcpArgs),
+    /// Rate controllers in turn over the lab's path and cross traffic:
+    /// Rapid with and without BASS (`transfer`), the kernel's CUBIC and
+    /// BBR (one TCP flow); throughput per bin and overall as a share of
+    /// the available bandwidth (hop rate minus the cross traffic offered),
+    /// loss and RTT.
+    Cc(CcArgs),
+}
+
+#[derive(Args)]
+pub struct CcArgs {
+    #[command(flatten)]
+    pub target: LabTarget,
+    /// How long each controller sends (e.g. 30s).
+    #[arg(long, default_value = "30s")]
+    pub time: String,
+    /// Runs of each controller (interleaved).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Comma-separated: rapid, rapid-raw, cubic, bbr.
+    #[arg(long, default_value = "rapid,rapid-raw,cubic,bbr")]
+    pub cc: String,
+    /// Bin width for throughput (e.g. 500ms).
+    #[arg(long, default_value = "500ms")]
+    pub bin: String,
+    /// The whole report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Each controller's first run, throughput as a share of the available
+    /// bandwidth per bin, as a PNG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -301,7 +332,111 @@ pub fn run(args: LabArgs) -> Result<()> {
         LabCommand::Tcp(a) => tcp_lab(a),
         LabCommand::DelayLine(a) => delay_line(a),
         LabCommand::Track(a) => track_lab(a),
+        LabCommand::Cc(a) => cc_lab(a),
     }
+}
+
+fn cc_lab(a: CcArgs) -> Result<()> {
+    let time_ns = tightlink_core::units::parse_time_ns(&a.time)
+        .with_context(|| format!("--time {}", a.time))?;
+    if !(1_000_000_000..=3_600_000_000_000).contains(&time_ns) {
+        bail!("--time {}: must be within 1s..1h", a.time);
+    }
+    let bin_ns =
+        tightlink_core::units::parse_time_ns(&a.bin).with_context(|| format!("--bin {}", a.bin))?;
+    if !(10_000_000..=time_ns).contains(&bin_ns) {
+        bail!("--bin {}: must be within 10ms..--time", a.bin);
+    }
+    if !(1..=100).contains(&a.repeat) {
+        bail!("--repeat {}: must be within 1..100", a.repeat);
+    }
+    let lab = lab_of(&a.target)?;
+    need_root()?;
+    let opts = tightlink_lab::cc::CcOptions {
+        exe: std::env::current_exe()?,
+        duration: Duration::from_nanos(time_ns as u64),
+        repeat: a.repeat,
+        controllers: a.cc.split(',').map(|c| c.trim().to_string()).collect(),
+        bin: Duration::from_nanos(bin_ns as u64),
+        sample_period: Duration::from_millis(1),
+    };
+    let quiet = a.json;
+    let r = tightlink_lab::cc::cc(&lab, &opts, &mut |run| {
+        if !quiet {
+            eprintln!(
+                "{} run {}: {} of {} available{}",
+                run.controller,
+                run.run + 1,
+                run.throughput_bps
+                    .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
+                run.available_bps
+                    .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
+                run.error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!(" ({e})"))
+            );
+        }
+    })?;
+    if let Some(p) = &a.plot {
+        let series: Vec<(String, Vec<(f64, f64)>)> = r
+            .runs
+            .iter()
+            .filter(|run| run.run == 0)
+            .map(|run| {
+                let pts = run
+                    .bins
+                    .iter()
+                    .filter(|b| b.2 > 0.0)
+                    .map(|b| (b.0, 100.0 * b.1 / b.2))
+                    .collect();
+                (format!("{} ({})", run.controller, pct(run.share)), pts)
+            })
+            .collect();
+        let end = series
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.0))
+            .fold(0.0f64, f64::max);
+        let full = [(0.0, 100.0), (end, 100.0)];
+        tightlink_plot::draw_bins(
+            p,
+            &tightlink_plot::Bins {
+                title: &format!(
+                    "lab cc {}: throughput per bin as a share of the available",
+                    r.scenario
+                ),
+                y_desc: "% of available",
+                reference: Some(("available", &full)),
+                series: &series,
+            },
+        )
+        .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    println!(
+        "scenario {}: {}",
+        lab.scenario.name, lab.scenario.description
+    );
+    println!("| scenario | controller | runs | throughput (median) | available (median) | share (median) | loss (median) | RTT (median) |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    let mbit = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1} Mbit/s", v / 1e6));
+    for s in &r.summaries {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            s.scenario,
+            s.controller,
+            s.runs,
+            mbit(s.median_throughput_bps),
+            mbit(s.median_available_bps),
+            pct(s.median_share),
+            s.median_loss
+                .map_or("-".into(), |v| format!("{:.2} %", v * 100.0)),
+            s.median_rtt_ms.map_or("-".into(), |v| format!("{v:.2} ms")),
+        );
+    }
+    Ok(())
 }
 
 fn track_lab(a: TrackArgs) -> Result<()> {

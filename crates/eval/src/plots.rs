@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
-use tightlink_plot::{draw_key, line_key, register_font, slug, Res, COLOURS};
+use tightlink_plot::{draw_bins, draw_key, line_key, register_font, slug, Bins, Res, COLOURS};
 
 use crate::experiments::{DecisionCell, ErrorDist, LENGTHS, PER_RATE, RANGES};
 use crate::Results;
@@ -76,63 +76,40 @@ fn rate_control(cell: &crate::experiments::CcCell, file: &Path) -> Res<()> {
         return Ok(());
     };
     let bin_s = crate::experiments::CC_BIN_NS / 1e9;
-    let bins = first.bins_bps.len();
-    let top = cell
+    let at = |k: usize| (k as f64 + 0.5) * bin_s;
+    let gbps = |v: &[f64]| -> Vec<(f64, f64)> {
+        v.iter()
+            .enumerate()
+            .map(|(k, &b)| (at(k), b / 1e9))
+            .collect()
+    };
+    let available = gbps(&first.available_bins_bps);
+    let series: Vec<(String, Vec<(f64, f64)>)> = cell
         .flows
         .iter()
-        .flat_map(|f| f.bins_bps.iter().chain(&f.available_bins_bps))
-        .fold(0.0f64, |a, &b| a.max(b))
-        / 1e9
-        * 1.1;
-    let root = BitMapBackend::new(file, (900, 500)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut c = ChartBuilder::on(&root)
-        .caption(
-            format!(
+        .map(|f| {
+            (
+                format!(
+                    "{} ({:.0} % of available)",
+                    f.controller,
+                    100.0 * f.goodput_bps() / f.available_bps()
+                ),
+                gbps(&f.bins_bps),
+            )
+        })
+        .collect();
+    draw_bins(
+        file,
+        &Bins {
+            title: &format!(
                 "Throughput in 500 ms bins: {} cross traffic, RTT {} ms",
                 cell.cross, cell.rtt_ms
             ),
-            ("sans-serif", 18),
-        )
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.0..bins as f64 * bin_s, 0.0..top.max(0.1))?;
-    c.configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("Gbit/s")
-        .draw()?;
-    let at = |k: usize| (k as f64 + 0.5) * bin_s;
-    let grey = RGBColor(120, 120, 120);
-    c.draw_series(LineSeries::new(
-        first
-            .available_bins_bps
-            .iter()
-            .enumerate()
-            .map(|(k, &b)| (at(k), b / 1e9)),
-        grey.stroke_width(2),
-    ))?
-    .label("available")
-    .legend(line_key(grey));
-    for (j, f) in cell.flows.iter().enumerate() {
-        let colour = COLOURS[j % COLOURS.len()];
-        c.draw_series(LineSeries::new(
-            f.bins_bps
-                .iter()
-                .enumerate()
-                .map(|(k, &b)| (at(k), b / 1e9)),
-            &colour,
-        ))?
-        .label(format!(
-            "{} ({:.0} % of available)",
-            f.controller,
-            100.0 * f.goodput_bps() / f.available_bps()
-        ))
-        .legend(line_key(colour));
-    }
-    draw_key(&mut c, SeriesLabelPosition::MiddleRight)?;
-    root.present()?;
-    Ok(())
+            y_desc: "Gbit/s",
+            reference: Some(("available", &available)),
+            series: &series,
+        },
+    )
 }
 
 fn gap_example(r: &Results, file: &Path) -> Res<()> {

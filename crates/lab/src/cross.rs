@@ -48,6 +48,11 @@ pub struct CrossReport {
     pub late_median_us: f64,
     pub late_p99_us: f64,
     pub tcp_bytes: u64,
+    /// What the kernel said of the TCP flows when they ended (TCP_INFO):
+    /// segments sent, of them retransmitted, and the mean smoothed RTT.
+    pub tcp_segments: u64,
+    pub tcp_retransmitted: u64,
+    pub tcp_rtt_ms: Option<f64>,
     pub duration_s: f64,
 }
 
@@ -116,7 +121,7 @@ pub fn send(opts: &CrossOptions, stop: &AtomicBool) -> io::Result<CrossReport> {
         }
         s.set_write_timeout(Some(Duration::from_millis(200)))?;
         let (bytes, stop) = (tcp_bytes.clone(), tcp_stop.clone());
-        flows.push(std::thread::spawn(move || -> io::Result<()> {
+        flows.push(std::thread::spawn(move || -> io::Result<libc::tcp_info> {
             let buf = vec![0u8; 64 * 1024];
             while !stop.load(Ordering::Relaxed) {
                 match s.write(&buf) {
@@ -129,7 +134,8 @@ pub fn send(opts: &CrossOptions, stop: &AtomicBool) -> io::Result<CrossReport> {
                     Err(e) => return Err(e),
                 }
             }
-            Ok(())
+            use std::os::fd::AsRawFd;
+            sockopt::tcp_info(s.as_raw_fd())
         }));
     }
     let started = Instant::now();
@@ -181,9 +187,17 @@ pub fn send(opts: &CrossOptions, stop: &AtomicBool) -> io::Result<CrossReport> {
         }
     }
     tcp_stop.store(true, Ordering::Relaxed);
+    let mut rtts_us = Vec::new();
     for f in flows {
-        f.join()
+        let info = f
+            .join()
             .map_err(|_| io::Error::other("TCP flow panicked"))??;
+        report.tcp_segments += info.tcpi_segs_out as u64;
+        report.tcp_retransmitted += info.tcpi_total_retrans as u64;
+        rtts_us.push(info.tcpi_rtt as f64);
+    }
+    if !rtts_us.is_empty() {
+        report.tcp_rtt_ms = Some(rtts_us.iter().sum::<f64>() / rtts_us.len() as f64 / 1e3);
     }
     report.duration_s = started.elapsed().as_secs_f64();
     report.rate_bps = report.frame_bytes as f64 * 8.0 / report.duration_s.max(1e-9);

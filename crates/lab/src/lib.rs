@@ -16,7 +16,10 @@
 //! - [`passive`]: `lab tcp`, the passive estimators on a real transfer.
 //! - [`track`]: `lab track`, the tracker's series against the truth over
 //!   time.
+//! - [`cc`]: `lab cc`, Rapid and the kernel's CUBIC and BBR in turn
+//!   against the available bandwidth per bin.
 
+pub mod cc;
 pub mod cross;
 pub mod delay;
 pub mod kernel;

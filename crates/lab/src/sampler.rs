@@ -1,7 +1,8 @@
 //! Samples the lab's counters about every millisecond on a thread of its
 //! own: one rtnetlink socket opened inside each router's namespace (the
-//! shaped hops' qdiscs) and one inside the last router's (its links to the
-//! receiver and the cross sink). The truth is computed afterwards from the
+//! shaped hops' qdiscs), one inside the last router's (its links to the
+//! receiver and the cross sink) and one inside the cross traffic's entry
+//! router (what the cross sender offered). The truth is computed afterwards from the
 //! samples ([`crate::truth`]).
 
 use std::io;
@@ -30,6 +31,8 @@ struct Sources {
     far: Rtnl,
     rcv_if: i32,
     xr_if: Option<i32>,
+    /// The cross sender's link into its entry router.
+    entry: Option<(Rtnl, i32)>,
 }
 
 impl Sources {
@@ -51,11 +54,21 @@ impl Sources {
         } else {
             None
         };
+        let entry = match &lab.scenario.cross {
+            Some(c) => {
+                enter_netns(&lab.router(c.entry_hop))?;
+                let mut r = Rtnl::open()?;
+                let i = r.ifindex("from_xs")?;
+                Some((r, i))
+            }
+            None => None,
+        };
         Ok(Sources {
             hops,
             far,
             rcv_if,
             xr_if,
+            entry,
         })
     }
 
@@ -73,6 +86,14 @@ impl Sources {
             i.and_then(|i| links.iter().find(|l| l.ifindex == i))
                 .map_or(0, |l| l.tx_bytes)
         };
+        let offered_cross_bytes = match &mut self.entry {
+            Some((r, i)) => r
+                .links()?
+                .iter()
+                .find(|l| l.ifindex == *i)
+                .map_or(0, |l| l.rx_bytes),
+            None => 0,
+        };
         // The instant is the middle of the reads.
         let t_ns = (t_ns + realtime_ns()) / 2;
         Ok(Sample {
@@ -81,6 +102,7 @@ impl Sources {
             hop_drops,
             rcv_bytes: tx(Some(self.rcv_if)),
             cross_bytes: tx(self.xr_if),
+            offered_cross_bytes,
         })
     }
 }

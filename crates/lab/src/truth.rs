@@ -24,6 +24,9 @@ pub struct Sample {
     pub rcv_bytes: u64,
     /// Bytes the last router sent toward the cross sink.
     pub cross_bytes: u64,
+    /// Bytes the cross sender handed to its entry router: the cross
+    /// traffic offered, whether or not the bottleneck then kept it.
+    pub offered_cross_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -50,6 +53,7 @@ struct At {
     hop_drops: Vec<f64>,
     rcv: f64,
     cross: f64,
+    offered_cross: f64,
 }
 
 /// Counters at `t`, interpolated between the samples around it.
@@ -81,6 +85,7 @@ fn at(samples: &[Sample], t: i64) -> Option<At> {
             .collect(),
         rcv: lerp(a.rcv_bytes, b.rcv_bytes),
         cross: lerp(a.cross_bytes, b.cross_bytes),
+        offered_cross: lerp(a.offered_cross_bytes, b.offered_cross_bytes),
     })
 }
 
@@ -158,6 +163,18 @@ pub fn truth(
     })
 }
 
+/// Over the window: the rate delivered to the receiver (tool traffic,
+/// or a flow under test) and the cross traffic offered at its entry
+/// router (bit/s).
+pub fn delivered_and_offered(samples: &[Sample], start_ns: i64, end_ns: i64) -> Option<(f64, f64)> {
+    let (a, b) = (at(samples, start_ns)?, at(samples, end_ns)?);
+    let secs = (end_ns - start_ns) as f64 / 1e9;
+    Some((
+        (b.rcv - a.rcv) * 8.0 / secs,
+        (b.offered_cross - a.offered_cross) * 8.0 / secs,
+    ))
+}
+
 /// Rate at which hop `k`'s qdisc sent bytes over the window (bit/s).
 pub fn hop_send_rate(samples: &[Sample], k: usize, start_ns: i64, end_ns: i64) -> Option<f64> {
     let (a, b) = (at(samples, start_ns)?, at(samples, end_ns)?);
@@ -180,6 +197,7 @@ mod tests {
                 hop_drops: vec![0],
                 rcv_bytes: 7_500 * i as u64,
                 cross_bytes: 7_500 * i as u64,
+                offered_cross_bytes: 0,
             })
             .collect()
     }
@@ -210,6 +228,7 @@ mod tests {
                     hop_drops: vec![0],
                     rcv_bytes: 0,
                     cross_bytes: cross,
+                    offered_cross_bytes: 0,
                 }
             })
             .collect();
@@ -230,6 +249,7 @@ mod tests {
                 hop_drops: vec![0, 0],
                 rcv_bytes: 1_000 * i,
                 cross_bytes: 18_750 * i,
+                offered_cross_bytes: 0,
             })
             .collect();
         let t = truth(&s, &[150e6, 250e6], 0, 10_000_000).unwrap();
@@ -257,7 +277,7 @@ mod tests {
             let s: Vec<Sample> = steps.iter().enumerate().map(|(i, &(a, b))| {
                 rcv += a.min(b);
                 hop += a.max(b);
-                Sample { t_ns: i as i64 * 1_000_000, hop_bytes: vec![hop], hop_drops: vec![0], rcv_bytes: rcv, cross_bytes: 0 }
+                Sample { t_ns: i as i64 * 1_000_000, hop_bytes: vec![hop], hop_drops: vec![0], rcv_bytes: rcv, cross_bytes: 0, offered_cross_bytes: 0 }
             }).collect();
             let end = (steps.len() as i64 - 1) * 1_000_000;
             let t = truth(&s, &[300e6], 0, end).unwrap();

@@ -1,5 +1,5 @@
 //! tightlink-plot: the plots every face draws (PNG): estimate against
-//! truth per run (`lab run --plot`), a TCP flow's RTT histograms and
+//! truth per run (`lab run --plot`), throughput in bins (`eval`, `lab cc`), a TCP flow's RTT histograms and
 //! bandwidth estimates over time (`analyze-tcp --plot`), and the shared
 //! style (compiled-in font, colours, legend) that the evaluation's figures
 //! use too. The font (DejaVu Sans, Bitstream Vera licence, `assets/`) is
@@ -74,6 +74,55 @@ pub fn slug(name: &str) -> String {
         s = s.replace("--", "-");
     }
     s.trim_matches('-').to_string()
+}
+
+/// Lines over time in bins (rate controllers' throughput, `eval` and `lab
+/// cc`): a grey reference line (the available bandwidth, or 100 %) and
+/// one coloured line per series; points are (time s, value in `y_desc`).
+pub struct Bins<'a> {
+    pub title: &'a str,
+    pub y_desc: &'a str,
+    pub reference: Option<(&'a str, &'a [(f64, f64)])>,
+    pub series: &'a [(String, Vec<(f64, f64)>)],
+}
+
+pub fn draw_bins(file: &Path, b: &Bins<'_>) -> Res<()> {
+    register_font();
+    let points = || {
+        b.series
+            .iter()
+            .flat_map(|(_, v)| v.iter())
+            .chain(b.reference.iter().flat_map(|(_, v)| v.iter()))
+    };
+    let x_end = points().map(|p| p.0).fold(0.0f64, f64::max);
+    let top = points().map(|p| p.1).fold(0.0f64, f64::max) * 1.1;
+    let root = BitMapBackend::new(file, (900, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(b.title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..x_end.max(1e-3) * 1.02, 0.0..top.max(1e-3))?;
+    c.configure_mesh()
+        .x_desc("time (s)")
+        .y_desc(b.y_desc)
+        .draw()?;
+    if let Some((label, line)) = b.reference {
+        let grey = RGBColor(120, 120, 120);
+        c.draw_series(LineSeries::new(line.iter().copied(), grey.stroke_width(2)))?
+            .label(label)
+            .legend(line_key(grey));
+    }
+    for (j, (label, line)) in b.series.iter().enumerate() {
+        let colour = COLOURS[j % COLOURS.len()];
+        c.draw_series(LineSeries::new(line.iter().copied(), &colour))?
+            .label(label.as_str())
+            .legend(line_key(colour));
+    }
+    draw_key(&mut c, SeriesLabelPosition::MiddleRight)?;
+    root.present()?;
+    Ok(())
 }
 
 /// A tracker's answers over time (`eval`'s step and `lab track`).

@@ -101,6 +101,27 @@ pub fn wait_any(fds: &[RawFd], events: i16, timeout_ms: i32) -> io::Result<bool>
     Ok(r > 0)
 }
 
+/// The kernel's view of a TCP connection (TCP_INFO): retransmissions,
+/// segments sent, smoothed RTT.
+pub fn tcp_info(fd: RawFd) -> io::Result<libc::tcp_info> {
+    // SAFETY: a zeroed plain-old-data struct and its size as the buffer.
+    unsafe {
+        let mut info: libc::tcp_info = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let r = libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut info as *mut _ as *mut libc::c_void,
+            &mut len,
+        );
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(info)
+    }
+}
+
 /// Sets SO_RCVTIMEO: a blocking receive returns `WouldBlock` after
 /// `timeout` (zero would mean "never", so it is raised to 1 us).
 pub fn set_recv_timeout(fd: RawFd, timeout: std::time::Duration) -> io::Result<()> {
