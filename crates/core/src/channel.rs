@@ -66,6 +66,8 @@ pub struct ChannelInfo {
     pub probe_size_bytes: Option<u32>,
     /// Most probe bytes the far end allows in one measurement, if it says.
     pub byte_limit: Option<u64>,
+    /// Most packets the far end takes in one stream, if it says.
+    pub stream_packet_limit: Option<usize>,
 }
 
 /// What a real channel learned about the sending host and its own link
@@ -328,6 +330,7 @@ impl Channel for TraceChannel {
                 .and_then(|s| s.packets.first())
                 .map(|p| p.size_bytes),
             byte_limit: None,
+            stream_packet_limit: None,
         }
     }
 

@@ -643,6 +643,7 @@ impl Channel for UdpChannel {
             // The session's byte limit, less the credit that reverse mode
             // without a key spends on the way out.
             byte_limit: Some(self.limits.max_session_bytes * 9 / 10),
+            stream_packet_limit: Some(self.limits.max_stream_packets as usize),
         }
     }
 

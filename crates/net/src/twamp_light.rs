@@ -912,6 +912,7 @@ impl Channel for TwampChannel {
             max_rate_bps: self.max_rate_bps,
             probe_size_bytes: Some(self.frame_bytes),
             byte_limit: None,
+            stream_packet_limit: None,
         }
     }
 

@@ -309,6 +309,20 @@ impl PairPlan {
         }
     }
 
+    /// Packets each pair's unit takes: the head, the pair (bunch), and the
+    /// trailer behind a bucket.
+    pub fn unit_packets(&self) -> usize {
+        self.head_len + self.bunch + usize::from(self.head_len > 0)
+    }
+
+    /// Pairs per stream: `wanted`, fewer when the far end takes at most
+    /// `packet_limit` packets in one stream (a large bucket's heads made
+    /// 50 units 10 400 packets against a server's 10 000), at least one.
+    pub fn units_fitting(&self, wanted: usize, packet_limit: Option<usize>) -> usize {
+        let fit = packet_limit.map_or(usize::MAX, |l| l / self.unit_packets());
+        wanted.min(fit).max(1)
+    }
+
     /// The stream for pairs of `sizes`, and where each pair starts. Units
     /// are spaced at random, uniform within +-50 % of the mean spacing
     /// (`seed` picks the sequence): evenly spaced pairs lock in phase with
@@ -323,7 +337,7 @@ impl PairPlan {
     pub fn request(&self, sizes: &[u32], seed: u64) -> (StreamRequest, Vec<usize>) {
         let mut rng = tightlink_core::rng::Rng::new(seed);
         let trailer = usize::from(self.head_len > 0);
-        let unit = self.head_len + self.bunch + trailer;
+        let unit = self.unit_packets();
         let mut offsets = Vec::with_capacity(unit * sizes.len());
         let mut out_sizes = Vec::with_capacity(unit * sizes.len());
         let mut firsts = Vec::with_capacity(sizes.len());
@@ -535,6 +549,7 @@ pub fn run_pathrate(
     p: CapacityParams,
 ) -> Result<CapacityReport, ChannelError> {
     let max = channel.info().max_rate_bps;
+    let packet_limit = channel.info().stream_packet_limit;
     let mut c = Counter::new(channel);
     let (mut trains, shaper, mut plan) =
         shaper_check(&mut c, p.shaper_trains.min(p.trains), &p, max)?;
@@ -543,7 +558,9 @@ pub fn run_pathrate(
     let mut stop = CapacityStop::PhaseII;
     let mut sent = 0;
     while sent < p.pathrate_pairs && c.bytes < p.max_bytes {
-        let n = p.pairs_per_stream.min(p.pathrate_pairs - sent);
+        let n = plan
+            .units_fitting(p.pairs_per_stream, packet_limit)
+            .min(p.pathrate_pairs - sent);
         let s: Vec<u32> = (0..n).map(|i| sizes[(sent + i) % 3]).collect();
         let (req, firsts) = plan.request(&s, c.streams as u64);
         let stream = c.send(&req)?;
@@ -604,6 +621,7 @@ pub fn run_capprobe(
     p: CapacityParams,
 ) -> Result<CapacityReport, ChannelError> {
     let max = channel.info().max_rate_bps;
+    let packet_limit = channel.info().stream_packet_limit;
     let mut c = Counter::new(channel);
     let (trains, shaper, mut plan) = shaper_check(&mut c, p.shaper_trains, &p, max)?;
     // The smaller size is 3/5 of the larger, not 1/2: with 1/2, a pair
@@ -630,7 +648,7 @@ pub fn run_capprobe(
     while pairs.total() < p.capprobe_max_pairs && c.bytes < p.max_bytes {
         // Full and half sizes alternate: the sizes must agree (see
         // tightlink_core::capacity::capprobe).
-        let s: Vec<u32> = (0..p.pairs_per_stream)
+        let s: Vec<u32> = (0..plan.units_fitting(p.pairs_per_stream, packet_limit))
             .map(|i| if i % 2 == 1 { small } else { p.size_bytes })
             .collect();
         let (req, firsts) = plan.request(&s, c.streams as u64);
@@ -791,5 +809,11 @@ mod tests {
             ..shaper
         };
         assert_eq!(PairPlan::behind_bucket(&noisy, 1000, 10e9, 0.1).bunch, 14);
+        // 10 head packets, a pair and a trailer: 13 per unit, so a far end
+        // taking 100 packets a stream gets 7 pairs of the 50 wanted.
+        assert_eq!(plan.unit_packets(), 13);
+        assert_eq!(plan.units_fitting(50, Some(100)), 7);
+        assert_eq!(plan.units_fitting(50, None), 50);
+        assert_eq!(plan.units_fitting(50, Some(5)), 1);
     }
 }

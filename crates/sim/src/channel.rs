@@ -62,6 +62,7 @@ impl Channel for SimChannel {
                 .map_or(0.0, |h| h.hop.capacity_bps),
             probe_size_bytes: None,
             byte_limit: None,
+            stream_packet_limit: None,
         }
     }
 
