@@ -322,6 +322,13 @@ fn bad_scenarios_and_names_are_refused_with_reasons() {
 /// median error 0.2 %, worst 0.7 % (Pathrate) and 1.0 % (CapProbe), the
 /// shaper found in 20 of 20; on a busy machine earlier the same day
 /// CapProbe's worst was 2.7 %. The bound is our target.
+///
+/// A host that cannot fill the shaper (`lab check shaper500` floods it
+/// below 97 % of its rate; on 2026-11-25 a 2-core VM flooded 421-488
+/// Mbit/s and its lone packets crossed the lab at 430-620 Mbit/s) cannot
+/// send a head faster than the shaper's tail either, so the bucket is not
+/// seen: there every run must still be right or say why not, but an exact
+/// answer is not required.
 #[test]
 fn capacity_of_a_500m_shaper_within_5_percent() {
     if !may_run() {
@@ -329,6 +336,14 @@ fn capacity_of_a_500m_shaper_within_5_percent() {
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Down::new("shaper500", 'p');
+    let (ok, out, err) = tightlink(&["lab", "check", "shaper500", "--name", &lab.name, "--json"]);
+    assert!(ok, "lab check: {err}");
+    let check: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let host_bps = check["saturated"][0][1].as_f64().unwrap();
+    let host_fills_it = host_bps >= 0.97 * 500e6;
+    if !host_fills_it {
+        eprintln!("this host floods the 500 Mbit/s shaper at {host_bps:.0} bit/s only: an exact answer is not required");
+    }
     let (ok, _, err) = tightlink(&["lab", "up", "shaper500", "--name", &lab.name]);
     assert!(ok, "lab up: {err}");
     let ns = |role: &str| format!("tllab-{}-{role}", lab.name);
@@ -390,7 +405,10 @@ fn capacity_of_a_500m_shaper_within_5_percent() {
     // were within 1 %.)
     for (name, ms) in &per_method {
         let exact: Vec<&serde_json::Value> = ms.iter().filter(|m| m["bound"] == "exact").collect();
-        assert!(!exact.is_empty(), "{name}: exact in none of 3: {ms:?}");
+        assert!(
+            !exact.is_empty() || !host_fills_it,
+            "{name}: exact in none of 3: {ms:?}"
+        );
         for m in &exact {
             let c = m["capacity_bps"].as_f64().unwrap();
             assert!((c / 500e6 - 1.0).abs() <= 0.05, "{name}: {c}: {m}");
@@ -527,6 +545,12 @@ fn passive_estimators_on_cubic_transfers() {
 /// the 600 link 458-523 and the 400 link 304-333. A link faster than 0.9
 /// of what the flood carried cannot be queued by the sender's head, so
 /// it is only held under its rate; the others within 10 % as before.
+///
+/// Its buckets were 3000 B until 2026-11-25, when a slower VM read the
+/// 200 Mbit/s link at 137-145 in every run: `capacity` through the same
+/// chain showed the tbf itself sending bursts that slowly (its dequeue
+/// timer late by more than the bucket lasts). With 12000 B buckets
+/// `capacity` reads 200.0-200.3 there and `hops` 5 % low (median of 10).
 #[test]
 fn per_hop_capacity_of_a_three_router_chain() {
     if !may_run() {
