@@ -375,7 +375,7 @@ fn scaling_warning(s: Option<SizeScaling>) -> Option<String> {
     let s = s?;
     (!s.consistent).then(|| {
         format!(
-            "pair dispersion does not grow with packet size as a link would make it (slope gives {}, pairs read {}): a per-packet cost sets their gap, not a link (the receiver batching packets, or a host that cannot move them faster); pair methods cannot be trusted here",
+            "pair dispersion does not grow with packet size as a link would make it (slope gives {}, pairs read {}): a per-packet cost sets their gap, not a link (receive batching by interrupt coalescence, or a host that cannot move packets faster); pair methods cannot be trusted here",
             if s.implied_bps.is_finite() {
                 format!("{:.3} Gbit/s", s.implied_bps / 1e9)
             } else {
