@@ -194,7 +194,17 @@ pub fn run(args: TransferArgs) -> Result<()> {
 
 fn render(out: &mut impl Write, r: &TransferReport) -> Result<()> {
     writeln!(out)?;
-    writeln!(out, "target      {} ({})", r.target, r.cc)?;
+    writeln!(
+        out,
+        "target      {} ({}{})",
+        r.target,
+        r.cc,
+        if r.reverse {
+            ", the server sending: its counts below"
+        } else {
+            ""
+        }
+    )?;
     writeln!(
         out,
         "delivered   {} bytes in {:.2} s: {}{}",

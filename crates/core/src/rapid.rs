@@ -97,15 +97,23 @@ pub struct RapidParams {
 
 impl RapidParams {
     /// The paper's streams (Range 50 %, 4 x 32) for a sender whose link
-    /// runs at `max_bps`, starting at a hundredth of it.
+    /// runs at `max_bps`, starting at a hundredth of it, or (ours) fast
+    /// enough that the first stream lasts at most 100 ms, never above
+    /// half of `max_bps`: a hundredth of a 100 Mbit/s ceiling sends
+    /// 128 jumbo packets in 9 s, and a short transfer never leaves
+    /// start-up.
     pub fn paper(max_bps: f64, packet_bytes: u32, estimator: RapidEstimator) -> Self {
+        let first_stream_bits = (4 * 32) as f64 * packet_bytes as f64 * 8.0;
+        let start_bps = (max_bps / 100.0)
+            .max(first_stream_bits / 0.1)
+            .min(max_bps / 2.0);
         RapidParams {
             range: 0.5,
             sub_streams: 4,
             per_rate: 32,
             packet_bytes,
             estimator,
-            start_bps: max_bps / 100.0,
+            start_bps,
             floor_bps: max_bps / 1000.0,
             max_bps,
             startup_spread: 2.0,
@@ -588,6 +596,19 @@ mod tests {
     /// probes cross 600 Mbit/s. Then the rate stays within 10 % of 600
     /// (median of the later streams: it moves between the midpoints of
     /// the rate brackets around 600).
+    /// Start rates worked by hand: 10 Gbit/s of 9000-byte packets
+    /// starts at a hundredth (100 Mbit/s; 128 x 72 000 bits in 100 ms
+    /// would be 92.2); 1 Gbit/s of 1542-byte frames at 128 x 12 336 bits
+    /// / 0.1 s = 15.79 Mbit/s (a hundredth: 10); a 100 Mbit/s ceiling
+    /// with 9042-byte frames at half of it (92.6 would be 100 ms).
+    #[test]
+    fn the_first_stream_lasts_at_most_100_ms_within_half_the_ceiling() {
+        let start = |max, bytes| RapidParams::paper(max, bytes, RapidEstimator::Bass).start_bps;
+        assert_eq!(start(10e9, 9000), 100e6);
+        assert!((start(1e9, 1542) - 15_790_080.0).abs() < 1.0);
+        assert_eq!(start(100e6, 9042), 50e6);
+    }
+
     #[test]
     fn starts_up_and_settles_on_the_available_bandwidth() {
         let mut p = RapidParams::paper(1e9, 1500, RapidEstimator::Bass);

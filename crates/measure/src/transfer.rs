@@ -66,6 +66,9 @@ pub enum TransferEvent<'a> {
 pub struct TransferReport {
     pub target: String,
     pub cc: &'static str,
+    /// The server sent (`-R`): the counts of packets, losses, streams
+    /// and RTTs are the server's, told at the end.
+    pub reverse: bool,
     /// Payload bytes delivered in order.
     pub bytes: u64,
     pub duration_s: f64,
@@ -110,10 +113,10 @@ pub fn transfer(
     if opts.bytes.is_none() && opts.duration_ns.is_none() {
         bail!("a transfer needs --bytes or --time");
     }
-    if opts.real.reverse {
-        bail!("-R: the server sends transfers to no one yet; transfers go toward the server");
-    }
     match target {
+        Target::Sim { .. } if opts.real.reverse => bail!(
+            "-R: the simulated path has one direction; a transfer from the far end needs a tightlink server (HOST[:PORT])"
+        ),
         Target::Sim { text, spec } => sim_transfer(text, spec, opts, on_event),
         Target::Server { host } => real_transfer(host, opts, on_event),
         Target::Twamp { .. } | Target::Trace { .. } => bail!(
@@ -137,16 +140,19 @@ fn real_transfer(
         max_rate_bps: opts.real.max_rate_bps,
         interval: std::time::Duration::from_nanos(opts.interval_ns.max(1) as u64),
         seed: opts.seed,
+        reverse: opts.real.reverse,
         ..net_transfer::TransferOptions::default()
     };
+    let reverse = opts.real.reverse;
     let s = net_transfer::run(host, &net_opts, &mut |e| match e {
-        NetEvent::Interval(iv) => on_event(TransferEvent::Interval(&interval_of(iv))),
+        NetEvent::Interval(iv) => on_event(TransferEvent::Interval(&interval_of(iv, reverse))),
         NetEvent::Update(u) => on_event(TransferEvent::Update(u)),
     })
     .map_err(|e| anyhow::anyhow!("{host}: {e}"))?;
     Ok(TransferReport {
         target: host.to_string(),
         cc: opts.estimator.name(),
+        reverse,
         bytes: s.bytes,
         duration_s: s.duration_ns as f64 / 1e9,
         goodput_bps: s.goodput_bps(),
@@ -160,17 +166,23 @@ fn real_transfer(
         estimate_median_bps: exact_median(&s.updates),
         final_rate_bps: s.updates.last().map(|u| u.rate_bps),
         sha256: Some(net_transfer::hex(&s.digest)),
-        intervals: s.intervals.iter().map(interval_of).collect(),
+        intervals: s
+            .intervals
+            .iter()
+            .map(|iv| interval_of(iv, reverse))
+            .collect(),
     })
 }
 
-fn interval_of(iv: &net_transfer::TransferInterval) -> TransferInterval {
+/// On `-R` the receiving client learns the server's retransmissions and
+/// RTTs only at the end: its intervals have none.
+fn interval_of(iv: &net_transfer::TransferInterval, reverse: bool) -> TransferInterval {
     TransferInterval {
         start_s: iv.start_ns as f64 / 1e9,
         end_s: iv.end_ns as f64 / 1e9,
         goodput_bps: iv.goodput_bps(),
         available_bps: None,
-        retransmitted_bytes: Some(iv.retransmitted_bytes),
+        retransmitted_bytes: (!reverse).then_some(iv.retransmitted_bytes),
         rate_bps: Some(iv.rate_bps),
         estimate_bps: iv.estimate_bps,
         rtt_ms: iv.rtt_ns.map(|r| r as f64 / 1e6),
@@ -254,6 +266,7 @@ fn sim_transfer(
     Ok(TransferReport {
         target: text.to_string(),
         cc: opts.estimator.name(),
+        reverse: false,
         bytes: delivered as u64,
         duration_s: end_s,
         goodput_bps: delivered * 8.0 / end_s.max(1e-9),

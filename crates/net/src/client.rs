@@ -283,7 +283,7 @@ impl UdpChannel {
         let host_limit_bps = match opts.direction {
             Direction::Forward => host::pacing_limit_bps(opts.backend, payload, frame_bytes),
             // The server sends; its limit is in its clamped max rate.
-            Direction::Reverse | Direction::Transfer => f64::INFINITY,
+            Direction::Reverse | Direction::Transfer | Direction::TransferReverse => f64::INFINITY,
         };
         let max_rate_bps = host_limit_bps
             .min(limits.max_rate_bps as f64)
@@ -626,7 +626,9 @@ impl Channel for UdpChannel {
         self.next_stream += 1;
         let s = match self.direction {
             Direction::Forward => self.forward(request, stream)?,
-            Direction::Reverse | Direction::Transfer => self.reverse(request, stream)?,
+            Direction::Reverse | Direction::Transfer | Direction::TransferReverse => {
+                self.reverse(request, stream)?
+            }
         };
         self.elapsed_ns += s.send_span_ns() as i64;
         Ok(Probed {

@@ -493,6 +493,22 @@ fn session(
                 } if s.direction == Direction::Transfer => {
                     s.transfer(&conn, &mut w, o, config, max_bytes, packet_bytes)?
                 }
+                Message::TransferFrom {
+                    max_bytes,
+                    packet_bytes,
+                    max_rate_bps,
+                    raw,
+                    seed,
+                } if s.direction == Direction::TransferReverse => {
+                    let ask = crate::transfer::serve::ReverseAsk {
+                        max_bytes,
+                        packet_bytes,
+                        max_rate_bps,
+                        raw,
+                        seed,
+                    };
+                    s.transfer_reverse(&conn, &mut w, o, config, &ask)?
+                }
                 Message::Close => return s.close(&mut w, o),
                 other => {
                     return Err(End::Refuse(
@@ -837,7 +853,6 @@ impl Session {
         limits.max_session_bytes = limits.max_session_bytes.saturating_sub(o.bytes);
         let session = crate::transfer::serve::Session {
             conn,
-            sock: &self.sock,
             session_id: self.session_id,
             peer: self.peer,
             limits,
@@ -846,11 +861,12 @@ impl Session {
             idle_timeout: config.idle_timeout,
         };
         use crate::transfer::serve::ServeEnd;
-        let served = crate::transfer::serve::receive(&session, w, max_bytes, packet_bytes)
-            .map_err(|e| match e {
-                ServeEnd::Refuse(why) => End::Refuse(why),
-                ServeEnd::Fail(why) => End::Fail(why),
-            })?;
+        let served =
+            crate::transfer::serve::receive(&session, &self.sock, w, max_bytes, packet_bytes)
+                .map_err(|e| match e {
+                    ServeEnd::Refuse(why) => End::Refuse(why),
+                    ServeEnd::Fail(why) => End::Fail(why),
+                })?;
         o.streams += served.streams;
         o.packets += served.packets;
         o.bytes += served.bytes;
@@ -861,6 +877,53 @@ impl Session {
                 served.bytes
             )));
         }
+        Ok(())
+    }
+
+    /// A reverse transfer: data out to the address the client's data
+    /// socket spoke from, its stamps and acknowledgements in.
+    fn transfer_reverse(
+        &mut self,
+        conn: &TcpStream,
+        w: &mut BufWriter<&TcpStream>,
+        o: &mut Outcome,
+        config: &ServerConfig,
+        ask: &crate::transfer::serve::ReverseAsk,
+    ) -> Result<(), End> {
+        let mut limits = self.limits;
+        limits.max_session_bytes = limits.max_session_bytes.saturating_sub(o.bytes);
+        let session = crate::transfer::serve::Session {
+            conn,
+            session_id: self.session_id,
+            peer: self.peer,
+            limits,
+            authenticated: self.authenticated,
+            session_end_ns: self.session_end,
+            idle_timeout: config.idle_timeout,
+        };
+        let frame = ask.packet_bytes as u32 + 42;
+        let host_limit = crate::host::pacing_limit_bps(
+            crate::backend::Backend::Udp,
+            ask.packet_bytes as u32,
+            frame,
+        );
+        use crate::transfer::serve::ServeEnd;
+        let served = crate::transfer::serve::send(
+            &session,
+            &mut self.sock,
+            &mut self.seen,
+            w,
+            ask,
+            host_limit,
+        )
+        .map_err(|e| match e {
+            ServeEnd::Refuse(why) => End::Refuse(why),
+            ServeEnd::Fail(why) => End::Fail(why),
+        })?;
+        self.sent_udp_bytes += served.bytes;
+        o.streams += served.streams;
+        o.packets += served.packets;
+        o.bytes += served.bytes;
         Ok(())
     }
 

@@ -23,7 +23,7 @@ use tightlink_sys::sockopt;
 use crate::backend::{Backend, ProbeSource, Transmit};
 use crate::stamps::{
     cmsg_stamp, drain_errqueue, recv_mmsg, Received, TxStamp, BATCH, HEADER_COPY,
-    SOF_TIMESTAMPING_RX_SOFTWARE, TX_STAMP_FLAGS,
+    SOF_TIMESTAMPING_RX_SOFTWARE, SOF_TIMESTAMPING_SOFTWARE, TX_STAMP_FLAGS,
 };
 
 pub struct ProbeSocket {
@@ -62,6 +62,19 @@ impl ProbeSocket {
 
     pub fn fd(&self) -> RawFd {
         self.sock.as_raw_fd()
+    }
+
+    /// Turns transmit stamps off (receive stamps stay on): for a socket
+    /// that sends much and reads none of its transmit stamps, which would
+    /// otherwise fill its error queue.
+    pub fn stop_tx_stamps(&self) -> io::Result<()> {
+        let flags = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+        sockopt::set_int(
+            self.fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            flags as i32,
+        )
     }
 
     /// The receive buffer the kernel granted (bytes, as SO_RCVBUF says).

@@ -23,6 +23,11 @@
 //!           client sends data packets ([`crate::data`]), StreamSent -> after each stream
 //!                                   <-     Records {receive stamps} + Delivered, per stream
 //!           TransferEnd {bytes, digest} -> <- TransferDone {bytes, digest}
+//! transfer-reverse: a UDP packet from the client's data socket (where to send), then
+//!           TransferFrom {max_bytes, ...} -> <- TransferReady {window}
+//!           the server sends data packets; StreamSent, RateUpdate, <- per stream
+//!           Records + Delivered ->          (TransferStop -> when the client's time is up)
+//!                                   <-     SenderTotals, TransferEnd; TransferDone ->
 //! Close                             ->     <- Bye {drop counters}
 //! ```
 //! Any step may be answered with `Refused {reason}` instead, after which
@@ -59,6 +64,9 @@ pub enum Direction {
     /// A reliable bulk transfer from the client, its data sent as probe
     /// streams and rate-controlled from the server's receive stamps.
     Transfer,
+    /// The same transfer from the server to the client (`transfer -R`),
+    /// rate-controlled at the server from the client's receive stamps.
+    TransferReverse,
 }
 
 impl Direction {
@@ -67,6 +75,7 @@ impl Direction {
             Direction::Forward => "forward",
             Direction::Reverse => "reverse",
             Direction::Transfer => "transfer",
+            Direction::TransferReverse => "transfer-reverse",
         }
     }
 }
@@ -187,10 +196,49 @@ pub enum Message {
         bytes: u64,
         digest: [u8; 32],
     },
-    /// What the server received: its length and SHA-256.
+    /// What the receiver holds: its length and SHA-256.
     TransferDone {
         bytes: u64,
         digest: [u8; 32],
+    },
+    /// Reverse transfer: the server sends at most `max_bytes` in packets
+    /// of at most `packet_bytes` (UDP payload), never faster than
+    /// `max_rate_bps` (0: the session's limit), its controller reading
+    /// streams with BASS smoothing or without (`raw`); the bytes are the
+    /// sequence `seed` gives.
+    TransferFrom {
+        max_bytes: u64,
+        packet_bytes: u16,
+        max_rate_bps: u64,
+        raw: bool,
+        seed: u64,
+    },
+    /// The receiver's time is up: offer no more bytes, finish those
+    /// offered.
+    TransferStop,
+    /// Reverse transfer: what the server's controller read from one
+    /// stream's stamps and the rate it set (bit/s; `abw_bps` 0: none;
+    /// `bound` 0 exact, 1 at least, 2 at most, 3 none; `at_ns` since the
+    /// transfer began).
+    RateUpdate {
+        stream: u32,
+        at_ns: u64,
+        sent_bps: u64,
+        abw_bps: u64,
+        bound: u8,
+        lost: u32,
+        rate_bps: u64,
+    },
+    /// Reverse transfer: the sender's counts, before `TransferEnd`
+    /// (RTTs in ns, 0: none measured).
+    SenderTotals {
+        sent_bytes: u64,
+        retransmitted_bytes: u64,
+        sent_packets: u64,
+        lost_packets: u64,
+        streams: u64,
+        rtt_min_ns: u64,
+        rtt_median_ns: u64,
     },
 }
 
@@ -235,6 +283,10 @@ mod ty {
     pub const DELIVERED: u8 = 16;
     pub const TRANSFER_END: u8 = 17;
     pub const TRANSFER_DONE: u8 = 18;
+    pub const TRANSFER_FROM: u8 = 19;
+    pub const TRANSFER_STOP: u8 = 20;
+    pub const RATE_UPDATE: u8 = 21;
+    pub const SENDER_TOTALS: u8 = 22;
 }
 
 /// A cursor over a frame body: every read is bounds-checked.
@@ -333,6 +385,7 @@ impl Message {
                     Direction::Forward => 0,
                     Direction::Reverse => 1,
                     Direction::Transfer => 2,
+                    Direction::TransferReverse => 3,
                 });
                 match auth {
                     Some(a) => {
@@ -448,6 +501,61 @@ impl Message {
                 out.extend_from_slice(&bytes.to_be_bytes());
                 out.extend_from_slice(digest);
             }
+            Message::TransferFrom {
+                max_bytes,
+                packet_bytes,
+                max_rate_bps,
+                raw,
+                seed,
+            } => {
+                out.push(ty::TRANSFER_FROM);
+                out.extend_from_slice(&max_bytes.to_be_bytes());
+                out.extend_from_slice(&packet_bytes.to_be_bytes());
+                out.extend_from_slice(&max_rate_bps.to_be_bytes());
+                out.push(*raw as u8);
+                out.extend_from_slice(&seed.to_be_bytes());
+            }
+            Message::TransferStop => out.push(ty::TRANSFER_STOP),
+            Message::RateUpdate {
+                stream,
+                at_ns,
+                sent_bps,
+                abw_bps,
+                bound,
+                lost,
+                rate_bps,
+            } => {
+                out.push(ty::RATE_UPDATE);
+                out.extend_from_slice(&stream.to_be_bytes());
+                out.extend_from_slice(&at_ns.to_be_bytes());
+                out.extend_from_slice(&sent_bps.to_be_bytes());
+                out.extend_from_slice(&abw_bps.to_be_bytes());
+                out.push(*bound);
+                out.extend_from_slice(&lost.to_be_bytes());
+                out.extend_from_slice(&rate_bps.to_be_bytes());
+            }
+            Message::SenderTotals {
+                sent_bytes,
+                retransmitted_bytes,
+                sent_packets,
+                lost_packets,
+                streams,
+                rtt_min_ns,
+                rtt_median_ns,
+            } => {
+                out.push(ty::SENDER_TOTALS);
+                for v in [
+                    sent_bytes,
+                    retransmitted_bytes,
+                    sent_packets,
+                    lost_packets,
+                    streams,
+                    rtt_min_ns,
+                    rtt_median_ns,
+                ] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+            }
             Message::Bye { drops } => {
                 out.push(ty::BYE);
                 let nonzero: Vec<_> = DropReason::ALL
@@ -488,6 +596,10 @@ impl Message {
             ty::DELIVERED => "Delivered",
             ty::TRANSFER_END => "TransferEnd",
             ty::TRANSFER_DONE => "TransferDone",
+            ty::TRANSFER_FROM => "TransferFrom",
+            ty::TRANSFER_STOP => "TransferStop",
+            ty::RATE_UPDATE => "RateUpdate",
+            ty::SENDER_TOTALS => "SenderTotals",
             other => return Err(ControlError::UnknownType(other)),
         };
         let mut b = Body { what, b: body };
@@ -512,6 +624,7 @@ impl Message {
                     0 => Direction::Forward,
                     1 => Direction::Reverse,
                     2 => Direction::Transfer,
+                    3 => Direction::TransferReverse,
                     v => return Err(malformed(what, format!("direction {v}"))),
                 },
                 auth: if b.bool()? {
@@ -614,6 +727,35 @@ impl Message {
             ty::TRANSFER_DONE => Message::TransferDone {
                 bytes: b.u64()?,
                 digest: b.take(32)?.try_into().unwrap(),
+            },
+            ty::TRANSFER_FROM => Message::TransferFrom {
+                max_bytes: b.u64()?,
+                packet_bytes: b.u16()?,
+                max_rate_bps: b.u64()?,
+                raw: b.bool()?,
+                seed: b.u64()?,
+            },
+            ty::TRANSFER_STOP => Message::TransferStop,
+            ty::RATE_UPDATE => Message::RateUpdate {
+                stream: b.u32()?,
+                at_ns: b.u64()?,
+                sent_bps: b.u64()?,
+                abw_bps: b.u64()?,
+                bound: match b.u8()? {
+                    v @ 0..=3 => v,
+                    v => return Err(malformed(what, format!("bound {v}"))),
+                },
+                lost: b.u32()?,
+                rate_bps: b.u64()?,
+            },
+            ty::SENDER_TOTALS => Message::SenderTotals {
+                sent_bytes: b.u64()?,
+                retransmitted_bytes: b.u64()?,
+                sent_packets: b.u64()?,
+                lost_packets: b.u64()?,
+                streams: b.u64()?,
+                rtt_min_ns: b.u64()?,
+                rtt_median_ns: b.u64()?,
             },
             _ => {
                 let n = b.u8()? as usize;
@@ -770,9 +912,60 @@ mod tests {
                 bytes: 5,
                 digest: [0xcd; 32],
             },
+            Message::Open {
+                direction: Direction::TransferReverse,
+                auth: None,
+            },
+            Message::TransferFrom {
+                max_bytes: 1 << 40,
+                packet_bytes: 8972,
+                max_rate_bps: 0,
+                raw: true,
+                seed: u64::MAX,
+            },
+            Message::TransferStop,
+            Message::RateUpdate {
+                stream: 7,
+                at_ns: 1_500_000_000,
+                sent_bps: 190_000_000,
+                abw_bps: 0,
+                bound: 3,
+                lost: 2,
+                rate_bps: 171_000_000,
+            },
+            Message::SenderTotals {
+                sent_bytes: 1,
+                retransmitted_bytes: 2,
+                sent_packets: 3,
+                lost_packets: 4,
+                streams: 5,
+                rtt_min_ns: 6,
+                rtt_median_ns: 7,
+            },
         ] {
             round_trip(m);
         }
+    }
+
+    #[test]
+    fn a_rate_update_with_an_unknown_bound_is_refused() {
+        let mut out = Vec::new();
+        Message::RateUpdate {
+            stream: 1,
+            at_ns: 0,
+            sent_bps: 0,
+            abw_bps: 0,
+            bound: 3,
+            lost: 0,
+            rate_bps: 0,
+        }
+        .emit(&mut out);
+        // type, stream (4), at (8), sent (8), abw (8), then the bound.
+        let at = 4 + 1 + 4 + 8 + 8 + 8;
+        assert_eq!(out[at], 3);
+        out[at] = 4;
+        let e = Message::parse(&out[4..]).unwrap_err().to_string();
+        assert!(e.contains("RateUpdate") && e.contains("bound 4"), "{e}");
     }
 
     #[test]

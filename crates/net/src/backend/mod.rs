@@ -243,7 +243,7 @@ pub(crate) fn open_for_session(
             };
             Ok((Some(tx), None))
         }
-        Direction::Reverse | Direction::Transfer => {
+        Direction::Reverse | Direction::Transfer | Direction::TransferReverse => {
             if !backend.receives() {
                 return Err(berr(
                     "receives nothing here: AF_XDP would need an XDP program and stamps in user space after batching; use --backend packet or udp in reverse mode".into(),

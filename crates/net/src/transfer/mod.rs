@@ -8,30 +8,39 @@
 //! did not see are sent again, first. At the end both sides compare the
 //! SHA-256 of every byte: a transfer that does not match fails.
 //!
+//! With `-R` the roles swap: the server sends and runs the controller,
+//! the client stamps and acknowledges, and the server tells it each
+//! update and its totals.
+//!
 //! - [`book`]: the sender's bookkeeping (pure).
 //! - [`reassembly`]: the receiver's order, digest and stamps (pure).
+//! - `send`, `receive`: the two ends, whichever side runs them.
 //! - [`serve`]: the server's side of the session.
 
 pub mod book;
 pub mod reassembly;
+mod receive;
+mod send;
 pub mod serve;
 
-use std::collections::{BTreeMap, HashMap};
-use std::io;
+use std::io::{self, BufWriter};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use tightlink_core::channel::ChannelError;
-use tightlink_core::rapid::{PacketTag, RapidController, RapidEstimator, RapidParams, RapidUpdate};
+use tightlink_core::rapid::{RapidEstimator, RapidUpdate};
 use tightlink_core::stats::median_i64;
 use tightlink_sys::sockopt;
 use tightlink_wire::control::{read_message, write_message, Direction, Limits, Message};
-use tightlink_wire::data::{DataRepr, HEADER_LEN};
+use tightlink_wire::data::HEADER_LEN;
 
 use crate::client::{ctl_err, io_err, open_session, refused};
 use crate::clock;
-use book::{DataSource, SendBook};
+use reassembly::Reassembly;
+use receive::{RecvEnd, RecvEvent};
+use send::SendPlan;
+use serve::ServeEnd;
 
 #[derive(Debug, Clone)]
 pub struct TransferOptions {
@@ -49,6 +58,8 @@ pub struct TransferOptions {
     pub interval: Duration,
     /// The data's seed (the bytes are a seeded sequence).
     pub seed: u64,
+    /// The server sends, the client receives (`transfer -R`).
+    pub reverse: bool,
 }
 
 impl Default for TransferOptions {
@@ -62,6 +73,7 @@ impl Default for TransferOptions {
             max_rate_bps: None,
             interval: Duration::from_millis(500),
             seed: 1,
+            reverse: false,
         }
     }
 }
@@ -101,6 +113,8 @@ pub enum TransferEvent<'a> {
 #[derive(Debug, Clone)]
 pub struct TransferSummary {
     pub server: SocketAddr,
+    /// The server sent (`-R`); the counts below are then the server's.
+    pub reverse: bool,
     pub authenticated: bool,
     pub limits: Limits,
     pub estimator: RapidEstimator,
@@ -128,16 +142,12 @@ impl TransferSummary {
     }
 }
 
-/// Feedback is not read when a packet is due sooner than this...
-const SEND_SLACK_NS: i64 = 150_000;
-/// ...unless it has waited this long.
-const MAX_FEEDBACK_DEFER_NS: i64 = 2_000_000;
-
 fn err(what: impl Into<String>) -> ChannelError {
     ChannelError::Io(what.into())
 }
 
-/// Runs one transfer to the server at `server` (`HOST[:PORT]`).
+/// Runs one transfer with the server at `server` (`HOST[:PORT]`): to it,
+/// or with `opts.reverse` from it.
 pub fn run(
     server: &str,
     opts: &TransferOptions,
@@ -146,261 +156,320 @@ pub fn run(
     if opts.bytes.is_none() && opts.duration.is_none() {
         return Err(err("a transfer needs a size or a time"));
     }
-    let cs = open_session(
-        server,
-        opts.key.as_deref(),
-        Direction::Transfer,
-        opts.timeout,
-    )?;
-    let (addr, session, authenticated, limits) = (cs.addr, cs.session, cs.authenticated, cs.limits);
-    let (mut reader, mut writer) = (cs.reader, cs.writer);
+    let direction = if opts.reverse {
+        Direction::TransferReverse
+    } else {
+        Direction::Transfer
+    };
+    let mut cs = open_session(server, opts.key.as_deref(), direction, opts.timeout)?;
+    let limits = cs.limits;
     let max_bytes = opts.bytes.unwrap_or(limits.max_session_bytes);
     if max_bytes > limits.max_session_bytes {
         return Err(err(format!(
             "--bytes {max_bytes} exceeds the server's session limit of {} bytes{}",
             limits.max_session_bytes,
-            if authenticated {
+            if cs.authenticated {
                 ""
             } else {
                 " without a key (--key-file)"
             }
         )));
     }
-    let server_udp = SocketAddr::new(addr.ip(), cs.udp_port);
-    let udp = UdpSocket::bind(SocketAddr::new(cs.local_ip, 0)).map_err(io_err("data socket"))?;
-    udp.connect(server_udp).map_err(io_err("data socket"))?;
-    udp.set_nonblocking(true).map_err(io_err("data socket"))?;
-    let _ = sockopt::set_int(udp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
-    let overhead: u32 = if addr.is_ipv4() { 42 } else { 62 };
-    let mtu = crate::udp::connected_mtu(&udp).unwrap_or(1500).min(9000);
+    let server_udp = SocketAddr::new(cs.addr.ip(), cs.udp_port);
+    let overhead: u32 = if cs.addr.is_ipv4() { 42 } else { 62 };
+    let probe_mtu = |s: &UdpSocket| -> u32 {
+        let _ = s.connect(server_udp);
+        crate::udp::connected_mtu(s).unwrap_or(1500).min(9000)
+    };
+    let summary = if opts.reverse {
+        // The MTU toward the server stands in for the way back.
+        let mtu = UdpSocket::bind(SocketAddr::new(cs.local_ip, 0))
+            .map(|s| probe_mtu(&s))
+            .unwrap_or(1500);
+        let payload = payload_bytes(mtu, overhead, &limits)?;
+        receive_from(
+            &mut cs, server_udp, max_bytes, payload, overhead, opts, on_event,
+        )?
+    } else {
+        let udp =
+            UdpSocket::bind(SocketAddr::new(cs.local_ip, 0)).map_err(io_err("data socket"))?;
+        let mtu = probe_mtu(&udp);
+        udp.connect(server_udp).map_err(io_err("data socket"))?;
+        udp.set_nonblocking(true).map_err(io_err("data socket"))?;
+        let _ = sockopt::set_int(udp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
+        let payload = payload_bytes(mtu, overhead, &limits)?;
+        send_to(&mut cs, &udp, max_bytes, payload, overhead, opts, on_event)?
+    };
+    write_message(&mut cs.writer, &Message::Close).map_err(io_err("control connection"))?;
+    loop {
+        match read_message(&mut cs.reader).map_err(ctl_err)? {
+            Message::Bye { .. } => break,
+            Message::Refused { reason } => return Err(refused(&reason)),
+            _ => continue,
+        }
+    }
+    Ok(summary)
+}
+
+/// The UDP payload of a full data packet on an `mtu`-byte path.
+fn payload_bytes(mtu: u32, overhead: u32, limits: &Limits) -> Result<u32, ChannelError> {
     let payload = (mtu - (overhead - 14)).min(limits.max_packet_bytes as u32);
     if payload as usize <= HEADER_LEN {
         return Err(err(format!(
             "the server allows {payload}-byte packets; data packets need more than {HEADER_LEN}"
         )));
     }
-    let frame_bytes = payload + overhead;
+    Ok(payload)
+}
+
+/// The client sends; the server stamps.
+fn send_to(
+    cs: &mut crate::client::ControlSession,
+    udp: &UdpSocket,
+    max_bytes: u64,
+    payload: u32,
+    overhead: u32,
+    opts: &TransferOptions,
+    on_event: &mut dyn FnMut(TransferEvent),
+) -> Result<TransferSummary, ChannelError> {
     write_message(
-        &mut writer,
+        &mut cs.writer,
         &Message::Transfer {
             max_bytes,
             packet_bytes: payload as u16,
         },
     )
     .map_err(io_err("control connection"))?;
-    let window = match read_message(&mut reader).map_err(ctl_err)? {
+    let window = match read_message(&mut cs.reader).map_err(ctl_err)? {
         Message::TransferReady { window_bytes } => window_bytes,
         Message::Refused { reason } => return Err(refused(&reason)),
         other => return Err(err(format!("expected TransferReady, got {other:?}"))),
     };
+    let frame_bytes = payload + overhead;
     let host_limit =
         crate::host::pacing_limit_bps(crate::backend::Backend::Udp, payload, frame_bytes);
-    let max_bps = (limits.max_rate_bps as f64)
-        .min(opts.max_rate_bps.unwrap_or(f64::INFINITY))
-        .min(host_limit);
-    let params = RapidParams::paper(max_bps, frame_bytes, opts.estimator);
-    let per_stream = (params.sub_streams * params.per_rate) as u32;
-    let mut ctl = RapidController::new(params);
-    let chunk = (payload as usize - HEADER_LEN) as u16;
-    let mut book = SendBook::new(DataSource { seed: opts.seed }, chunk, opts.bytes, window);
-    let mut l = Loop {
-        ctl_fd: reader.as_raw_fd(),
-        pending: HashMap::new(),
-        last_send_ns: BTreeMap::new(),
-        rtts: Vec::new(),
-        updates: Vec::new(),
-        streams: 0,
+    let plan = SendPlan {
+        session: cs.session,
+        payload,
+        frame_bytes,
+        window,
+        max_bps: (cs.limits.max_rate_bps as f64)
+            .min(opts.max_rate_bps.unwrap_or(f64::INFINITY))
+            .min(host_limit),
+        estimator: opts.estimator,
+        // A timed transfer ends at the session's limit too: the server
+        // takes no byte past it.
+        bytes: Some(max_bytes),
+        seed: opts.seed,
+        stop_at_ns: opts
+            .duration
+            .map(|d| clock::monotonic_ns() + d.as_nanos() as i64),
+        end_ns: None,
+        timeout_ns: opts.timeout.as_nanos() as i64,
+        interval_ns: opts.interval.as_nanos().max(1_000_000) as i64,
+        tell_receiver: false,
+    };
+    let fd = cs.reader.as_raw_fd();
+    let sent = send::send(
+        &mut cs.reader,
+        &mut cs.writer,
+        fd,
+        &plan,
+        &mut |b| send_udp(udp, b),
+        on_event,
+    )?;
+    Ok(TransferSummary {
+        server: cs.addr,
+        reverse: false,
+        authenticated: cs.authenticated,
+        limits: cs.limits,
+        estimator: opts.estimator,
+        bytes: sent.bytes,
+        duration_ns: sent.duration_ns,
+        sent_bytes: sent.sent_bytes,
+        retransmitted_bytes: sent.retransmitted_bytes,
+        sent_packets: sent.sent_packets,
+        lost_packets: sent.lost_packets,
+        streams: sent.streams,
+        frame_bytes,
+        rtt_min_ns: sent.rtts.iter().min().copied(),
+        rtt_median_ns: median_i64(&sent.rtts),
+        intervals: sent.intervals,
+        updates: sent.updates,
+        digest: sent.digest,
+    })
+}
+
+/// `-R`: the server sends; this end stamps, acknowledges and checks.
+fn receive_from(
+    cs: &mut crate::client::ControlSession,
+    server_udp: SocketAddr,
+    max_bytes: u64,
+    payload: u32,
+    overhead: u32,
+    opts: &TransferOptions,
+    on_event: &mut dyn FnMut(TransferEvent),
+) -> Result<TransferSummary, ChannelError> {
+    let mut sock = crate::udp::ProbeSocket::bind(SocketAddr::new(cs.local_ip, 0), 16 << 20)
+        .map_err(io_err("data socket"))?;
+    // Where the server is to send (and any NAT on the way opened).
+    let mut sequence = 0;
+    let (hello, _) = crate::packets::build(cs.session, u32::MAX, &[], &[], &mut sequence);
+    sock.send_to(&hello, server_udp)
+        .map_err(io_err("data socket"))?;
+    write_message(
+        &mut cs.writer,
+        &Message::TransferFrom {
+            max_bytes,
+            packet_bytes: payload as u16,
+            max_rate_bps: opts.max_rate_bps.map_or(0, |r| r.max(1.0) as u64),
+            raw: opts.estimator == RapidEstimator::Raw,
+            seed: opts.seed,
+        },
+    )
+    .map_err(io_err("control connection"))?;
+    let window = match read_message(&mut cs.reader).map_err(ctl_err)? {
+        Message::TransferReady { window_bytes } => window_bytes,
+        Message::Refused { reason } => return Err(refused(&reason)),
+        other => return Err(err(format!("expected TransferReady, got {other:?}"))),
     };
     let start = clock::monotonic_ns();
-    let deadline = opts.duration.map(|d| start + d.as_nanos() as i64);
     let interval_ns = opts.interval.as_nanos().max(1_000_000) as i64;
+    let end = RecvEnd {
+        conn: &cs.reader,
+        sock: &sock,
+        session_id: cs.session,
+        peer_ip: server_udp.ip(),
+        peer_port: None,
+        max_stream_packets: cs.limits.max_stream_packets,
+        end_ns: None,
+        idle_ns: opts.timeout.as_nanos() as i64,
+        stop_at_ns: opts.duration.map(|d| start + d.as_nanos() as i64),
+    };
+    let mut re = Reassembly::new(max_bytes, window);
+    let writer = cs
+        .reader
+        .try_clone()
+        .map_err(io_err("control connection"))?;
+    let mut w = BufWriter::new(&writer);
+    let mut st = ReverseState::default();
+    let mut totals: Option<Message> = None;
     let mut next_report = start + interval_ns;
-    let mut intervals: Vec<TransferInterval> = Vec::new();
-    let mut mark = Mark::default();
-    let mut last_heard = start;
-    let timeout_ns = opts.timeout.as_nanos() as i64;
-    let mut open_stream: Option<u64> = None;
-    let mut packet = vec![0u8; payload as usize];
-    let mut last_estimate: Option<f64> = None;
-    let mut ctl_ready_since: Option<i64> = None;
-    loop {
-        let now = clock::monotonic_ns();
-        // Feedback: it may free the window or ask for a resend. Reading a
-        // stream's stamps runs the estimator (tens of us), which would
-        // make the next packet late and bend the stream's gaps; so not
-        // while a packet is due within `SEND_SLACK_NS`, unless feedback
-        // has waited `MAX_FEEDBACK_DEFER_NS`.
-        let read_now = if sockopt::wait_fd(l.ctl_fd, libc::POLLIN, 0).map_err(io_err("control"))? {
-            let since = *ctl_ready_since.get_or_insert(now);
-            let due_soon = book.peek().is_some() && ctl.next_send_ns(now) - now < SEND_SLACK_NS;
-            !due_soon || now - since > MAX_FEEDBACK_DEFER_NS
-        } else {
-            ctl_ready_since = None;
-            false
-        };
-        if read_now {
-            ctl_ready_since = None;
-        }
-        while read_now && sockopt::wait_fd(l.ctl_fd, libc::POLLIN, 0).map_err(io_err("control"))? {
-            let m = read_message(&mut reader).map_err(ctl_err)?;
-            last_heard = clock::monotonic_ns();
-            for u in l.handle(m, &mut ctl, &mut book, last_heard)? {
-                last_estimate = u.abw_bps.or(last_estimate);
+    let got = receive::receive(&end, &mut w, &mut re, &mut |ev| match ev {
+        RecvEvent::Message(m @ Message::RateUpdate { .. }) => {
+            if let Some(u) = send::update_of(&m) {
+                st.estimate = u.abw_bps.or(st.estimate);
+                st.rate_bps = u.rate_bps;
                 on_event(TransferEvent::Update(&u));
-                l.updates.push(u);
+                st.updates.push(u);
             }
+            Ok(())
         }
-        if book.complete() {
-            break;
+        RecvEvent::Message(m @ Message::SenderTotals { .. }) => {
+            totals = Some(m);
+            Ok(())
         }
-        if deadline.is_some_and(|d| now >= d) {
-            book.stop_offering();
-        }
-        if now >= next_report {
-            let iv = mark.interval(start, now, &book, &ctl, last_estimate, &l.rtts);
-            on_event(TransferEvent::Interval(&iv));
-            intervals.push(iv);
-            next_report += interval_ns;
-        }
-        if book.in_flight() > 0 && now - last_heard > timeout_ns {
-            return Err(err(format!(
-                "the server stopped answering: no feedback for {} ms with {} packets in flight ({} of {} bytes delivered)",
-                timeout_ns / 1_000_000,
-                book.in_flight(),
-                book.delivered(),
-                book.offered()
-            )));
-        }
-        let Some(next) = book.peek() else {
-            // Nothing to send (window full, or all sent): the stream ends
-            // here, so the server closes it and its feedback comes.
-            if let Some(s) = open_stream.take() {
-                ctl.end_stream();
-                send_ctl(&mut writer, &Message::StreamSent { stream: s as u32 })?;
+        RecvEvent::Message(other) => Err(ServeEnd::Fail(format!(
+            "unexpected message mid-transfer: {other:?}"
+        ))),
+        RecvEvent::Tick(delivered) => {
+            let now = clock::monotonic_ns();
+            if now >= next_report {
+                let iv = st.interval(start, now, delivered);
+                on_event(TransferEvent::Interval(&iv));
+                st.intervals.push(iv);
+                next_report += interval_ns;
             }
-            sockopt::wait_fd(l.ctl_fd, libc::POLLIN, 5).map_err(io_err("control"))?;
-            continue;
-        };
-        let due = ctl.next_send_ns(now);
-        if due > now {
-            if due - now > 2_000_000 {
-                sockopt::wait_fd(l.ctl_fd, libc::POLLIN, ((due - now) / 1_000_000 - 1) as i32)
-                    .map_err(io_err("control"))?;
-            } else {
-                clock::spin_until(due.min(now + 100_000));
-            }
-            continue;
+            Ok(())
         }
-        let at = clock::monotonic_ns();
-        let tag: PacketTag = ctl.sent(at);
-        if let Some(s) = open_stream {
-            if s != tag.stream {
-                send_ctl(&mut writer, &Message::StreamSent { stream: s as u32 })?;
-            }
-        }
-        let len = next.chunk.len as usize;
-        DataRepr {
-            session,
-            stream: tag.stream as u32,
-            index: tag.index,
-            count: per_stream,
-            offset: next.chunk.offset,
-            len: next.chunk.len,
-        }
-        .emit(&mut packet[..HEADER_LEN]);
-        book.sent(next, tag.stream, tag.index, &mut packet[HEADER_LEN..]);
-        send_udp(&udp, &packet[..HEADER_LEN + len])?;
-        l.last_send_ns.insert(tag.stream, at);
-        if tag.index == 0 {
-            l.streams += 1;
-        }
-        if tag.index + 1 == per_stream {
-            send_ctl(
-                &mut writer,
-                &Message::StreamSent {
-                    stream: tag.stream as u32,
-                },
-            )?;
-            open_stream = None;
-        } else {
-            open_stream = Some(tag.stream);
-        }
-    }
-    let end = clock::monotonic_ns();
-    if end > mark.at_ns.max(start) {
-        let iv = mark.interval(start, end, &book, &ctl, last_estimate, &l.rtts);
-        on_event(TransferEvent::Interval(&iv));
-        intervals.push(iv);
-    }
-    let digest = book.digest();
-    send_ctl(
-        &mut writer,
-        &Message::TransferEnd {
-            bytes: book.offered(),
-            digest,
-        },
-    )?;
-    loop {
-        match read_message(&mut reader).map_err(ctl_err)? {
-            Message::TransferDone {
-                bytes,
-                digest: theirs,
-            } => {
-                if bytes != book.offered() || theirs != digest {
-                    return Err(err(format!(
-                        "DATA MISMATCH: the server holds {bytes} bytes with SHA-256 {}, this end sent {} bytes with SHA-256 {}",
-                        hex(&theirs),
-                        book.offered(),
-                        hex(&digest)
-                    )));
-                }
-                break;
-            }
-            Message::Refused { reason } => return Err(refused(&reason)),
-            // Feedback still under way for the last streams.
-            Message::Records { .. } | Message::Delivered { .. } => {}
-            other => return Err(err(format!("expected TransferDone, got {other:?}"))),
-        }
-    }
-    send_ctl(&mut writer, &Message::Close)?;
-    loop {
-        match read_message(&mut reader).map_err(ctl_err)? {
-            Message::Bye { .. } => break,
-            Message::Refused { reason } => return Err(refused(&reason)),
-            _ => continue,
-        }
-    }
-    Ok(TransferSummary {
-        server: addr,
-        authenticated,
-        limits,
-        estimator: opts.estimator,
-        bytes: book.offered(),
-        duration_ns: end - start,
-        sent_bytes: book.sent_bytes,
-        retransmitted_bytes: book.retransmitted_bytes,
-        sent_packets: book.sent_packets,
-        lost_packets: book.lost_packets,
-        streams: l.streams,
-        frame_bytes,
-        rtt_min_ns: l.rtts.iter().min().copied(),
-        rtt_median_ns: median_i64(&l.rtts),
-        intervals,
-        updates: l.updates,
-        digest,
     })
+    .map_err(|e| match e {
+        ServeEnd::Refuse(why) | ServeEnd::Fail(why) => err(why),
+    })?;
+    let now = clock::monotonic_ns();
+    if now > st.mark_ns.max(start) {
+        let iv = st.interval(start, now, got.bytes);
+        on_event(TransferEvent::Interval(&iv));
+        st.intervals.push(iv);
+    }
+    if !got.digest_ok() {
+        return Err(err(format!(
+            "DATA MISMATCH: this end holds {} bytes with SHA-256 {}, the server sent {} bytes with SHA-256 {}",
+            got.bytes,
+            hex(&got.digest),
+            got.sender_bytes,
+            hex(&got.sender_digest)
+        )));
+    }
+    let Some(Message::SenderTotals {
+        sent_bytes,
+        retransmitted_bytes,
+        sent_packets,
+        lost_packets,
+        streams,
+        rtt_min_ns,
+        rtt_median_ns,
+    }) = totals
+    else {
+        return Err(err("the server ended the transfer without its totals"));
+    };
+    let rtt = |v: u64| (v > 0).then_some(v.min(i64::MAX as u64) as i64);
+    Ok(TransferSummary {
+        server: cs.addr,
+        reverse: true,
+        authenticated: cs.authenticated,
+        limits: cs.limits,
+        estimator: opts.estimator,
+        bytes: got.bytes,
+        duration_ns: now - start,
+        sent_bytes,
+        retransmitted_bytes,
+        sent_packets,
+        lost_packets,
+        streams,
+        frame_bytes: payload + overhead,
+        rtt_min_ns: rtt(rtt_min_ns),
+        rtt_median_ns: rtt(rtt_median_ns),
+        intervals: st.intervals,
+        updates: st.updates,
+        digest: got.digest,
+    })
+}
+
+/// What the receiving client of `-R` knows between intervals.
+#[derive(Default)]
+struct ReverseState {
+    updates: Vec<RapidUpdate>,
+    intervals: Vec<TransferInterval>,
+    estimate: Option<f64>,
+    rate_bps: f64,
+    mark_ns: i64,
+    mark_delivered: u64,
+}
+
+impl ReverseState {
+    /// The sender's counts are not known until the end: an interval here
+    /// has the bytes delivered and the sender's rate and estimate.
+    fn interval(&mut self, start: i64, now: i64, delivered: u64) -> TransferInterval {
+        let iv = TransferInterval {
+            start_ns: self.mark_ns.max(start) - start,
+            end_ns: now - start,
+            delivered_bytes: delivered - self.mark_delivered,
+            sent_bytes: 0,
+            retransmitted_bytes: 0,
+            rate_bps: self.rate_bps,
+            estimate_bps: self.estimate,
+            rtt_ns: None,
+            total_delivered_bytes: delivered,
+        };
+        self.mark_ns = now;
+        self.mark_delivered = delivered;
+        iv
+    }
 }
 
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn send_ctl(w: &mut io::BufWriter<std::net::TcpStream>, m: &Message) -> Result<(), ChannelError> {
-    write_message(w, m).map_err(|e| {
-        err(format!(
-            "the server closed the control connection mid-transfer (restarted, killed, or it ended the session): {e}"
-        ))
-    })
 }
 
 fn send_udp(udp: &UdpSocket, b: &[u8]) -> Result<(), ChannelError> {
@@ -418,121 +487,5 @@ fn send_udp(udp: &UdpSocket, b: &[u8]) -> Result<(), ChannelError> {
             }
             Err(e) => return Err(err(format!("data socket: {e}"))),
         }
-    }
-}
-
-/// The loop's state beside the controller and the book.
-struct Loop {
-    ctl_fd: i32,
-    /// Records of a stream still arriving (a stream's may span frames).
-    pending: HashMap<u32, Vec<(u32, i64)>>,
-    last_send_ns: BTreeMap<u64, i64>,
-    rtts: Vec<i64>,
-    updates: Vec<RapidUpdate>,
-    streams: u64,
-}
-
-impl Loop {
-    /// One control message during the transfer; the controller's updates
-    /// it caused.
-    fn handle(
-        &mut self,
-        m: Message,
-        ctl: &mut RapidController,
-        book: &mut SendBook,
-        now: i64,
-    ) -> Result<Vec<RapidUpdate>, ChannelError> {
-        let mut out = Vec::new();
-        match m {
-            Message::Records {
-                stream,
-                base_ns,
-                last,
-                records,
-                ..
-            } => {
-                let v = self.pending.entry(stream).or_default();
-                v.extend(
-                    records
-                        .iter()
-                        .map(|r| (r.position, base_ns + r.offset_ns as i64)),
-                );
-                if !last {
-                    return Ok(out);
-                }
-                let got = self.pending.remove(&stream).unwrap_or_default();
-                let s = stream as u64;
-                for &(i, t) in &got {
-                    book.feedback(s, i, true);
-                    let tag = PacketTag {
-                        stream: s,
-                        index: i,
-                    };
-                    out.extend(ctl.feedback(tag, Some(t), now));
-                }
-                for i in book.unreported(s) {
-                    book.feedback(s, i, false);
-                    out.extend(ctl.feedback(
-                        PacketTag {
-                            stream: s,
-                            index: i,
-                        },
-                        None,
-                        now,
-                    ));
-                }
-                if let Some(t) = self.last_send_ns.remove(&s) {
-                    self.rtts.push(now - t);
-                }
-                // Older streams' send times are of no more use.
-                self.last_send_ns = self.last_send_ns.split_off(&s);
-            }
-            Message::Delivered { bytes } => book.delivered_to(bytes),
-            Message::Refused { reason } => return Err(refused(&reason)),
-            other => return Err(err(format!("unexpected message mid-transfer: {other:?}"))),
-        }
-        Ok(out)
-    }
-}
-
-/// Counters at the last interval's end.
-#[derive(Default)]
-struct Mark {
-    at_ns: i64,
-    delivered: u64,
-    sent: u64,
-    retransmitted: u64,
-    rtts_seen: usize,
-}
-
-impl Mark {
-    fn interval(
-        &mut self,
-        start: i64,
-        now: i64,
-        book: &SendBook,
-        ctl: &RapidController,
-        estimate: Option<f64>,
-        rtts: &[i64],
-    ) -> TransferInterval {
-        let iv = TransferInterval {
-            start_ns: self.at_ns.max(start) - start,
-            end_ns: now - start,
-            delivered_bytes: book.delivered() - self.delivered,
-            sent_bytes: book.sent_bytes - self.sent,
-            retransmitted_bytes: book.retransmitted_bytes - self.retransmitted,
-            rate_bps: ctl.rate_bps(),
-            estimate_bps: estimate,
-            rtt_ns: median_i64(&rtts[self.rtts_seen.min(rtts.len())..]),
-            total_delivered_bytes: book.delivered(),
-        };
-        *self = Mark {
-            at_ns: now,
-            delivered: book.delivered(),
-            sent: book.sent_bytes,
-            retransmitted: book.retransmitted_bytes,
-            rtts_seen: rtts.len(),
-        };
-        iv
     }
 }

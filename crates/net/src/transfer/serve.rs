@@ -1,26 +1,33 @@
-//! The server's side of a transfer session: data packets in (kernel
-//! receive stamps), each stream's stamps and the in-order byte count back
-//! over the control connection, the digest checked at the end.
+//! The server's side of a transfer session: for a transfer from the
+//! client, the receiving end ([`super::receive`]) behind the session's
+//! checks; for `transfer -R`, the sending end ([`super::send`]) toward
+//! the address the client's data socket spoke from.
 //!
 //! Bounded like every session: the reassembly window (8 MB without a key,
 //! 64 MB with one) and [`MAX_OPEN_STREAMS`](super::reassembly::MAX_OPEN_STREAMS)
-//! streams of stamps; the session's byte and time limits; the idle
-//! timeout on UDP and control alike. The server sends no UDP at all:
-//! 8 bytes of stamp per data packet go back over TCP.
+//! streams of stamps; the session's byte, rate and time limits; the idle
+//! timeout on UDP and control alike. A reverse transfer needs no key:
+//! the server sends only to the address the client sent from, over the
+//! client's own TCP connection's IP, and never more than the window past
+//! what the client has acknowledged (as TCP does; a client that
+//! acknowledges bytes it never got harms only its own link).
 
 use std::io::{self, BufWriter};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
+use tightlink_core::rapid::RapidEstimator;
 use tightlink_sys::sockopt;
-use tightlink_wire::control::{read_message, write_message, Limits, Message, RecordKind};
-use tightlink_wire::data::{DataRepr, HEADER_LEN};
-use tightlink_wire::{DropCounters, DropReason};
+use tightlink_wire::control::{write_message, Limits, Message};
+use tightlink_wire::data::HEADER_LEN;
+use tightlink_wire::DropCounters;
 
-use super::reassembly::{Reassembly, StreamStamps};
+use super::reassembly::Reassembly;
+use super::receive::{self, RecvEnd, RecvEvent};
+use super::send::{self, SendPlan};
 use crate::clock;
-use crate::stamps::{cmsg_stamp, recv_mmsg, BATCH};
+use crate::receiver::{absorb, Collected, Expect};
 use crate::udp::ProbeSocket;
 
 /// Reassembly window without a key and with one.
@@ -40,7 +47,7 @@ impl From<io::Error> for ServeEnd {
     }
 }
 
-/// What a finished transfer session received.
+/// What a finished transfer session moved.
 #[derive(Debug, Default)]
 pub struct Served {
     pub bytes: u64,
@@ -52,7 +59,6 @@ pub struct Served {
 
 pub struct Session<'a> {
     pub conn: &'a TcpStream,
-    pub sock: &'a ProbeSocket,
     pub session_id: u64,
     pub peer: SocketAddr,
     pub limits: Limits,
@@ -62,38 +68,47 @@ pub struct Session<'a> {
     pub idle_timeout: Duration,
 }
 
+impl Session<'_> {
+    /// Checks a transfer's size and packet size against the limits; the
+    /// window the receiver will hold.
+    fn admit(&self, max_bytes: u64, packet_bytes: u16) -> Result<u64, ServeEnd> {
+        if max_bytes > self.limits.max_session_bytes {
+            return Err(ServeEnd::Refuse(format!(
+                "transfer of {max_bytes} bytes exceeds the session's limit of {} bytes{}",
+                self.limits.max_session_bytes,
+                if self.authenticated {
+                    ""
+                } else {
+                    " (without a key)"
+                }
+            )));
+        }
+        if (packet_bytes as usize) <= HEADER_LEN || packet_bytes > self.limits.max_packet_bytes {
+            return Err(ServeEnd::Refuse(format!(
+                "data packets of {packet_bytes} bytes; the limit is {}-{}",
+                HEADER_LEN + 1,
+                self.limits.max_packet_bytes
+            )));
+        }
+        Ok(if self.authenticated {
+            KEYED_WINDOW_BYTES
+        } else {
+            OPEN_WINDOW_BYTES
+        }
+        .min(max_bytes.max(1)))
+    }
+}
+
 /// Runs the transfer the client announced with `Transfer`, through its
 /// `TransferEnd` and the server's `TransferDone`.
 pub fn receive(
     s: &Session,
+    sock: &ProbeSocket,
     w: &mut BufWriter<&TcpStream>,
     max_bytes: u64,
     packet_bytes: u16,
 ) -> Result<Served, ServeEnd> {
-    if max_bytes > s.limits.max_session_bytes {
-        return Err(ServeEnd::Refuse(format!(
-            "transfer of {max_bytes} bytes exceeds the session's limit of {} bytes{}",
-            s.limits.max_session_bytes,
-            if s.authenticated {
-                ""
-            } else {
-                " (without a key)"
-            }
-        )));
-    }
-    if (packet_bytes as usize) <= HEADER_LEN || packet_bytes > s.limits.max_packet_bytes {
-        return Err(ServeEnd::Refuse(format!(
-            "data packets of {packet_bytes} bytes; the limit is {}-{}",
-            HEADER_LEN + 1,
-            s.limits.max_packet_bytes
-        )));
-    }
-    let window = if s.authenticated {
-        KEYED_WINDOW_BYTES
-    } else {
-        OPEN_WINDOW_BYTES
-    }
-    .min(max_bytes.max(1));
+    let window = s.admit(max_bytes, packet_bytes)?;
     write_message(
         w,
         &Message::TransferReady {
@@ -101,145 +116,134 @@ pub fn receive(
         },
     )?;
     let mut re = Reassembly::new(max_bytes, window);
-    let mut st = StreamStamps::new(s.limits.max_stream_packets);
-    let mut out = Served::default();
-    let mut client_port: Option<u16> = None;
-    let mut bufs = vec![[0u8; 9216]; BATCH];
-    let mut got: Vec<(usize, Option<SocketAddr>, Option<i64>)> = Vec::with_capacity(BATCH);
-    let ctrl_fd = s.conn.as_raw_fd();
-    let mut r = s.conn;
-    let mut last_heard = clock::monotonic_ns();
-    let idle_ns = s.idle_timeout.as_nanos() as i64;
-    loop {
-        let now_mono = clock::monotonic_ns();
-        if now_mono > s.session_end_ns {
-            return Err(ServeEnd::Refuse(format!(
-                "session time limit of {} ms reached after {} bytes",
-                s.limits.max_session_ms,
-                re.contiguous()
-            )));
-        }
-        if now_mono - last_heard > idle_ns {
-            return Err(ServeEnd::Fail(format!(
-                "nothing from the client for {} ms mid-transfer",
-                idle_ns / 1_000_000
-            )));
-        }
-        // Data: every batch queued now.
-        loop {
-            let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
-            got.clear();
-            let n = recv_mmsg(s.sock.fd(), &mut views, |_, len, from, msg| {
-                // SAFETY: `msg` was just filled by recvmmsg.
-                let (stamp, _) = unsafe { cmsg_stamp(msg) };
-                got.push((len, from, stamp));
-            })?;
-            if n == 0 {
-                break;
-            }
-            last_heard = clock::monotonic_ns();
-            for (k, &(len, from, stamp)) in got.iter().enumerate() {
-                let Some(from) = from else { continue };
-                if from.ip() != s.peer.ip() || client_port.is_some_and(|p| p != from.port()) {
-                    out.drops.count(DropReason::WrongPeer);
-                    continue;
-                }
-                if len > bufs[k].len() {
-                    out.drops.count(DropReason::Malformed);
-                    continue;
-                }
-                let (repr, payload) = match DataRepr::parse(&bufs[k][..len]) {
-                    Ok(x) => x,
-                    Err(e) => {
-                        out.drops.count(e);
-                        continue;
-                    }
-                };
-                if repr.session != s.session_id {
-                    out.drops.count(DropReason::UnknownSession);
-                    continue;
-                }
-                client_port.get_or_insert(from.port());
-                if let Err(e) = re.put(repr.offset, payload) {
-                    out.drops.count(e);
-                    continue;
-                }
-                out.packets += 1;
-                match stamp {
-                    Some(t) => {
-                        if let Err(e) = st.stamp(&repr, t) {
-                            out.drops.count(e);
-                        }
-                    }
-                    None => out.drops.count(DropReason::Malformed),
-                }
-            }
-        }
-        // Control: what the client says.
-        while sockopt::wait_fd(ctrl_fd, libc::POLLIN, 0)? {
-            last_heard = clock::monotonic_ns();
-            match read_message(&mut r) {
-                Ok(Message::StreamSent { stream }) => {
-                    st.sent(stream, clock::realtime_ns())
-                        .map_err(ServeEnd::Refuse)?;
-                }
-                Ok(Message::TransferEnd { bytes, digest }) => {
-                    close_streams(w, &mut st, &re, i64::MAX, &mut out)?;
-                    out.bytes = re.contiguous();
-                    let ours = re.digest();
-                    out.digest_ok = bytes == re.contiguous() && digest == ours;
-                    write_message(
-                        w,
-                        &Message::TransferDone {
-                            bytes: re.contiguous(),
-                            digest: ours,
-                        },
-                    )?;
-                    out.drops.add(DropReason::Late, st.late);
-                    out.drops.add(DropReason::OverAnnounced, st.beyond);
-                    return Ok(out);
-                }
-                Ok(other) => {
-                    return Err(ServeEnd::Refuse(
-                        format!("unexpected message mid-transfer: {other:?}")
-                            .chars()
-                            .take(200)
-                            .collect(),
-                    ))
-                }
-                Err(e) => return Err(ServeEnd::Fail(format!("control connection: {e}"))),
-            }
-        }
-        close_streams(w, &mut st, &re, clock::realtime_ns(), &mut out)?;
-        // Wait for data or control, at most until the next stream is due.
-        let wait_ms = match st.next_due_ns() {
-            Some(t) => ((t - clock::realtime_ns()) / 1_000_000).clamp(0, 20) as i32,
-            None => 20,
-        };
-        sockopt::wait_any(&[s.sock.fd(), ctrl_fd], libc::POLLIN, wait_ms)?;
-    }
+    let end = RecvEnd {
+        conn: s.conn,
+        sock,
+        session_id: s.session_id,
+        peer_ip: s.peer.ip(),
+        peer_port: None,
+        max_stream_packets: s.limits.max_stream_packets,
+        end_ns: Some((s.session_end_ns, s.limits.max_session_ms)),
+        idle_ns: s.idle_timeout.as_nanos() as i64,
+        stop_at_ns: None,
+    };
+    let got = receive::receive(&end, w, &mut re, &mut |ev| match ev {
+        RecvEvent::Tick(_) => Ok(()),
+        RecvEvent::Message(m) => Err(ServeEnd::Refuse(
+            format!("unexpected message mid-transfer: {m:?}")
+                .chars()
+                .take(200)
+                .collect(),
+        )),
+    })?;
+    Ok(Served {
+        bytes: got.bytes,
+        packets: got.packets,
+        streams: got.streams,
+        digest_ok: got.digest_ok(),
+        drops: got.drops,
+    })
 }
 
-/// Sends the stamps of every stream due to close, then the in-order count.
-fn close_streams(
+/// What a client asks of a reverse transfer (`TransferFrom`).
+pub struct ReverseAsk {
+    pub max_bytes: u64,
+    pub packet_bytes: u16,
+    pub max_rate_bps: u64,
+    pub raw: bool,
+    pub seed: u64,
+}
+
+/// Runs a reverse transfer: waits (up to a second) for a UDP packet of
+/// this session from the client's IP, whose address the data goes to,
+/// then sends as the client asked within the session's limits, through
+/// the client's `TransferDone`. `seen` holds what the socket already
+/// took from the client; `host_limit_bps` is what this host can pace.
+pub fn send(
+    s: &Session,
+    sock: &mut ProbeSocket,
+    seen: &mut Collected,
     w: &mut BufWriter<&TcpStream>,
-    st: &mut StreamStamps,
-    re: &Reassembly,
-    now_ns: i64,
-    out: &mut Served,
-) -> io::Result<()> {
-    let closed = st.close_due(now_ns);
-    if closed.is_empty() {
-        return Ok(());
-    }
-    for c in &closed {
-        crate::server::send_records(w, c.stream, RecordKind::Receive, &c.recv_ns)?;
-        out.streams += 1;
-    }
+    ask: &ReverseAsk,
+    host_limit_bps: f64,
+) -> Result<Served, ServeEnd> {
+    let window = s.admit(ask.max_bytes, ask.packet_bytes)?;
+    let until = clock::monotonic_ns() + 1_000_000_000;
+    let client = loop {
+        let expect = Expect {
+            session: s.session_id,
+            stream: u32::MAX,
+            packets: 0,
+            max_size: s.limits.max_packet_bytes as usize,
+            peer_ip: s.peer.ip(),
+            peer_port: seen.peer.map(|p| p.port()),
+        };
+        absorb(sock, &expect, seen)?;
+        if let Some(c) = seen.peer {
+            break c;
+        }
+        if clock::monotonic_ns() > until {
+            return Err(ServeEnd::Refuse(
+                "no UDP packet of this session arrived from the client's address within 1 s: the server sends only where the client has sent from".into(),
+            ));
+        }
+        sockopt::wait_fd(sock.fd(), libc::POLLIN, 5)?;
+    };
+    // No transmit stamps: nothing reads them, and they would fill the
+    // socket's error queue.
+    sock.stop_tx_stamps()?;
     write_message(
         w,
-        &Message::Delivered {
-            bytes: re.contiguous(),
+        &Message::TransferReady {
+            window_bytes: window,
         },
+    )?;
+    let overhead: u32 = if client.is_ipv4() { 42 } else { 62 };
+    let limit = s.limits.max_rate_bps as f64;
+    let asked = if ask.max_rate_bps == 0 {
+        f64::INFINITY
+    } else {
+        ask.max_rate_bps as f64
+    };
+    let plan = SendPlan {
+        session: s.session_id,
+        payload: ask.packet_bytes as u32,
+        frame_bytes: ask.packet_bytes as u32 + overhead,
+        window,
+        max_bps: limit.min(asked).min(host_limit_bps),
+        estimator: if ask.raw {
+            RapidEstimator::Raw
+        } else {
+            RapidEstimator::Bass
+        },
+        bytes: Some(ask.max_bytes),
+        seed: ask.seed,
+        stop_at_ns: None,
+        end_ns: Some(s.session_end_ns),
+        timeout_ns: s.idle_timeout.as_nanos() as i64,
+        interval_ns: 1_000_000_000,
+        tell_receiver: true,
+    };
+    let mut r = s.conn;
+    let fd = s.conn.as_raw_fd();
+    let sent = send::send(
+        &mut r,
+        w,
+        fd,
+        &plan,
+        &mut |b| {
+            sock.send_to(b, client)
+                .map(|_| ())
+                .map_err(|e| super::err(format!("data socket: {e}")))
+        },
+        &mut |_| {},
     )
+    .map_err(|e| ServeEnd::Fail(e.to_string()))?;
+    Ok(Served {
+        bytes: sent.bytes,
+        packets: sent.sent_packets,
+        streams: sent.streams as u32,
+        digest_ok: true,
+        drops: DropCounters::default(),
+    })
 }
