@@ -1,7 +1,7 @@
 //! `tightlink transfer`: a reliable bulk transfer over UDP whose data
 //! packets are the rate controller's probe streams (\[BASS\] section VII,
 //! after RAPID). The client sends each stream's packets when the core's
-//! [`RapidController`] says; the server stamps them on arrival and
+//! [`RapidController`](tightlink_core::rapid::RapidController) says; the server stamps them on arrival and
 //! returns each stream's receive stamps and its in-order byte count over
 //! the control connection; the controller reads the available bandwidth
 //! from the stamps and sets the next streams' rate. Packets the server

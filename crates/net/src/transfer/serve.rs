@@ -1,6 +1,6 @@
 //! The server's side of a transfer session: for a transfer from the
-//! client, the receiving end ([`super::receive`]) behind the session's
-//! checks; for `transfer -R`, the sending end ([`super::send`]) toward
+//! client, the receiving end (`receive`) behind the session's
+//! checks; for `transfer -R`, the sending end (`send`) toward
 //! the address the client's data socket spoke from.
 //!
 //! Bounded like every session: the reassembly window (8 MB without a key,
