@@ -36,6 +36,10 @@ pub enum LabCommand {
     /// Up, server, cross traffic, estimates with truth, down; a table per
     /// method.
     Run(RunArgs),
+    /// Every tightlink method family and every peer tool found on PATH
+    /// (presets: pathload's `pathload_rcv`/`pathload_snd`, `iperf3`) in
+    /// turn on the same runs and the same truth: one table.
+    Compare(RunArgs),
     /// `estimate --follow` (bart) through the lab, each update against the
     /// kernel-counter truth over its stream and over 500 ms around it; a
     /// scenario whose cross traffic steps (`lab list`: step) shows how fast
@@ -184,6 +188,11 @@ pub struct RunArgs {
     /// namespace once the lab is up (e.g. 'iperf3 -s').
     #[arg(long, requires = "tool")]
     pub tool_server: Option<String>,
+    /// With --tool: its client runs in the receiver namespace (`{server}`
+    /// is then the sender's address) and its server in the sender's, as
+    /// pathload's receiver and sender do.
+    #[arg(long, requires = "tool")]
+    pub tool_at_receiver: bool,
     /// Counter sampling period in microseconds.
     #[arg(long, default_value_t = 1000)]
     pub sample_us: u64,
@@ -328,7 +337,8 @@ pub fn run(args: LabArgs) -> Result<()> {
             }
             Ok(())
         }
-        LabCommand::Run(a) => run_lab(a),
+        LabCommand::Run(a) => run_lab(a, false),
+        LabCommand::Compare(a) => run_lab(a, true),
         LabCommand::Tcp(a) => tcp_lab(a),
         LabCommand::DelayLine(a) => delay_line(a),
         LabCommand::Track(a) => track_lab(a),
@@ -604,11 +614,20 @@ fn tcp_lab(a: TcpArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_lab(a: RunArgs) -> Result<()> {
+/// What `lab compare` runs of tightlink's own by default: one method of
+/// each family.
+const COMPARE_METHODS: &str = "multirate,prcmt+bass,pathload,topp,pathchirp,igi,spruce,bart";
+
+fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
     let lab = lab_of(&a.target)?;
-    let methods: Vec<String> = match &a.method {
-        Some(m) => m.split(',').map(|s| s.trim().to_string()).collect(),
-        None => lab.scenario.methods.clone(),
+    let methods: Vec<String> = match (&a.method, compare) {
+        (Some(m), _) if m == "all" => tightlink_core::analysis::Method::ALL
+            .iter()
+            .map(|m| m.name().to_string())
+            .collect(),
+        (Some(m), _) => m.split(',').map(|s| s.trim().to_string()).collect(),
+        (None, true) => COMPARE_METHODS.split(',').map(str::to_string).collect(),
+        (None, false) => lab.scenario.methods.clone(),
     };
     for m in &methods {
         m.parse::<tightlink_measure::Method>()
@@ -624,14 +643,39 @@ fn run_lab(a: RunArgs) -> Result<()> {
                 .and_then(|w| std::path::Path::new(w).file_name())
                 .map_or("tool".into(), |n| n.to_string_lossy().into_owned()),
             server: a.tool_server.clone(),
+            at_receiver: a.tool_at_receiver,
         }),
         _ => None,
     };
+    let mut tools: Vec<Tool> = tool.into_iter().collect();
+    // `lab run --tool` runs the tool alone; `lab compare` runs it beside
+    // the methods and the presets found.
+    let methods = if compare || tools.is_empty() {
+        methods
+    } else {
+        Vec::new()
+    };
+    if compare {
+        let (found, missing) = tightlink_lab::presets::found();
+        for p in &missing {
+            eprintln!(
+                "peer {}: `{}` is not on PATH (build {}), left out",
+                p.name, p.binary, p.source
+            );
+        }
+        for p in &found {
+            eprintln!(
+                "peer {}: `{}` found; it measures {}",
+                p.name, p.binary, p.measures
+            );
+        }
+        tools.extend(found.iter().map(|p| p.tool()));
+    }
     need_root()?;
     let opts = RunOptions {
         repeat: a.repeat.unwrap_or(lab.scenario.repeat).max(1),
         methods,
-        tool,
+        tools,
         exe: std::env::current_exe()?,
         sample_period: Duration::from_micros(a.sample_us.clamp(200, 100_000)),
     };
@@ -645,6 +689,7 @@ fn run_lab(a: RunArgs) -> Result<()> {
             serde_json::json!({
                 "scenario": lab.scenario.name,
                 "methods": opts.methods,
+                "tools": opts.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
                 "repeat": opts.repeat,
             }),
         );

@@ -131,7 +131,7 @@ pub fn cc(
     // The lab's own server: keyless limits lifted so a long transfer is
     // not cut (nothing else reaches this namespace).
     let limits = ["--max-session-bytes", "4000MB", "--max-duration", "3600"];
-    guard.children = start_services(lab, &opts.exe, None, &limits, total)
+    guard.children = start_services(lab, &opts.exe, &[], &limits, total)
         .map_err(err)?
         .children;
     let tcp_sink = format!("{RCV_IP}:{SINK_PORT}");

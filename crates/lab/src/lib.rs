@@ -13,6 +13,7 @@
 //! - [`sampler`]: counters every millisecond during a run.
 //! - [`truth`]: available bandwidth over a window from the samples.
 //! - [`run`]: `lab run` and `lab check`.
+//! - [`presets`]: peer tools (pathload, iperf3) for `lab compare`.
 //! - [`passive`]: `lab tcp`, the passive estimators on a real transfer.
 //! - [`track`]: `lab track`, the tracker's series against the truth over
 //!   time.
@@ -24,6 +25,7 @@ pub mod cross;
 pub mod delay;
 pub mod kernel;
 pub mod passive;
+pub mod presets;
 pub mod run;
 pub mod sampler;
 pub mod scenario;

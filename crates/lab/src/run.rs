@@ -13,7 +13,7 @@ use regex::Regex;
 
 use crate::delay::{self, OneWayDelay};
 use crate::sampler::Sampler;
-use crate::topology::{Lab, LabError, RCV_IP, XR_IP};
+use crate::topology::{Lab, LabError, RCV_IP, SND_IP, XR_IP};
 use crate::truth::{self, Sample, Truth};
 use tightlink_sys::clock::realtime_ns;
 
@@ -34,13 +34,17 @@ pub struct Tool {
     /// The tool's own far end, started in the receiver namespace beside
     /// `tightlink server` (e.g. `iperf3 -s`).
     pub server: Option<String>,
+    /// The tool's client runs in the receiver namespace (`{server}`: the
+    /// sender's address) and its server in the sender's, as pathload's.
+    pub at_receiver: bool,
 }
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub repeat: usize,
+    /// tightlink's methods, then other tools, each run in turn.
     pub methods: Vec<String>,
-    pub tool: Option<Tool>,
+    pub tools: Vec<Tool>,
     /// The tightlink binary to run in the namespaces.
     pub exe: PathBuf,
     pub sample_period: Duration,
@@ -175,7 +179,9 @@ pub fn summarise(scenario: &str, method: &str, runs: Vec<RunRecord>) -> MethodSu
     }
 }
 
-/// A number with an optional unit prefix from a tool's output.
+/// A number with an optional unit prefix from a tool's output: group 1
+/// and group 2, or with named groups, `lo` and `hi` (a range: its
+/// midpoint) or `value`, and `unit` or `vunit`.
 pub fn pick_rate(pick: &Regex, output: &str) -> Result<f64, String> {
     let caps = pick.captures(output).ok_or_else(|| {
         let head: String = output.chars().take(300).collect();
@@ -184,14 +190,31 @@ pub fn pick_rate(pick: &Regex, output: &str) -> Result<f64, String> {
             pick.as_str()
         )
     })?;
-    let num = caps
-        .get(1)
-        .ok_or_else(|| "--pick needs a capture group for the number".to_string())?
-        .as_str();
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("--pick captured '{num}', not a number"))?;
-    let scale = match caps.get(2).map(|m| m.as_str().chars().next()) {
+    let number = |m: regex::Match| -> Result<f64, String> {
+        m.as_str()
+            .parse()
+            .map_err(|_| format!("--pick captured '{}', not a number", m.as_str()))
+    };
+    let named = pick.capture_names().flatten().next().is_some();
+    let v = if !named {
+        number(
+            caps.get(1)
+                .ok_or_else(|| "--pick needs a capture group for the number".to_string())?,
+        )?
+    } else if let (Some(lo), Some(hi)) = (caps.name("lo"), caps.name("hi")) {
+        (number(lo)? + number(hi)?) / 2.0
+    } else {
+        number(
+            caps.name("value")
+                .ok_or_else(|| "--pick matched neither lo and hi nor value".to_string())?,
+        )?
+    };
+    let unit = if named {
+        caps.name("unit").or_else(|| caps.name("vunit"))
+    } else {
+        caps.get(2)
+    };
+    let scale = match unit.map(|m| m.as_str().chars().next()) {
         None | Some(None) => 1.0,
         Some(Some('k' | 'K')) => 1e3,
         Some(Some('M')) => 1e6,
@@ -267,20 +290,22 @@ pub(crate) struct Services {
 }
 
 /// Starts the far end (`tightlink server` with `server_args` beside the
-/// defaults, and the tool's own server) and the cross traffic.
+/// defaults, and the tools' own servers: in the sender's namespace for a
+/// tool whose client runs at the receiver) and the cross traffic.
 pub(crate) fn start_services(
     lab: &Lab,
     exe: &PathBuf,
-    tool_server: Option<&str>,
+    tool_servers: &[(bool, &str)],
     server_args: &[&str],
     seconds: u64,
 ) -> Result<Services, String> {
     let mut children = Vec::new();
     let mut cross_started_ns = None;
-    if let Some(cmd) = tool_server {
+    for &(at_receiver, cmd) in tool_servers {
+        let ns = if at_receiver { "snd" } else { "rcv" };
         children.push(
             Command::new("ip")
-                .args(["netns", "exec", &lab.ns("rcv"), "sh", "-c", cmd])
+                .args(["netns", "exec", &lab.ns(ns), "sh", "-c", cmd])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -349,9 +374,30 @@ pub(crate) fn start_services(
 }
 
 /// One estimate by `method` (or the tool), with its truth.
-fn one_run(lab: &Lab, opts: &RunOptions, sampler: &Sampler, method: &str, run: usize) -> RunRecord {
+/// One thing `lab run` measures with.
+enum Entry<'a> {
+    Method(&'a str),
+    Tool(&'a Tool),
+}
+
+impl Entry<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Entry::Method(m) => m,
+            Entry::Tool(t) => &t.name,
+        }
+    }
+}
+
+fn one_run(
+    lab: &Lab,
+    opts: &RunOptions,
+    sampler: &Sampler,
+    entry: &Entry,
+    run: usize,
+) -> RunRecord {
     let mut rec = RunRecord {
-        method: method.to_string(),
+        method: entry.name().to_string(),
         run,
         estimate_bps: None,
         bound: None,
@@ -368,11 +414,16 @@ fn one_run(lab: &Lab, opts: &RunOptions, sampler: &Sampler, method: &str, run: u
     let rates: Vec<f64> = lab.scenario.hops.iter().map(|h| h.rate_bps).collect();
     let start_ns = realtime_ns();
     let t0 = Instant::now();
-    let (window, result) = match &opts.tool {
-        Some(tool) => {
+    let (window, result) = match entry {
+        Entry::Tool(tool) => {
+            let (ns, far) = if tool.at_receiver {
+                ("rcv", SND_IP)
+            } else {
+                ("snd", RCV_IP)
+            };
             let mut cmd = Command::new("ip");
-            cmd.args(["netns", "exec", &lab.ns("snd"), "sh", "-c"])
-                .arg(tool.command.replace("{server}", RCV_IP));
+            cmd.args(["netns", "exec", &lab.ns(ns), "sh", "-c"])
+                .arg(tool.command.replace("{server}", far));
             let r = run_child(cmd, ESTIMATE_TIMEOUT);
             rec.duration_s = t0.elapsed().as_secs_f64();
             let window = (start_ns, realtime_ns());
@@ -384,7 +435,7 @@ fn one_run(lab: &Lab, opts: &RunOptions, sampler: &Sampler, method: &str, run: u
             });
             (window, v)
         }
-        None => {
+        Entry::Method(method) => {
             let mut cmd = in_ns(lab, "snd", &opts.exe);
             cmd.args(["estimate", RCV_IP, "--method", method, "--json"]);
             let r = run_child(cmd, ESTIMATE_TIMEOUT);
@@ -452,10 +503,13 @@ pub fn run(
     opts: &RunOptions,
     progress: &mut dyn FnMut(&RunRecord),
 ) -> Result<Vec<MethodSummary>, LabError> {
-    let methods: Vec<String> = match &opts.tool {
-        Some(t) => vec![t.name.clone()],
-        None => opts.methods.clone(),
-    };
+    let entries: Vec<Entry> = opts
+        .methods
+        .iter()
+        .map(|m| Entry::Method(m))
+        .chain(opts.tools.iter().map(Entry::Tool))
+        .collect();
+    let methods: Vec<String> = entries.iter().map(|e| e.name().to_string()).collect();
     lab.up(&opts.exe)?;
     let mut guard = Guard {
         lab,
@@ -463,8 +517,12 @@ pub fn run(
     };
     // Generous: every estimate at its timeout would still be covered.
     let seconds = 10 + (opts.repeat * methods.len()) as u64 * 5;
-    let tool_server = opts.tool.as_ref().and_then(|t| t.server.as_deref());
-    guard.children = start_services(lab, &opts.exe, tool_server, &[], seconds)
+    let tool_servers: Vec<(bool, &str)> = opts
+        .tools
+        .iter()
+        .filter_map(|t| Some((t.at_receiver, t.server.as_deref()?)))
+        .collect();
+    guard.children = start_services(lab, &opts.exe, &tool_servers, &[], seconds)
         .map_err(LabError::Command)?
         .children;
     let sampler = Sampler::start(lab, opts.sample_period)
@@ -473,8 +531,8 @@ pub fn run(
     std::thread::sleep(Duration::from_millis(500));
     let mut per_method: Vec<Vec<RunRecord>> = vec![Vec::new(); methods.len()];
     for run in 0..opts.repeat {
-        for (i, m) in methods.iter().enumerate() {
-            let rec = one_run(lab, opts, &sampler, m, run);
+        for (i, e) in entries.iter().enumerate() {
+            let rec = one_run(lab, opts, &sampler, e, run);
             progress(&rec);
             per_method[i].push(rec);
             // Queues drain between estimates (100 KB at 200 Mbit/s: 4 ms).

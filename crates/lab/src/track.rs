@@ -156,7 +156,7 @@ pub fn track(lab: &Lab, opts: &TrackOptions) -> Result<TrackReport, LabError> {
     // The lab's own server: lift the keyless byte and time limits so a
     // long follow is not cut (nothing else reaches this namespace).
     let limits = ["--max-session-bytes", "4000MB", "--max-duration", "3600"];
-    let services = start_services(lab, &opts.exe, None, &limits, run_s + 40).map_err(err)?;
+    let services = start_services(lab, &opts.exe, &[], &limits, run_s + 40).map_err(err)?;
     guard.children = services.children;
     let sampler =
         Sampler::start(lab, opts.sample_period).map_err(|e| err(format!("counters: {e}")))?;

@@ -1,0 +1,108 @@
+//! Peer tools as `lab run --tool` presets, for `lab compare`: each one's
+//! command line, its far end, where each runs and how to read its number.
+//! Used when the user has built the tool and put it on `PATH`; nothing
+//! here downloads or builds one. Command lines and output formats are
+//! facts of the public tools (pathload's receiver prints `Available
+//! bandwidth range : LO - HI (Mbps)` and takes the sender with `-s`; its
+//! sender serves repeatedly with `-i`; iperf3's client prints the
+//! receiver's throughput on a line ending `receiver`).
+
+use regex::Regex;
+
+use crate::run::Tool;
+
+/// A peer tool tightlink knows how to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Preset {
+    pub name: &'static str,
+    /// Where its source comes from (the README says which versions ran).
+    pub source: &'static str,
+    /// The binary looked for on `PATH`.
+    pub binary: &'static str,
+    /// `{server}` becomes the far end's address.
+    pub command: &'static str,
+    pub server: &'static str,
+    /// Named groups `lo` and `hi` (a range: its midpoint), or group 1,
+    /// with an optional unit prefix as the group `unit` or group 2.
+    pub pick: &'static str,
+    /// The tool's client (the end that prints) runs at the receiver and
+    /// its server at the sender, as pathload's does.
+    pub at_receiver: bool,
+    /// What its number is, when not the available bandwidth.
+    pub measures: &'static str,
+}
+
+pub const PRESETS: [Preset; 2] = [
+    Preset {
+        name: "peer:pathload",
+        source: "pathload 1.3.2 (Georgia Tech) or 1.3.3 (github.com/jean2/pathload)",
+        binary: "pathload_rcv",
+        command: "pathload_rcv -s {server} -o /dev/null",
+        server: "pathload_snd -i -q",
+        pick: r"range\s*:\s*(?P<lo>[\d.]+)\s*-\s*(?P<hi>[\d.]+)\s*\((?P<unit>\w)bps\)|greater than\s*(?P<value>[\d.]+)\s*\((?P<vunit>\w)bps\)",
+        at_receiver: true,
+        measures: "available bandwidth (the midpoint of its range)",
+    },
+    Preset {
+        name: "peer:iperf3",
+        source: "iperf3 (Debian's package)",
+        binary: "iperf3",
+        command: "iperf3 -c {server} -t 3 -f m",
+        server: "iperf3 -s",
+        pick: r"([\d.]+) (\w)bits/sec.*receiver",
+        at_receiver: false,
+        measures: "one TCP flow's throughput (fills the path; not the available bandwidth)",
+    },
+];
+
+/// Whether `binary` is an executable on `PATH`.
+pub fn on_path(binary: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| {
+            let f = d.join(binary);
+            std::fs::metadata(&f).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+        })
+    })
+}
+
+impl Preset {
+    pub fn tool(&self) -> Tool {
+        Tool {
+            command: self.command.to_string(),
+            pick: Regex::new(self.pick).expect("a preset's pick is a valid regex"),
+            name: self.name.to_string(),
+            server: Some(self.server.to_string()),
+            at_receiver: self.at_receiver,
+        }
+    }
+}
+
+/// The presets whose binary is on `PATH`, and the names of those not.
+pub fn found() -> (Vec<Preset>, Vec<Preset>) {
+    PRESETS.iter().partition(|p| on_path(p.binary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::pick_rate;
+
+    #[test]
+    fn every_preset_parses_and_reads_its_tools_output() {
+        // pathload_rcv's line (printf "%.2f - %.2f (Mbps)"): the midpoint.
+        let pathload = PRESETS[0].tool();
+        let out = "Available bandwidth range : 132.10 - 148.30 (Mbps)\nMeasurements finished";
+        assert!((pick_rate(&pathload.pick, out).unwrap() - 140.2e6).abs() < 1.0);
+        // Its coalescence answer is a lower bound: the number it gives.
+        let out = "Receiver NIC has interrupt coalescence enabled\nAvailable bandwidth is greater than 95.50 (Mbps)\n";
+        assert!((pick_rate(&pathload.pick, out).unwrap() - 95.5e6).abs() < 1.0);
+        // iperf3's receiver line, not the sender's.
+        let iperf = PRESETS[1].tool();
+        let out = "[  5]   0.00-3.00   sec  50.0 MBytes   140 Mbits/sec    3             sender\n\
+                   [  5]   0.00-3.04   sec  49.5 MBytes   137 Mbits/sec                  receiver\n";
+        assert_eq!(pick_rate(&iperf.pick, out).unwrap(), 137e6);
+    }
+}
