@@ -75,7 +75,8 @@ fn parse_sizes(s: &str) -> Result<(u32, u32, usize)> {
     Ok((low, high, count))
 }
 
-fn pin_to_cpu(cpu: usize) -> Result<()> {
+/// Runs this process on `cpu` only (`--cpu`).
+pub(crate) fn pin_to_cpu(cpu: usize) -> Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
         bail!("--cpu {cpu}: no such CPU");
     }

@@ -191,7 +191,10 @@ fn one_run(
     };
     let mut cmd: Command = in_ns(lab, "snd", &opts.exe);
     if controller.starts_with("rapid") {
-        cmd.args(["transfer", RCV_IP, "--cc", controller, "--json", "--time"])
+        // CPU 0: the routers' receive work is on CPU 1 (RPS), and a
+        // sender spinning there read the path 30 % high.
+        cmd.args(["transfer", RCV_IP, "--cpu", "0", "--cc", controller])
+            .args(["--json", "--time"])
             .arg(format!("{secs}s"));
     } else {
         cmd.args(["cross", tcp_sink, "--traffic", "none", "--tcp", "1"])
