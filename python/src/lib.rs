@@ -412,6 +412,75 @@ fn estimate(
     serde_json::to_string(&report).map_err(|e| err(e.into()))
 }
 
+/// One transfer, as `tightlink transfer TARGET --json`: the report as
+/// JSON text.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (target, cc, bytes, time_s, reverse, key_file, max_rate_bps, rtt_s, interval_s, seed))]
+fn transfer(
+    py: Python<'_>,
+    target: &str,
+    cc: &str,
+    bytes: Option<u64>,
+    time_s: Option<f64>,
+    reverse: bool,
+    key_file: Option<PathBuf>,
+    max_rate_bps: Option<f64>,
+    rtt_s: f64,
+    interval_s: f64,
+    seed: u64,
+) -> PyResult<String> {
+    use tightlink_core::rapid::RapidEstimator;
+    use tightlink_measure::transfer::{transfer as tr_run, TransferOptions};
+    let estimator = match cc {
+        "rapid" => RapidEstimator::Bass,
+        "rapid-raw" => RapidEstimator::Raw,
+        other => {
+            return Err(TightlinkError::new_err(format!(
+                "cc={other}: expected rapid or rapid-raw"
+            )))
+        }
+    };
+    if bytes.is_some() && time_s.is_some() {
+        return Err(TightlinkError::new_err(
+            "bytes= and time_s= together: give one (a size or a time)",
+        ));
+    }
+    let seconds = |name: &str, v: f64, least: f64| -> PyResult<i64> {
+        if v.is_finite() && v >= least {
+            Ok((v * 1e9) as i64)
+        } else {
+            Err(TightlinkError::new_err(format!(
+                "{name}={v}: expected seconds, at least {least}"
+            )))
+        }
+    };
+    let duration_ns = match (bytes, time_s) {
+        (None, None) => Some(10_000_000_000),
+        (_, Some(t)) => Some(seconds("time_s", t, 0.001)?),
+        (Some(_), None) => None,
+    };
+    let target = Target::parse(target).map_err(err)?;
+    let options = TransferOptions {
+        estimator,
+        bytes,
+        duration_ns,
+        interval_ns: seconds("interval_s", interval_s, 0.01)?,
+        real: RealOptions {
+            reverse,
+            key_file,
+            max_rate_bps,
+            ..RealOptions::default()
+        },
+        sim_rtt_ns: seconds("rtt_s", rtt_s, 0.0)?,
+        seed,
+    };
+    let report = py
+        .detach(|| tr_run(&target, &options, &mut |_| {}))
+        .map_err(err)?;
+    serde_json::to_string(&report).map_err(|e| err(e.into()))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TightlinkError", m.py().get_type::<TightlinkError>())?;
@@ -422,5 +491,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_trace, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(estimate, m)?)?;
+    m.add_function(wrap_pyfunction!(transfer, m)?)?;
     Ok(())
 }

@@ -33,6 +33,7 @@ __all__ = [
     "read_trace",
     "rows",
     "simulate",
+    "transfer",
     "write_trace",
 ]
 
@@ -262,5 +263,39 @@ def estimate(
         reverse,
         None if key_file is None else os.fspath(key_file),
         max_rate_bps,
+    )
+    return json.loads(text)
+
+
+def transfer(
+    target: str = "sim:",
+    *,
+    cc: str = "rapid",
+    bytes: Optional[int] = None,
+    time_s: Optional[float] = None,
+    reverse: bool = False,
+    key_file: Optional[Union[str, os.PathLike]] = None,
+    max_rate_bps: Optional[float] = None,
+    rtt_s: float = 0.03,
+    interval_s: float = 0.5,
+    seed: int = 1,
+) -> Dict[str, Any]:
+    """One rate-controlled bulk transfer, as ``tightlink transfer TARGET
+    --json``: the same dict (goodput, losses, the controller's estimates,
+    RTT, per-interval rows, the SHA-256 both ends checked). ``cc``:
+    ``rapid`` (BASS smoothing) or ``rapid-raw``; ``bytes`` or ``time_s``
+    (10 s when neither); ``reverse``: the server sends. On ``sim:`` the
+    flow runs through the simulated path with ``rtt_s``."""
+    text = _native.transfer(
+        target,
+        cc,
+        bytes,
+        time_s,
+        reverse,
+        None if key_file is None else os.fspath(key_file),
+        max_rate_bps,
+        rtt_s,
+        interval_s,
+        seed,
     )
     return json.loads(text)

@@ -45,3 +45,15 @@ def estimate(
     key_file: Optional[str],
     max_rate_bps: Optional[float],
 ) -> str: ...
+def transfer(
+    target: str,
+    cc: str,
+    bytes: Optional[int],
+    time_s: Optional[float],
+    reverse: bool,
+    key_file: Optional[str],
+    max_rate_bps: Optional[float],
+    rtt_s: float,
+    interval_s: float,
+    seed: int,
+) -> str: ...

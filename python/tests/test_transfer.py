@@ -1,0 +1,65 @@
+"""transfer() with the command line's JSON, on the simulated path and to a
+real server on loopback, both ways."""
+
+import json
+import socket
+import subprocess
+import time
+
+import pytest
+
+import tightlink
+
+
+def test_a_simulated_transfer_is_the_command_line_s_json(cli):
+    got = tightlink.transfer("sim:", time_s=1.0, seed=5)
+    want = json.loads(cli("transfer", "sim:", "--time", "1s", "--seed", "5", "--json").stdout)
+    assert got == want
+    assert got["cc"] == "rapid" and not got["reverse"]
+    # Rapid takes most of what the simulator leaves it, never more than
+    # the path carries.
+    assert 0.3 < got["goodput_bps"] / got["available_bps"] < 1.05
+
+
+def test_bad_arguments_say_what_is_wrong():
+    with pytest.raises(tightlink.TightlinkError, match="cc=guess"):
+        tightlink.transfer(cc="guess")
+    with pytest.raises(tightlink.TightlinkError, match="bytes= and time_s="):
+        tightlink.transfer(bytes=1000, time_s=1.0)
+    with pytest.raises(tightlink.TightlinkError, match="-R"):
+        tightlink.transfer("sim:", reverse=True, time_s=0.1)
+
+
+@pytest.fixture()
+def server(cli):
+    """A `tightlink server` on a free loopback port."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    path = cli("--version").args[0]
+    p = subprocess.Popen([path, "server", "--bind", "127.0.0.1", "--port", str(port)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_real_transfer_arrives_whole_both_ways(server):
+    up = tightlink.transfer(server, bytes=5_000_000, max_rate_bps=300e6, seed=9)
+    down = tightlink.transfer(server, bytes=5_000_000, max_rate_bps=300e6, seed=9, reverse=True)
+    for r in (up, down):
+        assert r["bytes"] == 5_000_000
+        assert r["sent_packets"] >= r["bytes"] / 9000
+        assert len(r["sha256"]) == 64
+    assert down["reverse"] and not up["reverse"]
+    # The same seeded bytes, whoever sent them.
+    assert up["sha256"] == down["sha256"]
