@@ -379,9 +379,32 @@ fn simulate<'py>(
     Ok((packet_columns(py, &sim.streams)?, truth))
 }
 
+/// One `--follow` update as the dict `estimate --json-stream` prints in
+/// its `update` events.
+fn update_dict<'py>(
+    py: Python<'py>,
+    u: &tightlink_measure::BartUpdate,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("streams", u.streams)?;
+    d.set_item("elapsed_ns", u.elapsed_ns)?;
+    d.set_item("available_bandwidth_bps", u.abw_bps)?;
+    d.set_item("sd_bps", u.sd_bps)?;
+    d.set_item("bound", u.bound.as_str())?;
+    d.set_item("window_ns", u.window_ns.to_vec())?;
+    if let Some(t) = u.truth_bps.filter(|t| t.is_finite()) {
+        d.set_item("truth_bps", t)?;
+    }
+    Ok(d)
+}
+
 /// One closed-loop measurement of a target; the `--json` object as text.
+/// With `follow`, `on_update` is called with each update's dict as the
+/// tracker goes (its first exception ends the calls and is raised at
+/// the end).
 #[pyfunction]
-#[pyo3(signature = (target, method, max_streams, reverse, key_file, max_rate_bps))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (target, method, max_streams, reverse, key_file, max_rate_bps, follow, interval_s, on_update))]
 fn estimate(
     py: Python<'_>,
     target: &str,
@@ -390,10 +413,18 @@ fn estimate(
     reverse: bool,
     key_file: Option<PathBuf>,
     max_rate_bps: Option<f64>,
+    follow: bool,
+    interval_s: f64,
+    on_update: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let method: Method = method
         .parse()
         .map_err(|e| TightlinkError::new_err(format!("method={e}")))?;
+    if !(interval_s.is_finite() && interval_s >= 0.0) {
+        return Err(TightlinkError::new_err(format!(
+            "interval_s={interval_s}: expected seconds, at least 0"
+        )));
+    }
     let target = Target::parse(target).map_err(err)?;
     let options = EstimateOptions {
         method,
@@ -404,11 +435,32 @@ fn estimate(
             max_rate_bps,
             ..RealOptions::default()
         },
+        follow,
+        follow_interval_ns: (interval_s * 1e9) as i64,
         ..EstimateOptions::default()
     };
+    let mut failed: Option<PyErr> = None;
     let report = py
-        .detach(|| est_run(&target, &options, &mut |_| {}))
+        .detach(|| {
+            est_run(&target, &options, &mut |e| {
+                let (tightlink_measure::Event::Update(u), Some(cb)) = (e, on_update.as_ref())
+                else {
+                    return;
+                };
+                if failed.is_some() {
+                    return;
+                }
+                Python::attach(|py| {
+                    if let Err(e) = update_dict(py, &u).and_then(|d| cb.call1(py, (d,))) {
+                        failed = Some(e);
+                    }
+                });
+            })
+        })
         .map_err(err)?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
     serde_json::to_string(&report).map_err(|e| err(e.into()))
 }
 

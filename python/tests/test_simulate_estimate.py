@@ -56,3 +56,26 @@ def test_errors_carry_the_command_line_s_message(cli):
     assert str(e.value) in stderr
     with pytest.raises(tightlink.TightlinkError, match="method="):
         tightlink.estimate(method="guess")
+
+
+def test_following_calls_back_once_per_stream(cli):
+    seen = []
+    r = tightlink.estimate("sim:cross=cbr:3G,seed=2", method="bart", follow=True,
+                           max_streams=12, on_update=seen.append)
+    assert [u["streams"] for u in seen] == list(range(1, 13))
+    # The same updates `estimate --follow --json-stream` prints.
+    lines = cli("estimate", "sim:cross=cbr:3G,seed=2", "--follow", "--max-streams", "12",
+                "--json-stream").stdout.splitlines()
+    want = [json.loads(l)["data"] for l in lines if json.loads(l)["event"] == "update"]
+    assert seen == want
+    # 10 Gbit/s less 3 Gbit/s of constant cross traffic.
+    assert abs(seen[-1]["available_bandwidth_bps"] / 7e9 - 1) < 0.1, seen[-1]
+    assert r["method"] == "bart"
+
+
+def test_an_exception_in_the_callback_is_raised():
+    def boom(u):
+        raise ValueError("stop here")
+
+    with pytest.raises(ValueError, match="stop here"):
+        tightlink.estimate("sim:seed=2", method="bart", follow=True, max_streams=5, on_update=boom)

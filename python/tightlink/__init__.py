@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -251,11 +251,19 @@ def estimate(
     reverse: bool = False,
     key_file: Optional[Union[str, os.PathLike]] = None,
     max_rate_bps: Optional[float] = None,
+    follow: bool = False,
+    interval_s: float = 0.0,
+    on_update: Optional[Callable[[Dict[str, Any]], Any]] = None,
 ) -> Dict[str, Any]:
     """One closed-loop measurement, as ``tightlink estimate TARGET --json``:
     the same dict. TARGET: ``sim:...`` (the simulated path), ``HOST[:PORT]``
     (a tightlink server), ``twamp:HOST`` (a TWAMP-light or STAMP reflector),
-    ``trace:FILE`` (a saved run replayed)."""
+    ``trace:FILE`` (a saved run replayed).
+
+    ``follow=True`` (``method="bart"``) tracks the available bandwidth for
+    ``max_streams`` streams, one every ``interval_s`` (0: back to back), as
+    ``estimate --follow``; ``on_update`` is called with each update (the
+    dict of ``--json-stream``'s ``update`` events) as it comes."""
     text = _native.estimate(
         target,
         method,
@@ -263,6 +271,9 @@ def estimate(
         reverse,
         None if key_file is None else os.fspath(key_file),
         max_rate_bps,
+        follow,
+        interval_s,
+        on_update,
     )
     return json.loads(text)
 

@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -44,6 +44,9 @@ def estimate(
     reverse: bool,
     key_file: Optional[str],
     max_rate_bps: Optional[float],
+    follow: bool,
+    interval_s: float,
+    on_update: Optional[Callable[[Dict[str, Any]], Any]],
 ) -> str: ...
 def transfer(
     target: str,
