@@ -314,7 +314,7 @@ fn write_trace(
 
 /// Streams through the simulated path: (packet columns, truth columns, kind).
 #[pyfunction]
-#[pyo3(signature = (spec, streams, size_bytes, kind, rates_bps, packets, centre_bps, range, rates, per_rate, low_bps, high_bps, spread))]
+#[pyo3(signature = (spec, streams, size_bytes, kind, rates_bps, packets, centre_bps, range, rates, per_rate, low_bps, high_bps, spread, pairs, capacity_bps, mean_gap_s))]
 #[allow(clippy::too_many_arguments)]
 fn simulate<'py>(
     py: Python<'py>,
@@ -331,6 +331,9 @@ fn simulate<'py>(
     low_bps: Option<f64>,
     high_bps: Option<f64>,
     spread: f64,
+    pairs: usize,
+    capacity_bps: Option<f64>,
+    mean_gap_s: f64,
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
     let target = Target::parse(spec).map_err(err)?;
     let schedule = match kind {
@@ -346,9 +349,14 @@ fn simulate<'py>(
             high_bps,
             spread,
         },
+        "pairs" => Schedule::Pairs {
+            pairs,
+            capacity_bps,
+            mean_gap_ns: mean_gap_s * 1e9,
+        },
         k => {
             return Err(TightlinkError::new_err(format!(
-                "kind={k}: choose single, multi or chirp"
+                "kind={k}: choose single, multi, chirp or pairs"
             )))
         }
     };

@@ -79,3 +79,15 @@ def test_an_exception_in_the_callback_is_raised():
 
     with pytest.raises(ValueError, match="stop here"):
         tightlink.estimate("sim:seed=2", method="bart", follow=True, max_streams=5, on_update=boom)
+
+
+def test_pairs_are_read_by_spruce():
+    packets, truth = tightlink.simulate("sim:cross=cbr:3G,coalescence=off,seed=4", kind="pairs", streams=10, pairs=10)
+    assert len(packets) == 10 * 10 * 2
+    # The pair's two packets a 10 Gbit/s gap apart: 9000 B in 7.2 us.
+    gaps = packets["send_ns"][1::2] - packets["send_ns"][0::2]
+    assert np.all(gaps == 7200)
+    r = tightlink.analyze_packets(packets, kind="pairs", method="spruce", capacity_bps=10e9)
+    assert set(r["method"]) == {"spruce"}
+    mean = np.nanmean(r["abw_bps"])
+    assert abs(mean / 7e9 - 1) < 0.15, mean

@@ -212,6 +212,9 @@ def simulate(
     low_bps: Optional[float] = None,
     high_bps: Optional[float] = None,
     spread: float = 1.2,
+    pairs: int = 10,
+    capacity_bps: Optional[float] = None,
+    mean_gap_s: float = 0.01,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Streams through the simulated path `spec` (the grammar of
     ``tightlink estimate sim:...``): multi-rate streams (``rates`` rates over
@@ -219,7 +222,10 @@ def simulate(
     default, ``per_rate`` packets each) or single-rate ones (``packets`` at
     each of ``rates_bps`` in turn) or chirps (``kind="chirp"``: gaps from
     ``low_bps`` shrinking by ``spread`` up to ``high_bps``; by default a
-    tenth of the sender's link rate to all of it). Returns the packets (`PACKET_DTYPE`) and
+    tenth of the sender's link rate to all of it) or Spruce's packet pairs
+    (``kind="pairs"``: ``pairs`` per stream, each a ``capacity_bps`` gap
+    apart, the path's narrow link by default, pair starts exponentially
+    spread with mean ``mean_gap_s``). Returns the packets (`PACKET_DTYPE`) and
     the ground truth per stream (`TRUTH_DTYPE`; NaN where fewer than two
     packets arrived)."""
     cols, truth = _native.simulate(
@@ -236,6 +242,9 @@ def simulate(
         low_bps,
         high_bps,
         spread,
+        pairs,
+        capacity_bps,
+        mean_gap_s,
     )
     t = np.empty(len(truth["stream_id"]), dtype=TRUTH_DTYPE)
     for name in TRUTH_DTYPE.names:

@@ -36,6 +36,12 @@ def simulate(
     range: float,
     rates: int,
     per_rate: int,
+    low_bps: Optional[float],
+    high_bps: Optional[float],
+    spread: float,
+    pairs: int,
+    capacity_bps: Optional[float],
+    mean_gap_s: float,
 ) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]: ...
 def estimate(
     target: str,

@@ -16,6 +16,8 @@ pub enum SimKind {
     Multi,
     // pathChirp's chirps: gaps shrinking by `--spread`.
     Chirp,
+    // Spruce's packet pairs.
+    Pairs,
 }
 
 #[derive(Args)]
@@ -29,7 +31,8 @@ pub struct SimulateArgs {
     /// Ground truth CSV to write (stream_id,available_bps,min_bps,max_bps).
     #[arg(long)]
     pub truth: Option<PathBuf>,
-    /// Stream kind (chirp: pathChirp's, gaps shrinking by `--spread`).
+    /// Stream kind (chirp: pathChirp's, gaps shrinking by `--spread`;
+    /// pairs: Spruce's, `--pairs` pairs per stream).
     #[arg(long, value_enum, default_value_t = SimKind::Multi)]
     pub kind: SimKind,
     /// Streams to send.
@@ -67,6 +70,18 @@ pub struct SimulateArgs {
     /// (pathChirp's spread factor).
     #[arg(long, default_value_t = 1.2)]
     pub spread: f64,
+    /// Pairs: pairs per stream.
+    #[arg(long, default_value_t = 10)]
+    pub pairs: usize,
+    /// Pairs: the rate a pair's gap stands for (default: the path's
+    /// narrow link, as Spruce sends at the capacity).
+    #[arg(long)]
+    pub capacity: Option<String>,
+    /// Pairs: mean time between pair starts, exponentially spread (at
+    /// least what keeps the pairs under 5 % of the capacity; Spruce's
+    /// default is 100ms).
+    #[arg(long, default_value = "10ms")]
+    pub mean_gap: String,
 }
 
 pub fn run(args: SimulateArgs) -> Result<()> {
@@ -102,6 +117,17 @@ pub fn run(args: SimulateArgs) -> Result<()> {
                 spread: args.spread,
             }
         }
+        SimKind::Pairs => Schedule::Pairs {
+            pairs: args.pairs,
+            capacity_bps: args
+                .capacity
+                .as_deref()
+                .map(|s| parse_rate(s).with_context(|| format!("--capacity {s}")))
+                .transpose()?,
+            mean_gap_ns: tightlink_core::units::parse_time_ns(&args.mean_gap)
+                .with_context(|| format!("--mean-gap {}", args.mean_gap))?
+                as f64,
+        },
     };
     let options = SimulateOptions {
         streams: args.streams,
@@ -114,6 +140,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         match index {
             Some(Some(i)) => e.context(format!("--rate {}", args.rate[i])),
             Some(None) if args.kind == SimKind::Chirp => e.context("--low/--high"),
+            Some(None) if args.kind == SimKind::Pairs => e.context("--capacity"),
             Some(None) => e.context("--centre/--range (lowest or highest rate)"),
             None => e,
         }
