@@ -473,10 +473,12 @@ fn estimate(
 }
 
 /// One transfer, as `tightlink transfer TARGET --json`: the report as
-/// JSON text.
+/// JSON text. `on_interval` is called with each interval's dict (the
+/// `interval` event of `--json-stream`) as the transfer goes; its first
+/// exception ends the calls and is raised at the end.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (target, cc, bytes, time_s, reverse, key_file, max_rate_bps, rtt_s, interval_s, seed))]
+#[pyo3(signature = (target, cc, bytes, time_s, reverse, key_file, max_rate_bps, rtt_s, interval_s, seed, on_interval))]
 fn transfer(
     py: Python<'_>,
     target: &str,
@@ -489,8 +491,10 @@ fn transfer(
     rtt_s: f64,
     interval_s: f64,
     seed: u64,
+    on_interval: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     use tightlink_core::rapid::RapidEstimator;
+    use tightlink_measure::transfer::TransferEvent;
     use tightlink_measure::transfer::{transfer as tr_run, TransferOptions};
     let estimator = match cc {
         "rapid" => RapidEstimator::Bass,
@@ -535,9 +539,34 @@ fn transfer(
         sim_rtt_ns: seconds("rtt_s", rtt_s, 0.0)?,
         seed,
     };
+    let mut failed: Option<PyErr> = None;
     let report = py
-        .detach(|| tr_run(&target, &options, &mut |_| {}))
+        .detach(|| {
+            tr_run(&target, &options, &mut |e| {
+                let (TransferEvent::Interval(iv), Some(cb)) = (e, on_interval.as_ref()) else {
+                    return;
+                };
+                if failed.is_some() {
+                    return;
+                }
+                let Ok(text) = serde_json::to_string(iv) else {
+                    return;
+                };
+                Python::attach(|py| {
+                    let called = py
+                        .import("json")
+                        .and_then(|j| j.call_method1("loads", (text,)))
+                        .and_then(|d| cb.call1(py, (d,)));
+                    if let Err(e) = called {
+                        failed = Some(e);
+                    }
+                });
+            })
+        })
         .map_err(err)?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
     serde_json::to_string(&report).map_err(|e| err(e.into()))
 }
 

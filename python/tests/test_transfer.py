@@ -63,3 +63,11 @@ def test_a_real_transfer_arrives_whole_both_ways(server):
     assert down["reverse"] and not up["reverse"]
     # The same seeded bytes, whoever sent them.
     assert up["sha256"] == down["sha256"]
+
+
+def test_intervals_come_as_the_transfer_goes(server):
+    rows = []
+    r = tightlink.transfer(server, time_s=1.0, max_rate_bps=100e6, interval_s=0.2, on_interval=rows.append)
+    assert rows == r["intervals"]
+    assert len(rows) >= 4
+    assert all(x["end_s"] > x["start_s"] for x in rows)

@@ -299,13 +299,16 @@ def transfer(
     rtt_s: float = 0.03,
     interval_s: float = 0.5,
     seed: int = 1,
+    on_interval: Optional[Callable[[Dict[str, Any]], Any]] = None,
 ) -> Dict[str, Any]:
     """One rate-controlled bulk transfer, as ``tightlink transfer TARGET
     --json``: the same dict (goodput, losses, the controller's estimates,
     RTT, per-interval rows, the SHA-256 both ends checked). ``cc``:
     ``rapid`` (BASS smoothing) or ``rapid-raw``; ``bytes`` or ``time_s``
     (10 s when neither); ``reverse``: the server sends. On ``sim:`` the
-    flow runs through the simulated path with ``rtt_s``."""
+    flow runs through the simulated path with ``rtt_s``. ``on_interval`` is
+    called with each ``interval_s`` row (the ``interval`` event of
+    ``--json-stream``) as the transfer goes."""
     text = _native.transfer(
         target,
         cc,
@@ -317,5 +320,6 @@ def transfer(
         rtt_s,
         interval_s,
         seed,
+        on_interval,
     )
     return json.loads(text)

@@ -65,4 +65,5 @@ def transfer(
     rtt_s: float,
     interval_s: float,
     seed: int,
+    on_interval: Optional[Callable[[Dict[str, Any]], Any]],
 ) -> str: ...

@@ -664,8 +664,12 @@ fn the_tracker_follows_a_step_on_the_lab() {
         median_of(1.0, step, "estimate_bps"),
         median_of(step + 1.0, 100.0, "estimate_bps"),
     );
+    // The truth halves. The tracker's own errors (up to -10 % before and
+    // +19 % after, measured above) put its ratio near 0.65 at worst: one
+    // clean-clone CI run read 141.7 then 93.2 (0.657). A tracker that did
+    // not follow would read about 1.
     assert!(
-        e_after < 0.65 * e_before,
+        e_after < 0.75 * e_before,
         "estimates {e_before} before the step, {e_after} after"
     );
     let s = &r["summary"];
