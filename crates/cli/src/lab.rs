@@ -37,7 +37,8 @@ pub enum LabCommand {
     /// method.
     Run(RunArgs),
     /// Every tightlink method family and every peer tool found on PATH
-    /// (presets: pathload's `pathload_rcv`/`pathload_snd`, `iperf3`) in
+    /// (presets: pathload's `pathload_rcv`/`pathload_snd`, pathChirp's
+    /// `pathchirp_rcv`/`pathchirp_snd`, `iperf3`) in
     /// turn on the same runs and the same truth: one table.
     Compare(RunArgs),
     /// `estimate --follow` (bart) through the lab, each update against the

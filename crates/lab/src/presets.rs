@@ -4,7 +4,9 @@
 //! here downloads or builds one. Command lines and output formats are
 //! facts of the public tools (pathload's receiver prints `Available
 //! bandwidth range : LO - HI (Mbps)` and takes the sender with `-s`; its
-//! sender serves repeatedly with `-i`; iperf3's client prints the
+//! sender serves repeatedly with `-i`; pathChirp's receiver takes the
+//! sender with `-S` and the run's length with `-t`, and writes its
+//! estimates to a `.instbw` file; iperf3's client prints the
 //! receiver's throughput on a line ending `receiver`).
 
 use regex::Regex;
@@ -32,7 +34,7 @@ pub struct Preset {
     pub measures: &'static str,
 }
 
-pub const PRESETS: [Preset; 2] = [
+pub const PRESETS: [Preset; 3] = [
     Preset {
         name: "peer:pathload",
         source: "pathload 1.3.2 (Georgia Tech) or 1.3.3 (github.com/jean2/pathload)",
@@ -42,6 +44,20 @@ pub const PRESETS: [Preset; 2] = [
         pick: r"range\s*:\s*(?P<lo>[\d.]+)\s*-\s*(?P<hi>[\d.]+)\s*\((?P<unit>\w)bps\)|greater than\s*(?P<value>[\d.]+)\s*\((?P<vunit>\w)bps\)",
         at_receiver: true,
         measures: "available bandwidth (the midpoint of its range)",
+    },
+    Preset {
+        name: "peer:pathchirp",
+        source: "pathChirp 2.3.7 (Rice University; `./configure && make CFLAGS='-O2 -fcommon'`, binaries in Bin/<cpu>/)",
+        binary: "pathchirp_rcv",
+        // The receiver writes `<time> <Mbps>` lines to a `.instbw` file in
+        // its working directory, each already smoothed over 11 chirps:
+        // their mean over an 8 s run.
+        command: "d=$(mktemp -d) && cd \"$d\" && pathchirp_rcv -S {server} -t 8 >/dev/null 2>&1; \
+                  awk '{s+=$2; n++} END {if (n) printf \"%.3f Mbps\\n\", s/n}' \"$d\"/*.instbw; rm -rf \"$d\"",
+        server: "pathchirp_snd",
+        pick: r"([\d.]+) (M)bps",
+        at_receiver: true,
+        measures: "available bandwidth (the mean of its smoothed estimates over 8 s)",
     },
     Preset {
         name: "peer:iperf3",
@@ -100,7 +116,11 @@ mod tests {
         let out = "Receiver NIC has interrupt coalescence enabled\nAvailable bandwidth is greater than 95.50 (Mbps)\n";
         assert!((pick_rate(&pathload.pick, out).unwrap() - 95.5e6).abs() < 1.0);
         // iperf3's receiver line, not the sender's.
-        let iperf = PRESETS[1].tool();
+        // pathChirp's mean, as the preset's awk prints it.
+        let chirp = PRESETS[1].tool();
+        assert_eq!(pick_rate(&chirp.pick, "157.107 Mbps\n").unwrap(), 157.107e6);
+        assert!(PRESETS[1].command.contains("pathchirp_rcv -S {server}"));
+        let iperf = PRESETS[2].tool();
         let out = "[  5]   0.00-3.00   sec  50.0 MBytes   140 Mbits/sec    3             sender\n\
                    [  5]   0.00-3.04   sec  49.5 MBytes   137 Mbits/sec                  receiver\n";
         assert_eq!(pick_rate(&iperf.pick, out).unwrap(), 137e6);
