@@ -323,12 +323,14 @@ fn bad_scenarios_and_names_are_refused_with_reasons() {
 /// shaper found in 20 of 20; on a busy machine earlier the same day
 /// CapProbe's worst was 2.7 %. The bound is our target.
 ///
-/// A host that cannot fill the shaper (`lab check shaper500` floods it
-/// below 97 % of its rate; on 2026-11-25 a 2-core VM flooded 421-488
-/// Mbit/s and its lone packets crossed the lab at 430-620 Mbit/s) cannot
-/// send a head faster than the shaper's tail either, so the bucket is not
-/// seen: there every run must still be right or say why not, but an exact
-/// answer is not required.
+/// A host where the shaper does not hold its rate under a flood (`lab
+/// check shaper500` below 99 % of it; on 2026-11-25 a 2-core VM read
+/// 421-488 Mbit/s, and CapProbe said "receiver batching" in 3 of 3 runs
+/// once at 485) does not show the bucket cleanly: there every run must
+/// still be right or say why not, but an exact answer is not required.
+/// The host's own flood rate is not the limit there (2.6 Gbit/s through
+/// a 5 Gbit/s tbf on the same VM); the shaper's tbf on a busy 2-core
+/// machine is, as on the chain3 lab.
 #[test]
 fn capacity_of_a_500m_shaper_within_5_percent() {
     if !may_run() {
@@ -340,7 +342,7 @@ fn capacity_of_a_500m_shaper_within_5_percent() {
     assert!(ok, "lab check: {err}");
     let check: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let host_bps = check["saturated"][0][1].as_f64().unwrap();
-    let host_fills_it = host_bps >= 0.97 * 500e6;
+    let host_fills_it = host_bps >= 0.99 * 500e6;
     if !host_fills_it {
         eprintln!("this host floods the 500 Mbit/s shaper at {host_bps:.0} bit/s only: an exact answer is not required");
     }
