@@ -423,6 +423,16 @@ impl From<io::Error> for End {
     }
 }
 
+impl From<crate::transfer::serve::ServeEnd> for End {
+    fn from(e: crate::transfer::serve::ServeEnd) -> Self {
+        use crate::transfer::serve::ServeEnd;
+        match e {
+            ServeEnd::Refuse(why) => End::Refuse(why),
+            ServeEnd::Fail(why) => End::Fail(why),
+        }
+    }
+}
+
 /// A control message or why none came.
 fn next_message(r: &mut impl io::Read) -> Result<Message, End> {
     ctl(read_message(r)).map_err(End::Fail)
@@ -849,24 +859,9 @@ impl Session {
         max_bytes: u64,
         packet_bytes: u16,
     ) -> Result<(), End> {
-        let mut limits = self.limits;
-        limits.max_session_bytes = limits.max_session_bytes.saturating_sub(o.bytes);
-        let session = crate::transfer::serve::Session {
-            conn,
-            session_id: self.session_id,
-            peer: self.peer,
-            limits,
-            authenticated: self.authenticated,
-            session_end_ns: self.session_end,
-            idle_timeout: config.idle_timeout,
-        };
-        use crate::transfer::serve::ServeEnd;
+        let session = self.transfer_session(conn, o, config);
         let served =
-            crate::transfer::serve::receive(&session, &self.sock, w, max_bytes, packet_bytes)
-                .map_err(|e| match e {
-                    ServeEnd::Refuse(why) => End::Refuse(why),
-                    ServeEnd::Fail(why) => End::Fail(why),
-                })?;
+            crate::transfer::serve::receive(&session, &self.sock, w, max_bytes, packet_bytes)?;
         o.streams += served.streams;
         o.packets += served.packets;
         o.bytes += served.bytes;
@@ -880,6 +875,27 @@ impl Session {
         Ok(())
     }
 
+    /// What a transfer in this session may use: its limits less the
+    /// bytes already moved.
+    fn transfer_session<'a>(
+        &self,
+        conn: &'a TcpStream,
+        o: &Outcome,
+        config: &ServerConfig,
+    ) -> crate::transfer::serve::Session<'a> {
+        let mut limits = self.limits;
+        limits.max_session_bytes = limits.max_session_bytes.saturating_sub(o.bytes);
+        crate::transfer::serve::Session {
+            conn,
+            session_id: self.session_id,
+            peer: self.peer,
+            limits,
+            authenticated: self.authenticated,
+            session_end_ns: self.session_end,
+            idle_timeout: config.idle_timeout,
+        }
+    }
+
     /// A reverse transfer: data out to the address the client's data
     /// socket spoke from, its stamps and acknowledgements in.
     fn transfer_reverse(
@@ -890,36 +906,9 @@ impl Session {
         config: &ServerConfig,
         ask: &crate::transfer::serve::ReverseAsk,
     ) -> Result<(), End> {
-        let mut limits = self.limits;
-        limits.max_session_bytes = limits.max_session_bytes.saturating_sub(o.bytes);
-        let session = crate::transfer::serve::Session {
-            conn,
-            session_id: self.session_id,
-            peer: self.peer,
-            limits,
-            authenticated: self.authenticated,
-            session_end_ns: self.session_end,
-            idle_timeout: config.idle_timeout,
-        };
-        let frame = ask.packet_bytes as u32 + 42;
-        let host_limit = crate::host::pacing_limit_bps(
-            crate::backend::Backend::Udp,
-            ask.packet_bytes as u32,
-            frame,
-        );
-        use crate::transfer::serve::ServeEnd;
-        let served = crate::transfer::serve::send(
-            &session,
-            &mut self.sock,
-            &mut self.seen,
-            w,
-            ask,
-            host_limit,
-        )
-        .map_err(|e| match e {
-            ServeEnd::Refuse(why) => End::Refuse(why),
-            ServeEnd::Fail(why) => End::Fail(why),
-        })?;
+        let session = self.transfer_session(conn, o, config);
+        let served =
+            crate::transfer::serve::send(&session, &mut self.sock, &mut self.seen, w, ask)?;
         self.sent_udp_bytes += served.bytes;
         o.streams += served.streams;
         o.packets += served.packets;

@@ -222,6 +222,15 @@ fn payload_bytes(mtu: u32, overhead: u32, limits: &Limits) -> Result<u32, Channe
     Ok(payload)
 }
 
+/// The server's answer to a transfer's request: the window it holds.
+fn transfer_ready(cs: &mut crate::client::ControlSession) -> Result<u64, ChannelError> {
+    match read_message(&mut cs.reader).map_err(ctl_err)? {
+        Message::TransferReady { window_bytes } => Ok(window_bytes),
+        Message::Refused { reason } => Err(refused(&reason)),
+        other => Err(err(format!("expected TransferReady, got {other:?}"))),
+    }
+}
+
 /// The client sends; the server stamps.
 fn send_to(
     cs: &mut crate::client::ControlSession,
@@ -240,11 +249,7 @@ fn send_to(
         },
     )
     .map_err(io_err("control connection"))?;
-    let window = match read_message(&mut cs.reader).map_err(ctl_err)? {
-        Message::TransferReady { window_bytes } => window_bytes,
-        Message::Refused { reason } => return Err(refused(&reason)),
-        other => return Err(err(format!("expected TransferReady, got {other:?}"))),
-    };
+    let window = transfer_ready(cs)?;
     let frame_bytes = payload + overhead;
     let host_limit =
         crate::host::pacing_limit_bps(crate::backend::Backend::Udp, payload, frame_bytes);
@@ -328,11 +333,7 @@ fn receive_from(
         },
     )
     .map_err(io_err("control connection"))?;
-    let window = match read_message(&mut cs.reader).map_err(ctl_err)? {
-        Message::TransferReady { window_bytes } => window_bytes,
-        Message::Refused { reason } => return Err(refused(&reason)),
-        other => return Err(err(format!("expected TransferReady, got {other:?}"))),
-    };
+    let window = transfer_ready(cs)?;
     let start = clock::monotonic_ns();
     let interval_ns = opts.interval.as_nanos().max(1_000_000) as i64;
     let end = RecvEnd {

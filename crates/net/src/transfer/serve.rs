@@ -158,14 +158,13 @@ pub struct ReverseAsk {
 /// this session from the client's IP, whose address the data goes to,
 /// then sends as the client asked within the session's limits, through
 /// the client's `TransferDone`. `seen` holds what the socket already
-/// took from the client; `host_limit_bps` is what this host can pace.
+/// took from the client.
 pub fn send(
     s: &Session,
     sock: &mut ProbeSocket,
     seen: &mut Collected,
     w: &mut BufWriter<&TcpStream>,
     ask: &ReverseAsk,
-    host_limit_bps: f64,
 ) -> Result<Served, ServeEnd> {
     let window = s.admit(ask.max_bytes, ask.packet_bytes)?;
     let until = clock::monotonic_ns() + 1_000_000_000;
@@ -199,6 +198,9 @@ pub fn send(
         },
     )?;
     let overhead: u32 = if client.is_ipv4() { 42 } else { 62 };
+    let payload = ask.packet_bytes as u32;
+    let host_limit_bps =
+        crate::host::pacing_limit_bps(crate::backend::Backend::Udp, payload, payload + overhead);
     let limit = s.limits.max_rate_bps as f64;
     let asked = if ask.max_rate_bps == 0 {
         f64::INFINITY
@@ -207,8 +209,8 @@ pub fn send(
     };
     let plan = SendPlan {
         session: s.session_id,
-        payload: ask.packet_bytes as u32,
-        frame_bytes: ask.packet_bytes as u32 + overhead,
+        payload,
+        frame_bytes: payload + overhead,
         window,
         max_bps: limit.min(asked).min(host_limit_bps),
         estimator: if ask.raw {
