@@ -178,7 +178,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Another tool's command line, run in the sender namespace instead of
-    /// tightlink; `{server}` becomes the receiver's address.
+    /// tightlink; `{server}` becomes the receiver's address and `{capacity}`
+    /// the tight link's configured rate in bit/s.
     #[arg(long, requires = "pick")]
     pub tool: Option<String>,
     /// With --tool: a regex whose group 1 is the number and optional group

@@ -6,8 +6,13 @@
 //! bandwidth range : LO - HI (Mbps)` and takes the sender with `-s`; its
 //! sender serves repeatedly with `-i`; pathChirp's receiver takes the
 //! sender with `-S` and the run's length with `-t`, and writes its
-//! estimates to a `.instbw` file; iperf3's client prints the
-//! receiver's throughput on a line ending `receiver`).
+//! estimates to a `.instbw` file; IGI/PTR's `ptr-client DST` prints
+//! `PTR: x Mpbs (suggested)` and `IGI: y Mpbs` against a `ptr-server`
+//! that serves one client after another; Spruce's `spruce_snd -h DST -c
+//! CAPACITY` sends 100 pairs, one every 100 ms on average, and prints
+//! `estimate: n Kbps` to stderr, while its `spruce_rcv` writes a log to
+//! its working directory and exits after each run; iperf3's client
+//! prints the receiver's throughput on a line ending `receiver`).
 
 use regex::Regex;
 
@@ -34,7 +39,7 @@ pub struct Preset {
     pub measures: &'static str,
 }
 
-pub const PRESETS: [Preset; 3] = [
+pub const PRESETS: [Preset; 6] = [
     Preset {
         name: "peer:pathload",
         source: "pathload 1.3.2 (Georgia Tech) or 1.3.3 (github.com/jean2/pathload)",
@@ -58,6 +63,40 @@ pub const PRESETS: [Preset; 3] = [
         pick: r"([\d.]+) (M)bps",
         at_receiver: true,
         measures: "available bandwidth (the mean of its smoothed estimates over 8 s)",
+    },
+    Preset {
+        name: "peer:ptr",
+        source: "IGI/PTR 2.1 (CMU, cs.cmu.edu/~hnn/igi) or 2.2 (github.com/y-kzm/igi-ptr-2.2), `make`",
+        binary: "ptr-client",
+        command: "ptr-client {server}",
+        server: "ptr-server",
+        pick: r"PTR:\s*([\d.]+) (M)pbs",
+        at_receiver: false,
+        measures: "available bandwidth (PTR, the rate its trains leave at the turning point; the authors' suggested answer)",
+    },
+    Preset {
+        name: "peer:igi",
+        source: "IGI/PTR 2.1 (CMU, cs.cmu.edu/~hnn/igi) or 2.2 (github.com/y-kzm/igi-ptr-2.2), `make`",
+        binary: "ptr-client",
+        command: "ptr-client {server}",
+        server: "ptr-server",
+        pick: r"IGI:\s*([\d.]+) (M)pbs",
+        at_receiver: false,
+        measures: "available bandwidth (IGI, the gap model; a second run of the same client as peer:ptr)",
+    },
+    Preset {
+        name: "peer:spruce",
+        source: "Spruce 0.3 (MIT; github.com/dirkcgrunwald/spruce), `make CFLAGS='-O2 -fcommon'`",
+        binary: "spruce_snd",
+        // Told the tight link's configured rate: Spruce takes the capacity
+        // as given (its authors measured it with another tool).
+        command: "spruce_snd -h {server} -c {capacity} 2>&1",
+        // Its receiver exits after every run and logs to its working
+        // directory: restarted in a directory of its own.
+        server: "cd \"$(mktemp -d)\" && while :; do spruce_rcv >/dev/null 2>&1; sleep 0.1; done",
+        pick: r"estimate:\s*(\d+) (K)bps",
+        at_receiver: false,
+        measures: "available bandwidth (100 pairs over about 10 s, told the tight link's configured capacity)",
     },
     Preset {
         name: "peer:iperf3",
@@ -120,7 +159,16 @@ mod tests {
         let chirp = PRESETS[1].tool();
         assert_eq!(pick_rate(&chirp.pick, "157.107 Mbps\n").unwrap(), 157.107e6);
         assert!(PRESETS[1].command.contains("pathchirp_rcv -S {server}"));
-        let iperf = PRESETS[2].tool();
+        // IGI/PTR's two lines; each preset reads its own.
+        let out = "PTR: 195.482 Mpbs (suggested)\nIGI:  83.695 Mpbs\nProbing uses 0.011 seconds";
+        assert!((pick_rate(&PRESETS[2].tool().pick, out).unwrap() - 195.482e6).abs() < 1.0);
+        assert!((pick_rate(&PRESETS[3].tool().pick, out).unwrap() - 83.695e6).abs() < 1.0);
+        // Spruce's sender (stderr joined to stdout), in kbit/s.
+        let out =
+            "sender starting up\navailalble bandwidth estimate: 204654 Kbps\nsender finished\n";
+        assert_eq!(pick_rate(&PRESETS[4].tool().pick, out).unwrap(), 204_654e3);
+        assert!(PRESETS[4].command.contains("-c {capacity}"));
+        let iperf = PRESETS[5].tool();
         let out = "[  5]   0.00-3.00   sec  50.0 MBytes   140 Mbits/sec    3             sender\n\
                    [  5]   0.00-3.04   sec  49.5 MBytes   137 Mbits/sec                  receiver\n";
         assert_eq!(pick_rate(&iperf.pick, out).unwrap(), 137e6);

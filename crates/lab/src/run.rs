@@ -5,6 +5,7 @@
 //! summarise per method. The lab comes down whatever happens (a guard).
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,7 +26,9 @@ pub const ESTIMATE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Another tool's command line and how to pick its number from its output.
 #[derive(Debug, Clone)]
 pub struct Tool {
-    /// Shell command; `{server}` is replaced by the receiver's address.
+    /// Shell command; `{server}` is replaced by the far end's address and
+    /// `{capacity}` by the tight link's configured rate in bit/s (for
+    /// tools that must be told it, as Spruce).
     pub command: String,
     /// Capture group 1: the number; optional group 2: its unit prefix
     /// (k, M, G; "Mbits/sec", "Gbps" ...; none means bit/s).
@@ -117,11 +120,25 @@ pub(crate) struct Guard<'a> {
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
         for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
+            kill_group(c);
         }
         let _ = self.lab.down();
     }
+}
+
+/// Kills `child` and, when it leads a process group (tools' shells are
+/// started in their own), everything it started, so that no peer tool
+/// outlives the lab; then reaps it.
+pub(crate) fn kill_group(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) with a negative pid signals that process group
+        // only; a child that leads none gets ESRCH, which is ignored.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 pub(crate) fn in_ns(lab: &Lab, role: &str, exe: &PathBuf) -> Command {
@@ -226,6 +243,14 @@ pub fn pick_rate(pick: &Regex, output: &str) -> Result<f64, String> {
     Ok(v * scale)
 }
 
+/// A tool's command line with its placeholders filled in.
+pub fn tool_command(command: &str, far: &str, hop_rates_bps: &[f64]) -> String {
+    let capacity = hop_rates_bps.iter().copied().fold(f64::INFINITY, f64::min);
+    command
+        .replace("{server}", far)
+        .replace("{capacity}", &format!("{capacity:.0}"))
+}
+
 /// Runs a child to completion with a deadline; (stdout, stderr, success).
 pub(crate) fn run_child(
     mut cmd: Command,
@@ -234,6 +259,7 @@ pub(crate) fn run_child(
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|e| format!("start: {e}"))?;
     let mut out = child.stdout.take().expect("piped");
@@ -254,8 +280,7 @@ pub(crate) fn run_child(
             break Some(s);
         }
         if started.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_group(&mut child);
             break None;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -308,6 +333,7 @@ pub(crate) fn start_services(
                 .args(["netns", "exec", &lab.ns(ns), "sh", "-c", cmd])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
+                .process_group(0)
                 .spawn()
                 .map_err(|e| format!("start the tool's server: {e}"))?,
         );
@@ -423,7 +449,7 @@ fn one_run(
             };
             let mut cmd = Command::new("ip");
             cmd.args(["netns", "exec", &lab.ns(ns), "sh", "-c"])
-                .arg(tool.command.replace("{server}", far));
+                .arg(tool_command(&tool.command, far, &rates));
             let r = run_child(cmd, ESTIMATE_TIMEOUT);
             rec.duration_s = t0.elapsed().as_secs_f64();
             let window = (start_ns, realtime_ns());
@@ -734,6 +760,30 @@ mod tests {
         assert_eq!(quantile(&v[..1], 0.9), Some(0.01));
         assert_eq!(median_of(vec![3.0, 1.0, 2.0, 10.0]), Some(2.5));
         assert_eq!(median_of(vec![]), None);
+    }
+
+    #[test]
+    fn a_tools_placeholders_are_filled() {
+        // Two hops, 250 and 150 Mbit/s: the tight link is the second.
+        let c = tool_command(
+            "spruce_snd -h {server} -c {capacity}",
+            "10.77.2.2",
+            &[250e6, 150e6],
+        );
+        assert_eq!(c, "spruce_snd -h 10.77.2.2 -c 150000000");
+        assert_eq!(tool_command("x {server}", "a", &[1e6]), "x a");
+    }
+
+    #[test]
+    fn a_timed_out_tool_leaves_no_process_behind() {
+        // The shell's child holds the pipes: killing the shell alone
+        // would leave it running and the readers waiting for it.
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30; echo done"]);
+        let t0 = Instant::now();
+        let r = run_child(cmd, Duration::from_millis(200));
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        assert!(r.is_err(), "a killed run is no answer: {r:?}");
     }
 
     fn rec(err: Option<f64>, d: f64) -> RunRecord {
