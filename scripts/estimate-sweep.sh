@@ -42,6 +42,7 @@ err = sorted(abs(r["available_bandwidth_bps"] / r["truth_bps"] - 1) for r in ok)
 q = lambda v, p: statistics.quantiles(v, n=10, method="inclusive")[int(p * 10) - 1] if len(v) > 1 else float("nan")
 mb = statistics.median(r["probe_bytes"] / 1e6 for r in rows if "probe_bytes" in r)
 st = statistics.median(r["streams"] for r in rows if "streams" in r)
-print(f"{sys.argv[1]:<58} {len(ok):>3}/{len(rows):<2} {sum(e <= 0.10 for e in err):>3}/{len(rows):<2} {100*statistics.median(err):6.1f}% {100*q(err, 0.9):5.1f}% {sum(map(holds, rows)):>3}/{len(rows):<2} {mb:8.1f} {st:8.0f}  {stop_text}")
+med = 100 * statistics.median(err) if err else float("nan")
+print(f"{sys.argv[1]:<58} {len(ok):>3}/{len(rows):<2} {sum(e <= 0.10 for e in err):>3}/{len(rows):<2} {med:6.1f}% {100*q(err, 0.9):5.1f}% {sum(map(holds, rows)):>3}/{len(rows):<2} {mb:8.1f} {st:8.0f}  {stop_text}")
 ' "$p"
 done

@@ -66,6 +66,58 @@ pub fn chirp_schedule(low_bps: f64, high_bps: f64, spread: f64, size_bytes: u32)
     out
 }
 
+/// The highest top rate of a jumbo chirp whose elements stay apart: the
+/// quiet time between two elements, `jumbo * size / top - (jumbo - 1) *
+/// size / line`, at least `JUMBO_GAP_RATIO + 1` packet times at the line
+/// rate, so `top <= line * jumbo / (jumbo + JUMBO_GAP_RATIO)`; the line
+/// rate for plain chirps.
+pub fn jumbo_top_rate(line_bps: f64, jumbo: usize) -> f64 {
+    if jumbo <= 1 {
+        return line_bps;
+    }
+    line_bps * jumbo as f64 / (jumbo as f64 + JUMBO_GAP_RATIO)
+}
+
+/// Send times of a jumbo chirp (pathChirp's `-J`): the chirp of
+/// `jumbo`-packet elements from `low_bps` to `high_bps` (each element's
+/// first packet where [`chirp_schedule`] of `jumbo * size_bytes` puts a
+/// packet), each element's packets `size_bytes` at `line_bps` apart, back
+/// to back on the sender's link. `jumbo` 1 is the plain chirp. Empty
+/// when no chirp fits, or when an element would not fit in its gap at
+/// the line rate.
+pub fn jumbo_chirp_schedule(
+    low_bps: f64,
+    high_bps: f64,
+    spread: f64,
+    size_bytes: u32,
+    jumbo: usize,
+    line_bps: f64,
+) -> Vec<i64> {
+    let jumbo = jumbo.max(1);
+    let Ok(element_bytes) = u32::try_from(jumbo as u64 * u64::from(size_bytes)) else {
+        return Vec::new();
+    };
+    let firsts = chirp_schedule(low_bps, high_bps, spread, element_bytes);
+    if jumbo == 1 {
+        return firsts;
+    }
+    let inner_ns = size_bytes as f64 * 8e9 / line_bps;
+    // The quiet time between elements at the top rate, the element gap
+    // less the element's own time on the line, must stand out from the
+    // packet gaps inside it by `JUMBO_GAP_RATIO` (and one packet time to
+    // spare for the sender's jitter), or the elements blur.
+    let quiet_ns = element_bytes as f64 * 8e9 / high_bps - (jumbo - 1) as f64 * inner_ns;
+    if !(inner_ns.is_finite() && inner_ns > 0.0) || quiet_ns < (JUMBO_GAP_RATIO + 1.0) * inner_ns {
+        return Vec::new();
+    }
+    firsts
+        .iter()
+        .flat_map(|&t| (0..jumbo).map(move |k| t + (k as f64 * inner_ns).round() as i64))
+        .collect()
+}
+
+use crate::stream::JUMBO_GAP_RATIO;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +136,32 @@ mod tests {
         assert_eq!(chirp_schedule(10e6, 200e6, 1.2, 1000).len(), 19);
         assert!(chirp_schedule(10e6, 200e6, 1.0, 1000).is_empty());
         assert!(chirp_schedule(20e6, 10e6, 1.2, 1000).is_empty());
+    }
+
+    #[test]
+    fn jumbo_chirp_by_hand() {
+        // Elements of 3 x 1000 B from 10 to 20 Mbit/s: the chirp of
+        // 3000 B probes (1200 us at 20 Mbit/s, then 1440, 1728, 2073.6,
+        // 2488.32 us), each element's packets 8 us apart at 1 Gbit/s.
+        let t = jumbo_chirp_schedule(10e6, 20e6, 1.2, 1000, 3, 1e9);
+        let firsts = chirp_schedule(10e6, 20e6, 1.2, 3000);
+        assert_eq!(t.len(), 3 * firsts.len());
+        for (k, f) in firsts.iter().enumerate() {
+            assert_eq!(&t[3 * k..3 * k + 3], &[*f, f + 8000, f + 16000]);
+        }
+        let gaps: Vec<i64> = firsts.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(gaps[gaps.len() - 1], 1_200_000);
+        // One packet per element is the plain chirp.
+        assert_eq!(
+            jumbo_chirp_schedule(10e6, 20e6, 1.2, 1000, 1, 1e9),
+            chirp_schedule(10e6, 20e6, 1.2, 1000)
+        );
+        // The top rate that keeps 4 packet times of quiet between
+        // 3-packet elements: 1 Gbit/s * 3 / 6 = 500 Mbit/s.
+        assert_eq!(jumbo_top_rate(1e9, 3), 0.5e9);
+        assert_eq!(jumbo_top_rate(1e9, 1), 1e9);
+        assert!(!jumbo_chirp_schedule(50e6, 0.5e9, 1.2, 1000, 3, 1e9).is_empty());
+        assert!(jumbo_chirp_schedule(50e6, 0.6e9, 1.2, 1000, 3, 1e9).is_empty());
     }
 
     #[test]

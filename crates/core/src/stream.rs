@@ -28,6 +28,11 @@ pub struct ProbePacket {
     pub recv_ns: Option<i64>,
 }
 
+/// Send gaps inside a jumbo element are this many times shorter, at
+/// least, than the shortest gap between elements (a plain chirp's gaps
+/// differ by its spread factor, 1.2 in pathChirp, from one to the next).
+pub const JUMBO_GAP_RATIO: f64 = 3.0;
+
 /// A probe stream: packets in send order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProbeStream {
@@ -385,6 +390,24 @@ impl ProbeStream {
         out
     }
 
+    /// Whether any two packets arrived closer than half the smallest send
+    /// gap: stamped together, in one receive batch.
+    pub fn has_batched_arrivals(&self) -> bool {
+        let Some(min_send_gap) = self
+            .packets
+            .windows(2)
+            .map(|w| w[1].send_ns - w[0].send_ns)
+            .filter(|&g| g > 0)
+            .min()
+        else {
+            return false;
+        };
+        let arrivals: Vec<i64> = self.packets.iter().filter_map(|p| p.recv_ns).collect();
+        arrivals
+            .windows(2)
+            .any(|w| diff_ns(w[1], w[0]) < 0.5 * min_send_gap as f64)
+    }
+
     /// How often the receiver stamped packets in batches (interrupt
     /// coalescence, \[BASS\] section III): arrivals closer than half the
     /// smallest send gap were stamped together, since the sender spaced
@@ -454,7 +477,60 @@ impl ProbeStream {
             && gaps.iter().skip(1).step_by(2).all(|x| *x >= 2.0 * g)
     }
 
+    /// The elements of a jumbo chirp, as packet ranges: the send gaps fall in
+    /// two groups, short ones inside elements and long ones between, at least
+    /// [`JUMBO_GAP_RATIO`] apart, and every element holds the same number of
+    /// packets, two or more. `None` for any other stream.
+    pub fn jumbo_elements(&self) -> Option<Vec<std::ops::Range<usize>>> {
+        let pk = &self.packets;
+        if pk.len() < 4 {
+            return None;
+        }
+        let gaps: Vec<f64> = pk
+            .windows(2)
+            .map(|w| diff_ns(w[1].send_ns, w[0].send_ns))
+            .collect();
+        let mut sorted = gaps.clone();
+        sorted.sort_by(f64::total_cmp);
+        if sorted[0] <= 0.0 {
+            return None;
+        }
+        // The widest step between neighbouring sorted gaps splits the groups.
+        let (i, ratio) = sorted
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| (i, w[1] / w[0]))
+            .max_by(|a, b| a.1.total_cmp(&b.1))?;
+        if ratio < JUMBO_GAP_RATIO {
+            return None;
+        }
+        let split = (sorted[i] * sorted[i + 1]).sqrt();
+        let mut elements = Vec::new();
+        let mut start = 0;
+        for (k, g) in gaps.iter().enumerate() {
+            if *g >= split {
+                elements.push(start..k + 1);
+                start = k + 1;
+            }
+        }
+        elements.push(start..pk.len());
+        let j = elements[0].len();
+        (j >= 2 && elements.len() >= 3 && elements.iter().all(|e| e.len() == j)).then_some(elements)
+    }
+
+    /// A chirp, plain or jumbo (its elements' first packets a chirp).
     fn is_chirp(&self) -> bool {
+        if let Some(elements) = self.jumbo_elements() {
+            let firsts = ProbeStream {
+                id: self.id,
+                packets: elements.iter().map(|e| self.packets[e.start]).collect(),
+            };
+            return firsts.is_plain_chirp();
+        }
+        self.is_plain_chirp()
+    }
+
+    fn is_plain_chirp(&self) -> bool {
         if self.packets.len() < MIN_CHIRP_PACKETS {
             return false;
         }

@@ -27,12 +27,25 @@
 //! as batched; a chirp with fewer than `busy_period` gaps before its
 //! batches gives no answer, where pathChirp would answer from two.
 //!
+//! Jumbo chirps (pathChirp's `-J`): each chirp element is `J` packets
+//! sent back to back, elements spaced as a chirp of `J`-packet probes, so
+//! that each element lasts longer than a receive batch. Per element
+//! pathChirp reads the packet that ends a receive batch (its stamp is its
+//! own, not a later packet's interrupt); an element with none lies inside
+//! one batch, and the chirp is read only up to the element before it. Ours
+//! does the same, except that the batch must end inside the element: the
+//! element's last packet, followed by the quiet before the next element,
+//! waits out the coalescence timer, and pathChirp's rule would read that
+//! wait as queueing. `ProbeStream::jumbo_elements` finds the elements from the send
+//! gaps, [`per_element`] reduces the chirp to one packet per element, and
+//! the excursions are read on that.
+//!
 //! Bounds (ours, as the other estimators answer them): no rising
 //! excursion at all reads "at least" the top rate, an excursion that opens
 //! at the first gap and never ends reads "at most" the lowest rate.
 
 use super::Bound;
-use crate::stream::{diff_ns, ProbeStream};
+use crate::stream::{diff_ns, ProbePacket, ProbeStream};
 
 /// pathChirp's tunables.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -100,8 +113,83 @@ impl std::fmt::Display for ChirpError {
     }
 }
 
-/// The estimate of one chirp (every packet received, in send order).
+/// A jumbo chirp as one packet per element, for [`chirp_estimate`]: the
+/// element's first send time and its bytes (the rate of the gap before
+/// it), and a receive time that keeps the one-way delay of the element's
+/// last packet that ends a receive batch inside the element (a receive
+/// gap before the element's next packet of at least `batch_gap_share` of
+/// the in-element send gap). Elements from the first with no such packet
+/// on are left out; a lost packet is kept (as lost) so that the estimate
+/// refuses the chirp. On a receiver that stamps packets one by one every
+/// gap is a batch's end, and the element's last but one packet is read.
+pub fn per_element(
+    stream: &ProbeStream,
+    elements: &[std::ops::Range<usize>],
+    p: &ChirpParams,
+) -> ProbeStream {
+    let pk = &stream.packets;
+    let inner = elements
+        .iter()
+        .flat_map(|e| pk[e.clone()].windows(2))
+        .map(|w| diff_ns(w[1].send_ns, w[0].send_ns))
+        .fold(f64::INFINITY, f64::min);
+    let threshold = p.batch_gap_share * inner;
+    let mut out = Vec::with_capacity(elements.len());
+    for e in elements {
+        let first = pk[e.start];
+        let bytes: u32 = pk[e.clone()].iter().map(|x| x.size_bytes).sum();
+        if pk[e.clone()].iter().any(|x| x.recv_ns.is_none()) {
+            out.push(ProbePacket {
+                size_bytes: bytes,
+                send_ns: first.send_ns,
+                recv_ns: None,
+            });
+            continue;
+        }
+        // The last packet followed by a receive gap inside the element:
+        // the interrupt came while the element was still arriving, so it
+        // was stamped as it arrived. The element's last packet may wait
+        // out a whole coalescence timer in the quiet after it.
+        let ends_batch = |k: usize| {
+            let (Some(r), Some(next)) = (pk[k].recv_ns, pk[k + 1].recv_ns) else {
+                return false;
+            };
+            diff_ns(next, r) >= threshold
+        };
+        let Some(k) = (e.start..e.end - 1).rev().find(|&k| ends_batch(k)) else {
+            break;
+        };
+        let delay = diff_ns(pk[k].recv_ns.unwrap_or_default(), pk[k].send_ns);
+        out.push(ProbePacket {
+            size_bytes: bytes,
+            send_ns: first.send_ns,
+            recv_ns: Some(first.send_ns + delay.round() as i64),
+        });
+    }
+    ProbeStream {
+        id: stream.id,
+        packets: out,
+    }
+}
+
+/// The estimate of one chirp (every packet received, in send order); a
+/// jumbo chirp is read one element at a time.
 pub fn chirp_estimate(stream: &ProbeStream, p: &ChirpParams) -> Result<ChirpEstimate, ChirpError> {
+    if let Some(elements) = stream.jumbo_elements() {
+        let reduced = per_element(stream, &elements, p);
+        let min_packets = p.busy_period.max(2) + 1;
+        if reduced.len() < min_packets && reduced.len() < elements.len() {
+            return Err(ChirpError::Batched(elements[reduced.len()].start));
+        }
+        return plain_chirp_estimate(&reduced, p);
+    }
+    plain_chirp_estimate(stream, p)
+}
+
+fn plain_chirp_estimate(
+    stream: &ProbeStream,
+    p: &ChirpParams,
+) -> Result<ChirpEstimate, ChirpError> {
     let pk = &stream.packets;
     let min_packets = p.busy_period.max(2) + 1;
     if pk.len() < min_packets {
@@ -327,5 +415,80 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The plain chirp above as a jumbo chirp of 2 x 500 B elements (the
+    /// same 8000 bits per element gap), the second packet 4 us after the
+    /// first; both packets of an element see the element's delay.
+    fn jumbo(q_us: &[i64], recv_of: impl Fn(usize, i64, i64) -> i64) -> ProbeStream {
+        let mut send = vec![1_000_000i64];
+        for g in GAPS {
+            send.push(send.last().unwrap() + g * 1000);
+        }
+        let mut s = Vec::new();
+        let mut r = Vec::new();
+        for (e, t) in send.iter().enumerate() {
+            for k in 0..2 {
+                let at = t + k * 4000;
+                s.push(at);
+                r.push(Some(recv_of(e, k, at + 5_000_000 + 777 + q_us[e] * 1000)));
+            }
+        }
+        ProbeStream::from_times(0, 500, &s, &r)
+    }
+
+    #[test]
+    fn a_jumbo_chirp_reads_as_its_elements() {
+        let q = [0, 0, 0, 10, 20, 30, 25, 12, 5, 5, 15, 30];
+        // Stamped one by one: the element's first packet ends a "batch"
+        // inside the element and is read; the answer is the plain chirp's.
+        let s = jumbo(&q, |_, _, r| r);
+        let elements = s.jumbo_elements().expect("12 elements of 2");
+        assert_eq!(elements.len(), 12);
+        assert!(elements.iter().all(|e| e.len() == 2));
+        assert_eq!(
+            s.infer_kind(Default::default()),
+            crate::stream::StreamKind::Chirp
+        );
+        let e = chirp_estimate(&s, &ChirpParams::default()).unwrap();
+        assert!((e.abw_bps - 44.55e6).abs() < 0.01e6, "{e:?}");
+        assert_eq!((e.bound, e.excursions, e.gaps_used), (Bound::Exact, 1, 11));
+        // A plain chirp is no jumbo chirp.
+        assert_eq!(chirp(&GAPS, &q).jumbo_elements(), None);
+    }
+
+    #[test]
+    fn a_jumbo_element_inside_one_batch_ends_the_chirp() {
+        let q = [0, 0, 0, 10, 20, 30, 25, 12, 5, 5, 15, 30];
+        // From element 9 on, each element's two packets are stamped 300 ns
+        // apart 50 us after the second arrived (one batch, its interrupt in the
+        // quiet after it): no packet of theirs is read, and the chirp ends
+        // after element 8, before the open excursion of the plain chirp.
+        let batched = |from: usize| {
+            move |e: usize, k: i64, r: i64| {
+                if e >= from {
+                    r - k * 4000 + 54_000 + k * 300
+                } else {
+                    r
+                }
+            }
+        };
+        let s = jumbo(&q, batched(9));
+        let reduced = per_element(&s, &s.jumbo_elements().unwrap(), &ChirpParams::default());
+        assert_eq!(reduced.len(), 9);
+        // Element 4's delay is its first packet's: 5 ms + 777 ns + 20 us.
+        let p4 = reduced.packets[4];
+        assert_eq!(p4.recv_ns.unwrap() - p4.send_ns, 5_000_000 + 777 + 20_000);
+        assert_eq!(p4.size_bytes, 1000);
+        // Read up to element 8: one excursion (2-7) that ended and none
+        // open, so the unmarked gaps read the last gap's rate: exact.
+        let e = chirp_estimate(&s, &ChirpParams::default()).unwrap();
+        assert_eq!((e.bound, e.excursions, e.gaps_used), (Bound::Exact, 1, 8));
+        // Batched from element 2 on: fewer elements than a busy period.
+        let early = jumbo(&q, batched(2));
+        assert_eq!(
+            chirp_estimate(&early, &ChirpParams::default()),
+            Err(ChirpError::Batched(4))
+        );
     }
 }

@@ -20,10 +20,19 @@
 //! has them to average). One chirp's estimate scatters widely even on a
 //! steady path (it reads a few hundred microseconds, in steps of the
 //! spread factor), so scatter is not read as the path swinging.
+//!
+//! Receive batches: pathChirp leaves its `-J` (packets per "jumbo"
+//! element) to the user. Ours sets it as the multi-rate strategy sets its
+//! stream length: when a chirp showed receive batches, the next chirp's
+//! elements hold enough packets to span `min_batches` of them at the top
+//! rate, so that each element holds a packet that ends a batch (up to
+//! `max_jumbo`; a chirp that arrived in one or two batches shows no
+//! interval, and the next one's elements are twice as long); the chirp is
+//! then read one element at a time.
 
 use super::{Budget, Ceiling, Method as Strategy, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::{Channel, StreamRequest};
-use tightlink_core::schedule::chirp_schedule;
+use tightlink_core::schedule::{jumbo_chirp_schedule, jumbo_top_rate};
 use tightlink_core::{analyze, AnalysisParams, Bound, Method, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,6 +48,12 @@ pub struct PathchirpParams {
     pub edge_chirps: usize,
     /// Half-width of the mean's interval, relative, that stops.
     pub stable_tolerance: f64,
+    /// Packets per chirp element at first (pathChirp's `-J`; 1: plain).
+    pub jumbo: usize,
+    /// Receive batches an element must span at the top rate, once a chirp
+    /// showed them (0: keep `jumbo`).
+    pub min_batches: f64,
+    pub max_jumbo: usize,
 }
 
 impl Default for PathchirpParams {
@@ -50,6 +65,9 @@ impl Default for PathchirpParams {
             smoothing: 11,
             edge_chirps: 3,
             stable_tolerance: 0.05,
+            jumbo: 1,
+            min_batches: 1.0,
+            max_jumbo: 64,
         }
     }
 }
@@ -78,14 +96,44 @@ pub fn run(
     // Estimates of the chirps since the range last moved.
     let mut est: Vec<f64> = Vec::new();
     let (mut low_count, mut high_count) = (0, 0);
+    let mut jumbo = params.jumbo.max(1);
     loop {
-        let sched = chirp_schedule(low, high, params.spread, params.size_bytes);
+        // Elements must stay apart on the sender's link.
+        let top = high.min(jumbo_top_rate(max, jumbo));
+        let sched = jumbo_chirp_schedule(
+            low.min(top / 2.0),
+            top,
+            params.spread,
+            params.size_bytes,
+            jumbo,
+            max,
+        );
         let request = StreamRequest::from_send_times(&sched, params.size_bytes);
         if sched.is_empty() || !s.fits(request.bytes()) {
             break;
         }
         let stream = s.send(&request)?;
         let a = analyze(&stream, StreamKind::Chirp, Method::Pathchirp, analysis);
+        if params.min_batches > 0.0 {
+            let next = match stream.receive_batch_interval_ns() {
+                Some(interval_ns) => jumbo_for_batches(&params, interval_ns, high),
+                // A chirp inside one or two batches shows no interval:
+                // longer elements until one does.
+                None if a.abw_bps.is_none() && stream.has_batched_arrivals() => {
+                    (jumbo * 2).min(params.max_jumbo.max(1))
+                }
+                None => jumbo,
+            };
+            {
+                if next != jumbo {
+                    // Chirps of another element size are not averaged
+                    // with these.
+                    jumbo = next;
+                    est.clear();
+                    (low_count, high_count) = (0, 0);
+                }
+            }
+        }
         let Some(e) = a.abw_bps else { continue };
         est.push(e);
         let recent = &est[est.len().saturating_sub(params.smoothing)..];
@@ -130,9 +178,38 @@ pub fn run(
     Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream))
 }
 
+/// Packets per element so that an element at `top_bps` spans
+/// `min_batches` receive batches `interval_ns` apart, and one more (the
+/// batch boundary falls anywhere in it); 1 when a packet already does,
+/// at most `max_jumbo`.
+pub fn jumbo_for_batches(params: &PathchirpParams, interval_ns: f64, top_bps: f64) -> usize {
+    let bits = 8.0 * params.size_bytes as f64;
+    let needed = (params.min_batches * interval_ns * 1e-9 * top_bps / bits).ceil();
+    if !needed.is_finite() || needed < 1.0 {
+        return params.jumbo.max(1);
+    }
+    (needed as usize + 1).clamp(1, params.max_jumbo.max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elements_grow_to_span_a_receive_batch() {
+        let p = PathchirpParams::default();
+        // 125 us batches at 10 Gbit/s, 9000 B: 125e-6 * 1e10 / 72000 =
+        // 17.4 -> 18 packets, and one more.
+        assert_eq!(jumbo_for_batches(&p, 125_000.0, 10e9), 19);
+        // 10 us batches at 1 Gbit/s, 1000 B: 1.25 -> 2, and one more.
+        let small = PathchirpParams {
+            size_bytes: 1000,
+            ..p
+        };
+        assert_eq!(jumbo_for_batches(&small, 10_000.0, 1e9), 3);
+        assert_eq!(jumbo_for_batches(&p, 1e9, 10e9), 64, "capped");
+        assert_eq!(jumbo_for_batches(&p, f64::NAN, 10e9), 1);
+    }
 
     #[test]
     fn mean_interval_by_hand() {
