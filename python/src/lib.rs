@@ -412,12 +412,13 @@ fn update_dict<'py>(
 /// the end).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (target, method, max_streams, reverse, key_file, max_rate_bps, follow, interval_s, on_update))]
+#[pyo3(signature = (target, method, max_streams, max_bytes, reverse, key_file, max_rate_bps, follow, interval_s, on_update))]
 fn estimate(
     py: Python<'_>,
     target: &str,
     method: &str,
     max_streams: usize,
+    max_bytes: Option<u64>,
     reverse: bool,
     key_file: Option<PathBuf>,
     max_rate_bps: Option<f64>,
@@ -437,6 +438,7 @@ fn estimate(
     let options = EstimateOptions {
         method,
         max_streams,
+        max_bytes,
         real: RealOptions {
             reverse,
             key_file,

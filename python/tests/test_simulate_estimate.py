@@ -41,6 +41,12 @@ def test_chirps_are_read_by_pathchirp():
     assert abs(mean / np.mean(truth["available_bps"]) - 1) < 0.15, mean
 
 
+def test_max_bytes_caps_the_probe_cost():
+    capped = tightlink.estimate("sim:seed=1", max_bytes=10_000_000)
+    assert capped["probe_bytes"] <= 10_000_000 and capped["stop"] == "budget"
+    assert tightlink.estimate("sim:seed=1")["probe_bytes"] > 10_000_000
+
+
 def test_estimate_is_the_command_line_s_json(cli):
     got = tightlink.estimate("sim:seed=3", method="multirate")
     want = json.loads(cli("estimate", "sim:seed=3", "--json").stdout)

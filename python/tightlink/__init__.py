@@ -257,6 +257,7 @@ def estimate(
     *,
     method: str = "multirate",
     max_streams: int = 60,
+    max_bytes: Optional[int] = None,
     reverse: bool = False,
     key_file: Optional[Union[str, os.PathLike]] = None,
     max_rate_bps: Optional[float] = None,
@@ -269,6 +270,9 @@ def estimate(
     (a tightlink server), ``twamp:HOST`` (a TWAMP-light or STAMP reflector),
     ``trace:FILE`` (a saved run replayed).
 
+    ``max_bytes`` caps the probe bytes (``--max-bytes``; the default
+    budget is 100 MB).
+
     ``follow=True`` (``method="bart"``) tracks the available bandwidth for
     ``max_streams`` streams, one every ``interval_s`` (0: back to back), as
     ``estimate --follow``; ``on_update`` is called with each update (the
@@ -277,6 +281,7 @@ def estimate(
         target,
         method,
         max_streams,
+        max_bytes,
         reverse,
         None if key_file is None else os.fspath(key_file),
         max_rate_bps,

@@ -47,6 +47,7 @@ def estimate(
     target: str,
     method: str,
     max_streams: int,
+    max_bytes: Optional[int],
     reverse: bool,
     key_file: Optional[str],
     max_rate_bps: Optional[float],

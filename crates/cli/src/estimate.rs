@@ -41,6 +41,10 @@ pub struct EstimateArgs {
     /// Most probe streams to send.
     #[arg(long, default_value_t = 60)]
     pub max_streams: usize,
+    /// Most probe bytes to send (e.g. 10MB; default 100 MB): a run that
+    /// reaches it answers from the streams it has, with stop `budget`
+    #[arg(long)]
+    pub max_bytes: Option<String>,
     /// Track the available bandwidth with `bart` (implies --method bart)
     /// for --max-streams streams, one line per stream: path time, the
     /// tracker's estimate and its standard deviation (and the truth on
@@ -95,6 +99,14 @@ impl EstimateArgs {
         Ok(EstimateOptions {
             method,
             max_streams: self.max_streams,
+            max_bytes: self
+                .max_bytes
+                .as_deref()
+                .map(|b| {
+                    tightlink_core::units::parse_bytes(b)
+                        .map_err(|e| anyhow::anyhow!("--max-bytes {b}: {e}"))
+                })
+                .transpose()?,
             real: real_options(self.reverse, &self.key_file, &self.max_rate, &self.backend)?,
             save_trace: self.save_trace.clone(),
             save_truth: self.save_truth.clone(),

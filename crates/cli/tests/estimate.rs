@@ -53,6 +53,27 @@ fn human_output_and_errors() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("cross model 'wavy'"));
 }
 
+/// `--max-bytes` caps the probe bytes: the default path's run spends
+/// about 22 MB; under 10 MB it stops on the budget after three streams
+/// (2.9-3.2 MB each; a fourth would pass the cap) and answers from them.
+#[test]
+fn max_bytes_caps_the_probe_cost() {
+    let o = tightlink(&["estimate", "sim:seed=1", "--json", "--max-bytes", "10MB"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let bytes = v["probe_bytes"].as_u64().unwrap();
+    assert!(bytes <= 10_000_000 && bytes > 5_000_000, "{v}");
+    assert_eq!(v["stop"], "budget", "{v}");
+    assert_eq!(v["bound"], "exact", "{v}");
+    let full = tightlink(&["estimate", "sim:seed=1", "--json"]);
+    let full: serde_json::Value = serde_json::from_slice(&full.stdout).unwrap();
+    assert!(full["probe_bytes"].as_u64().unwrap() > 10_000_000, "{full}");
+    let o = tightlink(&["estimate", "--max-bytes", "lots"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--max-bytes lots"), "{err}");
+}
+
 /// `tightlink estimate` against a real server on loopback: the same JSON
 /// object plus the real-channel fields, and the session logged by the
 /// server.

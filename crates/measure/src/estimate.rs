@@ -25,6 +25,9 @@ pub struct EstimateOptions {
     pub method: Method,
     /// Most probe streams to send.
     pub max_streams: usize,
+    /// Most probe bytes to send (the far end's own limit, when lower,
+    /// wins); `None`: the strategies' budget, 100 MB.
+    pub max_bytes: Option<u64>,
     /// Toward real far ends: direction, key, rate limit, backend.
     pub real: RealOptions,
     /// Write every stream of the run as a probe trace (gzip for `.gz`).
@@ -51,6 +54,7 @@ impl Default for EstimateOptions {
         EstimateOptions {
             method: Method::Multirate,
             max_streams: 60,
+            max_bytes: None,
             real: RealOptions::default(),
             save_trace: None,
             save_truth: None,
@@ -141,6 +145,9 @@ pub fn estimate(
         max_streams: options.max_streams.max(1),
         ..Budget::default()
     };
+    if let Some(limit) = options.max_bytes {
+        budget.max_bytes = budget.max_bytes.min(limit);
+    }
     if let Some(limit) = info.byte_limit {
         budget.max_bytes = budget.max_bytes.min(limit);
     }
