@@ -440,3 +440,38 @@ proptest! {
         let _ = tcpprobe(&f, CapProbeParams::default());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// PRC-MT after BASS on gaps with no receive batches (receive gaps
+    /// within half a send gap of it, so no spike): the delay-floor rule
+    /// only ever turns the ends' "above" into "below", never the other
+    /// way, and a stream whose every gap arrives stretched reads "above".
+    #[test]
+    fn the_floor_rule_only_vetoes_an_above(
+        recv in prop::collection::vec(600.0f64..1400.0, 12..200),
+        stretch in 1.02f64..1.3,
+    ) {
+        use tightlink_core::decision::prcmt::{prcmt, prcmt_after_bass, DEFAULT_TOLERANCE};
+        let gaps = |r: &[f64]| -> Vec<Gap> {
+            r.iter().enumerate().map(|(i, &x)| Gap {
+                send_ns: 1000.0,
+                recv_ns: x,
+                sent_bytes: 1000.0,
+                recv_bytes: 1000.0,
+                end_packet: i as u32 + 1,
+            }).collect()
+        };
+        let g = gaps(&recv);
+        let ends = prcmt(&g, DEFAULT_TOLERANCE).unwrap().decision;
+        if let Ok((o, _)) = prcmt_after_bass(&g, BassParams::default(), DEFAULT_TOLERANCE) {
+            if o.decision == Decision::Above {
+                prop_assert_eq!(ends, Decision::Above);
+            }
+        }
+        let stretched = gaps(&vec![1000.0 * stretch; recv.len()]);
+        let (o, _) = prcmt_after_bass(&stretched, BassParams::default(), DEFAULT_TOLERANCE).unwrap();
+        prop_assert_eq!(o.decision, Decision::Above);
+    }
+}
