@@ -157,13 +157,18 @@ fn a_hop_delay_adds_what_was_asked() {
         let d = &j["one_way_delay"];
         let ns = |k: &str| d[k].as_i64().unwrap_or_else(|| panic!("{k} in {d}"));
         assert_eq!(ns("asked_ns"), 15_000_000);
-        assert_eq!(d["received"], d["sent"], "probes lost: {d}");
         assert!(ns("p5_ns") >= 15_000_000, "a probe left early: {d}");
         let (rate, got) = (
             j["saturated"][0][0].as_f64().unwrap(),
             j["saturated"][0][1].as_f64().unwrap(),
         );
         let mut why = Vec::new();
+        // A stalled line drops what overflows its socket while it sleeps
+        // (one CI run lost 14 of 1000 with its max delay at 30 ms); a line
+        // that drops by itself drops in every attempt.
+        if d["received"] != d["sent"] {
+            why.push(format!("probes lost: {d}"));
+        }
         if ns("median_ns") - 15_000_000 > 100_000 {
             why.push(format!("median {} ns", ns("median_ns")));
         }
