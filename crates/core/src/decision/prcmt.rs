@@ -247,23 +247,27 @@ fn floor_check(
         return o;
     }
     let splits: Vec<usize> = splits.filter(|&m| m > 0 && m < span.len()).collect();
+    // Two halves of FLOOR_MIN_BATCHES need this many batches in all.
+    if splits.len() + 1 < 2 * FLOOR_MIN_BATCHES {
+        return o;
+    }
     let total: f64 = span.iter().map(|g| g.send_ns).sum();
-    // Send time before each gap: the split nearest half of the total.
-    let mut before = 0.0;
-    let prefix: Vec<f64> = span
-        .iter()
-        .map(|g| {
-            let b = before;
-            before += g.send_ns;
-            b
-        })
-        .collect();
-    let off_middle = |m: usize| (prefix[m] - 0.5 * total).abs();
-    let Some(m) = splits
-        .iter()
-        .copied()
-        .min_by(|&x, &y| off_middle(x).total_cmp(&off_middle(y)))
-    else {
+    // The split whose send time before it is nearest half the total (the
+    // first of equals); `splits` ascend.
+    let mut best: Option<(usize, f64, f64)> = None;
+    let mut next = splits.iter().copied().peekable();
+    let mut before = 0.0f64;
+    for (i, g) in span.iter().enumerate() {
+        if next.peek() == Some(&i) {
+            next.next();
+            let off = (before - 0.5 * total).abs();
+            if best.is_none_or(|(_, b, _)| off < b) {
+                best = Some((i, off, before));
+            }
+        }
+        before += g.send_ns;
+    }
+    let Some((m, _, sent_before)) = best else {
         return o;
     };
     let early = splits.iter().filter(|&&x| x < m).count() + 1;
@@ -282,7 +286,7 @@ fn floor_check(
             floor_later = floor_later.min(d);
         }
     }
-    if floor_later > floor_early + slack_ns(total - prefix[m]) {
+    if floor_later > floor_early + slack_ns(total - sent_before) {
         o
     } else {
         PrcmtOutcome {
