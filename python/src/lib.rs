@@ -314,7 +314,7 @@ fn write_trace(
 
 /// Streams through the simulated path: (packet columns, truth columns, kind).
 #[pyfunction]
-#[pyo3(signature = (spec, streams, size_bytes, kind, rates_bps, packets, centre_bps, range, rates, per_rate, low_bps, high_bps, spread, pairs, capacity_bps, mean_gap_s))]
+#[pyo3(signature = (spec, streams, size_bytes, kind, rates_bps, packets, centre_bps, range, rates, per_rate, low_bps, high_bps, spread, jumbo, pairs, capacity_bps, mean_gap_s))]
 #[allow(clippy::too_many_arguments)]
 fn simulate<'py>(
     py: Python<'py>,
@@ -331,6 +331,7 @@ fn simulate<'py>(
     low_bps: Option<f64>,
     high_bps: Option<f64>,
     spread: f64,
+    jumbo: usize,
     pairs: usize,
     capacity_bps: Option<f64>,
     mean_gap_s: f64,
@@ -348,6 +349,7 @@ fn simulate<'py>(
             low_bps,
             high_bps,
             spread,
+            jumbo,
         },
         "pairs" => Schedule::Pairs {
             pairs,

@@ -41,6 +41,19 @@ def test_chirps_are_read_by_pathchirp():
     assert abs(mean / np.mean(truth["available_bps"]) - 1) < 0.15, mean
 
 
+def test_jumbo_chirps_are_read_through_receive_batches():
+    # 125 us coalescence: plain chirps give pathChirp nothing to read;
+    # elements of 19 packets (each spans a batch at the top rate) do.
+    spec = "sim:cross=cbr:2.4G,seed=4"
+    plain, _ = tightlink.simulate(spec, kind="chirp", streams=12)
+    assert np.all(np.isnan(tightlink.analyze_packets(plain)["abw_bps"]))
+    packets, truth = tightlink.simulate(spec, kind="chirp", streams=12, jumbo=19)
+    r = tightlink.analyze_packets(packets)
+    assert set(r["kind"]) == {"chirp"}
+    mean = np.nanmean(r["abw_bps"])
+    assert abs(mean / np.mean(truth["available_bps"]) - 1) < 0.2, mean
+
+
 def test_max_bytes_caps_the_probe_cost():
     capped = tightlink.estimate("sim:seed=1", max_bytes=10_000_000)
     assert capped["probe_bytes"] <= 10_000_000 and capped["stop"] == "budget"

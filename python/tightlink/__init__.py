@@ -212,6 +212,7 @@ def simulate(
     low_bps: Optional[float] = None,
     high_bps: Optional[float] = None,
     spread: float = 1.2,
+    jumbo: int = 1,
     pairs: int = 10,
     capacity_bps: Optional[float] = None,
     mean_gap_s: float = 0.01,
@@ -222,7 +223,8 @@ def simulate(
     default, ``per_rate`` packets each) or single-rate ones (``packets`` at
     each of ``rates_bps`` in turn) or chirps (``kind="chirp"``: gaps from
     ``low_bps`` shrinking by ``spread`` up to ``high_bps``; by default a
-    tenth of the sender's link rate to all of it) or Spruce's packet pairs
+    tenth of the sender's link rate to all of it; ``jumbo`` packets per
+    chirp element, back to back, as pathChirp's ``-J``) or Spruce's packet pairs
     (``kind="pairs"``: ``pairs`` per stream, each a ``capacity_bps`` gap
     apart, the path's narrow link by default, pair starts exponentially
     spread with mean ``mean_gap_s``). Returns the packets (`PACKET_DTYPE`) and
@@ -242,6 +244,7 @@ def simulate(
         low_bps,
         high_bps,
         spread,
+        jumbo,
         pairs,
         capacity_bps,
         mean_gap_s,

@@ -39,6 +39,7 @@ def simulate(
     low_bps: Optional[float],
     high_bps: Optional[float],
     spread: float,
+    jumbo: int,
     pairs: int,
     capacity_bps: Optional[float],
     mean_gap_s: float,

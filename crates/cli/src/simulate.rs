@@ -70,6 +70,11 @@ pub struct SimulateArgs {
     /// (pathChirp's spread factor).
     #[arg(long, default_value_t = 1.2)]
     pub spread: f64,
+    /// Chirp: packets per chirp element, sent back to back (pathChirp's
+    /// -J, for receivers that stamp in batches; the default top rate is
+    /// then the highest that keeps the elements apart)
+    #[arg(long, default_value_t = 1)]
+    pub jumbo: usize,
     /// Pairs: pairs per stream.
     #[arg(long, default_value_t = 10)]
     pub pairs: usize,
@@ -115,6 +120,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
                 low_bps: rate("--low", &args.low)?,
                 high_bps: rate("--high", &args.high)?,
                 spread: args.spread,
+                jumbo: args.jumbo,
             }
         }
         SimKind::Pairs => Schedule::Pairs {

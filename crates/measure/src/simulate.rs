@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use tightlink_core::channel::{Channel, GroundTruth, Recorder, StreamRequest};
 use tightlink_core::schedule::{
-    chirp_schedule, multi_rate_schedule, rates_around, single_rate_schedule,
+    jumbo_chirp_schedule, jumbo_top_rate, multi_rate_schedule, rates_around, single_rate_schedule,
 };
 use tightlink_core::{ProbeStream, StreamKind};
 use tightlink_probe::strategy::spruce::pair_schedule;
@@ -38,6 +38,10 @@ pub enum Schedule {
         low_bps: Option<f64>,
         high_bps: Option<f64>,
         spread: f64,
+        /// Packets per chirp element, back to back (pathChirp's `-J`;
+        /// 1: a plain chirp). The default top rate is then the highest
+        /// that keeps the elements apart.
+        jumbo: usize,
     },
     /// Spruce's packet pairs: `pairs` per stream, each pair's packets a
     /// `capacity_bps` gap apart (default: the path's narrow link), pair
@@ -175,12 +179,24 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
             low_bps,
             high_bps,
             spread,
+            jumbo,
         } => {
             if !(*spread > 1.0 && *spread <= 4.0) {
                 bail!("--spread {spread}: must be above 1 and at most 4");
             }
+            if !(1..=256).contains(jumbo) {
+                bail!("--jumbo {jumbo}: packets per chirp element, 1 to 256");
+            }
+            let top = jumbo_top_rate(max_bps, *jumbo);
             let low = low_bps.unwrap_or(0.1 * max_bps);
-            let high = high_bps.unwrap_or(max_bps);
+            let high = high_bps.unwrap_or(top);
+            if high > top {
+                bail!(
+                    "--high {:.3} Gbit/s: elements of {jumbo} packets stay apart only up to {:.3} Gbit/s on this link",
+                    high / 1e9,
+                    top / 1e9
+                );
+            }
             check(None, low)?;
             check(None, high)?;
             if high <= low {
@@ -190,7 +206,7 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
                     high / 1e9
                 );
             }
-            let sched = chirp_schedule(low, high, *spread, size);
+            let sched = jumbo_chirp_schedule(low, high, *spread, size, *jumbo, max_bps);
             (StreamKind::Chirp, vec![sched; options.streams])
         }
         Schedule::Pairs {
@@ -307,6 +323,7 @@ mod tests {
                     low_bps: None,
                     high_bps: None,
                     spread: 1.2,
+                    jumbo: 1,
                 },
             },
         )
@@ -316,6 +333,34 @@ mod tests {
         assert!(s.streams.iter().all(|x| x.len() == 15));
         let k = s.streams[0].infer_kind(tightlink_core::stream::GapTolerance::default());
         assert_eq!(k, StreamKind::Chirp);
+        // Jumbo chirps of 4 packets: the top rate 10 * 4 / 7 = 5.71
+        // Gbit/s, down to 1 at 1.2: 9.6 -> 10 steps, 12 elements.
+        let jumbo = |high_bps| {
+            simulate(
+                &target,
+                &SimulateOptions {
+                    streams: 2,
+                    size_bytes: 9000,
+                    schedule: Schedule::Chirp {
+                        low_bps: None,
+                        high_bps,
+                        spread: 1.2,
+                        jumbo: 4,
+                    },
+                },
+            )
+        };
+        let s = jumbo(None).unwrap();
+        assert!(
+            s.streams.iter().all(|x| x.len() == 48),
+            "{}",
+            s.streams[0].len()
+        );
+        assert_eq!(s.streams[0].jumbo_elements().map(|e| e.len()), Some(12));
+        let k = s.streams[0].infer_kind(tightlink_core::stream::GapTolerance::default());
+        assert_eq!(k, StreamKind::Chirp);
+        let e = jumbo(Some(8e9)).unwrap_err().to_string();
+        assert!(e.contains("--high 8.000") && e.contains("5.714"), "{e}");
     }
 
     #[test]
