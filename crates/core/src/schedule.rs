@@ -102,12 +102,7 @@ pub fn jumbo_chirp_schedule(
         return firsts;
     }
     let inner_ns = size_bytes as f64 * 8e9 / line_bps;
-    // The quiet time between elements at the top rate, the element gap
-    // less the element's own time on the line, must stand out from the
-    // packet gaps inside it by `JUMBO_GAP_RATIO` (and one packet time to
-    // spare for the sender's jitter), or the elements blur.
-    let quiet_ns = element_bytes as f64 * 8e9 / high_bps - (jumbo - 1) as f64 * inner_ns;
-    if !(inner_ns.is_finite() && inner_ns > 0.0) || quiet_ns < (JUMBO_GAP_RATIO + 1.0) * inner_ns {
+    if !(inner_ns.is_finite() && inner_ns > 0.0) || high_bps > jumbo_top_rate(line_bps, jumbo) {
         return Vec::new();
     }
     firsts

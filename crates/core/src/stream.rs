@@ -393,29 +393,14 @@ impl ProbeStream {
     /// Whether any two packets arrived closer than half the smallest send
     /// gap: stamped together, in one receive batch.
     pub fn has_batched_arrivals(&self) -> bool {
-        let Some(min_send_gap) = self
-            .packets
-            .windows(2)
-            .map(|w| w[1].send_ns - w[0].send_ns)
-            .filter(|&g| g > 0)
-            .min()
-        else {
-            return false;
-        };
-        let arrivals: Vec<i64> = self.packets.iter().filter_map(|p| p.recv_ns).collect();
-        arrivals
-            .windows(2)
-            .any(|w| diff_ns(w[1], w[0]) < 0.5 * min_send_gap as f64)
+        self.batch_starts()
+            .is_some_and(|(starts, arrivals)| starts.len() < arrivals)
     }
 
-    /// How often the receiver stamped packets in batches (interrupt
-    /// coalescence, \[BASS\] section III): arrivals closer than half the
-    /// smallest send gap were stamped together, since the sender spaced
-    /// no two packets that closely. The median time between the first
-    /// stamps of consecutive batches, when the stream has at least three
-    /// batches of two packets or more on average; `None` for a receiver
-    /// that stamps packets one by one.
-    pub fn receive_batch_interval_ns(&self) -> Option<f64> {
+    /// The first stamps of the receive batches (see
+    /// [`ProbeStream::receive_batch_interval_ns`]) and the number of
+    /// packets received; `None` when send times never advance.
+    fn batch_starts(&self) -> Option<(Vec<i64>, usize)> {
         let min_send_gap = self
             .packets
             .windows(2)
@@ -429,7 +414,19 @@ impl ProbeStream {
                 starts.push(r);
             }
         }
-        if starts.len() < 3 || arrivals.len() < 2 * starts.len() {
+        Some((starts, arrivals.len()))
+    }
+
+    /// How often the receiver stamped packets in batches (interrupt
+    /// coalescence, \[BASS\] section III): arrivals closer than half the
+    /// smallest send gap were stamped together, since the sender spaced
+    /// no two packets that closely. The median time between the first
+    /// stamps of consecutive batches, when the stream has at least three
+    /// batches of two packets or more on average; `None` for a receiver
+    /// that stamps packets one by one.
+    pub fn receive_batch_interval_ns(&self) -> Option<f64> {
+        let (starts, arrivals) = self.batch_starts()?;
+        if starts.len() < 3 || arrivals < 2 * starts.len() {
             return None;
         }
         let mut intervals: Vec<f64> = starts.windows(2).map(|w| diff_ns(w[1], w[0])).collect();

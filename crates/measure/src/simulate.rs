@@ -247,20 +247,29 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
 mod tests {
     use super::*;
 
+    /// `streams` streams of 9000-byte probes by `schedule` through `target`.
+    fn sim(target: &Target, streams: usize, schedule: Schedule) -> Result<Simulated> {
+        simulate(
+            target,
+            &SimulateOptions {
+                streams,
+                size_bytes: 9000,
+                schedule,
+            },
+        )
+    }
+
     #[test]
     fn streams_come_back_with_their_truth() {
         let target = Target::parse("sim:capacity=10G,cross=cbr:3G,coalescence=off").unwrap();
-        let s = simulate(
+        let s = sim(
             &target,
-            &SimulateOptions {
-                streams: 3,
-                size_bytes: 9000,
-                schedule: Schedule::Multi {
-                    centre_bps: None,
-                    range: 0.3,
-                    rates: 5,
-                    per_rate: 16,
-                },
+            3,
+            Schedule::Multi {
+                centre_bps: None,
+                range: 0.3,
+                rates: 5,
+                per_rate: 16,
             },
         )
         .unwrap();
@@ -280,16 +289,13 @@ mod tests {
     #[test]
     fn pairs_are_a_capacity_gap_apart_and_spruce_reads_them() {
         let target = Target::parse("sim:capacity=10G,cross=cbr:3G,coalescence=off").unwrap();
-        let s = simulate(
+        let s = sim(
             &target,
-            &SimulateOptions {
-                streams: 5,
-                size_bytes: 9000,
-                schedule: Schedule::Pairs {
-                    pairs: 20,
-                    capacity_bps: None,
-                    mean_gap_ns: 10e6,
-                },
+            5,
+            Schedule::Pairs {
+                pairs: 20,
+                capacity_bps: None,
+                mean_gap_ns: 10e6,
             },
         )
         .unwrap();
@@ -314,17 +320,14 @@ mod tests {
     #[test]
     fn chirps_come_back_as_chirps() {
         let target = Target::parse("sim:capacity=10G,cross=cbr:3G,coalescence=off").unwrap();
-        let s = simulate(
+        let s = sim(
             &target,
-            &SimulateOptions {
-                streams: 2,
-                size_bytes: 9000,
-                schedule: Schedule::Chirp {
-                    low_bps: None,
-                    high_bps: None,
-                    spread: 1.2,
-                    jumbo: 1,
-                },
+            2,
+            Schedule::Chirp {
+                low_bps: None,
+                high_bps: None,
+                spread: 1.2,
+                jumbo: 1,
             },
         )
         .unwrap();
@@ -336,17 +339,14 @@ mod tests {
         // Jumbo chirps of 4 packets: the top rate 10 * 4 / 7 = 5.71
         // Gbit/s, down to 1 at 1.2: 9.6 -> 10 steps, 12 elements.
         let jumbo = |high_bps| {
-            simulate(
+            sim(
                 &target,
-                &SimulateOptions {
-                    streams: 2,
-                    size_bytes: 9000,
-                    schedule: Schedule::Chirp {
-                        low_bps: None,
-                        high_bps,
-                        spread: 1.2,
-                        jumbo: 4,
-                    },
+                2,
+                Schedule::Chirp {
+                    low_bps: None,
+                    high_bps,
+                    spread: 1.2,
+                    jumbo: 4,
                 },
             )
         };
@@ -366,15 +366,12 @@ mod tests {
     #[test]
     fn rates_the_link_cannot_send_are_named() {
         let target = Target::default_sim();
-        let e = simulate(
+        let e = sim(
             &target,
-            &SimulateOptions {
-                streams: 1,
-                size_bytes: 9000,
-                schedule: Schedule::Single {
-                    rates_bps: vec![5e9, 20e9],
-                    packets: 10,
-                },
+            1,
+            Schedule::Single {
+                rates_bps: vec![5e9, 20e9],
+                packets: 10,
             },
         )
         .unwrap_err();

@@ -124,14 +124,12 @@ pub fn run(
                 }
                 None => jumbo,
             };
-            {
-                if next != jumbo {
-                    // Chirps of another element size are not averaged
-                    // with these.
-                    jumbo = next;
-                    est.clear();
-                    (low_count, high_count) = (0, 0);
-                }
+            if next != jumbo {
+                // Chirps of another element size are not averaged with
+                // these.
+                jumbo = next;
+                est.clear();
+                (low_count, high_count) = (0, 0);
             }
         }
         let Some(e) = a.abw_bps else { continue };
