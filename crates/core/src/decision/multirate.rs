@@ -90,14 +90,38 @@ pub fn cumulative_crossing(g: &[Gap], tol: f64, min_suffix: usize) -> usize {
     // With prefix sums P[0..=n] of the excess, the first k whose P[k] lies
     // below every later P is the last place the global minimum is reached
     // (any earlier k has that minimum after it); when that place is n,
-    // no run exists. One pass, no allocation.
+    // no run exists. No allocation. The sums run once in order (so each P
+    // is the same number whatever the block size); each block's minimum
+    // is kept in four lanes, off the chain of sums, and only the last
+    // block that reaches the global minimum is summed again to find where.
+    const BLOCK: usize = 32;
     let n = g.len();
-    let (mut acc, mut min, mut k) = (0.0f64, 0.0f64, 0usize);
-    for (i, x) in g.iter().enumerate() {
-        acc += x.recv_ns - x.send_ns * (1.0 + tol);
-        if acc <= min {
-            min = acc;
-            k = i + 1;
+    let excess = |x: &Gap| x.recv_ns - x.send_ns * (1.0 + tol);
+    let mut acc = 0.0f64;
+    // P[0] = 0 is the minimum until a block goes as low.
+    let (mut min, mut best_start, mut best_acc) = (0.0f64, None, 0.0f64);
+    for (b, block) in g.chunks(BLOCK).enumerate() {
+        let start_acc = acc;
+        let mut lanes = [f64::INFINITY; 4];
+        for (i, x) in block.iter().enumerate() {
+            acc += excess(x);
+            lanes[i % 4] = lanes[i % 4].min(acc);
+        }
+        let block_min = lanes[0].min(lanes[1]).min(lanes[2].min(lanes[3]));
+        if block_min <= min {
+            min = block_min;
+            best_start = Some(b * BLOCK);
+            best_acc = start_acc;
+        }
+    }
+    let mut k = 0usize;
+    if let Some(start) = best_start {
+        let mut p = best_acc;
+        for (i, x) in g[start..(start + BLOCK).min(n)].iter().enumerate() {
+            p += excess(x);
+            if p <= min {
+                k = start + i + 1;
+            }
         }
     }
     if k >= n {
@@ -126,7 +150,18 @@ pub fn estimate_from_smoothed(
     exceed_tolerance: f64,
     min_suffix: usize,
 ) -> Option<Estimate> {
-    let one = |r| estimate_one_rule(smoothed, subs, r, exceed_tolerance, min_suffix);
+    // Both rules may need the extreme rates: found once.
+    let mut extremes = None;
+    let mut one = |r| {
+        estimate_one_rule(
+            smoothed,
+            subs,
+            r,
+            exceed_tolerance,
+            min_suffix,
+            &mut extremes,
+        )
+    };
     match rule {
         Consistency::EveryGap | Consistency::Cumulative => one(rule),
         Consistency::Bracket => {
@@ -221,33 +256,58 @@ fn bracket_interior_crossing(g: &[Gap], k: usize, subs: &[SubStream], e: Estimat
     }
 }
 
+/// The lowest and highest smoothed probing rate of `g` (`None` when no gap
+/// has one). Four independent lanes: `min` and `max` are exact in any
+/// order, and the divisions need not wait for one another.
+fn rate_extremes(g: &[Gap]) -> Option<(f64, f64)> {
+    let mut lo = [f64::INFINITY; 4];
+    let mut hi = [f64::NEG_INFINITY; 4];
+    let mut chunks = g.chunks_exact(4);
+    for c in &mut chunks {
+        for l in 0..4 {
+            if let Some(r) = smoothed_rate(&c[l]) {
+                lo[l] = lo[l].min(r);
+                hi[l] = hi[l].max(r);
+            }
+        }
+    }
+    for (l, x) in chunks.remainder().iter().enumerate() {
+        if let Some(r) = smoothed_rate(x) {
+            lo[l] = lo[l].min(r);
+            hi[l] = hi[l].max(r);
+        }
+    }
+    let lo = lo.into_iter().fold(f64::INFINITY, f64::min);
+    let hi = hi.into_iter().fold(f64::NEG_INFINITY, f64::max);
+    // Rates are finite, so an infinite extreme means none was seen.
+    (hi.is_finite()).then_some((lo, hi))
+}
+
 fn estimate_one_rule(
     smoothed: &Multipass,
     subs: &[SubStream],
     rule: Consistency,
     exceed_tolerance: f64,
     min_suffix: usize,
+    extremes: &mut Option<Option<(f64, f64)>>,
 ) -> Option<Estimate> {
     let g = &smoothed.gaps;
     if g.len() < 2 {
         return None;
     }
-    let mut suffix = match rule {
+    let shortest = min_suffix.min(g.len());
+    let suffix = match rule {
         Consistency::EveryGap | Consistency::Bracket => {
             let run = exceeding_suffix(g, exceed_tolerance);
-            // As for the cumulative rule: a run that adds up to less than
-            // two mean send gaps of excess is what coalescence leaves
-            // (an interrupt interval beating with the send gap reads a few
-            // percent slow for a dozen gaps), not a growing queue.
             // As for the cumulative rule: a run must add up to some
             // excess. An interrupt interval beating with the send gap
             // reads a few percent slow for a dozen gaps and then fast
             // again; such a run at the end of a stream (under one mean
             // send gap of excess in all) answered an exact rate inside
             // the range for 40 % of streams whose truth lay above it.
+            // (A run shorter than `shortest` is dropped below anyway.)
             let k = g.len() - run;
-            let weak = excess_ns(&g[k..], exceed_tolerance) < mean_send_gap_ns(g);
-            if weak {
+            if run < shortest || excess_ns(&g[k..], exceed_tolerance) < mean_send_gap_ns(g) {
                 0
             } else {
                 run
@@ -255,22 +315,15 @@ fn estimate_one_rule(
         }
         Consistency::Cumulative => g.len() - cumulative_crossing(g, exceed_tolerance, min_suffix),
     };
-    if suffix < min_suffix.min(g.len()) {
-        suffix = 0;
-    }
+    let suffix = if suffix < shortest { 0 } else { suffix };
     let k = g.len() - suffix;
-    let rates = || g.iter().filter_map(smoothed_rate);
-    if suffix == 0 {
-        let max = rates().fold(f64::NAN, f64::max);
-        return max
-            .is_finite()
-            .then(|| Estimate::single(max, Bound::AtLeast));
-    }
-    if k == 0 {
-        let min = rates().fold(f64::NAN, f64::min);
-        return min
-            .is_finite()
-            .then(|| Estimate::single(min, Bound::AtMost));
+    if suffix == 0 || k == 0 {
+        let (min, max) = (*extremes.get_or_insert_with(|| rate_extremes(g)))?;
+        return Some(if suffix == 0 {
+            Estimate::single(max, Bound::AtLeast)
+        } else {
+            Estimate::single(min, Bound::AtMost)
+        });
     }
     smoothed_rate(&g[k - 1]).map(|abw_bps| {
         bracket_interior_crossing(g, k - 1, subs, Estimate::single(abw_bps, Bound::Exact))
@@ -504,7 +557,7 @@ mod tests {
         /// length and excess checks), by brute force.
         #[test]
         fn cumulative_crossing_matches_its_definition(
-            excess in proptest::collection::vec(-4i32..5, 0..40),
+            excess in proptest::collection::vec(-4i32..5, 0..100),
             min_suffix in 1usize..10,
         ) {
             let g: Vec<Gap> = excess
@@ -532,6 +585,67 @@ mod tests {
                 _ => n,
             };
             proptest::prop_assert_eq!(cumulative_crossing(&g, 0.0, min_suffix), want);
+        }
+    }
+
+    proptest::proptest! {
+        /// The blocked crossing is the plain one-pass loop's, bit for bit,
+        /// on gaps with fractional times across several blocks.
+        #[test]
+        fn blocked_crossing_equals_the_plain_loop(
+            gaps in proptest::collection::vec((1.0f64..20.0, 0.0f64..30.0), 0..150),
+            tol in 0.0f64..0.01,
+        ) {
+            let g: Vec<Gap> = gaps
+                .iter()
+                .enumerate()
+                .map(|(i, &(send_ns, recv_ns))| Gap {
+                    send_ns,
+                    recv_ns,
+                    sent_bytes: 1000.0,
+                    recv_bytes: 1000.0,
+                    end_packet: i as u32 + 1,
+                })
+                .collect();
+            let (mut acc, mut min, mut k) = (0.0f64, 0.0f64, 0usize);
+            for (i, x) in g.iter().enumerate() {
+                acc += x.recv_ns - x.send_ns * (1.0 + tol);
+                if acc <= min {
+                    min = acc;
+                    k = i + 1;
+                }
+            }
+            let n = g.len();
+            let want = if k >= n {
+                n
+            } else {
+                let send: f64 = g[k..].iter().map(|x| x.send_ns).sum();
+                if n - k >= 4.min(n) && acc - min >= 2.0 * send / (n - k) as f64 { k } else { n }
+            };
+            proptest::prop_assert_eq!(cumulative_crossing(&g, tol, 4), want);
+        }
+
+        /// The four-lane extremes are the plain folds'.
+        #[test]
+        fn rate_extremes_are_the_plain_folds(
+            gaps in proptest::collection::vec((0.0f64..20.0, 500.0f64..9000.0), 0..40),
+        ) {
+            let g: Vec<Gap> = gaps
+                .iter()
+                .map(|&(send_ns, sent_bytes)| Gap {
+                    send_ns,
+                    recv_ns: send_ns,
+                    sent_bytes,
+                    recv_bytes: sent_bytes,
+                    end_packet: 0,
+                })
+                .collect();
+            let rates: Vec<f64> = g.iter().filter_map(smoothed_rate).collect();
+            let want = (!rates.is_empty()).then(|| {
+                (rates.iter().copied().fold(f64::NAN, f64::min),
+                 rates.iter().copied().fold(f64::NAN, f64::max))
+            });
+            proptest::prop_assert_eq!(rate_extremes(&g), want);
         }
     }
 

@@ -19,7 +19,9 @@
 //! the simulator (see the README). Finally a centred sliding window of 16
 //! averages all smoothed observations.
 
-use super::bass::{average_ranges, bass_smooth, find_events, mean_send_gap_ns, BassParams};
+use super::bass::{
+    any_spike, average_ranges, bass_smooth, find_events, mean_send_gap_ns, BassParams,
+};
 use crate::stream::Gap;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,6 +87,7 @@ pub fn window_average_into(gaps: &[Gap], window: usize, out: &mut Vec<Gap>) {
     let ahead = window - half;
     let (mut lo, mut hi) = (0usize, 0usize);
     let mut acc = [0.0f64; 4];
+    let full_inverse = window.is_power_of_two().then(|| 1.0 / window as f64);
     for (j, g) in gaps.iter().enumerate() {
         let want_hi = (j + ahead).min(n);
         while hi < want_hi {
@@ -104,8 +107,16 @@ pub fn window_average_into(gaps: &[Gap], window: usize, out: &mut Vec<Gap>) {
             acc[3] -= x.recv_bytes;
             lo += 1;
         }
-        let k = (hi - lo) as f64;
-        let avg = acc.map(|a| a / k);
+        let k = hi - lo;
+        // A full window of a power-of-two length (the paper's 16) divides
+        // exactly by multiplying with its inverse.
+        let avg = match full_inverse {
+            Some(inv) if k == window => acc.map(|a| a * inv),
+            _ => {
+                let k = k as f64;
+                acc.map(|a| a / k)
+            }
+        };
         out.push(Gap {
             send_ns: avg[0],
             recv_ns: avg[1],
@@ -184,12 +195,12 @@ fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, Vec<Gap>, usi
         }
         factor *= params.threshold_decay;
         let scale = mean_send_gap_ns(&cur).abs() * factor;
-        let found = find_events(
-            &cur,
-            params.bass.spike_up * scale,
-            params.bass.spike_down * scale,
-            true,
-        );
+        let (up, down) = (params.bass.spike_up * scale, params.bass.spike_down * scale);
+        // After pass 1 most streams show no spike at all: nothing to merge.
+        if !any_spike(&cur, up, down) {
+            return (cur, windowed, passes, false);
+        }
+        let found = find_events(&cur, up, down, true);
         // Only events that merge more than one distinct value change anything.
         let merging: Vec<_> = found
             .events
