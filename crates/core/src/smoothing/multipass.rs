@@ -75,7 +75,9 @@ pub fn window_average(gaps: &[Gap], window: usize) -> Vec<Gap> {
 }
 
 /// [`window_average`] into `out` (cleared first), reusing its memory.
-/// Running sums over `[lo, hi)`: O(n) whatever the window.
+/// Running sums over `[lo, hi)`: O(n) whatever the window. After output 0
+/// each step adds at most the one gap entering the window, then drops at
+/// most the one leaving it.
 pub fn window_average_into(gaps: &[Gap], window: usize, out: &mut Vec<Gap>) {
     out.clear();
     if window <= 1 {
@@ -83,33 +85,20 @@ pub fn window_average_into(gaps: &[Gap], window: usize, out: &mut Vec<Gap>) {
         return;
     }
     let n = gaps.len();
+    out.reserve(n);
     let half = window / 2;
     let ahead = window - half;
-    let (mut lo, mut hi) = (0usize, 0usize);
     let mut acc = [0.0f64; 4];
+    let add = |acc: &mut [f64; 4], x: &Gap| {
+        acc[0] += x.send_ns;
+        acc[1] += x.recv_ns;
+        acc[2] += x.sent_bytes;
+        acc[3] += x.recv_bytes;
+    };
+    // A full window of a power-of-two length (the paper's 16) divides
+    // exactly by multiplying with its inverse.
     let full_inverse = window.is_power_of_two().then(|| 1.0 / window as f64);
-    for (j, g) in gaps.iter().enumerate() {
-        let want_hi = (j + ahead).min(n);
-        while hi < want_hi {
-            let x = &gaps[hi];
-            acc[0] += x.send_ns;
-            acc[1] += x.recv_ns;
-            acc[2] += x.sent_bytes;
-            acc[3] += x.recv_bytes;
-            hi += 1;
-        }
-        let want_lo = j.saturating_sub(half);
-        while lo < want_lo {
-            let x = &gaps[lo];
-            acc[0] -= x.send_ns;
-            acc[1] -= x.recv_ns;
-            acc[2] -= x.sent_bytes;
-            acc[3] -= x.recv_bytes;
-            lo += 1;
-        }
-        let k = hi - lo;
-        // A full window of a power-of-two length (the paper's 16) divides
-        // exactly by multiplying with its inverse.
+    let emit = |out: &mut Vec<Gap>, acc: &[f64; 4], k: usize, end_packet: u32| {
         let avg = match full_inverse {
             Some(inv) if k == window => acc.map(|a| a * inv),
             _ => {
@@ -122,8 +111,31 @@ pub fn window_average_into(gaps: &[Gap], window: usize, out: &mut Vec<Gap>) {
             recv_ns: avg[1],
             sent_bytes: avg[2],
             recv_bytes: avg[3],
-            end_packet: g.end_packet,
+            end_packet,
         });
+    };
+    let Some(first) = gaps.first() else {
+        return;
+    };
+    let mut k = ahead.min(n);
+    for x in &gaps[..k] {
+        add(&mut acc, x);
+    }
+    emit(out, &acc, k, first.end_packet);
+    for j in 1..n {
+        if j + ahead <= n {
+            add(&mut acc, &gaps[j + ahead - 1]);
+            k += 1;
+        }
+        if j > half {
+            let x = &gaps[j - half - 1];
+            acc[0] -= x.send_ns;
+            acc[1] -= x.recv_ns;
+            acc[2] -= x.sent_bytes;
+            acc[3] -= x.recv_bytes;
+            k -= 1;
+        }
+        emit(out, &acc, k, gaps[j].end_packet);
     }
 }
 
@@ -242,6 +254,54 @@ mod tests {
         assert_eq!(w[2].recv_ns, 6.0);
         assert_eq!(w[4].recv_ns, 12.0);
         assert_eq!(w[4].end_packet, 4);
+    }
+
+    proptest::proptest! {
+        /// The stepped window is the plain running-sum loop's (add every
+        /// gap up to the window's end, then drop every gap before its
+        /// start, then divide), bit for bit, for any window and length.
+        #[test]
+        fn the_window_is_the_plain_loops(
+            recv in proptest::collection::vec(0.0f64..50.0, 0..70),
+            window in 1usize..24,
+        ) {
+            let g: Vec<Gap> = recv
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| gap(1.0 + r / 7.0, r, i as u32))
+                .collect();
+            let n = g.len();
+            let (half, mut want) = (window / 2, Vec::new());
+            let (mut lo, mut hi, mut acc) = (0usize, 0usize, [0.0f64; 4]);
+            for (j, x) in g.iter().enumerate() {
+                while hi < (j + window - half).min(n) {
+                    let y = &g[hi];
+                    for (a, v) in acc.iter_mut().zip([y.send_ns, y.recv_ns, y.sent_bytes, y.recv_bytes]) {
+                        *a += v;
+                    }
+                    hi += 1;
+                }
+                while lo < j.saturating_sub(half) {
+                    let y = &g[lo];
+                    for (a, v) in acc.iter_mut().zip([y.send_ns, y.recv_ns, y.sent_bytes, y.recv_bytes]) {
+                        *a -= v;
+                    }
+                    lo += 1;
+                }
+                let k = (hi - lo) as f64;
+                want.push(Gap {
+                    send_ns: acc[0] / k,
+                    recv_ns: acc[1] / k,
+                    sent_bytes: acc[2] / k,
+                    recv_bytes: acc[3] / k,
+                    end_packet: x.end_packet,
+                });
+            }
+            if window <= 1 {
+                want = g.clone();
+            }
+            proptest::prop_assert_eq!(window_average(&g, window), want);
+        }
     }
 
     #[test]
