@@ -155,12 +155,17 @@ pub struct AnalysisParams {
     pub capacity_bps: Option<f64>,
 }
 
-/// Losses in a multi-rate stream: above `at_most_above`, or above
-/// `at_most_unless_congested_above` while the gaps read "not congested"
-/// (at least) or nothing and the loss grows with the rate (the upper half
-/// of the sub-streams lost more than twice the lower half's share and 2
-/// points more), the path carried less than the stream's lowest rate for
-/// a while, and the answer is "at most" that rate. Seen on real tbf
+/// Losses in a multi-rate stream: above `at_most_above`, or, while the
+/// gaps read "not congested" (at least) or nothing and the loss grows with
+/// the rate (the upper half of the sub-streams lost more than twice the
+/// lower half's share and 2 points more), above
+/// `at_most_unless_congested_above` in the whole stream or in one
+/// sub-stream, a queue overflowed, and the answer is "at most" the rate of
+/// the slowest sub-stream that lost more than that share and more than
+/// twice the share of the slower ones plus 2 points (where the overflow
+/// began; the lowest rate when none did: the path carried less than it).
+/// Answering the lowest rate for every such stream was wrong at 100 Gbit/s,
+/// where the queue overflowed only in the top sub-streams. Seen on real tbf
 /// bottlenecks with small queues: gaps that span losses look uncongested
 /// (send and receive gaps both cover the lost packets), and a lossy
 /// stream was read as "at least" its top rate. A queue that overflows
@@ -549,33 +554,83 @@ fn multi_rate(
     let mut trial = tracker.clone();
     let a = multi_rate_gaps(stream, &subs, loss, method, params, base, &mut trial);
     let rule = params.multirate_loss;
+    let share = rule.at_most_unless_congested_above;
+    let overflow = first_overflowing_rate(stream, &subs, share);
+    // An exact crossing at or above the rate where the queue overflowed
+    // was read through gaps that span the losses (they look uncongested):
+    // the loss says the available bandwidth lies below that rate.
+    let crossing_past_overflow =
+        a.bound == Bound::Exact && matches!((a.abw_bps, overflow), (Some(e), Some(o)) if e >= o);
     let lossy = loss > rule.at_most_above
-        || (loss > rule.at_most_unless_congested_above
-            && matches!(a.bound, Bound::AtLeast | Bound::None)
+        || ((matches!(a.bound, Bound::AtLeast | Bound::None)
+            && (loss > share || overflow.is_some())
+            || crossing_past_overflow)
             && loss_grows_with_rate_in(stream, &subs));
     if !lossy {
         *tracker = trial;
+        return a;
     }
-    let lowest_bps = subs
+    let Some(lowest_bps) = subs
         .iter()
         .map(|s| s.rate_bps)
         .filter(|r| r.is_finite() && *r > 0.0)
-        .reduce(f64::min);
-    if let (true, Some(lowest), Method::Bart) = (lossy, lowest_bps, method) {
-        tracker.at_most(lowest);
+        .reduce(f64::min)
+    else {
+        return a;
+    };
+    let overflow_bps = overflow.unwrap_or(lowest_bps);
+    let lowest = overflow_bps == lowest_bps;
+    if method == Method::Bart {
+        tracker.at_most(overflow_bps);
     }
-    match (lossy, lowest_bps) {
-        (true, Some(lowest)) => Analysis {
-            bound: Bound::AtMost,
-            abw_bps: Some(lowest),
-            reason: Some(format!(
-                "lost {:.0} % of the stream: the path carried less than its lowest rate",
-                loss * 100.0
-            )),
-            ..a
-        },
-        _ => a,
+    let reason = if lowest {
+        format!(
+            "lost {:.0} % of the stream: the path carried less than its lowest rate",
+            loss * 100.0
+        )
+    } else {
+        format!(
+            "lost {:.0} % of the stream, from the {:.3} Gbit/s sub-stream on: \
+             a queue overflowed there",
+            loss * 100.0,
+            overflow_bps / 1e9
+        )
+    };
+    Analysis {
+        bound: Bound::AtMost,
+        abw_bps: Some(overflow_bps),
+        reason: Some(reason),
+        ..a
     }
+}
+
+/// The rate of the slowest sub-stream that lost more than `min_share`,
+/// and more than 2 points plus twice the share of all slower ones: where a
+/// queue overflowed (drop-tail loss starts at a rate above the available
+/// bandwidth and grows with the rate). `None` when none did.
+fn first_overflowing_rate(
+    stream: &ProbeStream,
+    subs: &[crate::stream::SubStream],
+    min_share: f64,
+) -> Option<f64> {
+    let mut by_rate: Vec<_> = subs
+        .iter()
+        .filter(|s| s.rate_bps.is_finite() && s.rate_bps > 0.0)
+        .collect();
+    by_rate.sort_by(|a, b| a.rate_bps.total_cmp(&b.rate_bps));
+    let (mut sent, mut lost) = (0usize, 0usize);
+    for s in by_rate {
+        let pk = &stream.packets[s.start..s.end];
+        let here = pk.iter().filter(|p| p.recv_ns.is_none()).count();
+        let share = here as f64 / pk.len().max(1) as f64;
+        let before = lost as f64 / sent.max(1) as f64;
+        if share > min_share && share > 2.0 * before + 0.02 {
+            return Some(s.rate_bps);
+        }
+        sent += pk.len();
+        lost += here;
+    }
+    None
 }
 
 /// Whether the upper half of a multi-rate stream's sub-streams (by rate)
@@ -949,6 +1004,51 @@ mod tests {
         }
         assert_eq!(drop_every(8).bound, Bound::AtLeast);
         assert_eq!(drop_every(50).bound, Bound::AtLeast);
+    }
+
+    /// Loss only where a queue overflowed says where: 2.8-5.2 Gbit/s
+    /// under 7.5 available reads "at least" 5.2 clean. Lose every 10th
+    /// packet of the 5.2 sub-stream only (2 % of the stream, under the 5 %
+    /// the whole-stream rule asks): "at most" 5.2, not 2.8. Lose every 5th
+    /// of 4.6 and every other one of 5.2 (13 %): "at most" 4.6, where the
+    /// loss began. And 4.9-9.1 (exact near 7.5 clean) losing every 10th,
+    /// 5th, 3rd and 2nd packet from 5.95 on: the gaps across the losses
+    /// read a crossing above 5.95, the loss puts it under: "at most" 5.95.
+    #[test]
+    fn overflow_loss_bounds_at_the_rate_where_it_began() {
+        let p = AnalysisParams::default();
+        let read = |centre: f64, drop: &dyn Fn(usize, usize) -> bool| {
+            let sched = multi_rate_schedule(&rates_around(centre, 0.3, 5), 64, 9000);
+            let mut s = coalesced(2.5e9).stream(0, &sched, 9000);
+            for (i, pk) in s.packets.iter_mut().enumerate() {
+                if drop(i / 64, i % 64) {
+                    pk.recv_ns = None;
+                }
+            }
+            analyze(&s, StreamKind::MultiRate, Method::Multirate, &p)
+        };
+        let a = read(4e9, &|sub, k| sub == 4 && k % 10 == 9);
+        assert_eq!(a.bound, Bound::AtMost, "{a:?}");
+        assert!((a.abw_bps.unwrap() / 5.2e9 - 1.0).abs() < 0.01, "{a:?}");
+        assert!(
+            a.reason.as_deref().unwrap().contains("from the 5.200"),
+            "{a:?}"
+        );
+        let a = read(4e9, &|sub, k| {
+            (sub == 3 && k % 5 == 4) || (sub == 4 && k % 2 == 1)
+        });
+        assert_eq!(a.bound, Bound::AtMost, "{a:?}");
+        assert!((a.abw_bps.unwrap() / 4.6e9 - 1.0).abs() < 0.01, "{a:?}");
+        let clean = read(7e9, &|_, _| false);
+        assert_eq!(clean.bound, Bound::Exact, "{clean:?}");
+        assert!(
+            (clean.abw_bps.unwrap() / 7.5e9 - 1.0).abs() < 0.1,
+            "{clean:?}"
+        );
+        let every = [0, 10, 5, 3, 2];
+        let a = read(7e9, &|sub, k| sub >= 1 && k % every[sub] == every[sub] - 1);
+        assert_eq!(a.bound, Bound::AtMost, "{a:?}");
+        assert!((a.abw_bps.unwrap() / 5.95e9 - 1.0).abs() < 0.01, "{a:?}");
     }
 
     /// BART on 10 Gbit/s with 4 of cross traffic (6 available): a stream

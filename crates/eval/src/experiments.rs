@@ -311,6 +311,10 @@ pub struct ErrorDist {
     /// Sorted relative errors of the exact estimates.
     pub errors: Vec<f64>,
     pub streams: usize,
+    /// Streams answered with a bound on the wrong side of their own truth
+    /// (at least a rate 10 % above it, at most one 10 % below it); `None`
+    /// where not counted.
+    pub wrong_bounds: Option<usize>,
 }
 
 impl ErrorDist {
@@ -348,18 +352,27 @@ fn multi_samples(
     })
 }
 
-fn errors_of(samples: &[Sample], method: Method, params: &AnalysisParams) -> Vec<f64> {
+/// The exact estimates' sorted relative errors, and the bounds on the
+/// wrong side of their stream's truth.
+fn errors_of(samples: &[Sample], method: Method, params: &AnalysisParams) -> (Vec<f64>, usize) {
+    use tightlink_core::Bound;
+    let mut wrong = 0;
     let mut errs: Vec<f64> = samples
         .iter()
         .filter_map(|s| {
             let a = analyze(&s.stream, StreamKind::MultiRate, method, params);
-            (a.bound == tightlink_core::Bound::Exact)
-                .then_some(a.abw_bps?)
-                .map(|e| (e - s.truth_bps) / s.truth_bps)
+            let e = a.abw_bps?;
+            match a.bound {
+                Bound::Exact => return Some((e - s.truth_bps) / s.truth_bps),
+                Bound::AtLeast if s.truth_bps < 0.9 * e => wrong += 1,
+                Bound::AtMost if s.truth_bps > 1.1 * e => wrong += 1,
+                _ => {}
+            }
+            None
         })
         .collect();
     errs.sort_by(f64::total_cmp);
-    errs
+    (errs, wrong)
 }
 
 /// Fig. 14/15 on one path: 5 rates x 64 packets, Range 30 %.
@@ -372,10 +385,12 @@ pub fn multirate_errors(base_seed: u64, case: &PathCase, n: usize) -> Vec<ErrorD
                 consistency: v.consistency,
                 ..AnalysisParams::default()
             };
+            let (errors, wrong) = errors_of(&samples, v.method, &params);
             ErrorDist {
                 label: v.label.to_string(),
-                errors: errors_of(&samples, v.method, &params),
+                errors,
                 streams: samples.len(),
+                wrong_bounds: Some(wrong),
             }
         })
         .collect()
@@ -485,10 +500,12 @@ pub fn sensitivity(base_seed: u64, case: &PathCase, n: usize) -> Vec<Sensitivity
     grid.into_iter()
         .map(|(range, per_rate)| {
             let samples = multi_samples(base_seed, case.target, n, range, per_rate);
+            let (errors, wrong) = errors_of(&samples, Method::Multirate, &params);
             let d = ErrorDist {
                 label: String::new(),
-                errors: errors_of(&samples, Method::Multirate, &params),
+                errors,
                 streams: samples.len(),
+                wrong_bounds: Some(wrong),
             };
             SensitivityCell {
                 range,
@@ -597,11 +614,13 @@ pub fn chirp_errors(base_seed: u64, case: &PathCase, n: usize) -> ChirpRow {
             label: "per chirp".into(),
             errors: per,
             streams: samples.len(),
+            wrong_bounds: None,
         },
         means: ErrorDist {
             label: format!("mean of {CHIRP_SMOOTHING}"),
             errors: means,
             streams: groups,
+            wrong_bounds: None,
         },
     }
 }
@@ -759,6 +778,7 @@ mod tests {
             label: "x".into(),
             errors: vec![-0.2, -0.05, 0.0, 0.08, 0.3],
             streams: 10,
+            wrong_bounds: None,
         };
         assert_eq!(d.within(0.10), 0.3);
         assert_eq!(d.answered(), 0.5);

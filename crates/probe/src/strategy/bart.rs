@@ -17,8 +17,8 @@
 //! lowest rate the stream probed is a line drawn through a burst that
 //! saturated the link (every rate strained, steeply): the next stream
 //! scans wide again (+-80 %) around that lowest rate, so the filter can
-//! climb back. A stream that the loss rule reads "at most" its lowest
-//! rate overflowed a queue: the filter leaves it out and the next stream
+//! climb back. A stream that the loss rule reads "at most" the rate where
+//! its loss began overflowed a queue: the filter leaves it out and the next stream
 //! is centred below it, as the multi-rate strategy does.
 //!
 //! Following (`follow`): no stable or ceiling stop, the filter allows the
