@@ -834,6 +834,22 @@ mod tests {
         assert_eq!(prcmt.streams, 40);
     }
 
+    /// On 60 bursty streams: the default multi-pass (same thresholds)
+    /// answers as single pass does; a pass merges something only when
+    /// the thresholds shrink, and more often the more they shrink.
+    #[test]
+    fn multipass_report_rows() {
+        let rows = multipass_report(3, &TEN_GIG[0], 60);
+        assert_eq!(rows.len(), 1 + THRESHOLD_DECAYS.len());
+        assert_eq!(rows[0].threshold_decay, None);
+        assert_eq!(rows[1].errors.errors, rows[0].errors.errors);
+        assert_eq!(rows[1].merged, 0.0);
+        assert!(rows[1].mean_passes >= 1.0);
+        let merged: Vec<f64> = rows[1..].iter().map(|r| r.merged).collect();
+        assert!(merged.windows(2).all(|w| w[0] <= w[1]), "{merged:?}");
+        assert!(merged[merged.len() - 1] > 0.5, "{merged:?}");
+    }
+
     #[test]
     fn error_dist_shares_by_hand() {
         let d = ErrorDist {
