@@ -581,13 +581,45 @@ fn multi_rate(
     // The queue may have started growing well below where it overflowed
     // (a deep queue absorbs the first sub-streams above the available
     // bandwidth): the delays of the packets that got through show where.
-    let overflow_bps = match queue_onset_rate(stream, &subs) {
-        Some(onset) => onset.min(overflow.unwrap_or(lowest_bps)),
-        None => overflow.unwrap_or(lowest_bps),
+    let onset = queue_onset(stream, &subs);
+    let overflow_bps = overflow.unwrap_or(lowest_bps);
+    // (BART's answer is its filter's, which a lossy stream does not move.)
+    if let Some(j) = onset
+        .filter(|o| o.quiet_before && subs[o.index].rate_bps <= overflow_bps)
+        .filter(|_| method != Method::Bart)
+        .map(|o| o.index)
+    {
+        // The queue grew for good from sub-stream j and not during the one
+        // before: the available bandwidth lies between their rates, and
+        // the midpoint is off by half a step at most. (The receive rate of
+        // sub-stream j, clamped to the two, read worse on the simulator:
+        // a few receive batches make its time.)
+        let (below, at) = (subs[j - 1].rate_bps, subs[j].rate_bps);
+        if gaps_inside_bracket(a.bound, a.abw_bps, below, at) {
+            *tracker = trial;
+            return a;
+        }
+        return Analysis {
+            bound: Bound::Exact,
+            abw_bps: Some(0.5 * (below + at)),
+            reason: Some(format!(
+                "lost {:.0} % of the stream; the queue grew from the {:.3} Gbit/s \
+                 sub-stream on and not before: between {:.3} and {:.3}",
+                loss * 100.0,
+                at / 1e9,
+                below / 1e9,
+                at / 1e9
+            )),
+            ..a
+        };
+    }
+    let bound_bps = match onset {
+        Some(o) => subs[o.index].rate_bps.min(overflow_bps),
+        None => overflow_bps,
     };
-    let lowest = overflow_bps == lowest_bps;
+    let lowest = bound_bps == lowest_bps;
     if method == Method::Bart {
-        tracker.at_most(overflow_bps);
+        tracker.at_most(bound_bps);
     }
     let reason = if lowest {
         format!(
@@ -596,18 +628,26 @@ fn multi_rate(
         )
     } else {
         format!(
-            "lost {:.0} % of the stream, from the {:.3} Gbit/s sub-stream on: \
-             a queue overflowed there",
+            "lost {:.0} % of the stream; a queue grew from the {:.3} Gbit/s sub-stream on",
             loss * 100.0,
-            overflow_bps / 1e9
+            bound_bps / 1e9
         )
     };
     Analysis {
         bound: Bound::AtMost,
-        abw_bps: Some(overflow_bps),
+        abw_bps: Some(bound_bps),
         reason: Some(reason),
         ..a
     }
+}
+
+/// Whether the gaps' answer stands inside the bracket the delays of a
+/// lossy stream gave: an exact crossing strictly between the two rates is
+/// finer than their midpoint (on a bare tbf, where the loss begins at the
+/// rate that crosses it). One at the lower rate is the gaps' run starting
+/// inside the quiet sub-stream, not the queue's.
+fn gaps_inside_bracket(bound: Bound, abw_bps: Option<f64>, below: f64, at: f64) -> bool {
+    matches!((bound, abw_bps), (Bound::Exact, Some(e)) if below < e && e < at)
 }
 
 /// The rate of the slowest sub-stream that lost more than `min_share`,
@@ -648,7 +688,7 @@ fn first_overflowing_rate(
 /// delay of a sub-stream is robust to receive batches (the packet stamped
 /// just after it arrived) and to loss (only survivors count). `None` when
 /// no sub-stream shows it, or with fewer than two sub-streams.
-fn queue_onset_rate(stream: &ProbeStream, subs: &[crate::stream::SubStream]) -> Option<f64> {
+fn queue_onset(stream: &ProbeStream, subs: &[crate::stream::SubStream]) -> Option<Onset> {
     let floors: Vec<Option<i128>> = subs
         .iter()
         .map(|s| {
@@ -661,23 +701,48 @@ fn queue_onset_rate(stream: &ProbeStream, subs: &[crate::stream::SubStream]) -> 
                 .min()
         })
         .collect();
-    for (j, s) in subs.iter().enumerate().take(subs.len().saturating_sub(1)) {
-        let Some(floor) = floors[j] else { continue };
+    // How far the floor must rise during sub-stream j to count.
+    let slack = |j: usize| {
+        let s = &subs[j];
         let n = s.end - s.start;
         if n < 2 || !(s.rate_bps.is_finite() && s.rate_bps > 0.0) {
-            continue;
+            return None;
         }
         let span =
             stream.packets[s.end - 1].send_ns as i128 - stream.packets[s.start].send_ns as i128;
-        let slack = (2 * span / (n as i128 - 1)).max(span * 3 / 40);
+        Some((2 * span / (n as i128 - 1)).max(span * 3 / 40))
+    };
+    for j in 0..subs.len().saturating_sub(1) {
+        let (Some(floor), Some(slack_j)) = (floors[j], slack(j)) else {
+            continue;
+        };
         if floors[j + 1..]
             .iter()
-            .all(|f| f.is_some_and(|f| f > floor + slack))
+            .all(|f| f.is_none_or(|f| f > floor + slack_j))
         {
-            return Some(s.rate_bps);
+            // Sub-stream j - 1 was quiet if its floor rose by under a third
+            // of what would have counted.
+            let quiet_before = j >= 1
+                && matches!(
+                    (floors[j - 1], slack(j - 1)),
+                    (Some(before), Some(s)) if 3 * (floor - before) < s
+                );
+            return Some(Onset {
+                index: j,
+                quiet_before,
+            });
         }
     }
     None
+}
+
+/// Where a multi-rate stream's queue began to grow for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Onset {
+    /// The sub-stream during which it grew.
+    index: usize,
+    /// Whether the sub-stream before it showed no growth to speak of.
+    quiet_before: bool,
 }
 
 /// Whether the upper half of a multi-rate stream's sub-streams (by rate)
@@ -1126,11 +1191,15 @@ mod tests {
     /// sub-stream 1 that drains in sub-stream 2 is no onset. The stream's
     /// first packet, stamped at once (delay 0 where the rest of sub-stream
     /// 0 reads 30 us), is left out: counted, every later floor would lie
-    /// 30 us above it, an onset at 1 Gbit/s.
+    /// 30 us above it, an onset at 1 Gbit/s. A lossy stream whose queue
+    /// grew from 2 and not at all during 1 reads between them.
     #[test]
     fn queue_onset_by_hand() {
         let p = AnalysisParams::default();
-        let onset = |s: &ProbeStream| queue_onset_rate(s, &s.sub_streams(p.gap_tolerance));
+        let onset = |s: &ProbeStream| {
+            let subs = s.sub_streams(p.gap_tolerance);
+            queue_onset(s, &subs).map(|o| subs[o.index].rate_bps)
+        };
         let grows_from = |from: usize, rise: f64| {
             stream_with_delays(move |j, k, since| {
                 Some(match j {
@@ -1162,18 +1231,39 @@ mod tests {
         });
         assert_eq!(onset(&burst), None);
         // Loss from 4 Gbit/s on, every other packet, with the queue grown
-        // from 2: "at most" 2, not 4 where the loss began.
-        let lossy = stream_with_delays(|j, k, since| {
-            (j < 3 || k % 2 == 0).then(|| match j {
-                0 if k == 0 => 0,
-                0 => 10_000,
-                1 => 10_000 + since / 5,
-                _ => 26_000,
+        // from 2 and not during 1: between the two, 1.5 (not "at most" 4,
+        // where the loss began).
+        let lossy = |rise_during_1_ns: i64| {
+            stream_with_delays(move |j, k, since| {
+                (j < 3 || k % 2 == 0).then(|| match j {
+                    0 if k == 0 => 0,
+                    0 => 10_000 + rise_during_1_ns * since / 152_000,
+                    1 => 10_000 + rise_during_1_ns + since / 5,
+                    _ => 32_000,
+                })
             })
-        });
-        let a = analyze(&lossy, StreamKind::MultiRate, Method::Multirate, &p);
+        };
+        let a = analyze(&lossy(0), StreamKind::MultiRate, Method::Multirate, &p);
+        assert_eq!(a.bound, Bound::Exact, "{a:?}");
+        assert!((a.abw_bps.unwrap() / 1.5e9 - 1.0).abs() < 0.01, "{a:?}");
+        assert!(a.reason.as_deref().unwrap().contains("between"), "{a:?}");
+        // Sub-stream 0's floor rising 6 us on the way (over a third of
+        // the 16 us that would count at 1 Gbit/s): not quiet, so only
+        // "at most" 2.
+        let a = analyze(&lossy(6080), StreamKind::MultiRate, Method::Multirate, &p);
         assert_eq!(a.bound, Bound::AtMost, "{a:?}");
         assert!((a.abw_bps.unwrap() / 2e9 - 1.0).abs() < 0.01, "{a:?}");
+    }
+
+    /// Bracket 1-2: the gaps' exact 1.7 stands; 1.0 (its lower end), 2.0,
+    /// a bound or nothing do not (the midpoint is answered instead).
+    #[test]
+    fn gaps_inside_the_bracket_by_hand() {
+        assert!(gaps_inside_bracket(Bound::Exact, Some(1.7), 1.0, 2.0));
+        assert!(!gaps_inside_bracket(Bound::Exact, Some(1.0), 1.0, 2.0));
+        assert!(!gaps_inside_bracket(Bound::Exact, Some(2.0), 1.0, 2.0));
+        assert!(!gaps_inside_bracket(Bound::AtLeast, Some(1.7), 1.0, 2.0));
+        assert!(!gaps_inside_bracket(Bound::None, None, 1.0, 2.0));
     }
 
     /// BART on 10 Gbit/s with 4 of cross traffic (6 available): a stream
