@@ -568,6 +568,25 @@ fn multi_rate(
             && loss_grows_with_rate_in(stream, &subs));
     if !lossy {
         *tracker = trial;
+        // The delay floors bracket the queue's start when they show it:
+        // an exact crossing the gaps placed outside that bracket is moved
+        // to its nearer end (BART answers from its filter instead).
+        if let (Bound::Exact, Some(e), Some(o), false) = (
+            a.bound,
+            a.abw_bps,
+            queue_onset(stream, &subs),
+            method == Method::Bart,
+        ) {
+            if o.quiet_before {
+                let (below, at) = (subs[o.index - 1].rate_bps, subs[o.index].rate_bps);
+                if e < below || e > at {
+                    return Analysis {
+                        abw_bps: Some(e.clamp(below, at)),
+                        ..a
+                    };
+                }
+            }
+        }
         return a;
     }
     let Some(lowest_bps) = subs

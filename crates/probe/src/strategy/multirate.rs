@@ -17,8 +17,8 @@
 //! Futility: the interval narrows as 1/sqrt(n), so `n` answers whose
 //! interval is `h` wide reach the tolerance only after `n (h / tol m)^2`
 //! streams. From `swing_min_answers` exact estimates (or twice as many
-//! answers of any kind, bounds at their bound, while too few are exact
-//! for the stable rule), if that count exceeds what the budget has left,
+//! answers of any kind, bounds at their bound, while fewer are exact),
+//! if that count exceeds what the budget has left,
 //! the run stops with reason `swings`: the median, with the answers' 10th
 //! to 90th percentiles as its range (how far the available bandwidth
 //! swung between streams). Three answers near the ceiling after one that
@@ -169,9 +169,11 @@ pub fn run(
         let left = s.streams_left(request.bytes());
         let tol = params.stable_tolerance;
         let mut futile = swing(&exact, tol, left, params.swing_min_answers);
-        // Streams that mostly answer bounds, up and down: the stable rule
-        // cannot even be tried.
-        if futile.is_none() && exact.len() < params.min_estimates {
+        // Streams that mostly answer bounds, up and down: too few exact
+        // answers to judge the swing by (with 5 to 7 of them, neither
+        // test used to apply, and such a run could spend the budget in
+        // silence).
+        if futile.is_none() && exact.len() < params.swing_min_answers {
             futile = swing(&answers, tol, left, 2 * params.swing_min_answers);
         }
         if let Some(w) = futile {
