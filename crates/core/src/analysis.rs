@@ -283,14 +283,34 @@ pub fn analyze_tracked(
     params: &AnalysisParams,
     tracker: &mut BartTracker,
 ) -> Analysis {
-    let received = stream.received_count();
+    // One pass for the count received and the bytes after the first packet
+    // (what `received_count` and `avg_rate_bps` would read in two).
+    let (received, bytes_after_first) =
+        stream
+            .packets
+            .iter()
+            .enumerate()
+            .fold((0usize, 0u64), |(k, b), (i, p)| {
+                (
+                    k + usize::from(p.recv_ns.is_some()),
+                    b + if i > 0 { p.size_bytes as u64 } else { 0 },
+                )
+            });
+    let avg_rate_bps = match (stream.packets.first(), stream.packets.last()) {
+        (Some(a), Some(z)) if stream.len() >= 2 => crate::stream::rate_bps(
+            bytes_after_first as f64,
+            crate::stream::diff_ns(z.send_ns, a.send_ns),
+        ),
+        _ => None,
+    };
+    debug_assert_eq!(avg_rate_bps, stream.avg_rate_bps());
     let base = Analysis {
         stream_id: stream.id,
         method,
         kind,
         packets: stream.len(),
         received,
-        avg_rate_bps: stream.avg_rate_bps(),
+        avg_rate_bps,
         decision: None,
         abw_bps: None,
         bound: Bound::None,
@@ -545,7 +565,7 @@ fn multi_rate(
     base: Analysis,
     tracker: &mut BartTracker,
 ) -> Analysis {
-    let subs = stream.sub_streams(params.gap_tolerance);
+    let (subs, floors) = stream.sub_streams_with_delay_floors(params.gap_tolerance);
     let loss = 1.0 - base.received as f64 / base.packets as f64;
     // BART reads the stream on a copy of its filter: a stream the loss
     // rule below calls "at most" is a queue that overflowed, whose
@@ -555,7 +575,12 @@ fn multi_rate(
     let a = multi_rate_gaps(stream, &subs, loss, method, params, base, &mut trial);
     let rule = params.multirate_loss;
     let share = rule.at_most_unless_congested_above;
-    let overflow = first_overflowing_rate(stream, &subs, share);
+    // Without loss no sub-stream overflowed: skip the count.
+    let overflow = if loss > 0.0 {
+        first_overflowing_rate(stream, &subs, share)
+    } else {
+        None
+    };
     // An exact crossing at or above the rate where the queue overflowed
     // was read through gaps that span the losses (they look uncongested):
     // the loss says the available bandwidth lies below that rate.
@@ -571,21 +596,16 @@ fn multi_rate(
         // The delay floors bracket the queue's start when they show it:
         // an exact crossing the gaps placed outside that bracket is moved
         // to its nearer end (BART answers from its filter instead).
-        if let (Bound::Exact, Some(e), Some(o), false) = (
+        if let (Bound::Exact, Some(e), Some((below, at)), false) = (
             a.bound,
             a.abw_bps,
-            queue_onset(stream, &subs),
+            onset_bracket(queue_onset(stream, &subs, &floors), &subs),
             method == Method::Bart,
         ) {
-            if o.quiet_before {
-                let (below, at) = (subs[o.index - 1].rate_bps, subs[o.index].rate_bps);
-                if e < below || e > at {
-                    return Analysis {
-                        abw_bps: Some(e.clamp(below, at)),
-                        ..a
-                    };
-                }
-            }
+            return Analysis {
+                abw_bps: Some(e.clamp(below, at)),
+                ..a
+            };
         }
         return a;
     }
@@ -600,7 +620,7 @@ fn multi_rate(
     // The queue may have started growing well below where it overflowed
     // (a deep queue absorbs the first sub-streams above the available
     // bandwidth): the delays of the packets that got through show where.
-    let onset = queue_onset(stream, &subs);
+    let onset = queue_onset(stream, &subs, &floors);
     let overflow_bps = overflow.unwrap_or(lowest_bps);
     // (BART's answer is its filter's, which a lossy stream does not move.)
     if let Some(j) = onset
@@ -707,19 +727,12 @@ fn first_overflowing_rate(
 /// delay of a sub-stream is robust to receive batches (the packet stamped
 /// just after it arrived) and to loss (only survivors count). `None` when
 /// no sub-stream shows it, or with fewer than two sub-streams.
-fn queue_onset(stream: &ProbeStream, subs: &[crate::stream::SubStream]) -> Option<Onset> {
-    let floors: Vec<Option<i128>> = subs
-        .iter()
-        .map(|s| {
-            // The stream's first packet is left out: after idle, a
-            // coalescing receiver stamps it at once, and its delay is
-            // lower than any later packet's can be.
-            stream.packets[s.start.max(1)..s.end]
-                .iter()
-                .filter_map(|p| p.recv_ns.map(|r| r as i128 - p.send_ns as i128))
-                .min()
-        })
-        .collect();
+fn queue_onset(
+    stream: &ProbeStream,
+    subs: &[crate::stream::SubStream],
+    floors: &[Option<i64>],
+) -> Option<Onset> {
+    let floor_at = |j: usize| floors.get(j).copied().flatten().map(i128::from);
     // How far the floor must rise during sub-stream j to count.
     let slack = |j: usize| {
         let s = &subs[j];
@@ -732,18 +745,15 @@ fn queue_onset(stream: &ProbeStream, subs: &[crate::stream::SubStream]) -> Optio
         Some((2 * span / (n as i128 - 1)).max(span * 3 / 40))
     };
     for j in 0..subs.len().saturating_sub(1) {
-        let (Some(floor), Some(slack_j)) = (floors[j], slack(j)) else {
+        let (Some(floor), Some(slack_j)) = (floor_at(j), slack(j)) else {
             continue;
         };
-        if floors[j + 1..]
-            .iter()
-            .all(|f| f.is_none_or(|f| f > floor + slack_j))
-        {
+        if (j + 1..subs.len()).all(|k| floor_at(k).is_none_or(|f| f > floor + slack_j)) {
             // Sub-stream j - 1 was quiet if its floor rose by under a third
             // of what would have counted.
             let quiet_before = j >= 1
                 && matches!(
-                    (floors[j - 1], slack(j - 1)),
+                    (floor_at(j - 1), slack(j - 1)),
                     (Some(before), Some(s)) if 3 * (floor - before) < s
                 );
             return Some(Onset {
@@ -753,6 +763,13 @@ fn queue_onset(stream: &ProbeStream, subs: &[crate::stream::SubStream]) -> Optio
         }
     }
     None
+}
+
+/// The two rates the available bandwidth lies between when the queue grew
+/// for good from a sub-stream after a quiet one: (r_(j-1), r_j).
+fn onset_bracket(onset: Option<Onset>, subs: &[crate::stream::SubStream]) -> Option<(f64, f64)> {
+    let o = onset.filter(|o| o.quiet_before && o.index >= 1)?;
+    Some((subs[o.index - 1].rate_bps, subs[o.index].rate_bps))
 }
 
 /// Where a multi-rate stream's queue began to grow for good.
@@ -1216,8 +1233,8 @@ mod tests {
     fn queue_onset_by_hand() {
         let p = AnalysisParams::default();
         let onset = |s: &ProbeStream| {
-            let subs = s.sub_streams(p.gap_tolerance);
-            queue_onset(s, &subs).map(|o| subs[o.index].rate_bps)
+            let (subs, floors) = s.sub_streams_with_delay_floors(p.gap_tolerance);
+            queue_onset(s, &subs, &floors).map(|o| subs[o.index].rate_bps)
         };
         let grows_from = |from: usize, rise: f64| {
             stream_with_delays(move |j, k, since| {
@@ -1272,6 +1289,34 @@ mod tests {
         let a = analyze(&lossy(6080), StreamKind::MultiRate, Method::Multirate, &p);
         assert_eq!(a.bound, Bound::AtMost, "{a:?}");
         assert!((a.abw_bps.unwrap() / 2e9 - 1.0).abs() < 0.01, "{a:?}");
+    }
+
+    /// Rates 1-5: an onset at sub-stream 2 after a quiet one brackets
+    /// 2-3 (an answer of 3.5 becomes 3, 1.2 becomes 2, 2.5 stays); one
+    /// after a sub-stream that grew too, or at the first, brackets nothing.
+    #[test]
+    fn onset_bracket_by_hand() {
+        let subs: Vec<crate::stream::SubStream> = (0..5)
+            .map(|j| crate::stream::SubStream {
+                start: 10 * j,
+                end: 10 * j + 10,
+                rate_bps: (j + 1) as f64,
+            })
+            .collect();
+        let at = |index, quiet_before| {
+            Some(Onset {
+                index,
+                quiet_before,
+            })
+        };
+        let b = onset_bracket(at(2, true), &subs).unwrap();
+        assert_eq!(b, (2.0, 3.0));
+        assert_eq!(3.5f64.clamp(b.0, b.1), 3.0);
+        assert_eq!(1.2f64.clamp(b.0, b.1), 2.0);
+        assert_eq!(2.5f64.clamp(b.0, b.1), 2.5);
+        assert_eq!(onset_bracket(at(2, false), &subs), None);
+        assert_eq!(onset_bracket(at(0, true), &subs), None);
+        assert_eq!(onset_bracket(None, &subs), None);
     }
 
     /// Bracket 1-2: the gaps' exact 1.7 stands; 1.0 (its lower end), 2.0,

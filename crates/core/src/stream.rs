@@ -346,10 +346,25 @@ impl ProbeStream {
     /// run's first gap). Packet 0 belongs to the first run; the gap ending at
     /// packet `i` decides which run `i` belongs to.
     pub fn sub_streams(&self, tol: GapTolerance) -> Vec<SubStream> {
+        self.sub_streams_with_delay_floors(tol).0
+    }
+
+    /// [`ProbeStream::sub_streams`], and in the same pass each run's lowest
+    /// one-way delay (receive minus send stamp, ns; `None` when the run
+    /// lost every packet). Packet 0 is left out of the first run's: after
+    /// idle, a coalescing receiver stamps it at once, lower than any later
+    /// packet's delay can be. Delays saturate in `i64` (a stream's two
+    /// clocks are not centuries apart; a delay saturated at `i64::MAX`
+    /// counts as none).
+    pub fn sub_streams_with_delay_floors(
+        &self,
+        tol: GapTolerance,
+    ) -> (Vec<SubStream>, Vec<Option<i64>>) {
         let n = self.packets.len();
         let mut out = Vec::new();
+        let mut floors = Vec::new();
         if n == 0 {
-            return out;
+            return (out, floors);
         }
         // One pass: each run's rate is its bytes after the packet before it
         // (the run's first gap links it to the previous run's last packet)
@@ -364,8 +379,12 @@ impl ProbeStream {
         let mut start = 0usize;
         let mut bytes = 0u64;
         let mut reference: Option<f64> = None;
+        // i64::MAX: no packet of the run received yet.
+        let mut floor = i64::MAX;
+        let as_floor = |f: i64| (f != i64::MAX).then_some(f);
         for i in 1..n {
-            let g = diff_ns(self.packets[i].send_ns, self.packets[i - 1].send_ns);
+            let p = self.packets[i];
+            let g = diff_ns(p.send_ns, self.packets[i - 1].send_ns);
             match reference {
                 None => reference = Some(g),
                 Some(r) if (g - r).abs() > tol.abs_ns.max(tol.rel * r.abs()) => {
@@ -374,20 +393,26 @@ impl ProbeStream {
                         end: i,
                         rate_bps: rate(start.saturating_sub(1), i, bytes),
                     });
+                    floors.push(as_floor(floor));
+                    floor = i64::MAX;
                     start = i;
                     bytes = 0;
                     reference = Some(g);
                 }
                 Some(_) => {}
             }
-            bytes += self.packets[i].size_bytes as u64;
+            bytes += p.size_bytes as u64;
+            if let Some(r) = p.recv_ns {
+                floor = floor.min(r.saturating_sub(p.send_ns));
+            }
         }
         out.push(SubStream {
             start,
             end: n,
             rate_bps: rate(start.saturating_sub(1), n, bytes),
         });
-        out
+        floors.push(as_floor(floor));
+        (out, floors)
     }
 
     /// Whether any two packets arrived closer than half the smallest send
@@ -404,7 +429,7 @@ impl ProbeStream {
         let min_send_gap = self
             .packets
             .windows(2)
-            .map(|w| w[1].send_ns - w[0].send_ns)
+            .map(|w| w[1].send_ns.saturating_sub(w[0].send_ns))
             .filter(|&g| g > 0)
             .min()? as f64;
         let arrivals: Vec<i64> = self.packets.iter().filter_map(|p| p.recv_ns).collect();
