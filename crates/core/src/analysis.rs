@@ -283,27 +283,8 @@ pub fn analyze_tracked(
     params: &AnalysisParams,
     tracker: &mut BartTracker,
 ) -> Analysis {
-    // One pass for the count received and the bytes after the first packet
-    // (what `received_count` and `avg_rate_bps` would read in two).
-    let (received, bytes_after_first) =
-        stream
-            .packets
-            .iter()
-            .enumerate()
-            .fold((0usize, 0u64), |(k, b), (i, p)| {
-                (
-                    k + usize::from(p.recv_ns.is_some()),
-                    b + if i > 0 { p.size_bytes as u64 } else { 0 },
-                )
-            });
-    let avg_rate_bps = match (stream.packets.first(), stream.packets.last()) {
-        (Some(a), Some(z)) if stream.len() >= 2 => crate::stream::rate_bps(
-            bytes_after_first as f64,
-            crate::stream::diff_ns(z.send_ns, a.send_ns),
-        ),
-        _ => None,
-    };
-    debug_assert_eq!(avg_rate_bps, stream.avg_rate_bps());
+    let received = stream.received_count();
+    let avg_rate_bps = stream.avg_rate_bps();
     let base = Analysis {
         stream_id: stream.id,
         method,
