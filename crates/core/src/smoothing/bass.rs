@@ -98,7 +98,12 @@ pub fn find_events(
     keep_ends: bool,
 ) -> BassEvents {
     let n = gaps.len();
-    let mut out = BassEvents::default();
+    // Under coalescence an event every 5-15 gaps: room for them up front.
+    let mut out = BassEvents {
+        events: Vec::with_capacity(n / 4 + 1),
+        kept: Vec::with_capacity(n / 2 + 2),
+        spikes_found: false,
+    };
     if n < 2 {
         out.kept.push(0..n);
         return out;
