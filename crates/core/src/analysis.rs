@@ -163,9 +163,12 @@ pub struct AnalysisParams {
 /// sub-stream, a queue overflowed, and the answer is "at most" the rate of
 /// the slowest sub-stream that lost more than that share and more than
 /// twice the share of the slower ones plus 2 points (where the overflow
-/// began; the lowest rate when none did: the path carried less than it).
-/// Answering the lowest rate for every such stream was wrong at 100 Gbit/s,
-/// where the queue overflowed only in the top sub-streams. Seen on real tbf
+/// began; the lowest rate when none did: the path carried less than it),
+/// or lower where the survivors' delays show the queue growing for good;
+/// when the sub-stream before that one was quiet, the answer is exact,
+/// between the two rates. Answering the lowest rate for every such stream
+/// was wrong at 100 Gbit/s, where the queue overflowed only in the top
+/// sub-streams. Seen on real tbf
 /// bottlenecks with small queues: gaps that span losses look uncongested
 /// (send and receive gaps both cover the lost packets), and a lossy
 /// stream was read as "at least" its top rate. A queue that overflows
@@ -205,6 +208,17 @@ impl Default for AnalysisParams {
             bart: BartParams::default(),
             igi: IgiParams::default(),
             capacity_bps: None,
+        }
+    }
+}
+
+impl AnalysisParams {
+    /// The multi-pass smoothing parameters with this analysis's BASS
+    /// thresholds.
+    pub fn multipass_smoothing(&self) -> MultipassParams {
+        MultipassParams {
+            bass: self.bass,
+            ..self.multipass
         }
     }
 }
@@ -284,14 +298,13 @@ pub fn analyze_tracked(
     tracker: &mut BartTracker,
 ) -> Analysis {
     let received = stream.received_count();
-    let avg_rate_bps = stream.avg_rate_bps();
     let base = Analysis {
         stream_id: stream.id,
         method,
         kind,
         packets: stream.len(),
         received,
-        avg_rate_bps,
+        avg_rate_bps: stream.avg_rate_bps(),
         decision: None,
         abw_bps: None,
         bound: Bound::None,
@@ -603,18 +616,14 @@ fn multi_rate(
     // bandwidth): the delays of the packets that got through show where.
     let onset = queue_onset(stream, &subs, &floors);
     let overflow_bps = overflow.unwrap_or(lowest_bps);
-    // (BART's answer is its filter's, which a lossy stream does not move.)
-    if let Some(j) = onset
-        .filter(|o| o.quiet_before && subs[o.index].rate_bps <= overflow_bps)
-        .filter(|_| method != Method::Bart)
-        .map(|o| o.index)
-    {
-        // The queue grew for good from sub-stream j and not during the one
-        // before: the available bandwidth lies between their rates, and
-        // the midpoint is off by half a step at most. (The receive rate of
-        // sub-stream j, clamped to the two, read worse on the simulator:
-        // a few receive batches make its time.)
-        let (below, at) = (subs[j - 1].rate_bps, subs[j].rate_bps);
+    // The queue grew for good from a sub-stream, not during the one before
+    // it, and no later than the overflow: the available bandwidth lies
+    // between their rates, and the midpoint is off by half a step at most.
+    // (The receive rate of the later sub-stream, clamped to the two, read
+    // worse on the simulator: a few receive batches make its time. BART's
+    // answer is its filter's, which a lossy stream does not move.)
+    let bracket = onset_bracket(onset, &subs).filter(|&(_, at)| at <= overflow_bps);
+    if let (Some((below, at)), false) = (bracket, method == Method::Bart) {
         if gaps_inside_bracket(a.bound, a.abw_bps, below, at) {
             *tracker = trial;
             return a;
@@ -699,8 +708,10 @@ fn first_overflowing_rate(
     None
 }
 
-/// The rate of the first sub-stream (in send order) during which the queue
-/// grew for good: the lowest one-way delay of every later sub-stream lies
+/// The first sub-stream (in send order) during which the queue grew for
+/// good, and whether the one before it was quiet: the lowest one-way
+/// delay (`floors`, as [`ProbeStream::sub_streams_with_delay_floors`]
+/// gives them) of every later sub-stream lies
 /// above this one's lowest by more than two of its send gaps and 7.5 % of
 /// its send time (a rate 7.5 % of the capacity above the available
 /// bandwidth; bursts of cross traffic left up to 6 % on the simulator's
@@ -805,10 +816,7 @@ fn multi_rate_gaps(
     if !rates_increase(subs) {
         return none_with(base, "sub-stream rates do not increase through the stream");
     }
-    let mp_params = MultipassParams {
-        bass: params.bass,
-        ..params.multipass
-    };
+    let mp_params = params.multipass_smoothing();
     match method {
         Method::Multirate | Method::MultirateSinglePass => {
             let gaps = stream.gaps();

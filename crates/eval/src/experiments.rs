@@ -422,10 +422,7 @@ pub fn multipass_report(base_seed: u64, case: &PathCase, n: usize) -> Vec<Multip
         .map(|decay| {
             let mut params = AnalysisParams::default();
             params.multipass.threshold_decay = decay.unwrap_or(1.0);
-            let mp = tightlink_core::smoothing::multipass::MultipassParams {
-                bass: params.bass,
-                ..params.multipass
-            };
+            let mp = params.multipass_smoothing();
             let runs: Vec<(usize, bool)> = gaps
                 .par_iter()
                 .map(|g| {

@@ -262,20 +262,20 @@ fn bracket_interior_crossing(g: &[Gap], k: usize, subs: &[SubStream], e: Estimat
 fn rate_extremes(g: &[Gap]) -> Option<(f64, f64)> {
     let mut lo = [f64::INFINITY; 4];
     let mut hi = [f64::NEG_INFINITY; 4];
-    let mut chunks = g.chunks_exact(4);
-    for c in &mut chunks {
-        for l in 0..4 {
-            if let Some(r) = smoothed_rate(&c[l]) {
-                lo[l] = lo[l].min(r);
-                hi[l] = hi[l].max(r);
-            }
-        }
-    }
-    for (l, x) in chunks.remainder().iter().enumerate() {
+    let mut take = |l: usize, x: &Gap| {
         if let Some(r) = smoothed_rate(x) {
             lo[l] = lo[l].min(r);
             hi[l] = hi[l].max(r);
         }
+    };
+    let mut chunks = g.chunks_exact(4);
+    for c in &mut chunks {
+        for (l, x) in c.iter().enumerate() {
+            take(l, x);
+        }
+    }
+    for (l, x) in chunks.remainder().iter().enumerate() {
+        take(l, x);
     }
     let lo = lo.into_iter().fold(f64::INFINITY, f64::min);
     let hi = hi.into_iter().fold(f64::NEG_INFINITY, f64::max);

@@ -95,6 +95,12 @@ pub fn window_average_into(gaps: &[Gap], window: usize, out: &mut Vec<Gap>) {
         acc[2] += x.sent_bytes;
         acc[3] += x.recv_bytes;
     };
+    let sub = |acc: &mut [f64; 4], x: &Gap| {
+        acc[0] -= x.send_ns;
+        acc[1] -= x.recv_ns;
+        acc[2] -= x.sent_bytes;
+        acc[3] -= x.recv_bytes;
+    };
     // A full window of a power-of-two length (the paper's 16) divides
     // exactly by multiplying with its inverse.
     let full_inverse = window.is_power_of_two().then(|| 1.0 / window as f64);
@@ -128,11 +134,7 @@ pub fn window_average_into(gaps: &[Gap], window: usize, out: &mut Vec<Gap>) {
             k += 1;
         }
         if j > half {
-            let x = &gaps[j - half - 1];
-            acc[0] -= x.send_ns;
-            acc[1] -= x.recv_ns;
-            acc[2] -= x.sent_bytes;
-            acc[3] -= x.recv_bytes;
+            sub(&mut acc, &gaps[j - half - 1]);
             k -= 1;
         }
         emit(out, &acc, k, gaps[j].end_packet);
