@@ -142,3 +142,45 @@ fn swinging_path_is_reported_as_swinging() {
     }
     assert!(honest >= 8, "{honest}/10 runs bound the truth");
 }
+
+/// At 100 Gbit/s a 125 us receive batch holds 174 packets of 9000 B, and
+/// the first (wide) stream's 64 packets per rate fit in less than one:
+/// it read "at most" its lowest rate (10 Gbit/s), and the streams after it
+/// climbed from there, 30 % at a time, until the budget ran out. The scan
+/// is sent again, long enough to span the batches, and the next streams
+/// start near the truth.
+#[test]
+fn a_scan_shorter_than_the_receive_batches_is_sent_again() {
+    for seed in 1..=3 {
+        let target = format!("sim:hops=100G+100G,cross=none+smoothed:25G,seed={seed}");
+        let mut ch = tightlink_core::channel::Recorder::new(SimChannel::new(
+            parse_sim_target(&target).unwrap(),
+            &target,
+        ));
+        let mut progress = |_: f64| {};
+        let r = strategy::Method::Multirate
+            .run(
+                &mut ch,
+                &AnalysisParams::default(),
+                Budget::default(),
+                &mut progress,
+            )
+            .unwrap();
+        let sizes: Vec<usize> = ch.streams.iter().map(|s| s.packets.len()).collect();
+        eprintln!("seed {seed}: {sizes:?} {:?} {:+.3}", r.bound, rel(&r));
+        // The first scan: 5 x 64; the second: 5 rates over the same range,
+        // each spanning four batches at 90 Gbit/s (625 packets).
+        assert_eq!(&sizes[..2], &[320, 3125], "seed {seed}");
+        // The third stream is centred near the truth (75 Gbit/s), not
+        // below the scan's lowest rate.
+        let third = &ch.streams[2];
+        let rates = third.sub_streams(AnalysisParams::default().gap_tolerance);
+        let centre = rates[rates.len() / 2].rate_bps;
+        assert!(
+            centre > 40e9,
+            "seed {seed}: third stream centred at {centre:.3e}"
+        );
+        assert_eq!(r.bound, Bound::Exact, "seed {seed}: {r:?}");
+        assert!(rel(&r).abs() <= 0.15, "seed {seed}: {:+.3}", rel(&r));
+    }
+}
