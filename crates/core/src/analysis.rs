@@ -442,6 +442,44 @@ fn from_trend(base: Analysis, t: TrendOutcome) -> Analysis {
     }
 }
 
+/// BASS averages the gaps over buffering events (receive batches); a
+/// stream that arrived in fewer than this many batches gives it too few:
+/// on the simulator's 100 Gbit/s path with 125 us coalescence, PRC-MT
+/// after BASS was wrong about 25-31 % of streams of 320-640 packets (2-5
+/// batches) and 12 % at 1280 (9), where the delays were wrong 7-10 %;
+/// at 3200 packets (23 batches) BASS was the better (6 % against 9 %).
+const FEW_RECEIVE_BATCHES: usize = 16;
+
+/// A single-rate stream that arrived in few receive batches but is long
+/// enough for the delay test: it is above the available bandwidth when
+/// its queue grew ([`queue_grew_over`]), below otherwise.
+fn decided_by_delay(stream: &ProbeStream, base: &Analysis) -> Option<Analysis> {
+    let batches = stream.receive_batch_count()?;
+    if batches >= FEW_RECEIVE_BATCHES {
+        return None;
+    }
+    let grew = queue_grew_over(stream, 0, stream.len())?;
+    let decision = if grew {
+        Decision::Above
+    } else {
+        Decision::Below
+    };
+    Some(Analysis {
+        decision: Some(decision),
+        bound: single_bound(decision),
+        reason: Some(format!(
+            "{batches} receive batches, too few for BASS: read from the lowest delays, \
+             which {} by 2 % of the stream's time",
+            if grew { "rose" } else { "did not rise" }
+        )),
+        detail: Detail {
+            send_rate_bps: stream.avg_rate_bps(),
+            ..Detail::default()
+        },
+        ..base.clone()
+    })
+}
+
 fn single_rate(
     stream: &ProbeStream,
     method: Method,
@@ -470,6 +508,11 @@ fn single_rate(
             } else {
                 prcmt(&gaps, params.prcmt_tolerance).map(|o| (o, total))
             };
+            if method == Method::PrcmtBass {
+                if let Some(a) = decided_by_delay(stream, &base) {
+                    return a;
+                }
+            }
             match outcome {
                 None => ambiguous(base, "receive times do not advance"),
                 Some((o, kept)) => Analysis {
@@ -604,7 +647,7 @@ fn multi_rate(
                     reason: Some(format!(
                         "the gaps crossed in the top sub-stream, but no queue grew: \
                          its delays stayed within {:.0} % of its send time",
-                        100.0 / TOP_GROWTH_DIVISOR as f64
+                        100.0 / DELAY_RISE_DIVISOR as f64
                     )),
                     ..a
                 };
@@ -784,36 +827,42 @@ fn queue_onset(
 /// elapsed time; on the simulator's 100 Gbit/s path the top sub-streams
 /// of streams whose truth lay above every rate rose by at most 1.8 %
 /// (90th percentile), those crossing inside the top step mostly by more.
-const TOP_GROWTH_DIVISOR: i128 = 50;
+const DELAY_RISE_DIVISOR: i128 = 50;
 
-/// Whether the queue grew during the last (top) sub-stream: the lowest
-/// one-way delay of its second half lies more than 2 % of that half's
-/// send time above the lowest of its first half (lowest delays: robust to
-/// receive batches). `None` when the sub-stream is too short for 2 % to
-/// exceed two send gaps (the stamping noise a batch leaves: at 10 Gbit/s
-/// with 64 packets it never is; with the hundreds a 100 Gbit/s sub-stream
-/// needs to span its batches it is), or a half lost every packet.
-fn top_queue_grew(stream: &ProbeStream, subs: &[crate::stream::SubStream]) -> Option<bool> {
-    let s = subs.last()?;
+/// Whether the queue grew while packets `from..to` were sent: the lowest
+/// one-way delay of the second half lies more than 2 % of that half's
+/// send time above the lowest of the first half (lowest delays: robust to
+/// receive batches, whose stamps only add delay). `None` when the run is
+/// too short for 2 % to exceed two send gaps (the stamping noise a batch
+/// leaves: at 10 Gbit/s a 64-packet run never is; the hundreds of packets
+/// a 100 Gbit/s run needs to span its receive batches are), or a half
+/// lost every packet.
+fn queue_grew_over(stream: &ProbeStream, from: usize, to: usize) -> Option<bool> {
     // The stream's first packet is stamped at once by a coalescing receiver.
-    let start = s.start.max(1);
-    if s.end < start + 4 {
+    let start = from.max(1);
+    if to < start + 4 || to > stream.packets.len() {
         return None;
     }
-    let mid = start + (s.end - start) / 2;
-    let lowest = |from: usize, to: usize| {
-        stream.packets[from..to]
+    let mid = start + (to - start) / 2;
+    let lowest = |a: usize, b: usize| {
+        stream.packets[a..b]
             .iter()
             .filter_map(|p| p.recv_ns.map(|r| i128::from(r) - i128::from(p.send_ns)))
             .min()
     };
     let half_ns =
-        i128::from(stream.packets[s.end - 1].send_ns) - i128::from(stream.packets[mid].send_ns);
-    let gaps = (s.end - mid - 1) as i128;
-    if half_ns <= 0 || 2 * half_ns / gaps > half_ns / TOP_GROWTH_DIVISOR {
+        i128::from(stream.packets[to - 1].send_ns) - i128::from(stream.packets[mid].send_ns);
+    let gaps = (to - mid - 1) as i128;
+    if half_ns <= 0 || 2 * half_ns / gaps > half_ns / DELAY_RISE_DIVISOR {
         return None;
     }
-    Some(lowest(mid, s.end)? - lowest(start, mid)? > half_ns / TOP_GROWTH_DIVISOR)
+    Some(lowest(mid, to)? - lowest(start, mid)? > half_ns / DELAY_RISE_DIVISOR)
+}
+
+/// [`queue_grew_over`] the last (top) sub-stream.
+fn top_queue_grew(stream: &ProbeStream, subs: &[crate::stream::SubStream]) -> Option<bool> {
+    let s = subs.last()?;
+    queue_grew_over(stream, s.start, s.end)
 }
 
 /// The two rates the available bandwidth lies between when the queue grew
@@ -1275,6 +1324,50 @@ mod tests {
             }
         }
         ProbeStream::new(0, packets)
+    }
+
+    /// A single-rate stream of 400 packets 1 us apart, stamped in batches
+    /// of 50 (8 batches, under 16: too few for BASS). The second half's
+    /// 199 gaps span 199 us; 2 % of it (3980 ns) exceeds two send gaps.
+    /// Flat delays: below; delays rising by 5 % of the elapsed time
+    /// (about 10 us between the halves' lowest): above. Stamped in
+    /// batches of 10 (40 batches) the delays do not decide.
+    #[test]
+    fn few_receive_batches_decide_by_the_lowest_delays() {
+        let send: Vec<i64> = (0..400).map(|i| i * 1000).collect();
+        // Each packet is stamped when the last of its batch arrives.
+        let stamped = |batch: i64, owd: &dyn Fn(i64) -> i64| -> Vec<Option<i64>> {
+            (0..400i64)
+                .map(|i| {
+                    let last = ((i / batch) + 1) * batch - 1;
+                    Some(last * 1000 + owd(last))
+                })
+                .collect()
+        };
+        let decide = |recv: Vec<Option<i64>>| {
+            let s = ProbeStream::from_times(1, 1000, &send, &recv);
+            let a = analyze(
+                &s,
+                StreamKind::SingleRate,
+                Method::PrcmtBass,
+                &AnalysisParams::default(),
+            );
+            (
+                decided_by_delay(&s, &a).and_then(|d| d.decision),
+                a.decision,
+            )
+        };
+        let flat = |_: i64| 30_000;
+        let rising = |i: i64| 30_000 + i * 1000 / 20;
+        assert_eq!(
+            decide(stamped(50, &flat)),
+            (Some(Decision::Below), Some(Decision::Below))
+        );
+        assert_eq!(
+            decide(stamped(50, &rising)),
+            (Some(Decision::Above), Some(Decision::Above))
+        );
+        assert_eq!(decide(stamped(10, &rising)).0, None);
     }
 
     /// A top sub-stream of 240 packets at 5 Gbit/s (halves of 120 packets,

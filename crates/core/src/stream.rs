@@ -442,6 +442,14 @@ impl ProbeStream {
         Some((starts, arrivals.len()))
     }
 
+    /// How many receive batches the stream arrived in, when the receiver
+    /// stamped it in batches of two packets or more on average (see
+    /// [`ProbeStream::receive_batch_interval_ns`]); `None` otherwise.
+    pub fn receive_batch_count(&self) -> Option<usize> {
+        let (starts, arrivals) = self.batch_starts()?;
+        (arrivals >= 2 * starts.len()).then_some(starts.len())
+    }
+
     /// How often the receiver stamped packets in batches (interrupt
     /// coalescence, \[BASS\] section III): arrivals closer than half the
     /// smallest send gap were stamped together, since the sender spaced
@@ -584,13 +592,16 @@ pub(crate) mod tests {
         let batched: Vec<Option<i64>> = (0..20).map(|i| Some(4000 + (i / 5) * 5000)).collect();
         let s = ProbeStream::from_times(1, 1000, &send, &batched);
         assert_eq!(s.receive_batch_interval_ns(), Some(5000.0));
+        assert_eq!(s.receive_batch_count(), Some(4));
         let one_by_one: Vec<Option<i64>> = send.iter().map(|t| Some(t + 300)).collect();
         let s = ProbeStream::from_times(1, 1000, &send, &one_by_one);
         assert_eq!(s.receive_batch_interval_ns(), None);
-        // Two batches are not enough to say how often.
+        assert_eq!(s.receive_batch_count(), None);
+        // Two batches are not enough to say how often, but they are two.
         let two: Vec<Option<i64>> = (0..20).map(|i| Some(10_000 + (i / 10) * 10_000)).collect();
         let s = ProbeStream::from_times(1, 1000, &send, &two);
         assert_eq!(s.receive_batch_interval_ns(), None);
+        assert_eq!(s.receive_batch_count(), Some(2));
     }
 
     /// Sent 0, 10, 20, 30, 40; packet 1 arrives after 2 and 3, packet 4
