@@ -57,7 +57,7 @@ pub fn run(
 ) -> Result<Report, StrategyError> {
     let mut s = Session::start(channel, budget, progress)?;
     let name = Strategy::of_per_stream(p.method).unwrap_or(Strategy::Pathload);
-    let Some(adr) = measure_adr(&mut s, p.size_bytes, 100, analysis)? else {
+    let Some(adr) = measure_adr(&mut s, p.size_bytes, 100, 0, analysis)?.map(|a| a.bps) else {
         return Ok(s.report(name, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
     };
     let res = p.resolution * adr;
