@@ -454,6 +454,10 @@ const FEW_RECEIVE_BATCHES: usize = 16;
 /// enough for the delay test: it is above the available bandwidth when
 /// its queue grew ([`queue_grew_over`]), below otherwise.
 fn decided_by_delay(stream: &ProbeStream, base: &Analysis) -> Option<Analysis> {
+    // The length first: counting batches reads the whole stream.
+    if !delay_test_fits(0, stream.len()) {
+        return None;
+    }
     let batches = stream.receive_batch_count()?;
     if batches >= FEW_RECEIVE_BATCHES {
         return None;
@@ -838,11 +842,11 @@ const DELAY_RISE_DIVISOR: i128 = 50;
 /// a 100 Gbit/s run needs to span its receive batches are), or a half
 /// lost every packet.
 fn queue_grew_over(stream: &ProbeStream, from: usize, to: usize) -> Option<bool> {
-    // The stream's first packet is stamped at once by a coalescing receiver.
-    let start = from.max(1);
-    if to < start + 4 || to > stream.packets.len() {
+    if !delay_test_fits(from, to) || to > stream.packets.len() {
         return None;
     }
+    // The stream's first packet is stamped at once by a coalescing receiver.
+    let start = from.max(1);
     let mid = start + (to - start) / 2;
     let lowest = |a: usize, b: usize| {
         stream.packets[a..b]
@@ -852,11 +856,19 @@ fn queue_grew_over(stream: &ProbeStream, from: usize, to: usize) -> Option<bool>
     };
     let half_ns =
         i128::from(stream.packets[to - 1].send_ns) - i128::from(stream.packets[mid].send_ns);
-    let gaps = (to - mid - 1) as i128;
-    if half_ns <= 0 || 2 * half_ns / gaps > half_ns / DELAY_RISE_DIVISOR {
+    if half_ns <= 0 {
         return None;
     }
     Some(lowest(mid, to)? - lowest(start, mid)? > half_ns / DELAY_RISE_DIVISOR)
+}
+
+/// Whether packets `from..to` are enough for [`queue_grew_over`]: 2 % of
+/// the later half's send time exceeds two of its mean send gaps only when
+/// it holds 100 gaps or more. Checked before anything is read.
+fn delay_test_fits(from: usize, to: usize) -> bool {
+    let start = from.max(1);
+    let mid = start + to.saturating_sub(start) / 2;
+    to.saturating_sub(mid + 1) as i128 >= 2 * DELAY_RISE_DIVISOR
 }
 
 /// [`queue_grew_over`] the last (top) sub-stream.
