@@ -626,8 +626,12 @@ fn per_hop_capacity_of_a_three_router_chain() {
 /// Measured here (2026-11-24, 4 runs): median error 8.8-9.9 % before the
 /// step and 13.9-19.1 % after; three updates in a row within 10 % came 2,
 /// 3 or 6 updates after the step, and once (under the full test suite)
-/// never, so that is reported, not asserted. The bounds leave room for a
-/// busy machine; a tracker that stays up, or truth that misses the step,
+/// never, so that is reported, not asserted. On 2026-11-26 the same
+/// host read 11.0-17.3 % before and 12.8-22.8 % after (three runs each of
+/// two builds whose BART path is the same code), and two clean-clone CI
+/// runs 12.6 % / 30.4 % and, with a build running beside it, 34 % / 45 %.
+/// The bounds leave room for a busy machine; a tracker that stays up
+/// (about 100 % off after the step), or truth that misses the step,
 /// fails them.
 #[test]
 fn the_tracker_follows_a_step_on_the_lab() {
@@ -684,7 +688,7 @@ fn the_tracker_follows_a_step_on_the_lab() {
         s["median_before"].as_f64().unwrap(),
         s["median_after"].as_f64().unwrap(),
     );
-    assert!(b < 0.2 && a < 0.3, "median error before {b}, after {a}");
+    assert!(b < 0.25 && a < 0.4, "median error before {b}, after {a}");
     assert!(namespaces_of(&lab.name).is_empty(), "track left namespaces");
 }
 
