@@ -31,6 +31,34 @@ pub fn multi_rate_schedule(rates_bps: &[f64], per_rate: usize, size_bytes: u32) 
     out
 }
 
+/// Send times of a multi-rate stream whose sub-streams last about the
+/// same time: the fastest rate gets `top_count` packets, each slower one
+/// as many as fill the same time at its rate (rounded up), never fewer
+/// than `min_count`. A wide scan with equal counts spends most of its
+/// time in its slowest sub-stream (at 10 % of the link, 9 times longer
+/// than at 90 %), where one burst of cross traffic decides it.
+pub fn equal_time_schedule(
+    rates_bps: &[f64],
+    top_count: usize,
+    min_count: usize,
+    size_bytes: u32,
+) -> Vec<i64> {
+    let top = rates_bps.iter().copied().fold(0.0, f64::max);
+    let mut out = Vec::new();
+    let mut t = 1_000_000_000.0f64;
+    for (k, &r) in rates_bps.iter().enumerate() {
+        let n = ((top_count as f64 * r / top).ceil() as usize).max(min_count);
+        let gap = size_bytes as f64 * 8e9 / r;
+        for i in 0..n {
+            if k > 0 || i > 0 {
+                t += gap;
+            }
+            out.push(t.round() as i64);
+        }
+    }
+    out
+}
+
 /// `n` rates spread evenly over `avg * (1 - range) ..= avg * (1 + range)`.
 pub fn rates_around(avg_bps: f64, range: f64, n: usize) -> Vec<f64> {
     if n <= 1 {
@@ -116,6 +144,25 @@ use crate::stream::JUMBO_GAP_RATIO;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_time_by_hand() {
+        // 1000 B at 1, 2 and 4 Gbit/s (gaps 8, 4, 2 us), 40 packets at the
+        // top: 10, 20 and 40 packets, each about 80 us long; with a floor
+        // of 16, the slowest gets 16.
+        let t = equal_time_schedule(&[1e9, 2e9, 4e9], 40, 1, 1000);
+        assert_eq!(t.len(), 70);
+        let gaps: Vec<i64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps[..9].iter().all(|&g| g == 8000), "{gaps:?}");
+        assert!(gaps[9..29].iter().all(|&g| g == 4000), "{gaps:?}");
+        assert!(gaps[29..].iter().all(|&g| g == 2000), "{gaps:?}");
+        assert_eq!(
+            equal_time_schedule(&[1e9, 2e9, 4e9], 40, 16, 1000).len(),
+            76
+        );
+        // 1/3 of 40 is 13.3: rounded up to 14.
+        assert_eq!(equal_time_schedule(&[1e9, 3e9], 40, 1, 1000).len(), 54);
+    }
 
     #[test]
     fn chirp_by_hand() {
