@@ -473,8 +473,9 @@ fn decided_by_delay(stream: &ProbeStream, base: &Analysis) -> Option<Analysis> {
         bound: single_bound(decision),
         reason: Some(format!(
             "{batches} receive batches, too few for BASS: read from the lowest delays, \
-             which {} by 2 % of the stream's time",
-            if grew { "rose" } else { "did not rise" }
+             which {} by {:.0} % of the stream's time",
+            if grew { "rose" } else { "did not rise" },
+            100.0 / DELAY_RISE_DIVISOR as f64
         )),
         detail: Detail {
             send_rate_bps: stream.avg_rate_bps(),

@@ -17,18 +17,7 @@ pub fn single_rate_schedule(rate_bps: f64, n: usize, size_bytes: u32, start_ns: 
 /// Send times of a multi-rate stream: `per_rate` packets at each rate in
 /// turn; the gap ending at a packet is at that packet's rate.
 pub fn multi_rate_schedule(rates_bps: &[f64], per_rate: usize, size_bytes: u32) -> Vec<i64> {
-    let mut out = Vec::with_capacity(rates_bps.len() * per_rate);
-    let mut t = 1_000_000_000.0f64;
-    for (k, &r) in rates_bps.iter().enumerate() {
-        let gap = size_bytes as f64 * 8e9 / r;
-        for i in 0..per_rate {
-            if k > 0 || i > 0 {
-                t += gap;
-            }
-            out.push(t.round() as i64);
-        }
-    }
-    out
+    schedule_with_counts(rates_bps, |_| per_rate, size_bytes)
 }
 
 /// Send times of a multi-rate stream whose sub-streams last about the
@@ -44,10 +33,21 @@ pub fn equal_time_schedule(
     size_bytes: u32,
 ) -> Vec<i64> {
     let top = rates_bps.iter().copied().fold(0.0, f64::max);
-    let mut out = Vec::new();
+    let count = |r: f64| ((top_count as f64 * r / top).ceil() as usize).max(min_count);
+    schedule_with_counts(rates_bps, count, size_bytes)
+}
+
+/// `count(rate)` packets at each rate in turn; the gap ending at a packet
+/// is at that packet's rate.
+fn schedule_with_counts(
+    rates_bps: &[f64],
+    count: impl Fn(f64) -> usize,
+    size_bytes: u32,
+) -> Vec<i64> {
+    let counts: Vec<usize> = rates_bps.iter().map(|&r| count(r)).collect();
+    let mut out = Vec::with_capacity(counts.iter().sum());
     let mut t = 1_000_000_000.0f64;
-    for (k, &r) in rates_bps.iter().enumerate() {
-        let n = ((top_count as f64 * r / top).ceil() as usize).max(min_count);
+    for (k, (&r, &n)) in rates_bps.iter().zip(&counts).enumerate() {
         let gap = size_bytes as f64 * 8e9 / r;
         for i in 0..n {
             if k > 0 || i > 0 {

@@ -1,19 +1,26 @@
 //! Every strategy through the simulated channel, against the simulator's
 //! ground truth.
 
-use tightlink_core::{AnalysisParams, Bound};
+use tightlink_core::channel::Recorder;
+use tightlink_core::{AnalysisParams, Bound, ProbeStream};
 use tightlink_probe::strategy;
 use tightlink_probe::{Budget, Report};
 use tightlink_sim::{parse_sim_target, SimChannel};
 
 fn run(target: &str, strategy: &str) -> Report {
-    let mut ch = SimChannel::new(parse_sim_target(target).unwrap(), target);
+    run_recorded(target, strategy).0
+}
+
+/// The report and every stream the run sent.
+fn run_recorded(target: &str, strategy: &str) -> (Report, Vec<ProbeStream>) {
+    let mut ch = Recorder::new(SimChannel::new(parse_sim_target(target).unwrap(), target));
     let a = AnalysisParams::default();
     let mut progress = |_: f64| {};
     let method: strategy::Method = strategy.parse().expect("a known strategy");
-    method
+    let r = method
         .run(&mut ch, &a, Budget::default(), &mut progress)
-        .unwrap()
+        .unwrap();
+    (r, ch.streams)
 }
 
 fn rel(r: &Report) -> f64 {
@@ -153,20 +160,8 @@ fn swinging_path_is_reported_as_swinging() {
 fn a_scan_shorter_than_the_receive_batches_is_sent_again() {
     for seed in 1..=3 {
         let target = format!("sim:hops=100G+100G,cross=none+smoothed:25G,seed={seed}");
-        let mut ch = tightlink_core::channel::Recorder::new(SimChannel::new(
-            parse_sim_target(&target).unwrap(),
-            &target,
-        ));
-        let mut progress = |_: f64| {};
-        let r = strategy::Method::Multirate
-            .run(
-                &mut ch,
-                &AnalysisParams::default(),
-                Budget::default(),
-                &mut progress,
-            )
-            .unwrap();
-        let sizes: Vec<usize> = ch.streams.iter().map(|s| s.packets.len()).collect();
+        let (r, streams) = run_recorded(&target, "multirate");
+        let sizes: Vec<usize> = streams.iter().map(|s| s.packets.len()).collect();
         eprintln!("seed {seed}: {sizes:?} {:?} {:+.3}", r.bound, rel(&r));
         // The first scan: 5 x 64; the second: the same 10-90 Gbit/s, each
         // rate for the time 625 packets take at 90 (four batches): 70,
@@ -174,7 +169,7 @@ fn a_scan_shorter_than_the_receive_batches_is_sent_again() {
         assert_eq!(&sizes[..2], &[320, 1739], "seed {seed}");
         // The third stream is centred near the truth (75 Gbit/s), not
         // below the scan's lowest rate.
-        let third = &ch.streams[2];
+        let third = &streams[2];
         let rates = third.sub_streams(AnalysisParams::default().gap_tolerance);
         let centre = rates[rates.len() / 2].rate_bps;
         assert!(
@@ -197,20 +192,8 @@ fn prcmt_at_100g_sends_streams_that_span_the_receive_batches() {
     let mut right = 0;
     for seed in 1..=5 {
         let target = format!("sim:hops=100G+100G,cross=none+bursty:25G,seed={seed}");
-        let mut ch = tightlink_core::channel::Recorder::new(SimChannel::new(
-            parse_sim_target(&target).unwrap(),
-            &target,
-        ));
-        let mut progress = |_: f64| {};
-        let r = strategy::Method::Prcmt
-            .run(
-                &mut ch,
-                &AnalysisParams::default(),
-                Budget::default(),
-                &mut progress,
-            )
-            .unwrap();
-        let sizes: Vec<usize> = ch.streams.iter().map(|s| s.packets.len()).collect();
+        let (r, streams) = run_recorded(&target, "prcmt");
+        let sizes: Vec<usize> = streams.iter().map(|s| s.packets.len()).collect();
         let t = r.truth_bps.unwrap();
         eprintln!("seed {seed}: {sizes:?} {:?} {:+.3}", r.bound, rel(&r));
         assert_eq!(

@@ -125,6 +125,35 @@ pub fn lengths_for_batches(
     lengths.map(|l| l * (scale.min(64.0) as usize))
 }
 
+/// PRC-MT's length rule: streams at the ADR of each candidate length in
+/// turn; the shortest whose receive rate the next longer one does not
+/// change by more than the tolerance (the longest when none does, or what
+/// the budget reached).
+fn length_by_receive_rate(
+    s: &mut Session,
+    p: &PrcmtSearchParams,
+    adr: f64,
+    analysis: &AnalysisParams,
+) -> Result<usize, StrategyError> {
+    let mut prev: Option<(usize, f64)> = None;
+    for &n in &p.lengths {
+        let req = single_rate_request(adr, n, p.size_bytes);
+        if !s.fits(req.bytes()) {
+            break;
+        }
+        let st = s.send(&req)?;
+        if let Some(r) = recv_rate(&st, analysis) {
+            if let Some((pn, pr)) = prev {
+                if (r / pr - 1.0).abs() <= p.length_tolerance {
+                    return Ok(pn);
+                }
+            }
+            prev = Some((n, r));
+        }
+    }
+    Ok(p.lengths[p.lengths.len() - 1])
+}
+
 pub fn run(
     channel: &mut dyn Channel,
     p: PrcmtSearchParams,
@@ -148,33 +177,16 @@ pub fn run(
             Stop::NoUsableAdrTrain,
         ));
     };
-    // Stream length.
+    // Stream length. Scaled lengths span a few batches each: a receive
+    // rate over two to twenty of them moves by a batch's share, never
+    // settling to 5 %; the second (about four batches) is what BASS and
+    // the delay test need.
     let lengths = lengths_for_batches(p.lengths, adr, batch_interval_ns, p.size_bytes);
-    let mut len = lengths[lengths.len() - 1];
-    let mut prev: Option<(usize, f64)> = None;
-    // Scaled lengths span a few batches each: a receive rate over two to
-    // twenty of them moves by a batch's share, never settling to 5 %;
-    // the second (about four batches) is what BASS and the delay test need.
-    let scaled = lengths != p.lengths;
-    if scaled {
-        len = lengths[1];
-    }
-    for &n in lengths.iter().filter(|_| !scaled) {
-        let req = single_rate_request(adr, n, p.size_bytes);
-        if !s.fits(req.bytes()) {
-            break;
-        }
-        let st = s.send(&req)?;
-        if let Some(r) = recv_rate(&st, analysis) {
-            if let Some((pn, pr)) = prev {
-                if (r / pr - 1.0).abs() <= p.length_tolerance {
-                    len = pn;
-                    break;
-                }
-            }
-            prev = Some((n, r));
-        }
-    }
+    let len = if lengths != p.lengths {
+        lengths[1]
+    } else {
+        length_by_receive_rate(&mut s, &p, adr, analysis)?
+    };
     // Binary search.
     let (mut lo, mut hi) = (0.0f64, adr);
     let (mut seen_above, mut seen_below) = (false, false);
@@ -187,15 +199,13 @@ pub fn run(
     // one by one (the lab's veth) measures the ADR to a packet: the ADR
     // stands, as on a bare 200 Mbit/s tbf, where rates a few percent
     // above it still read "below".
-    let widen_to = batches
+    let mut widen_to = batches
         .map(|b| (adr * (1.0 + 1.0 / b.max(1) as f64)).min(s.max_rate_bps()))
         .filter(|&w| w > adr);
-    let mut widened = false;
     loop {
         if hi - lo <= p.resolution * adr {
-            match widen_to {
-                Some(w) if !widened && !seen_above => {
-                    widened = true;
+            match widen_to.take() {
+                Some(w) if !seen_above => {
                     hi = w;
                     continue;
                 }
