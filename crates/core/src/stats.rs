@@ -72,6 +72,31 @@ pub fn median_i64(v: &[i64]) -> Option<i64> {
     }
 }
 
+/// A distribution-free interval for the median of the population a sorted
+/// sample came from: the `k`-th smallest and `k`-th largest values, `k`
+/// the largest whose coverage 1 - 2 P(Bin(n, 1/2) <= k - 1) is at least
+/// `coverage` (the sign-test interval; any continuous distribution,
+/// independent draws). `None` when even the whole sample covers less
+/// (n = 4 covers 87.5 %, n = 5 93.75 %), or it is empty.
+pub fn median_order_interval(sorted: &[f64], coverage: f64) -> Option<(f64, f64)> {
+    let n = sorted.len();
+    let miss = (1.0 - coverage) / 2.0;
+    // P(Bin(n, 1/2) <= j), summed term by term (n is a count of probe
+    // streams: tens at most, so the terms stay finite).
+    let mut term = 0.5f64.powi(i32::try_from(n).ok()?);
+    let mut below = 0.0;
+    let mut k = 0;
+    for j in 0..n.div_ceil(2) {
+        below += term;
+        if below > miss {
+            break;
+        }
+        k = j + 1;
+        term *= (n - j) as f64 / (j + 1) as f64;
+    }
+    (k >= 1).then(|| (sorted[k - 1], sorted[n - k]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,7 +126,34 @@ mod tests {
         assert_eq!(quantile(&[10.0, 20.0], 0.1), Some(11.0));
     }
 
+    #[test]
+    fn median_order_interval_by_hand() {
+        let s: Vec<f64> = (1..=20).map(f64::from).collect();
+        // n = 4: the whole sample covers 1 - 2/16 = 87.5 % only.
+        assert_eq!(median_order_interval(&s[..4], 0.9), None);
+        assert_eq!(median_order_interval(&s[..4], 0.85), Some((1.0, 4.0)));
+        // n = 5: 1 - 2/32 = 93.75 %; k = 2 would cover 1 - 12/32.
+        assert_eq!(median_order_interval(&s[..5], 0.9), Some((1.0, 5.0)));
+        // n = 10: P(<= 1) = 11/1024 <= 5 %, P(<= 2) = 56/1024 > 5 %: k = 2.
+        assert_eq!(median_order_interval(&s[..10], 0.9), Some((2.0, 9.0)));
+        // n = 20: P(<= 5) = 21700/2^20 = 2.07 %, P(<= 6) = 5.77 %: k = 6.
+        assert_eq!(median_order_interval(&s, 0.9), Some((6.0, 15.0)));
+        assert_eq!(median_order_interval(&[], 0.9), None);
+    }
+
     proptest::proptest! {
+        #[test]
+        fn median_order_interval_holds_the_median_and_stays_in_the_sample(
+            v in proptest::collection::vec(-1e12f64..1e12, 5..60),
+            // Five values cover 93.75 %.
+            coverage in 0.5f64..0.93,
+        ) {
+            let s = sorted(&v);
+            let (lo, hi) = median_order_interval(&s, coverage).unwrap();
+            let m = quantile_sorted(&s, 0.5).unwrap();
+            proptest::prop_assert!(s[0] <= lo && lo <= m && m <= hi && hi <= s[s.len() - 1]);
+        }
+
         #[test]
         fn quantiles_stay_in_the_sample_and_rise_with_q(
             v in proptest::collection::vec(-1e12f64..1e12, 1..60),
