@@ -6,8 +6,8 @@
 //!
 //! It ends when Rmax - Rmin is within the resolution, or when the grey
 //! region reaches both bounds within it; the answer is the middle of the
-//! final range (the grey region when there is one), the range its
-//! confidence. The trend test is Pathload's own or IMR's (`imr-avg`,
+//! final range (the grey region when there is one), and the range it
+//! reports runs from Rmin to Rmax, the rates whose fleets bracketed it. The trend test is Pathload's own or IMR's (`imr-avg`,
 //! `imr-wavelet`). Fleets are 6 streams of 100 packets (Pathload: 12).
 
 use super::prcmt_search::measure_adr;
@@ -140,5 +140,11 @@ pub fn run(
         Bound::AtMost => hi,
         _ => 0.5 * (lo + hi),
     };
-    Ok(s.report(name, value, bound, lo.min(rmin.max(lo)), hi, stop))
+    // The fleets put the truth above Rmin and under Rmax; the grey region
+    // lies between them and is only where the fleets disagreed.
+    let (low, high) = match bound {
+        Bound::Exact => (lo.min(rmin), hi.max(rmax)),
+        _ => (lo, hi),
+    };
+    Ok(s.report(name, value, bound, low, high, stop))
 }
