@@ -342,17 +342,27 @@ pub fn analyze_tracked(
     }
 }
 
+/// How a receiver that stamped `stream` in batches did it: "received in
+/// batches every N us", or "received in N batches" when the stream was too
+/// short to show their interval (at 100 Gbit/s a 60-packet train arrives
+/// in one 125 us batch); `None` for a receiver that stamps packets one by
+/// one.
+fn stamped_in_batches(stream: &ProbeStream) -> Option<String> {
+    let count = stream.receive_batch_count()?;
+    Some(match stream.receive_batch_interval_ns() {
+        Some(every) => format!("received in batches every {:.0} us", every / 1e3),
+        None if count == 1 => "received in one batch".to_string(),
+        None => format!("received in {count} batches"),
+    })
+}
+
 /// Spruce over a stream of pairs: the capacity given, else the rate the
 /// pairs were sent at (Spruce sends them at the capacity).
 fn pairs(stream: &ProbeStream, params: &AnalysisParams, base: Analysis) -> Analysis {
-    if let Some(every) = stream.receive_batch_interval_ns() {
+    if let Some(how) = stamped_in_batches(stream) {
         return none_with(
             base,
-            format!(
-                "received in batches every {:.0} us (interrupt coalescence): \
-                 a pair's gap is a batch's, not the path's",
-                every / 1e3
-            ),
+            format!("{how} (interrupt coalescence): a pair's gap is a batch's, not the path's"),
         );
     }
     let sent: Vec<f64> = crate::decision::spruce::pair_gaps(stream)
@@ -535,13 +545,13 @@ fn single_rate(
                 },
             }
         }
-        Method::Igi if stream.receive_batch_interval_ns().is_some() => {
-            let every_us = stream.receive_batch_interval_ns().unwrap_or(0.0) / 1e3;
+        Method::Igi if stream.receive_batch_count().is_some() => {
+            let how = stamped_in_batches(stream).unwrap_or_default();
             ambiguous(
                 base,
                 &format!(
-                    "received in batches every {every_us:.0} us (interrupt coalescence): \
-                     IGI reads single gaps, and the batches replace them"
+                    "{how} (interrupt coalescence): IGI reads single gaps, and the batches \
+                     replace them"
                 ),
             )
         }
@@ -1095,6 +1105,44 @@ mod tests {
         );
         assert!(
             a.reason.as_deref().unwrap_or("").contains("batches"),
+            "{a:?}"
+        );
+    }
+
+    /// A 60-packet train 0.72 us apart (100 Gbit/s) that a 125 us
+    /// receiver stamps all at once: too short to show the batches'
+    /// interval, still no gaps to read. Its zero gaps made IGI answer and
+    /// Spruce read a capacity of terabits.
+    #[test]
+    fn a_train_in_one_receive_batch_is_refused() {
+        let send: Vec<i64> = (0..60).map(|i| i * 720).collect();
+        let recv = vec![Some(125_000); 60];
+        let s = ProbeStream::from_times(1, 9000, &send, &recv);
+        assert_eq!(s.receive_batch_interval_ns(), None);
+        let p = AnalysisParams {
+            capacity_bps: Some(100e9),
+            ..AnalysisParams::default()
+        };
+        let a = analyze(&s, StreamKind::SingleRate, Method::Igi, &p);
+        assert_eq!(
+            (a.decision, a.bound),
+            (Some(Decision::Ambiguous), Bound::None)
+        );
+        assert!(
+            a.reason
+                .as_deref()
+                .unwrap_or("")
+                .contains("received in one batch"),
+            "{a:?}"
+        );
+        // Thirty pairs, each pair's packets 0.72 us apart, all in one batch.
+        let a = analyze(&s, StreamKind::Pairs, Method::Spruce, &p);
+        assert_eq!((a.abw_bps, a.bound), (None, Bound::None));
+        assert!(
+            a.reason
+                .as_deref()
+                .unwrap_or("")
+                .contains("received in one batch"),
             "{a:?}"
         );
     }

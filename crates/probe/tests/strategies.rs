@@ -177,6 +177,22 @@ fn the_range_of_a_stable_run_holds_the_truth() {
     assert!(holds >= 7, "{holds}/10 ranges hold the truth");
 }
 
+/// At 100 Gbit/s with 125 us coalescence a 60-packet train arrives in one
+/// or two receive batches: IGI and PTR answered 4.85 Gbit/s and Spruce
+/// 0 bit/s (capacity "3.85 Tbit/s") on a path with 75 free. Gap methods
+/// must say they cannot read such a receiver.
+#[test]
+fn gap_methods_refuse_a_100g_coalescing_receiver() {
+    for method in ["igi", "ptr", "spruce"] {
+        let r = run("sim:hops=100G+100G,cross=none+bursty:25G,seed=1", method);
+        eprintln!(
+            "{method}: {:?} {:.3e} {}",
+            r.bound, r.available_bandwidth_bps, r.stop
+        );
+        assert_eq!(r.bound, Bound::None, "{method}: {r:?}");
+    }
+}
+
 /// At 100 Gbit/s a 125 us receive batch holds 174 packets of 9000 B, and
 /// the first (wide) stream's 64 packets per rate fit in less than one:
 /// it read "at most" its lowest rate (10 Gbit/s), and the streams after it

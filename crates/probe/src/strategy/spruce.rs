@@ -80,7 +80,8 @@ pub fn run(
                     break;
                 }
                 let t = s.send(&request)?;
-                if t.receive_batch_interval_ns().is_none() {
+                // Batched stamps (one batch counts) are not the bottleneck's gaps.
+                if t.receive_batch_count().is_none() {
                     c.extend(bottleneck_bps(&t, &analysis.igi));
                 }
             }
@@ -103,7 +104,7 @@ pub fn run(
             break;
         }
         let stream = s.send(&request)?;
-        if stream.receive_batch_interval_ns().is_some() {
+        if stream.receive_batch_count().is_some() {
             // Batched receive stamps are not pair gaps.
             continue;
         }
