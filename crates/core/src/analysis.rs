@@ -728,6 +728,25 @@ fn multi_rate(
         None => overflow_bps,
     };
     let lowest = bound_bps == lowest_bps;
+    // The path carried a sub-stream under the bound whole, with a slower
+    // one under it: the answer is that rate (BART keeps the bound).
+    if let (Some(carried_bps), false) = (
+        carried_whole_under(stream, &subs, bound_bps),
+        method == Method::Bart,
+    ) {
+        return Analysis {
+            bound: Bound::Exact,
+            abw_bps: Some(carried_bps),
+            reason: Some(format!(
+                "lost {:.0} % of the stream, from the {:.3} Gbit/s sub-stream on; \
+                 the path carried the {:.3} Gbit/s one whole",
+                loss * 100.0,
+                bound_bps / 1e9,
+                carried_bps / 1e9
+            )),
+            ..a
+        };
+    }
     if method == Method::Bart {
         tracker.at_most(bound_bps);
     }
@@ -749,6 +768,36 @@ fn multi_rate(
         reason: Some(reason),
         ..a
     }
+}
+
+/// The rate of the fastest sub-stream under `bound_bps` (where a lossy
+/// stream's loss or queue began), when it lost no packet and a slower
+/// sub-stream lies under it; `None` otherwise. The loss begins at about
+/// the first rate above the available bandwidth, and the rate under it
+/// is the better answer of the two: on the simulator's 100 Gbit/s
+/// path (bursty, 125 us coalescence, streams centred within +-20 % of the
+/// truth), the truth lay at a median 0.85 of such a bound, where the rate
+/// under it lies, and that rate read within +-10 % in 58 of 83 streams
+/// against 38 for the midpoint. With only the lowest sub-stream under the
+/// bound the truth may lie under every rate (then the queue needs a
+/// sub-stream or two to overflow), so the bound stands.
+fn carried_whole_under(
+    stream: &ProbeStream,
+    subs: &[crate::stream::SubStream],
+    bound_bps: f64,
+) -> Option<f64> {
+    let under = |r: f64| r.is_finite() && r > 0.0 && r < bound_bps;
+    let carried = subs
+        .iter()
+        .filter(|s| under(s.rate_bps))
+        .max_by(|a, b| a.rate_bps.total_cmp(&b.rate_bps))?;
+    let slower = subs
+        .iter()
+        .any(|s| under(s.rate_bps) && s.rate_bps < carried.rate_bps);
+    let whole = stream.packets[carried.start..carried.end]
+        .iter()
+        .all(|p| p.recv_ns.is_some());
+    (slower && whole).then_some(carried.rate_bps)
 }
 
 /// Whether the gaps' answer stands inside the bracket the delays of a
@@ -1315,11 +1364,13 @@ mod tests {
     /// Loss only where a queue overflowed says where: 2.8-5.2 Gbit/s
     /// under 7.5 available reads "at least" 5.2 clean. Lose every 10th
     /// packet of the 5.2 sub-stream only (2 % of the stream, under the 5 %
-    /// the whole-stream rule asks): "at most" 5.2, not 2.8. Lose every 5th
-    /// of 4.6 and every other one of 5.2 (13 %): "at most" 4.6, where the
-    /// loss began. And 4.9-9.1 (exact near 7.5 clean) losing every 10th,
-    /// 5th, 3rd and 2nd packet from 5.95 on: the gaps across the losses
-    /// read a crossing above 5.95, the loss puts it under: "at most" 5.95.
+    /// the whole-stream rule asks): the loss began at 5.2, not 2.8, and
+    /// the path carried 4.6 whole with slower ones under it: exact 4.6.
+    /// Lose every 5th of 4.6 and every other one of 5.2 (13 %): exact 4.0.
+    /// And 4.9-9.1 (exact near 7.5 clean) losing every 10th, 5th, 3rd and
+    /// 2nd packet from 5.95 on: the gaps across the losses read a crossing
+    /// above 5.95, the loss puts it under, and only 4.9 lies under that:
+    /// "at most" 5.95.
     #[test]
     fn overflow_loss_bounds_at_the_rate_where_it_began() {
         let p = AnalysisParams::default();
@@ -1334,17 +1385,25 @@ mod tests {
             analyze(&s, StreamKind::MultiRate, Method::Multirate, &p)
         };
         let a = read(4e9, &|sub, k| sub == 4 && k % 10 == 9);
-        assert_eq!(a.bound, Bound::AtMost, "{a:?}");
-        assert!((a.abw_bps.unwrap() / 5.2e9 - 1.0).abs() < 0.01, "{a:?}");
+        assert_eq!(a.bound, Bound::Exact, "{a:?}");
+        assert!((a.abw_bps.unwrap() / 4.6e9 - 1.0).abs() < 0.01, "{a:?}");
+        let why = a.reason.as_deref().unwrap();
         assert!(
-            a.reason.as_deref().unwrap().contains("from the 5.200"),
+            why.contains("from the 5.200") && why.contains("carried the 4.600"),
             "{a:?}"
         );
+        // The same with one packet of 4.6 lost: not carried whole, so the
+        // bound stands.
+        let a = read(4e9, &|sub, k| {
+            (sub == 4 && k % 10 == 9) || (sub == 3 && k == 30)
+        });
+        assert_eq!(a.bound, Bound::AtMost, "{a:?}");
+        assert!((a.abw_bps.unwrap() / 5.2e9 - 1.0).abs() < 0.01, "{a:?}");
         let a = read(4e9, &|sub, k| {
             (sub == 3 && k % 5 == 4) || (sub == 4 && k % 2 == 1)
         });
-        assert_eq!(a.bound, Bound::AtMost, "{a:?}");
-        assert!((a.abw_bps.unwrap() / 4.6e9 - 1.0).abs() < 0.01, "{a:?}");
+        assert_eq!(a.bound, Bound::Exact, "{a:?}");
+        assert!((a.abw_bps.unwrap() / 4.0e9 - 1.0).abs() < 0.01, "{a:?}");
         let clean = read(7e9, &|_, _| false);
         assert_eq!(clean.bound, Bound::Exact, "{clean:?}");
         assert!(
