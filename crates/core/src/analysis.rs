@@ -464,15 +464,7 @@ const FEW_RECEIVE_BATCHES: usize = 16;
 /// enough for the delay test: it is above the available bandwidth when
 /// its queue grew ([`queue_grew_over`]), below otherwise.
 fn decided_by_delay(stream: &ProbeStream, base: &Analysis) -> Option<Analysis> {
-    // The length first: counting batches reads the whole stream.
-    if !delay_test_fits(0, stream.len()) {
-        return None;
-    }
-    let batches = stream.receive_batch_count()?;
-    if batches >= FEW_RECEIVE_BATCHES {
-        return None;
-    }
-    let grew = queue_grew_over(stream, 0, stream.len())?;
+    let (batches, grew) = few_batches_queue_grew(stream, 0, stream.len())?;
     let decision = if grew {
         Decision::Above
     } else {
@@ -493,6 +485,22 @@ fn decided_by_delay(stream: &ProbeStream, base: &Analysis) -> Option<Analysis> {
         },
         ..base.clone()
     })
+}
+
+/// For packets `from..to` that arrived in fewer than
+/// [`FEW_RECEIVE_BATCHES`] receive batches and are long enough for the
+/// delay test: the batches, and whether the queue grew
+/// ([`queue_grew_over`]). `None` otherwise.
+fn few_batches_queue_grew(stream: &ProbeStream, from: usize, to: usize) -> Option<(usize, bool)> {
+    // The length first: counting batches reads every packet.
+    if !delay_test_fits(from, to) {
+        return None;
+    }
+    let batches = stream.receive_batch_count_in(from, to)?;
+    if batches >= FEW_RECEIVE_BATCHES {
+        return None;
+    }
+    Some((batches, queue_grew_over(stream, from, to)?))
 }
 
 fn single_rate(
@@ -1076,7 +1084,20 @@ fn multi_rate_gaps(
             }
         }
         Method::MultiratePrcmtDp1 | Method::MultiratePrcmtDp2 => {
-            let decisions = per_rate_decisions(stream, subs, params.bass, params.prcmt_tolerance);
+            let mut decisions =
+                per_rate_decisions(stream, subs, params.bass, params.prcmt_tolerance);
+            // A sub-stream in few receive batches is decided by its lowest
+            // delays, as a single-rate stream is (at 100 Gbit/s a
+            // 640-packet sub-stream spans 4-7 batches).
+            for (d, s) in decisions.iter_mut().zip(subs) {
+                if let Some((_, grew)) = few_batches_queue_grew(stream, s.start, s.end) {
+                    *d = Some(if grew {
+                        Decision::Above
+                    } else {
+                        Decision::Below
+                    });
+                }
+            }
             let rates: Vec<f64> = subs.iter().map(|s| s.rate_bps).collect();
             let policy = if method == Method::MultiratePrcmtDp1 {
                 Policy::Dp1
@@ -1488,6 +1509,67 @@ mod tests {
             (Some(Decision::Above), Some(Decision::Above))
         );
         assert_eq!(decide(stamped(10, &rising)).0, None);
+    }
+
+    /// Multi-rate PRC-MT reads each sub-stream as a single-rate stream, the
+    /// few-batches rule too: three sub-streams of 240 packets of 1000 B
+    /// sent 1000, 800 and 600 ns apart (8, 10 and 13.3 Gbit/s), each
+    /// stamped in 6 batches of 40. Delays flat in the first two and
+    /// rising by 5 % of the elapsed time in the third: below, below,
+    /// above; DP1 and DP2 answer 10 Gbit/s.
+    #[test]
+    fn multi_rate_prcmt_reads_sub_streams_of_few_batches_by_their_delays() {
+        let gaps = [1000i64, 800, 600];
+        let mut send = Vec::new();
+        let mut t = 0i64;
+        for g in gaps {
+            for _ in 0..240 {
+                send.push(t);
+                t += g;
+            }
+        }
+        let top_start = send[480];
+        let owd = |i: usize| {
+            let rise = if i >= 480 {
+                (send[i] - top_start) / 20
+            } else {
+                0
+            };
+            30_000 + rise
+        };
+        // Each packet is stamped when the last of its batch of 40 arrives;
+        // the third sub-stream's first interrupt is missed, so its first
+        // two batches are stamped together. Six batches a sub-stream are
+        // too few for BASS: PRC-MT after it read the flat second
+        // sub-stream above (the decisions were below, above, above).
+        let recv: Vec<Option<i64>> = (0..send.len())
+            .map(|i| {
+                let batch = if i / 40 == 12 { 13 } else { i / 40 };
+                let last = batch * 40 + 39;
+                Some(send[last] + owd(last))
+            })
+            .collect();
+        let s = ProbeStream::from_times(1, 1000, &send, &recv);
+        for method in [Method::MultiratePrcmtDp1, Method::MultiratePrcmtDp2] {
+            let a = analyze(
+                &s,
+                StreamKind::MultiRate,
+                method,
+                &AnalysisParams::default(),
+            );
+            let decisions: Vec<_> = a.detail.per_rate.iter().map(|(_, d)| *d).collect();
+            assert_eq!(
+                decisions,
+                [
+                    Some(Decision::Below),
+                    Some(Decision::Below),
+                    Some(Decision::Above)
+                ],
+                "{a:?}"
+            );
+            assert_eq!(a.bound, Bound::Exact, "{a:?}");
+            assert!((a.abw_bps.unwrap() / 10e9 - 1.0).abs() < 0.01, "{a:?}");
+        }
     }
 
     /// A top sub-stream of 240 packets at 5 Gbit/s (halves of 120 packets,

@@ -426,13 +426,18 @@ impl ProbeStream {
     /// [`ProbeStream::receive_batch_interval_ns`]) and the number of
     /// packets received; `None` when send times never advance.
     fn batch_starts(&self) -> Option<(Vec<i64>, usize)> {
-        let min_send_gap = self
-            .packets
+        self.batch_starts_in(0, self.packets.len())
+    }
+
+    /// [`ProbeStream::batch_starts`] of packets `from..to` alone.
+    fn batch_starts_in(&self, from: usize, to: usize) -> Option<(Vec<i64>, usize)> {
+        let packets = self.packets.get(from..to)?;
+        let min_send_gap = packets
             .windows(2)
             .map(|w| w[1].send_ns.saturating_sub(w[0].send_ns))
             .filter(|&g| g > 0)
             .min()? as f64;
-        let arrivals: Vec<i64> = self.packets.iter().filter_map(|p| p.recv_ns).collect();
+        let arrivals: Vec<i64> = packets.iter().filter_map(|p| p.recv_ns).collect();
         let mut starts: Vec<i64> = Vec::new();
         for (i, &r) in arrivals.iter().enumerate() {
             if i == 0 || diff_ns(r, arrivals[i - 1]) >= 0.5 * min_send_gap {
@@ -446,7 +451,13 @@ impl ProbeStream {
     /// stamped it in batches of two packets or more on average (see
     /// [`ProbeStream::receive_batch_interval_ns`]); `None` otherwise.
     pub fn receive_batch_count(&self) -> Option<usize> {
-        let (starts, arrivals) = self.batch_starts()?;
+        self.receive_batch_count_in(0, self.packets.len())
+    }
+
+    /// [`ProbeStream::receive_batch_count`] of packets `from..to` alone
+    /// (a sub-stream); `None` also for a range outside the stream.
+    pub fn receive_batch_count_in(&self, from: usize, to: usize) -> Option<usize> {
+        let (starts, arrivals) = self.batch_starts_in(from, to)?;
         (arrivals >= 2 * starts.len()).then_some(starts.len())
     }
 
