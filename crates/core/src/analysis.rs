@@ -1193,28 +1193,20 @@ mod tests {
             capacity_bps: Some(100e9),
             ..AnalysisParams::default()
         };
+        let one_batch = |a: &Analysis| {
+            let why = a.reason.as_deref().unwrap_or("");
+            assert!(why.contains("received in one batch"), "{a:?}");
+        };
         let a = analyze(&s, StreamKind::SingleRate, Method::Igi, &p);
         assert_eq!(
             (a.decision, a.bound),
             (Some(Decision::Ambiguous), Bound::None)
         );
-        assert!(
-            a.reason
-                .as_deref()
-                .unwrap_or("")
-                .contains("received in one batch"),
-            "{a:?}"
-        );
+        one_batch(&a);
         // Thirty pairs, each pair's packets 0.72 us apart, all in one batch.
         let a = analyze(&s, StreamKind::Pairs, Method::Spruce, &p);
         assert_eq!((a.abw_bps, a.bound), (None, Bound::None));
-        assert!(
-            a.reason
-                .as_deref()
-                .unwrap_or("")
-                .contains("received in one batch"),
-            "{a:?}"
-        );
+        one_batch(&a);
     }
 
     /// Clean self-congested stream: 9 Gbit/s into 7.5 available is above;

@@ -285,9 +285,11 @@ pub fn answer_range(exact: &[f64], params: &MultirateParams) -> (f64, f64) {
     let m = stats::quantile_sorted(&s, 0.5).unwrap_or(f64::NAN);
     let (lo, hi) = stats::median_order_interval(&s, 0.9).unwrap_or_else(|| {
         let half_step = params.range / params.rates.saturating_sub(1).max(1) as f64;
-        let (min, max) = (s.first().copied(), s.last().copied());
-        let (min, max) = (min.unwrap_or(f64::NAN), max.unwrap_or(f64::NAN));
-        (min - half_step * m, max + half_step * m)
+        let end = |v: Option<&f64>| v.copied().unwrap_or(f64::NAN);
+        (
+            end(s.first()) - half_step * m,
+            end(s.last()) + half_step * m,
+        )
     });
     let tol = params.stable_tolerance;
     (lo.min(m * (1.0 - tol)), hi.max(m * (1.0 + tol)))
