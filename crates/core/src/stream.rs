@@ -447,6 +447,81 @@ impl ProbeStream {
         Some((starts, arrivals.len()))
     }
 
+    /// For packets `from..to` stamped in receive batches: the lowest
+    /// one-way delay of each batch, `(send_ns, delay_ns)` with send times
+    /// relative to packet `from`. The packet a batch stamps with the least
+    /// delay is the one that arrived last before the interrupt, so it
+    /// carries its true delay to within one receive gap; the others only
+    /// wait for the stamp. Batches are read whole (a batch that spills
+    /// over either end of the range counts when its last arrival lies
+    /// inside it): the range's packets of a batch that goes on past its
+    /// end all waited. `None` when the range is outside the stream, its
+    /// send times never advance, or it was not stamped in batches (two
+    /// packets or more per batch on average).
+    pub fn batch_floors_in(&self, from: usize, to: usize) -> Option<Vec<(f64, f64)>> {
+        let inner = self.packets.get(from..to)?;
+        let min_send_gap = inner
+            .windows(2)
+            .map(|w| w[1].send_ns.saturating_sub(w[0].send_ns))
+            .filter(|&g| g > 0)
+            .min()? as f64;
+        let t0 = inner.first()?.send_ns;
+        let together = |later: i64, earlier: i64| diff_ns(later, earlier) < 0.5 * min_send_gap;
+        // Widen the range to whole batches.
+        let received = |i: usize| self.packets[i].recv_ns;
+        let mut lo = from;
+        while let Some(r) = received(lo) {
+            match (0..lo).rev().find_map(|j| received(j).map(|x| (j, x))) {
+                Some((j, x)) if together(r, x) => lo = j,
+                _ => break,
+            }
+            if lo == 0 {
+                break;
+            }
+        }
+        let mut hi = to;
+        let last_inside = (from..to).rev().find_map(received);
+        if let Some(mut r) = last_inside {
+            while let Some(x) = self.packets.get(hi).map(|p| p.recv_ns) {
+                match x {
+                    Some(x) if together(x, r) => r = x,
+                    Some(_) => break,
+                    None => {}
+                }
+                hi += 1;
+            }
+        }
+        // Each batch's floor packet: (index, send_ns, delay_ns).
+        let mut floors: Vec<(usize, i64, f64)> = Vec::new();
+        let (mut count, mut batches, mut last_recv) = (0usize, 0usize, None::<i64>);
+        for (i, p) in self.packets[lo..hi].iter().enumerate() {
+            // The stream's first packet is stamped at once, without the
+            // batch's per-packet cost the others carry.
+            let Some(r) = p.recv_ns.filter(|_| lo + i > 0) else {
+                continue;
+            };
+            let point = (lo + i, p.send_ns, diff_ns(r, p.send_ns));
+            if last_recv.is_none_or(|l| !together(r, l)) {
+                floors.push(point);
+                batches += 1;
+            } else if let Some(f) = floors.last_mut().filter(|f| point.2 < f.2) {
+                *f = point;
+            }
+            count += 1;
+            last_recv = Some(r);
+        }
+        if count < 2 * batches {
+            return None;
+        }
+        Some(
+            floors
+                .into_iter()
+                .filter(|f| (from..to).contains(&f.0))
+                .map(|(_, send, delay)| (diff_ns(send, t0), delay))
+                .collect(),
+        )
+    }
+
     /// How many receive batches the stream arrived in, when the receiver
     /// stamped it in batches of two packets or more on average (see
     /// [`ProbeStream::receive_batch_interval_ns`]); `None` otherwise.
@@ -613,6 +688,33 @@ pub(crate) mod tests {
         let s = ProbeStream::from_times(1, 1000, &send, &two);
         assert_eq!(s.receive_batch_interval_ns(), None);
         assert_eq!(s.receive_batch_count(), Some(2));
+    }
+
+    /// 13 packets sent 1 us apart; packet 0 stamped at once, then batches
+    /// of packets 1-4, 5-8 and 9-12 stamped 300 ns apart from 10, 14 and
+    /// 18.4 us. Delays: 9000, 8300, 7600, 6900 in the first two batches
+    /// (their last packet, 4 or 8, is the floor) and 9400 ... 7300 in the
+    /// third. Whole: (4000, 6900), (8000, 6900), (12000, 7300). Packets
+    /// 5-10: only batch 2's floor (packet 8, 3 us after packet 5): batch
+    /// 3 goes on past packet 10, and its packets 9 and 10 (8700 ns) only
+    /// waited for the stamp.
+    #[test]
+    fn batch_floors_by_hand() {
+        let send: Vec<i64> = (0..13).map(|i| i * 1000).collect();
+        let mut recv = vec![Some(5000)];
+        for start in [10_000, 14_000, 18_400] {
+            recv.extend((0..4).map(|k| Some(start + k * 300)));
+        }
+        let s = ProbeStream::from_times(1, 1000, &send, &recv);
+        assert_eq!(
+            s.batch_floors_in(0, 13),
+            Some(vec![(4000.0, 6900.0), (8000.0, 6900.0), (12000.0, 7300.0)])
+        );
+        assert_eq!(s.batch_floors_in(5, 11), Some(vec![(3000.0, 6900.0)]));
+        assert_eq!(s.batch_floors_in(5, 20), None);
+        let one_by_one: Vec<Option<i64>> = send.iter().map(|t| Some(t + 300)).collect();
+        let s = ProbeStream::from_times(1, 1000, &send, &one_by_one);
+        assert_eq!(s.batch_floors_in(0, 13), None);
     }
 
     /// Sent 0, 10, 20, 30, 40; packet 1 arrives after 2 and 3, packet 4

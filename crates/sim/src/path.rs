@@ -11,7 +11,8 @@
 //!
 //! Truth for a stream: for each hop, capacity minus the cross
 //! bits that arrived at the hop (and were accepted) while the stream's
-//! packets were arriving there, over that window; the path's available bandwidth is the smallest over the
+//! packets were arriving there, over that window, and zero when a burst
+//! brought more than the link carries in it; the path's available bandwidth is the smallest over the
 //! hops (the tight link), with its min and max over `truth_splits` equal
 //! sub-windows.
 
@@ -441,7 +442,11 @@ impl SimPath {
             }
             let hop = &self.hops[k];
             let cap = hop.spec.sustained_bps();
-            let avail = |x: f64, y: f64| cap - hop.cross_bits_between(x, y) / (y - x) * 1e9;
+            // A burst may bring more cross bits than the link carries in
+            // the window (the rest waits in the buffer): nothing is left
+            // for the probe then, not less than nothing.
+            let avail =
+                |x: f64, y: f64| (cap - hop.cross_bits_between(x, y) / (y - x) * 1e9).max(0.0);
             let whole = avail(a, b);
             let step = (b - a) / splits as f64;
             let parts: Vec<f64> = (0..splits)

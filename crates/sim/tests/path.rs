@@ -199,6 +199,26 @@ fn coalescence_makes_spikes_and_dips() {
 }
 
 #[test]
+fn an_overloaded_link_leaves_nothing_not_less() {
+    // 15 Gbit/s of CBR into a 10 Gbit/s link with room to queue it all:
+    // 5 Gbit/s more arrives than leaves, and the truth is zero, as are
+    // its sub-windows' ends.
+    let spec = one_hop(
+        10e9,
+        Some(CrossSpec {
+            model: CrossModel::Cbr { size_bytes: 1500 },
+            rate_bps: 15e9,
+            step: None,
+        }),
+        1_000_000_000,
+    );
+    let mut p = SimPath::new(spec);
+    let (o, s) = schedule(1e9, 100, 1500);
+    let t = p.send_stream(0, &o, &s).truth.unwrap();
+    assert_eq!((t.available_bps, t.min_bps, t.max_bps), (0.0, 0.0, 0.0));
+}
+
+#[test]
 fn bursty_cross_traffic_moves_the_truth_between_streams() {
     let spec = one_hop(
         10e9,

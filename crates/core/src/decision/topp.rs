@@ -15,7 +15,9 @@
 //! Ours: `o / m` of a sub-stream is its smoothed receive time over its
 //! send time (gaps after BASS's multi-pass spike
 //! smoothing, before the window, so a coalescing receiver's batches do
-//! not read as rate changes); the turning point is the start of the
+//! not read as rate changes; a sub-stream stamped in a few receive
+//! batches is read by the slope of its batches' lowest delays, or not at
+//! all inside one or two: see `topp_points_with`); the turning point is the start of the
 //! unbroken run of ratios above `1 + tolerance` at the fast end (as the
 //! multi-rate rule's "consistently exceed"); the answer is kept between
 //! the last rate below the turning point and the first above it (by
@@ -53,6 +55,29 @@ pub struct ToppEstimate {
 /// loss does not count as a slower rate). Sub-streams with fewer than
 /// `min_gaps` gaps left after smoothing give no point.
 pub fn topp_points(gaps: &[Gap], subs: &[SubStream], min_gaps: usize) -> Vec<ToppPoint> {
+    topp_points_with(gaps, subs, min_gaps, |_| SubStreamRatio::FromGaps)
+}
+
+/// How a sub-stream's `o / m` is read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SubStreamRatio {
+    /// From its smoothed gaps.
+    FromGaps,
+    /// Read another way (a sub-stream stamped in a few receive batches,
+    /// whose gaps say little; see `analysis::few_batches_ratio`).
+    Given(f64),
+    /// Not at all: it gives no point (a sub-stream inside one or two
+    /// receive batches).
+    Unreadable,
+}
+
+/// [`topp_points`], with each sub-stream read as `ratio_of` says.
+pub fn topp_points_with(
+    gaps: &[Gap],
+    subs: &[SubStream],
+    min_gaps: usize,
+    ratio_of: impl Fn(&SubStream) -> SubStreamRatio,
+) -> Vec<ToppPoint> {
     let mut out = Vec::with_capacity(subs.len());
     let mut i = 0;
     for s in subs {
@@ -67,10 +92,12 @@ pub fn topp_points(gaps: &[Gap], subs: &[SubStream], min_gaps: usize) -> Vec<Top
             recv += gaps[i].recv_ns;
             i += 1;
         }
-        if n < min_gaps.max(1) || send <= 0.0 {
-            continue;
-        }
-        let ratio = recv / send;
+        let ratio = match ratio_of(s) {
+            SubStreamRatio::Given(r) => r,
+            SubStreamRatio::Unreadable => continue,
+            SubStreamRatio::FromGaps if n < min_gaps.max(1) || send <= 0.0 => continue,
+            SubStreamRatio::FromGaps => recv / send,
+        };
         if ratio.is_finite() && s.rate_bps.is_finite() && s.rate_bps > 0.0 {
             out.push(ToppPoint {
                 offered_bps: s.rate_bps,

@@ -210,7 +210,16 @@ pub fn run_with_updates(
         Some(e) => {
             let half = 1.96 * e.abw_sd_bps;
             let a = e.abw_bps;
-            s.report(method, a, e.bound, a - half, a + half, Stop::Budget)
+            // A filter that has not settled can have a band wider than
+            // its estimate; no path has less than nothing free.
+            s.report(
+                method,
+                a,
+                e.bound,
+                (a - half).max(0.0),
+                a + half,
+                Stop::Budget,
+            )
         }
         None => s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream),
     };
