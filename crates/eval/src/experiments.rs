@@ -588,9 +588,10 @@ pub struct StrategyRow {
     pub median_streams: f64,
 }
 
-pub const STRATEGIES: [strategy::Method; 10] = [
+pub const STRATEGIES: [strategy::Method; 11] = [
     strategy::Method::Multirate,
     strategy::Method::Prcmt,
+    strategy::Method::PrcmtPba,
     strategy::Method::Pathload,
     strategy::Method::ImrAvg,
     strategy::Method::Topp,

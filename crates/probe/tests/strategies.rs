@@ -34,6 +34,7 @@ fn quiet_path_with_cbr_every_strategy_within_5_percent() {
     for strategy in [
         "multirate",
         "prcmt",
+        "prcmt-pba",
         "pathload",
         "imr-avg",
         "topp",
@@ -269,5 +270,54 @@ fn prcmt_searches_above_an_adr_under_the_truth() {
         eprintln!("seed {seed}: {:?} {:+.3} {:?}", r.bound, rel(&r), r.stop);
         assert_eq!(r.bound, Bound::Exact, "seed {seed}: {r:?}");
         assert!(rel(&r).abs() <= 0.15, "seed {seed}: {:+.3}", rel(&r));
+    }
+}
+
+/// Probabilistic bisection on PRC-MT+BASS decisions on the default
+/// bursty path with 125 us coalescence: the binary search's answers on
+/// seeds 1-8 lay 0.4-13 % off (a wrong decision near the answer is never
+/// revisited) and its 2 % bracket held the truth in 2 of 8; the
+/// posterior's median lands within 10 % and its 90 % interval holds the
+/// truth in most runs, for under 12 MB each.
+#[test]
+fn probabilistic_bisection_reads_the_bursty_path() {
+    let (mut within, mut held, mut bytes) = (0, 0, Vec::new());
+    for seed in 1..=8 {
+        let r = run(&format!("sim:,seed={seed}"), "prcmt-pba");
+        let t = r.truth_bps.unwrap();
+        eprintln!(
+            "seed {seed}: {:?} {:+.3} [{:.3e}, {:.3e}] {} MB",
+            r.bound,
+            rel(&r),
+            r.low_bps,
+            r.high_bps,
+            r.cost.probe_bytes / 1_000_000
+        );
+        within += usize::from(r.bound == Bound::Exact && rel(&r).abs() <= 0.10);
+        held += usize::from(r.low_bps <= t && t <= r.high_bps);
+        bytes.push(r.cost.probe_bytes);
+    }
+    bytes.sort();
+    assert!(within >= 7, "{within} of 8 within 10 %");
+    assert!(held >= 5, "{held} of 8 ranges held the truth");
+    assert!(bytes[4] <= 12_000_000, "{bytes:?}");
+}
+
+/// One ON/OFF source at four times the link: on seed 2 the first ADR
+/// train ran into a burst and lost most of its packets, and both
+/// searches answered nothing. The train is sent again as it was.
+#[test]
+fn an_adr_train_lost_to_a_burst_is_sent_again() {
+    let target = "sim:cross=bursty:2.5G:sources=1:on=2ms:duty=0.1:shape=1.2,seed=2";
+    for method in ["prcmt", "prcmt-pba"] {
+        let (r, streams) = run_recorded(target, method);
+        let first = &streams[0];
+        eprintln!(
+            "{method}: {:?} {:.3e} {}",
+            r.bound, r.available_bandwidth_bps, r.stop
+        );
+        assert!(2 * first.received_count() < first.len(), "{method}");
+        assert_eq!(streams[1].len(), first.len(), "{method}");
+        assert_ne!(r.bound, Bound::None, "{method}: {r:?}");
     }
 }

@@ -4,6 +4,7 @@
 //! moves from stream to stream (BART-style tracking).
 
 pub mod bart;
+pub mod bisection;
 pub mod chirp;
 pub mod igi;
 pub mod multirate;

@@ -42,6 +42,8 @@ pub enum Method {
     MultiratePrcmtDp2,
     /// PRC-MT's binary search with BASS smoothing.
     Prcmt,
+    /// The same decisions in a probabilistic bisection.
+    PrcmtPba,
     /// Pathload's fleets with its own trend test.
     Pathload,
     /// Pathload's fleets with IMR-Pathload's window-average trend test.
@@ -63,12 +65,13 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 14] = [
+    pub const ALL: [Method; 15] = [
         Method::Multirate,
         Method::MultirateSinglePass,
         Method::MultiratePrcmtDp1,
         Method::MultiratePrcmtDp2,
         Method::Prcmt,
+        Method::PrcmtPba,
         Method::Pathload,
         Method::ImrAvg,
         Method::ImrWavelet,
@@ -87,6 +90,7 @@ impl Method {
             Method::MultiratePrcmtDp1 => "multirate-prcmt-dp1",
             Method::MultiratePrcmtDp2 => "multirate-prcmt-dp2",
             Method::Prcmt => "prcmt",
+            Method::PrcmtPba => "prcmt-pba",
             Method::Pathload => "pathload",
             Method::ImrAvg => "imr-avg",
             Method::ImrWavelet => "imr-wavelet",
@@ -106,7 +110,7 @@ impl Method {
             Method::MultirateSinglePass => CoreMethod::MultirateSinglePass,
             Method::MultiratePrcmtDp1 => CoreMethod::MultiratePrcmtDp1,
             Method::MultiratePrcmtDp2 => CoreMethod::MultiratePrcmtDp2,
-            Method::Prcmt => CoreMethod::PrcmtBass,
+            Method::Prcmt | Method::PrcmtPba => CoreMethod::PrcmtBass,
             Method::Pathload => CoreMethod::Pathload,
             Method::ImrAvg => CoreMethod::ImrAvg,
             Method::ImrWavelet => CoreMethod::ImrWavelet,
@@ -153,9 +157,12 @@ impl Method {
                 p.size_bytes = size.unwrap_or(p.size_bytes);
                 multirate::run(channel, p, analysis, budget, progress)
             }
-            Method::Prcmt => {
+            Method::Prcmt | Method::PrcmtPba => {
                 let mut p = prcmt_search::PrcmtSearchParams::default();
                 p.size_bytes = size.unwrap_or(p.size_bytes);
+                if self == Method::PrcmtPba {
+                    p.search = prcmt_search::Search::Probabilistic(Default::default());
+                }
                 prcmt_search::run(channel, p, analysis, budget, progress)
             }
             Method::Pathload | Method::ImrAvg | Method::ImrWavelet => {

@@ -16,10 +16,20 @@
 //!    when no rate read "above" and the ADR train arrived in receive
 //!    batches, once more up to the ADR plus one batch's share of it.
 //!    The answer is the interval's middle, its ends the confidence range.
+//!
+//! `prcmt-pba` (ours) replaces step 3 by probabilistic bisection
+//! (`tightlink_core::decision::bisection`): each stream at the posterior
+//! median over 0 to 1.25 times the ADR (the sender's top rate at most;
+//! an ADR read between batch stamps can lie under the truth), until the
+//! posterior's 90 % interval is within `tolerance` of its median; the
+//! answer is the median, the range that interval. A wrong decision near
+//! the answer costs the binary search for good; here the later ones
+//! outvote it.
 
 use super::Method as Strategy;
 use super::{single_rate_request, Budget, Progress, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::Channel;
+use tightlink_core::decision::bisection::{Bisection, BisectionParams};
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, ProbeStream, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -30,6 +40,41 @@ pub struct PrcmtSearchParams {
     pub length_tolerance: f64,
     /// Stop when the interval is narrower than this share of the ADR.
     pub resolution: f64,
+    /// How the rate is searched.
+    pub search: Search,
+}
+
+/// Step 3 of the search.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Search {
+    /// \[BASS\]'s binary search.
+    Binary,
+    /// Probabilistic bisection (`prcmt-pba`).
+    Probabilistic(ProbabilisticParams),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProbabilisticParams {
+    pub model: BisectionParams,
+    /// The posterior runs from 0 to this multiple of the ADR.
+    pub top_over_adr: f64,
+    /// Coverage of the interval that stops the search and is reported.
+    pub coverage: f64,
+    /// Stop when that interval's half-width is this share of the median
+    /// or less. On the simulator's default path (40 seeds) 0.06 read
+    /// 3.1 % median error at 9.3 MB; 0.05, 3.0 % at 11.8 MB.
+    pub tolerance: f64,
+}
+
+impl Default for ProbabilisticParams {
+    fn default() -> Self {
+        ProbabilisticParams {
+            model: BisectionParams::default(),
+            top_over_adr: 1.25,
+            coverage: 0.9,
+            tolerance: 0.06,
+        }
+    }
 }
 
 impl Default for PrcmtSearchParams {
@@ -40,6 +85,7 @@ impl Default for PrcmtSearchParams {
             lengths: [32, 64, 128, 320],
             length_tolerance: 0.05,
             resolution: 0.02,
+            search: Search::Binary,
         }
     }
 }
@@ -65,6 +111,9 @@ pub struct Adr {
     pub batches: Option<usize>,
 }
 
+/// ADR trains sent again, as they were, when one gave no receive rate.
+const ADR_RETRIES_AFTER_LOSS: usize = 2;
+
 /// Sends the ADR train, and up to `resends` times again, 4 times longer
 /// each time, while it arrived in fewer than 8 receive batches: its
 /// receive rate is measured between batch stamps, so it moves by about
@@ -82,7 +131,8 @@ pub fn measure_adr(
 ) -> Result<Option<Adr>, StrategyError> {
     let mut n = n;
     let mut adr = None;
-    for attempt in 0..=resends {
+    let (mut attempt, mut unread) = (0, 0);
+    loop {
         let req = single_rate_request(s.max_rate_bps(), n, size);
         if !s.fits(req.bytes()) {
             // The shorter train's reading, if any, is what there is.
@@ -94,9 +144,18 @@ pub fn measure_adr(
             batch_interval_ns: st.receive_batch_interval_ns(),
             batches: st.receive_batch_count(),
         });
+        // A train that lost most of its packets ran into a burst that
+        // filled the queue (one ON/OFF source at four times the link did
+        // it to 2 of 20 simulated runs): the same train again, twice at
+        // most.
+        if adr.is_none() && unread < ADR_RETRIES_AFTER_LOSS {
+            unread += 1;
+            continue;
+        }
         if !(attempt < resends && st.receive_batch_count().is_some_and(|b| b < 8)) {
             break;
         }
+        attempt += 1;
         n *= 4;
     }
     Ok(adr)
@@ -187,6 +246,9 @@ pub fn run(
     } else {
         length_by_receive_rate(&mut s, &p, adr, analysis)?
     };
+    if let Search::Probabilistic(pp) = p.search {
+        return probabilistic_bisection(s, &p, pp, adr, len, analysis);
+    }
     // Binary search.
     let (mut lo, mut hi) = (0.0f64, adr);
     let (mut seen_above, mut seen_below) = (false, false);
@@ -245,6 +307,66 @@ pub fn run(
         _ => (estimate, bound),
     };
     Ok(s.report(Strategy::Prcmt, value, bound, lo, hi, stop))
+}
+
+/// Step 3 by probabilistic bisection: a stream of `len` packets at the
+/// posterior median until the `coverage` interval's half-width is within
+/// `tolerance` of the median (two decisions at least), or the budget
+/// ends. "At least" the interval's low end when no stream read "above",
+/// "at most" its high end when none read "below".
+fn probabilistic_bisection(
+    mut s: Session,
+    p: &PrcmtSearchParams,
+    pp: ProbabilisticParams,
+    adr: f64,
+    len: usize,
+    analysis: &AnalysisParams,
+) -> Result<Report, StrategyError> {
+    let method = Strategy::PrcmtPba;
+    let top = (adr * pp.top_over_adr).min(s.max_rate_bps());
+    let Some(mut posterior) = Bisection::new(top, pp.model) else {
+        return Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
+    };
+    let (mut seen_above, mut seen_below) = (false, false);
+    let mut stop = Stop::Converged;
+    loop {
+        let median = posterior.median();
+        let (lo, hi) = posterior.interval(pp.coverage);
+        if posterior.decisions() >= 2 && (hi - lo) / 2.0 <= pp.tolerance * median {
+            break;
+        }
+        let req = single_rate_request(median, len, p.size_bytes);
+        if !s.fits(req.bytes()) {
+            stop = Stop::Budget;
+            break;
+        }
+        let st = s.send(&req)?;
+        match analyze(&st, StreamKind::SingleRate, Method::PrcmtBass, analysis).decision {
+            Some(Decision::Above) => {
+                seen_above = true;
+                posterior.update(median, true);
+            }
+            Some(Decision::Below) => {
+                seen_below = true;
+                posterior.update(median, false);
+            }
+            // Undecided: the same rate again (the budget bounds it).
+            _ => {}
+        }
+    }
+    let (lo, hi) = posterior.interval(pp.coverage);
+    let (value, bound) = match (seen_above, seen_below) {
+        (true, true) => (posterior.median(), Bound::Exact),
+        (false, true) => (lo, Bound::AtLeast),
+        (true, false) => (hi, Bound::AtMost),
+        (false, false) => (0.0, Bound::None),
+    };
+    let (lo, hi) = if bound == Bound::None {
+        (0.0, 0.0)
+    } else {
+        (lo, hi)
+    };
+    Ok(s.report(method, value, bound, lo, hi, stop))
 }
 
 #[cfg(test)]
