@@ -163,8 +163,9 @@ pub enum BassPrcmtError {
 /// sub-streams "above"; with exactly one gap, property tests still found
 /// streams 15 % below the truth called "above".
 ///
-/// A stream stamped one by one (no batches: fewer than half its gaps are arrivals closer than half the send gap) is
-/// read on its raw gaps: through the lab's veth a sender that ran late
+/// A stream stamped one by one (no batches: fewer than half its gaps are
+/// arrivals closer than half the send gap) is read on its raw gaps:
+/// through the lab's veth a sender that ran late
 /// now and then made BASS keep 31-38 of 127 gaps (the queue that grew
 /// after the spike never drained), and streams 2-5 % above a 200 Mbit/s
 /// tbf read "below"; the raw gaps read every one "above". On the
