@@ -18,13 +18,13 @@
 //!    The answer is the interval's middle, its ends the confidence range.
 //!
 //! `prcmt-pba` (ours) replaces step 3 by probabilistic bisection
-//! (`tightlink_core::decision::bisection`): each stream at the posterior
-//! median over 0 to 1.25 times the ADR (the sender's top rate at most;
-//! an ADR read between batch stamps can lie under the truth), until the
-//! posterior's 90 % interval is within `tolerance` of its median; the
-//! answer is the median, the range that interval. A wrong decision near
-//! the answer costs the binary search for good; here the later ones
-//! outvote it.
+//! (`tightlink_core::decision::bisection`): each stream (64 packets at
+//! least) at the posterior median over 0 to 1.25 times the ADR (the
+//! sender's top rate at most; an ADR read between batch stamps can lie
+//! under the truth), until the posterior's 90 % interval is within
+//! `tolerance` of its median; the answer is the median, the range that
+//! interval. A wrong decision near the answer costs the binary search for
+//! good; here the later ones outvote it.
 
 use super::Method as Strategy;
 use super::{single_rate_request, Budget, Progress, Report, Session, Stop, StrategyError};
@@ -61,9 +61,10 @@ pub struct ProbabilisticParams {
     /// Coverage of the interval that stops the search and is reported.
     pub coverage: f64,
     /// Stop when that interval's half-width is this share of the median
-    /// or less. On the simulator's default path (40 seeds) 0.06 read
-    /// 3.1 % median error at 9.3 MB; 0.05, 3.0 % at 11.8 MB.
+    /// or less.
     pub tolerance: f64,
+    /// Streams never shorter than this (the length rule may pick 32).
+    pub min_packets: usize,
 }
 
 impl Default for ProbabilisticParams {
@@ -72,7 +73,21 @@ impl Default for ProbabilisticParams {
             model: BisectionParams::default(),
             top_over_adr: 1.25,
             coverage: 0.9,
-            tolerance: 0.06,
+            // Measured 2026-11-26 (simulator: 40 seeds of the default and
+            // smoothed 10 Gbit/s paths; lab: 10 runs of each scenario),
+            // median error and probe bytes:
+            // - 32 packets (the length rule's pick), 0.06: simulator
+            //   2.6 % at 10.0 MB and 3.0 % at 6.4 MB; lab 2.3-6.8 %, all
+            //   high: a 200 Mbit/s tbf's 3000-byte bucket lets a stream
+            //   5 % over its rate through unqueued for 40 packets;
+            // - 64, 0.06: simulator 2.0 % at 15 MB, 1.3 % at 11.6 MB
+            //   (20 seeds); lab 1.7-3.2 % at 1.8-3.6 MB;
+            // - 64, 0.1 (these): simulator 3.2 % at 8.1 MB, 1.3 % at
+            //   7.5 MB; lab 2.1-4.0 % at 1.1-1.9 MB;
+            // - 128, 0.06: simulator 1.8 % at 27 MB (20 seeds); lab
+            //   1.2-2.9 % at 3.0-4.9 MB.
+            tolerance: 0.1,
+            min_packets: 64,
         }
     }
 }
@@ -247,6 +262,8 @@ pub fn run(
         length_by_receive_rate(&mut s, &p, adr, analysis)?
     };
     if let Search::Probabilistic(pp) = p.search {
+        // (At 100 Gbit/s the lengths scaled to the batches are longer.)
+        let len = len.max(pp.min_packets);
         return probabilistic_bisection(s, &p, pp, adr, len, analysis);
     }
     // Binary search.
