@@ -164,7 +164,7 @@ pub struct Scenario {
 
 /// Default methods of `lab run`: every tightlink method that answers in
 /// a few hundred milliseconds.
-pub const DEFAULT_METHODS: &[&str] = &["multirate", "pathload", "imr-avg", "prcmt"];
+pub const DEFAULT_METHODS: &[&str] = &["multirate", "prcmt-pba", "pathload", "imr-avg", "prcmt"];
 
 impl Scenario {
     /// A shipped scenario by name, or a TOML file by path.
