@@ -120,6 +120,18 @@ pub fn rate_bps(bytes: f64, ns: f64) -> Option<f64> {
     }
 }
 
+/// The smallest positive gap between consecutive send times, ns; `None`
+/// when send times never advance. Arrivals closer than half of it were
+/// stamped together: the sender spaced no two packets that closely.
+fn min_send_gap_ns(packets: &[ProbePacket]) -> Option<f64> {
+    packets
+        .windows(2)
+        .map(|w| w[1].send_ns.saturating_sub(w[0].send_ns))
+        .filter(|&g| g > 0)
+        .min()
+        .map(|g| g as f64)
+}
+
 /// Difference of two clock readings in ns, exact for any `i64` inputs.
 #[inline]
 pub fn diff_ns(later: i64, earlier: i64) -> f64 {
@@ -432,11 +444,7 @@ impl ProbeStream {
     /// [`ProbeStream::batch_starts`] of packets `from..to` alone.
     fn batch_starts_in(&self, from: usize, to: usize) -> Option<(Vec<i64>, usize)> {
         let packets = self.packets.get(from..to)?;
-        let min_send_gap = packets
-            .windows(2)
-            .map(|w| w[1].send_ns.saturating_sub(w[0].send_ns))
-            .filter(|&g| g > 0)
-            .min()? as f64;
+        let min_send_gap = min_send_gap_ns(packets)?;
         let arrivals: Vec<i64> = packets.iter().filter_map(|p| p.recv_ns).collect();
         let mut starts: Vec<i64> = Vec::new();
         for (i, &r) in arrivals.iter().enumerate() {
@@ -460,11 +468,7 @@ impl ProbeStream {
     /// packets or more per batch on average).
     pub fn batch_floors_in(&self, from: usize, to: usize) -> Option<Vec<(f64, f64)>> {
         let inner = self.packets.get(from..to)?;
-        let min_send_gap = inner
-            .windows(2)
-            .map(|w| w[1].send_ns.saturating_sub(w[0].send_ns))
-            .filter(|&g| g > 0)
-            .min()? as f64;
+        let min_send_gap = min_send_gap_ns(inner)?;
         let t0 = inner.first()?.send_ns;
         let together = |later: i64, earlier: i64| diff_ns(later, earlier) < 0.5 * min_send_gap;
         // Widen the range to whole batches.

@@ -296,38 +296,29 @@ pub fn run(
             }
         }
         let mid = 0.5 * (lo + hi);
-        let req = single_rate_request(mid, len, p.size_bytes);
-        if !s.fits(req.bytes()) {
-            stop = Stop::Budget;
-            break;
-        }
-        let st = s.send(&req)?;
-        match analyze(&st, StreamKind::SingleRate, Method::PrcmtBass, analysis).decision {
-            Some(Decision::Above) => {
-                hi = mid;
-                seen_above = true;
+        match read_rate(&mut s, &p, mid, len, analysis)? {
+            Reading::NoRoom => {
+                stop = Stop::Budget;
+                break;
+            }
+            Reading::Decided { above } => {
+                if above {
+                    hi = mid;
+                    seen_above = true;
+                } else {
+                    lo = mid;
+                    seen_below = true;
+                }
                 if let Some(b) = posterior.as_mut() {
-                    b.update(mid, true);
+                    b.update(mid, above);
                 }
             }
-            Some(Decision::Below) => {
-                lo = mid;
-                seen_below = true;
-                if let Some(b) = posterior.as_mut() {
-                    b.update(mid, false);
-                }
-            }
-            // Undecided: try the same rate again (the budget bounds it).
-            _ => {}
+            // Try the same rate again (the budget bounds it).
+            Reading::Undecided => {}
         }
     }
     let estimate = 0.5 * (lo + hi);
-    let bound = match (seen_above, seen_below) {
-        (false, true) => Bound::AtLeast,
-        (true, false) => Bound::AtMost,
-        (false, false) => Bound::None,
-        (true, true) => Bound::Exact,
-    };
+    let bound = bound_of(seen_above, seen_below);
     let (value, bound) = match bound {
         Bound::AtLeast => (lo, bound),
         Bound::AtMost => (hi, bound),
@@ -374,38 +365,73 @@ fn probabilistic_bisection(
         if posterior.decisions() >= 2 && (hi - lo) / 2.0 <= pp.tolerance * median {
             break;
         }
-        let req = single_rate_request(median, len, p.size_bytes);
-        if !s.fits(req.bytes()) {
-            stop = Stop::Budget;
-            break;
-        }
-        let st = s.send(&req)?;
-        match analyze(&st, StreamKind::SingleRate, Method::PrcmtBass, analysis).decision {
-            Some(Decision::Above) => {
-                seen_above = true;
-                posterior.update(median, true);
+        match read_rate(&mut s, p, median, len, analysis)? {
+            Reading::NoRoom => {
+                stop = Stop::Budget;
+                break;
             }
-            Some(Decision::Below) => {
-                seen_below = true;
-                posterior.update(median, false);
+            Reading::Decided { above } => {
+                seen_above |= above;
+                seen_below |= !above;
+                posterior.update(median, above);
             }
-            // Undecided: the same rate again (the budget bounds it).
-            _ => {}
+            // The same rate again (the budget bounds it).
+            Reading::Undecided => {}
         }
     }
     let (lo, hi) = posterior.interval(pp.coverage);
-    let (value, bound) = match (seen_above, seen_below) {
-        (true, true) => (posterior.median(), Bound::Exact),
-        (false, true) => (lo, Bound::AtLeast),
-        (true, false) => (hi, Bound::AtMost),
-        (false, false) => (0.0, Bound::None),
-    };
-    let (lo, hi) = if bound == Bound::None {
-        (0.0, 0.0)
-    } else {
-        (lo, hi)
+    let bound = bound_of(seen_above, seen_below);
+    let (value, lo, hi) = match bound {
+        Bound::Exact => (posterior.median(), lo, hi),
+        Bound::AtLeast => (lo, lo, hi),
+        Bound::AtMost => (hi, lo, hi),
+        Bound::None => (0.0, 0.0, 0.0),
     };
     Ok(s.report(method, value, bound, lo, hi, stop))
+}
+
+/// What one search stream read.
+enum Reading {
+    /// The budget had no room for it.
+    NoRoom,
+    /// PRC-MT + BASS decided: above the available bandwidth or below it.
+    Decided {
+        above: bool,
+    },
+    Undecided,
+}
+
+/// Sends one stream of `len` packets at `rate_bps` and reads it by
+/// PRC-MT + BASS.
+fn read_rate(
+    s: &mut Session,
+    p: &PrcmtSearchParams,
+    rate_bps: f64,
+    len: usize,
+    analysis: &AnalysisParams,
+) -> Result<Reading, StrategyError> {
+    let req = single_rate_request(rate_bps, len, p.size_bytes);
+    if !s.fits(req.bytes()) {
+        return Ok(Reading::NoRoom);
+    }
+    let st = s.send(&req)?;
+    Ok(
+        match analyze(&st, StreamKind::SingleRate, Method::PrcmtBass, analysis).decision {
+            Some(Decision::Above) => Reading::Decided { above: true },
+            Some(Decision::Below) => Reading::Decided { above: false },
+            _ => Reading::Undecided,
+        },
+    )
+}
+
+/// A search's bound from which sides its decisions fell on.
+fn bound_of(seen_above: bool, seen_below: bool) -> Bound {
+    match (seen_above, seen_below) {
+        (true, true) => Bound::Exact,
+        (false, true) => Bound::AtLeast,
+        (true, false) => Bound::AtMost,
+        (false, false) => Bound::None,
+    }
 }
 
 #[cfg(test)]
