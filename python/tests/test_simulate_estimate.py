@@ -68,16 +68,16 @@ def test_estimate_is_the_command_line_s_json(cli):
     assert got == want
 
 
-def test_every_method_name_reaches_the_library(cli):
-    # The probabilistic bisection, added after the others: the name the
-    # command line takes is the one Python takes, and its range holds
-    # its answer.
-    got = tightlink.estimate("sim:seed=2", method="prcmt-pba")
-    want = json.loads(cli("estimate", "sim:seed=2", "--method", "prcmt-pba", "--json").stdout)
+@pytest.mark.parametrize("method", ["prcmt-pba", "scan-pba"])
+def test_every_method_name_reaches_the_library(cli, method):
+    # The bisections, added after the others: the name the command line
+    # takes is the one Python takes, and the range holds the answer.
+    got = tightlink.estimate("sim:seed=2", method=method)
+    want = json.loads(cli("estimate", "sim:seed=2", "--method", method, "--json").stdout)
     for d in (got, want):
         del d["wall_s"]
     assert got == want
-    assert got["method"] == "prcmt-pba" and got["bound"] == "exact"
+    assert got["method"] == method and got["bound"] == "exact"
     assert got["low_bps"] <= got["available_bandwidth_bps"] <= got["high_bps"]
 
 

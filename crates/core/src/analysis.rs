@@ -515,8 +515,22 @@ fn single_rate(
     };
     match method {
         Method::Prcmt | Method::PrcmtBass => {
+            // PRC-MT's loss rule reads over 20 % lost as a full queue;
+            // over half lost leaves too few gaps to time, but is the
+            // same evidence, only stronger: "above". (Left out as
+            // undecided, every stream sent while one ON/OFF source
+            // saturated the link was dropped from the search, which
+            // then read only the idle moments: "at least 8.8 Gbit/s"
+            // where the streams' mean truth was 4.7.)
             if stream.loss_fraction() > params.max_loss {
-                return ambiguous(base, "too many losses (over half the stream)");
+                return Analysis {
+                    decision: Some(Decision::Above),
+                    bound: single_bound(Decision::Above),
+                    ..none_with(
+                        base,
+                        "over half the stream lost: a full queue or a policer (PRC-MT's loss rule)",
+                    )
+                };
             }
             let gaps = stream.gaps();
             let total = gaps.len();
@@ -1935,6 +1949,47 @@ mod tests {
         );
         let e = tracker.estimate().unwrap();
         assert!((e.abw_bps / 2.1e9 - 1.0).abs() < 1e-6, "{e:?}");
+    }
+
+    /// A 64-packet stream at 5 Gbit/s on an idle 10 Gbit/s path reads
+    /// "below". Lose 42 of its packets (66 %): too few left to time, but
+    /// more than half lost is a full queue by PRC-MT's loss rule:
+    /// "above", with or without BASS. Lose all but one: nothing to read.
+    #[test]
+    fn a_stream_mostly_lost_reads_above() {
+        let p = AnalysisParams::default();
+        let clean =
+            SynthPath::ten_gig(0.0).stream(0, &single_rate_schedule(5e9, 64, 9000, 0), 9000);
+        for m in [Method::Prcmt, Method::PrcmtBass] {
+            let a = analyze(&clean, StreamKind::SingleRate, m, &p);
+            assert_eq!(a.decision, Some(Decision::Below), "{m:?}");
+        }
+        let lose_first = |n: usize| {
+            let mut s = clean.clone();
+            s.packets
+                .iter_mut()
+                .take(n)
+                .for_each(|pk| pk.recv_ns = None);
+            s
+        };
+        let mostly = lose_first(42);
+        assert!((mostly.loss_fraction() - 42.0 / 64.0).abs() < 1e-12);
+        for m in [Method::Prcmt, Method::PrcmtBass] {
+            let a = analyze(&mostly, StreamKind::SingleRate, m, &p);
+            assert_eq!(
+                (a.decision, a.bound),
+                (Some(Decision::Above), Bound::AtMost),
+                "{m:?}"
+            );
+            assert!(a.reason.unwrap().contains("over half"), "{m:?}");
+        }
+        let a = analyze(
+            &lose_first(63),
+            StreamKind::SingleRate,
+            Method::PrcmtBass,
+            &p,
+        );
+        assert_eq!(a.decision, Some(Decision::Ambiguous));
     }
 
     #[test]

@@ -588,10 +588,11 @@ pub struct StrategyRow {
     pub median_streams: f64,
 }
 
-pub const STRATEGIES: [strategy::Method; 11] = [
+pub const STRATEGIES: [strategy::Method; 12] = [
     strategy::Method::Multirate,
     strategy::Method::Prcmt,
     strategy::Method::PrcmtPba,
+    strategy::Method::ScanPba,
     strategy::Method::Pathload,
     strategy::Method::ImrAvg,
     strategy::Method::Topp,

@@ -272,12 +272,18 @@ fn why_unusable(
 pub fn swing_warning(e: &Report, streams: &[ProbeStream]) -> String {
     let spans: Vec<f64> = streams.iter().map(|s| s.send_span_ns()).collect();
     let span_ms = tightlink_core::stats::median(&spans).unwrap_or(f64::NAN) / 1e6;
-    format!(
-        "the available bandwidth swung between {} and {} from stream to stream (10th to 90th percentile of {} streams of about {span_ms:.1} ms each); the estimate is their median, not a steady rate",
-        format_rate(e.low_bps),
-        format_rate(e.high_bps),
-        streams.len().saturating_sub(1),
-    )
+    let (low, high) = (format_rate(e.low_bps), format_rate(e.high_bps));
+    match e.method {
+        // The bisections' range is where their decisions contradicted
+        // the threshold they converged on, not percentiles of answers.
+        Method::PrcmtPba | Method::ScanPba => format!(
+            "the available bandwidth swung between {low} and {high} from stream to stream (streams of about {span_ms:.1} ms met congestion under, or room over, the rate the others agreed on); the estimate is the rate most streams agreed on, not a steady rate",
+        ),
+        _ => format!(
+            "the available bandwidth swung between {low} and {high} from stream to stream (10th to 90th percentile of {} streams of about {span_ms:.1} ms each); the estimate is their median, not a steady rate",
+            streams.len().saturating_sub(1),
+        ),
+    }
 }
 
 /// Pathload's trend tests on streams a coalescing receiver stamped in

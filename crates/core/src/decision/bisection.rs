@@ -105,6 +105,45 @@ impl Bisection {
         self.decisions += 1;
     }
 
+    /// Weighs the posterior by one estimate of `A` (another method's, a
+    /// multi-rate stream's): a normal error of `rel_sd` times the
+    /// estimate, and with probability `lapse` an estimate that says
+    /// nothing (uniform over the grid). Not counted as a decision; an
+    /// estimate that is not a positive number, or settings out of range
+    /// (`rel_sd` not positive, `lapse` not in `0..1`), change nothing.
+    pub fn weigh_estimate(&mut self, estimate_bps: f64, rel_sd: f64, lapse: f64) {
+        let ok = estimate_bps.is_finite()
+            && estimate_bps > 0.0
+            && rel_sd.is_finite()
+            && rel_sd > 0.0
+            && (0.0..1.0).contains(&lapse);
+        if !ok {
+            return;
+        }
+        let bins = self.params.bins;
+        let sd = rel_sd * estimate_bps;
+        // Densities per grid cell: the normal's over the cell's width,
+        // the lapse's spread evenly.
+        let cell = self.top_bps / bins as f64;
+        let norm = cell / (sd * (2.0 * std::f64::consts::PI).sqrt());
+        let likelihood: Vec<f64> = (0..bins)
+            .map(|i| {
+                let z = (self.rate_of(i) - estimate_bps) / sd;
+                lapse / bins as f64 + (1.0 - lapse) * norm * (-0.5 * z * z).exp()
+            })
+            .collect();
+        let mut total = 0.0;
+        for row in self.weights.chunks_mut(bins) {
+            for (w, l) in row.iter_mut().zip(&likelihood) {
+                *w *= l;
+                total += *w;
+            }
+        }
+        if total > 0.0 && total.is_finite() {
+            self.weights.iter_mut().for_each(|w| *w /= total);
+        }
+    }
+
     /// Decisions weighed so far.
     pub fn decisions(&self) -> usize {
         self.decisions
@@ -221,6 +260,48 @@ mod tests {
         assert!((m / 6e9 - 1.0).abs() < 0.05, "{m}");
         assert!((mf / 6e9 - 1.0).abs() < 0.1, "{mf}");
         assert!(wf > w, "{wf} vs {w}");
+    }
+
+    /// An estimate of 50 with a 10 % error on a flat 0-100 prior: the
+    /// posterior is N(50, 5), median 50, 95th percentile 50 + 1.645 x 5 =
+    /// 58.22. With a lapse of 0.2 it is 0.2 of the flat prior plus 0.8 of
+    /// that normal: the 5th percentile is where the flat part alone holds
+    /// 0.05 (the normal's mass under 25 is 3e-7): 25. Nonsense changes
+    /// nothing, and no decision is counted.
+    #[test]
+    fn an_estimate_weighs_like_a_normal_error() {
+        let p = BisectionParams {
+            scales: [1e-6; 5],
+            lapse: 0.0,
+            bins: 1000,
+        };
+        let mut b = Bisection::new(100.0, p).unwrap();
+        b.weigh_estimate(50.0, 0.1, 0.0);
+        assert!((b.median() - 50.0).abs() < 0.01, "{}", b.median());
+        assert!(
+            (b.quantile(0.95) - 58.22).abs() < 0.05,
+            "{}",
+            b.quantile(0.95)
+        );
+        assert_eq!(b.decisions(), 0);
+        let mut l = Bisection::new(100.0, p).unwrap();
+        l.weigh_estimate(50.0, 0.1, 0.2);
+        assert!((l.median() - 50.0).abs() < 0.01, "{}", l.median());
+        assert!(
+            (l.quantile(0.05) - 25.0).abs() < 0.05,
+            "{}",
+            l.quantile(0.05)
+        );
+        let before = l.clone();
+        for (e, sd, lapse) in [
+            (f64::NAN, 0.1, 0.0),
+            (-1.0, 0.1, 0.0),
+            (50.0, 0.0, 0.0),
+            (50.0, 0.1, 1.0),
+        ] {
+            l.weigh_estimate(e, sd, lapse);
+        }
+        assert_eq!(l, before);
     }
 
     #[test]

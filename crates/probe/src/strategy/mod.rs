@@ -19,6 +19,7 @@ pub mod igi;
 pub mod multirate;
 pub mod pathload_search;
 pub mod prcmt_search;
+pub mod scan_pba;
 pub mod spruce;
 
 use crate::Cost;
@@ -44,6 +45,8 @@ pub enum Method {
     Prcmt,
     /// The same decisions in a probabilistic bisection.
     PrcmtPba,
+    /// A multi-rate scan, then that bisection from its answer.
+    ScanPba,
     /// Pathload's fleets with its own trend test.
     Pathload,
     /// Pathload's fleets with IMR-Pathload's window-average trend test.
@@ -65,13 +68,14 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 15] = [
+    pub const ALL: [Method; 16] = [
         Method::Multirate,
         Method::MultirateSinglePass,
         Method::MultiratePrcmtDp1,
         Method::MultiratePrcmtDp2,
         Method::Prcmt,
         Method::PrcmtPba,
+        Method::ScanPba,
         Method::Pathload,
         Method::ImrAvg,
         Method::ImrWavelet,
@@ -91,6 +95,7 @@ impl Method {
             Method::MultiratePrcmtDp2 => "multirate-prcmt-dp2",
             Method::Prcmt => "prcmt",
             Method::PrcmtPba => "prcmt-pba",
+            Method::ScanPba => "scan-pba",
             Method::Pathload => "pathload",
             Method::ImrAvg => "imr-avg",
             Method::ImrWavelet => "imr-wavelet",
@@ -110,7 +115,7 @@ impl Method {
             Method::MultirateSinglePass => CoreMethod::MultirateSinglePass,
             Method::MultiratePrcmtDp1 => CoreMethod::MultiratePrcmtDp1,
             Method::MultiratePrcmtDp2 => CoreMethod::MultiratePrcmtDp2,
-            Method::Prcmt | Method::PrcmtPba => CoreMethod::PrcmtBass,
+            Method::Prcmt | Method::PrcmtPba | Method::ScanPba => CoreMethod::PrcmtBass,
             Method::Pathload => CoreMethod::Pathload,
             Method::ImrAvg => CoreMethod::ImrAvg,
             Method::ImrWavelet => CoreMethod::ImrWavelet,
@@ -164,6 +169,11 @@ impl Method {
                     p.search = prcmt_search::Search::Probabilistic(Default::default());
                 }
                 prcmt_search::run(channel, p, analysis, budget, progress)
+            }
+            Method::ScanPba => {
+                let mut p = scan_pba::ScanPbaParams::default();
+                p.scan.size_bytes = size.unwrap_or(p.scan.size_bytes);
+                scan_pba::run(channel, p, analysis, budget, progress)
             }
             Method::Pathload | Method::ImrAvg | Method::ImrWavelet => {
                 let mut p = pathload_search::PathloadSearchParams {

@@ -3,10 +3,11 @@
 //! after multi-pass smoothing it gives an estimate, the next stream is
 //! centred on it.
 //!
-//! The first stream scans wide (10 % to 90 % of the sender's link rate).
-//! When it shows receive batches its sub-streams were too short to span
-//! (at 100 Gbit/s), it is sent once more, each rate for as long as the
-//! top rate needs to span them.
+//! The first stream scans wide (10 % to 90 % of the sender's link rate;
+//! [`wide_scan`], which `scan-pba` starts with too). When it shows
+//! receive batches its sub-streams were too short to span (at 100
+//! Gbit/s), it is sent once more, each rate for as long as the top rate
+//! needs to span them.
 //! An `at_least` answer moves the centre up by the range, `at_most` down.
 //! Stopping rule: once `min_estimates` exact estimates (after the wide
 //! scan) are in, stop when the ~95 % confidence interval of their median,
@@ -111,40 +112,31 @@ pub fn run(
     // probe: after three the answer is "at least" that.
     let mut at_ceiling = 0;
     let mut per_rate = params.per_rate;
-    let mut rescanned = false;
+    let mut scan = Some(wide_scan(&mut s, &params, analysis)?);
     loop {
-        let rates = rates_around(centre, range, params.rates);
-        // The repeated scan gives each rate the top rate's time, not its
-        // packets: with 625 packets at each of 10-90 Gbit/s its slowest
-        // sub-stream lasted 4.5 ms, and a burst there read 14 Gbit/s on a
-        // path with 75 free.
-        let sched = if first && rescanned {
-            equal_time_schedule(&rates, per_rate, params.per_rate, params.size_bytes)
-        } else {
-            multi_rate_schedule(&rates, per_rate, params.size_bytes)
+        let (bound, abw, request_bytes) = match scan.take() {
+            Some(None) => break,
+            Some(Some(w)) => {
+                per_rate = w.per_rate;
+                (w.bound, w.abw_bps, w.bytes)
+            }
+            None => {
+                let rates = rates_around(centre, range, params.rates);
+                let sched = multi_rate_schedule(&rates, per_rate, params.size_bytes);
+                let request = StreamRequest::from_send_times(&sched, params.size_bytes);
+                if !s.fits(request.bytes()) {
+                    break;
+                }
+                let stream = s.send(&request)?;
+                if let Some(interval_ns) = stream.receive_batch_interval_ns() {
+                    per_rate = per_rate_for_batches(&params, interval_ns, centre * (1.0 + range));
+                }
+                // Lossy streams read "at most" their lowest rate: the
+                // core's `MultirateLoss` rule, the one place that decides it.
+                let a = analyze(&stream, StreamKind::MultiRate, params.method, analysis);
+                (a.bound, a.abw_bps, request.bytes())
+            }
         };
-        let request = StreamRequest::from_send_times(&sched, params.size_bytes);
-        if !s.fits(request.bytes()) {
-            break;
-        }
-        let stream = s.send(&request)?;
-        let sent_per_rate = per_rate;
-        if let Some(interval_ns) = stream.receive_batch_interval_ns() {
-            per_rate = per_rate_for_batches(&params, interval_ns, centre * (1.0 + range));
-        }
-        // A scan whose sub-streams fit in fewer receive batches than BASS
-        // needs read nothing (at 100 Gbit/s with 125 us coalescence, 64
-        // packets at 90 Gbit/s are half a batch: it answered "at most"
-        // its lowest rate, and the streams then climbed from there by
-        // +30 % each until the budget ran out): scan again, long enough.
-        if first && !rescanned && per_rate > sent_per_rate {
-            rescanned = true;
-            continue;
-        }
-        // Lossy streams read "at most" their lowest rate: the core's
-        // `MultirateLoss` rule, the one place that decides it.
-        let a = analyze(&stream, StreamKind::MultiRate, params.method, analysis);
-        let (bound, abw) = (a.bound, a.abw_bps);
         if let (Bound::Exact | Bound::AtLeast | Bound::AtMost, Some(e)) = (bound, abw) {
             answers.push(e);
             let near = Ceiling::default().reached(e, bound, max);
@@ -192,7 +184,7 @@ pub fn run(
                 return Ok(s.report(method, m, Bound::Exact, lo, hi, Stop::Stable));
             }
         }
-        let left = s.streams_left(request.bytes());
+        let left = s.streams_left(request_bytes);
         let tol = params.stable_tolerance;
         let mut futile = swing(&exact, tol, left, params.swing_min_answers);
         // Streams that mostly answer bounds, up and down: too few exact
@@ -214,6 +206,69 @@ pub fn run(
     match last_bound {
         Some((b, e)) => Ok(s.report(method, e, b, e, e, Stop::Budget)),
         None => Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream)),
+    }
+}
+
+/// What the first, wide stream found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WideScan {
+    pub bound: Bound,
+    pub abw_bps: Option<f64>,
+    /// How far apart the receiver stamped batches, if it did.
+    pub batch_interval_ns: Option<f64>,
+    /// Packets per rate the next streams need to span the batches.
+    pub per_rate: usize,
+    /// Bytes of the stream that was read.
+    pub bytes: u64,
+}
+
+/// The wide scan that starts the multi-rate strategy (and `scan-pba`):
+/// one multi-rate stream over 10 % to 90 % of the sender's link rate.
+/// When it shows receive batches its sub-streams were too short to span
+/// (at 100 Gbit/s, 125 us coalescence: 64 packets at 90 Gbit/s are half
+/// a batch; it answered "at most" its lowest rate, and the streams then
+/// climbed from there by +30 % each until the budget ran out), it is sent
+/// once more, long enough, each rate for the top rate's time, not its
+/// packets (with 625 packets at each of 10-90 Gbit/s its slowest
+/// sub-stream lasted 4.5 ms, and a burst there read 14 Gbit/s on a path
+/// with 75 free). `None` when the budget has no room for it.
+pub fn wide_scan(
+    s: &mut Session,
+    params: &MultirateParams,
+    analysis: &AnalysisParams,
+) -> Result<Option<WideScan>, StrategyError> {
+    let (centre, range) = (0.5 * s.max_rate_bps(), 0.8);
+    let rates = rates_around(centre, range, params.rates);
+    let mut per_rate = params.per_rate;
+    let mut rescanned = false;
+    loop {
+        let sched = if rescanned {
+            equal_time_schedule(&rates, per_rate, params.per_rate, params.size_bytes)
+        } else {
+            multi_rate_schedule(&rates, per_rate, params.size_bytes)
+        };
+        let request = StreamRequest::from_send_times(&sched, params.size_bytes);
+        if !s.fits(request.bytes()) {
+            return Ok(None);
+        }
+        let stream = s.send(&request)?;
+        let sent_per_rate = per_rate;
+        let batch_interval_ns = stream.receive_batch_interval_ns();
+        if let Some(interval_ns) = batch_interval_ns {
+            per_rate = per_rate_for_batches(params, interval_ns, centre * (1.0 + range));
+        }
+        if !rescanned && per_rate > sent_per_rate {
+            rescanned = true;
+            continue;
+        }
+        let a = analyze(&stream, StreamKind::MultiRate, params.method, analysis);
+        return Ok(Some(WideScan {
+            bound: a.bound,
+            abw_bps: a.abw_bps,
+            batch_interval_ns,
+            per_rate,
+            bytes: request.bytes(),
+        }));
     }
 }
 

@@ -25,7 +25,10 @@
 //! under the truth), until the posterior's 90 % interval is within
 //! `tolerance` of its median; the answer is the median, the range that
 //! interval. A wrong decision near the answer costs the binary search for
-//! good; here the later ones outvote it.
+//! good; here the later ones outvote it. An "above" from a stream that
+//! lost packets is placed at the rate it delivered (lower, and still
+//! above). Where decisions contradict the final interval (see
+//! `swing_of`) the path swung: stop `swings`, with the range they span.
 
 use super::Method as Strategy;
 use super::{single_rate_request, Budget, Progress, Report, Session, Stop, StrategyError};
@@ -265,7 +268,24 @@ pub fn run(
     if let Search::Probabilistic(pp) = p.search {
         // (At 100 Gbit/s the lengths scaled to the batches are longer.)
         let len = len.max(pp.min_packets);
-        return probabilistic_bisection(s, &p, pp, adr, len, analysis);
+        let top = (adr * pp.top_over_adr).min(s.max_rate_bps());
+        let Some(posterior) = Bisection::new(top, pp.model) else {
+            return Ok(s.report(
+                Strategy::PrcmtPba,
+                0.0,
+                Bound::None,
+                0.0,
+                0.0,
+                Stop::NoUsableAdrTrain,
+            ));
+        };
+        let bisect = Bisect {
+            size_bytes: p.size_bytes,
+            len,
+            params: pp,
+            method: Strategy::PrcmtPba,
+        };
+        return probabilistic_bisection(s, bisect, posterior, (false, false), analysis);
     }
     // Binary search.
     let (mut lo, mut hi) = (0.0f64, adr);
@@ -296,12 +316,12 @@ pub fn run(
             }
         }
         let mid = 0.5 * (lo + hi);
-        match read_rate(&mut s, &p, mid, len, analysis)? {
+        match read_rate(&mut s, p.size_bytes, mid, len, analysis)? {
             Reading::NoRoom => {
                 stop = Stop::Budget;
                 break;
             }
-            Reading::Decided { above } => {
+            Reading::Decided { above, .. } => {
                 if above {
                     hi = mid;
                     seen_above = true;
@@ -314,7 +334,7 @@ pub fn run(
                 }
             }
             // Try the same rate again (the budget bounds it).
-            Reading::Undecided => {}
+            Reading::Undecided { .. } => {}
         }
     }
     let estimate = 0.5 * (lo + hi);
@@ -339,55 +359,109 @@ pub fn run(
     Ok(s.report(Strategy::Prcmt, value, bound, low, high, stop))
 }
 
+/// How [`probabilistic_bisection`] probes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Bisect {
+    pub size_bytes: u32,
+    /// Packets per stream.
+    pub len: usize,
+    pub params: ProbabilisticParams,
+    /// The strategy reported.
+    pub method: Strategy,
+}
+
 /// Step 3 by probabilistic bisection: a stream of `len` packets at the
 /// posterior median until the `coverage` interval's half-width is within
 /// `tolerance` of the median (two decisions at least), or the budget
-/// ends. "At least" the interval's low end when no stream read "above",
-/// "at most" its high end when none read "below".
-fn probabilistic_bisection(
+/// ends. "At least" the interval's low end when no decision (`seen`
+/// before, as above and below, and then) read "above", "at most" its
+/// high end when none read "below".
+pub(super) fn probabilistic_bisection(
     mut s: Session,
-    p: &PrcmtSearchParams,
-    pp: ProbabilisticParams,
-    adr: f64,
-    len: usize,
+    b: Bisect,
+    mut posterior: Bisection,
+    seen: (bool, bool),
     analysis: &AnalysisParams,
 ) -> Result<Report, StrategyError> {
-    let method = Strategy::PrcmtPba;
-    let top = (adr * pp.top_over_adr).min(s.max_rate_bps());
-    let Some(mut posterior) = Bisection::new(top, pp.model) else {
-        return Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
-    };
-    let (mut seen_above, mut seen_below) = (false, false);
+    let pp = b.params;
+    let (mut seen_above, mut seen_below) = seen;
     let mut stop = Stop::Converged;
+    let mut decisions: Vec<(f64, bool)> = Vec::new();
     loop {
         let median = posterior.median();
         let (lo, hi) = posterior.interval(pp.coverage);
         if posterior.decisions() >= 2 && (hi - lo) / 2.0 <= pp.tolerance * median {
             break;
         }
-        match read_rate(&mut s, p, median, len, analysis)? {
+        match read_rate(&mut s, b.size_bytes, median, b.len, analysis)? {
             Reading::NoRoom => {
                 stop = Stop::Budget;
                 break;
             }
-            Reading::Decided { above } => {
+            Reading::Decided {
+                above,
+                rate_bps,
+                recv_bps,
+            } => {
                 seen_above |= above;
                 seen_below |= !above;
-                posterior.update(median, above);
+                posterior.update(rate_bps, above);
+                let swing_rate = match recv_bps {
+                    Some(q) if above && q < 0.5 * rate_bps => q,
+                    _ => rate_bps,
+                };
+                decisions.push((swing_rate, above));
             }
-            // The same rate again (the budget bounds it).
-            Reading::Undecided => {}
+            // Nothing to read: the same rate again (the budget bounds it).
+            // A stream lost whole where others arrived met a full queue,
+            // which only the swing test may weigh: a posterior over a
+            // fixed rate cannot place a decision at rate 0.
+            Reading::Undecided { lost_whole } => {
+                if lost_whole && !decisions.is_empty() {
+                    decisions.push((0.0, true));
+                }
+            }
         }
     }
-    let (lo, hi) = posterior.interval(pp.coverage);
+    let (mut lo, mut hi) = posterior.interval(pp.coverage);
     let bound = bound_of(seen_above, seen_below);
+    if bound == Bound::Exact {
+        if let Some((a, z)) = swing_of(&decisions, lo, hi) {
+            (lo, hi) = (a, z);
+            stop = Stop::Swings;
+        }
+    }
     let (value, lo, hi) = match bound {
         Bound::Exact => (posterior.median(), lo, hi),
         Bound::AtLeast => (lo, lo, hi),
         Bound::AtMost => (hi, lo, hi),
         Bound::None => (0.0, 0.0, 0.0),
     };
-    Ok(s.report(method, value, bound, lo, hi, stop))
+    Ok(s.report(b.method, value, bound, lo, hi, stop))
+}
+
+/// Decisions the posterior's final interval `lo..hi` cannot explain:
+/// "above" at a rate under `lo` (a stream that met a burst, or lost most
+/// of itself) or "below" at one over `hi` (an idle moment), by more than
+/// a tenth of the interval's width. Two or more, or one "above" under
+/// half of `lo` (a stream that lost most of itself, or all of it: rate
+/// 0, where the interval says the path had room), say the available
+/// bandwidth swung on the streams' time scale, where the posterior's
+/// fixed-threshold model read the quiet moments' threshold: the range
+/// then runs from the lowest such "above" to the highest such "below".
+pub(super) fn swing_of(decisions: &[(f64, bool)], lo: f64, hi: f64) -> Option<(f64, f64)> {
+    let slack = 0.1 * (hi - lo);
+    let (mut n, mut a, mut z) = (0, lo, hi);
+    for &(r, above) in decisions {
+        if above && r < lo - slack {
+            n += if r < 0.5 * lo { 2 } else { 1 };
+            a = a.min(r);
+        } else if !above && r > hi + slack {
+            n += 1;
+            z = z.max(r);
+        }
+    }
+    (n >= 2).then_some((a, z))
 }
 
 /// What one search stream read.
@@ -397,31 +471,50 @@ enum Reading {
     /// PRC-MT + BASS decided: above the available bandwidth or below it.
     Decided {
         above: bool,
+        /// The rate the decision is about: the stream's, or for "above"
+        /// the lower rate it delivered when it lost packets (a FIFO that
+        /// drops a stream's excess delivers it at `r C / (r + X)`, still
+        /// above the available bandwidth `C - X`).
+        rate_bps: f64,
+        /// The stream's receive rate, where PRC-MT read one.
+        recv_bps: Option<f64>,
     },
-    Undecided,
+    Undecided {
+        /// No packet of it arrived.
+        lost_whole: bool,
+    },
 }
 
 /// Sends one stream of `len` packets at `rate_bps` and reads it by
 /// PRC-MT + BASS.
 fn read_rate(
     s: &mut Session,
-    p: &PrcmtSearchParams,
+    size_bytes: u32,
     rate_bps: f64,
     len: usize,
     analysis: &AnalysisParams,
 ) -> Result<Reading, StrategyError> {
-    let req = single_rate_request(rate_bps, len, p.size_bytes);
+    let req = single_rate_request(rate_bps, len, size_bytes);
     if !s.fits(req.bytes()) {
         return Ok(Reading::NoRoom);
     }
     let st = s.send(&req)?;
-    Ok(
-        match analyze(&st, StreamKind::SingleRate, Method::PrcmtBass, analysis).decision {
-            Some(Decision::Above) => Reading::Decided { above: true },
-            Some(Decision::Below) => Reading::Decided { above: false },
-            _ => Reading::Undecided,
+    let a = analyze(&st, StreamKind::SingleRate, Method::PrcmtBass, analysis);
+    Ok(match a.decision {
+        Some(Decision::Above) => Reading::Decided {
+            above: true,
+            rate_bps: rate_bps * (1.0 - st.loss_fraction()).clamp(0.0, 1.0),
+            recv_bps: a.detail.recv_rate_bps,
         },
-    )
+        Some(Decision::Below) => Reading::Decided {
+            above: false,
+            rate_bps,
+            recv_bps: a.detail.recv_rate_bps,
+        },
+        _ => Reading::Undecided {
+            lost_whole: st.received_count() == 0,
+        },
+    })
 }
 
 /// A search's bound from which sides its decisions fell on.
@@ -437,6 +530,26 @@ fn bound_of(seen_above: bool, seen_below: bool) -> Bound {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The final interval 8.5-9.6 (slack 0.11): "above" at 8 lies 0.39
+    /// under it, one contradiction, not enough; "below" at 9.8 is a
+    /// second: swings, 8 to 9.8. Decisions inside the slack (above at
+    /// 8.45, below at 9.65) count nothing. One "above" under half of 8.5
+    /// (a stream that lost most of itself, or all: rate 0) is enough.
+    #[test]
+    fn swing_by_hand() {
+        let (lo, hi) = (8.5, 9.6);
+        let one = [(9.0, false), (8.0, true), (8.45, true), (9.65, false)];
+        assert_eq!(swing_of(&one, lo, hi), None);
+        let two = [(9.0, false), (8.0, true), (9.8, false)];
+        assert_eq!(swing_of(&two, lo, hi), Some((8.0, 9.8)));
+        assert_eq!(swing_of(&[(3.0, true)], lo, hi), Some((3.0, 9.6)));
+        assert_eq!(
+            swing_of(&[(9.0, false), (0.0, true)], lo, hi),
+            Some((0.0, 9.6))
+        );
+        assert_eq!(swing_of(&[], lo, hi), None);
+    }
 
     #[test]
     fn lengths_follow_the_receive_batches() {
