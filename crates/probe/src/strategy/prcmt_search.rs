@@ -305,6 +305,7 @@ pub fn run(
     // The same decisions weighed as `prcmt-pba` weighs them: the range.
     let pp = ProbabilisticParams::default();
     let mut posterior = Bisection::new((adr * pp.top_over_adr).min(s.max_rate_bps()), pp.model);
+    let mut decisions: Vec<(f64, bool)> = Vec::new();
     loop {
         if hi - lo <= p.resolution * adr {
             match widen_to.take() {
@@ -316,7 +317,11 @@ pub fn run(
             }
         }
         let mid = 0.5 * (lo + hi);
-        match read_rate(&mut s, p.size_bytes, mid, len, analysis)? {
+        let reading = read_rate(&mut s, p.size_bytes, mid, len, analysis)?;
+        if let Some(d) = swing_point(&reading, !decisions.is_empty()) {
+            decisions.push(d);
+        }
+        match reading {
             Reading::NoRoom => {
                 stop = Stop::Budget;
                 break;
@@ -349,13 +354,19 @@ pub fn run(
     // (2 % of the ADR) trusts every decision and held the truth in 2 of
     // 20 runs on the simulator's default path; the interval, about
     // +-15 % after six or so decisions, in 17.
-    let (low, high) = match (bound, posterior) {
+    let (mut low, mut high) = match (bound, posterior) {
         (Bound::Exact, Some(b)) => {
             let (a, z) = b.interval(pp.coverage);
             (a.min(lo), z.max(hi))
         }
         _ => (lo, hi),
     };
+    if bound == Bound::Exact {
+        if let Some((a, z)) = swing_of(&decisions, low, high) {
+            (low, high) = (a, z);
+            stop = Stop::Swings;
+        }
+    }
     Ok(s.report(Strategy::Prcmt, value, bound, low, high, stop))
 }
 
@@ -393,34 +404,24 @@ pub(super) fn probabilistic_bisection(
         if posterior.decisions() >= 2 && (hi - lo) / 2.0 <= pp.tolerance * median {
             break;
         }
-        match read_rate(&mut s, b.size_bytes, median, b.len, analysis)? {
+        let reading = read_rate(&mut s, b.size_bytes, median, b.len, analysis)?;
+        if let Some(d) = swing_point(&reading, !decisions.is_empty()) {
+            decisions.push(d);
+        }
+        match reading {
             Reading::NoRoom => {
                 stop = Stop::Budget;
                 break;
             }
             Reading::Decided {
-                above,
-                rate_bps,
-                recv_bps,
+                above, rate_bps, ..
             } => {
                 seen_above |= above;
                 seen_below |= !above;
                 posterior.update(rate_bps, above);
-                let swing_rate = match recv_bps {
-                    Some(q) if above && q < 0.5 * rate_bps => q,
-                    _ => rate_bps,
-                };
-                decisions.push((swing_rate, above));
             }
-            // Nothing to read: the same rate again (the budget bounds it).
-            // A stream lost whole where others arrived met a full queue,
-            // which only the swing test may weigh: a posterior over a
-            // fixed rate cannot place a decision at rate 0.
-            Reading::Undecided { lost_whole } => {
-                if lost_whole && !decisions.is_empty() {
-                    decisions.push((0.0, true));
-                }
-            }
+            // The same rate again (the budget bounds it).
+            Reading::Undecided { .. } => {}
         }
     }
     let (mut lo, mut hi) = posterior.interval(pp.coverage);
@@ -462,6 +463,27 @@ pub(super) fn swing_of(decisions: &[(f64, bool)], lo: f64, hi: f64) -> Option<(f
         }
     }
     (n >= 2).then_some((a, z))
+}
+
+/// Where a reading counts in the swing test ([`swing_of`]): a decision at
+/// its rate, an "above" at the stream's receive rate when that was under
+/// half of it (it met a burst that saturated the link), and a stream
+/// lost whole, where earlier ones arrived (`any_before`), as "above" at
+/// rate 0 (a full queue; the posterior over a fixed rate cannot place
+/// it, and the search sends the rate again).
+fn swing_point(reading: &Reading, any_before: bool) -> Option<(f64, bool)> {
+    match *reading {
+        Reading::Decided {
+            above,
+            rate_bps,
+            recv_bps,
+        } => Some(match recv_bps {
+            Some(q) if above && q < 0.5 * rate_bps => (q, true),
+            _ => (rate_bps, above),
+        }),
+        Reading::Undecided { lost_whole: true } if any_before => Some((0.0, true)),
+        _ => None,
+    }
 }
 
 /// What one search stream read.
