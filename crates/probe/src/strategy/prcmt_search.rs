@@ -361,9 +361,10 @@ pub fn run(
         }
         _ => (lo, hi),
     };
+    let mut value = value;
     if bound == Bound::Exact {
-        if let Some((a, z)) = swing_of(&decisions, low, high) {
-            (low, high) = (a, z);
+        if let Some(w) = swing_of(&decisions, low, high, value) {
+            (value, low, high) = (w.mean, w.low, w.high);
             stop = Stop::Swings;
         }
     }
@@ -425,15 +426,16 @@ pub(super) fn probabilistic_bisection(
         }
     }
     let (mut lo, mut hi) = posterior.interval(pp.coverage);
+    let mut median = posterior.median();
     let bound = bound_of(seen_above, seen_below);
     if bound == Bound::Exact {
-        if let Some((a, z)) = swing_of(&decisions, lo, hi) {
-            (lo, hi) = (a, z);
+        if let Some(w) = swing_of(&decisions, lo, hi, median) {
+            (median, lo, hi) = (w.mean, w.low, w.high);
             stop = Stop::Swings;
         }
     }
     let (value, lo, hi) = match bound {
-        Bound::Exact => (posterior.median(), lo, hi),
+        Bound::Exact => (median, lo, hi),
         Bound::AtLeast => (lo, lo, hi),
         Bound::AtMost => (hi, lo, hi),
         Bound::None => (0.0, 0.0, 0.0),
@@ -450,19 +452,41 @@ pub(super) fn probabilistic_bisection(
 /// bandwidth swung on the streams' time scale, where the posterior's
 /// fixed-threshold model read the quiet moments' threshold: the range
 /// then runs from the lowest such "above" to the highest such "below".
-pub(super) fn swing_of(decisions: &[(f64, bool)], lo: f64, hi: f64) -> Option<(f64, f64)> {
+/// The answer is then the mean over the streams of what each met: its
+/// own rate where it contradicted, `agreed` (the search's answer, the
+/// quiet moments' threshold) where not. Each stream samples one moment
+/// of the path, so that mean is the available bandwidth averaged over
+/// the moments probed, where the threshold is only its typical value.
+pub(super) fn swing_of(decisions: &[(f64, bool)], lo: f64, hi: f64, agreed: f64) -> Option<Swing> {
     let slack = 0.1 * (hi - lo);
-    let (mut n, mut a, mut z) = (0, lo, hi);
+    let (mut n, mut a, mut z, mut sum) = (0, lo, hi, 0.0);
     for &(r, above) in decisions {
         if above && r < lo - slack {
             n += if r < 0.5 * lo { 2 } else { 1 };
             a = a.min(r);
+            sum += r;
         } else if !above && r > hi + slack {
             n += 1;
             z = z.max(r);
+            sum += r;
+        } else {
+            sum += agreed;
         }
     }
-    (n >= 2).then_some((a, z))
+    (n >= 2).then(|| Swing {
+        low: a,
+        high: z,
+        mean: sum / decisions.len() as f64,
+    })
+}
+
+/// How far a search's decisions say the path swung ([`swing_of`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Swing {
+    pub low: f64,
+    pub high: f64,
+    /// The mean over the streams of what each met.
+    pub mean: f64,
 }
 
 /// Where a reading counts in the swing test ([`swing_of`]): a decision at
@@ -558,19 +582,23 @@ mod tests {
     /// second: swings, 8 to 9.8. Decisions inside the slack (above at
     /// 8.45, below at 9.65) count nothing. One "above" under half of 8.5
     /// (a stream that lost most of itself, or all: rate 0) is enough.
+    /// The answer is then the mean of what the streams met, the agreed
+    /// 9.0 for those that did not contradict it.
     #[test]
     fn swing_by_hand() {
-        let (lo, hi) = (8.5, 9.6);
+        let (lo, hi, agreed) = (8.5, 9.6, 9.0);
         let one = [(9.0, false), (8.0, true), (8.45, true), (9.65, false)];
-        assert_eq!(swing_of(&one, lo, hi), None);
+        assert_eq!(swing_of(&one, lo, hi, agreed), None);
+        // The mean: 9.0 (agreed), 8.0 and 9.8 (their own): 26.8 / 3.
         let two = [(9.0, false), (8.0, true), (9.8, false)];
-        assert_eq!(swing_of(&two, lo, hi), Some((8.0, 9.8)));
-        assert_eq!(swing_of(&[(3.0, true)], lo, hi), Some((3.0, 9.6)));
-        assert_eq!(
-            swing_of(&[(9.0, false), (0.0, true)], lo, hi),
-            Some((0.0, 9.6))
-        );
-        assert_eq!(swing_of(&[], lo, hi), None);
+        let w = swing_of(&two, lo, hi, agreed).unwrap();
+        assert_eq!((w.low, w.high), (8.0, 9.8));
+        assert!((w.mean - 26.8 / 3.0).abs() < 1e-12, "{w:?}");
+        let w = swing_of(&[(3.0, true)], lo, hi, agreed).unwrap();
+        assert_eq!((w.low, w.high, w.mean), (3.0, 9.6, 3.0));
+        let w = swing_of(&[(9.0, false), (0.0, true)], lo, hi, agreed).unwrap();
+        assert_eq!((w.low, w.high, w.mean), (0.0, 9.6, 4.5));
+        assert_eq!(swing_of(&[], lo, hi, agreed), None);
     }
 
     #[test]
