@@ -25,13 +25,18 @@
 //! under the truth), until the posterior's 90 % interval is within
 //! `tolerance` of its median; the answer is the median, the range that
 //! interval. A wrong decision near the answer costs the binary search for
-//! good; here the later ones outvote it. An "above" from a stream that
+//! good; here the later ones outvote it. Where the receiver stamps each
+//! packet, three short trains at the top rate measure a token bucket
+//! first (see `bucket_bytes`), and each decision at `r` is weighed at
+//! `r / (1 + B / (L s))`, where it would fall without the bucket. An
+//! "above" from a stream that
 //! lost packets is placed at the rate it delivered (lower, and still
 //! above). Where decisions contradict the final interval (see
 //! `swing_of`) the path swung: stop `swings`, with the range they span.
 
 use super::Method as Strategy;
 use super::{single_rate_request, Budget, Progress, Report, Session, Stop, StrategyError};
+use tightlink_core::capacity::{shaper_from_trains, train_shape};
 use tightlink_core::channel::Channel;
 use tightlink_core::decision::bisection::{Bisection, BisectionParams};
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, ProbeStream, StreamKind};
@@ -279,11 +284,17 @@ pub fn run(
                 Stop::NoUsableAdrTrain,
             ));
         };
+        let bucket = if batches.is_none() {
+            bucket_bytes(&mut s, p.size_bytes)?
+        } else {
+            0.0
+        };
         let bisect = Bisect {
             size_bytes: p.size_bytes,
             len,
             params: pp,
             method: Strategy::PrcmtPba,
+            bucket_bytes: bucket,
         };
         return probabilistic_bisection(s, bisect, posterior, (false, false), analysis);
     }
@@ -380,6 +391,9 @@ pub(super) struct Bisect {
     pub params: ProbabilisticParams,
     /// The strategy reported.
     pub method: Strategy,
+    /// Bytes a token bucket on the path lets through unqueued (see
+    /// [`bucket_bytes`]); 0 where none was seen.
+    pub bucket_bytes: f64,
 }
 
 /// Step 3 by probabilistic bisection: a stream of `len` packets at the
@@ -396,6 +410,12 @@ pub(super) fn probabilistic_bisection(
     analysis: &AnalysisParams,
 ) -> Result<Report, StrategyError> {
     let pp = b.params;
+    // Behind a token bucket of B bytes a stream of L packets of s bytes
+    // at (1 + e) times the shaper's rate passes unqueued for B / (e s)
+    // packets, and PRC-MT reads "above" only when e exceeds B / (L s)
+    // (and its tolerance): the stream reads as one at r / (1 + B / (L s))
+    // would on a path without the bucket, and is weighed there.
+    let bucket_share = 1.0 + b.bucket_bytes / (b.len as f64 * b.size_bytes as f64);
     let (mut seen_above, mut seen_below) = seen;
     let mut stop = Stop::Converged;
     let mut decisions: Vec<(f64, bool)> = Vec::new();
@@ -419,7 +439,7 @@ pub(super) fn probabilistic_bisection(
             } => {
                 seen_above |= above;
                 seen_below |= !above;
-                posterior.update(rate_bps, above);
+                posterior.update(rate_bps / bucket_share, above);
             }
             // The same rate again (the budget bounds it).
             Reading::Undecided { .. } => {}
@@ -487,6 +507,28 @@ pub(super) struct Swing {
     pub high: f64,
     /// The mean over the streams of what each met.
     pub mean: f64,
+}
+
+/// Back-to-back trains of this many packets at the sender's top rate
+/// that show a token bucket.
+const BUCKET_TRAIN: usize = 32;
+
+/// A token bucket's bytes, from three short back-to-back trains at the
+/// sender's top rate (`capacity::shaper`: their heads pass on the bucket
+/// faster than their tails; at least two of three must show it), or 0.
+/// Only where the receiver stamps packets one by one: under receive
+/// batches the tails are stamped together and nothing is seen.
+pub(super) fn bucket_bytes(s: &mut Session, size_bytes: u32) -> Result<f64, StrategyError> {
+    let mut shapes = Vec::new();
+    for _ in 0..3 {
+        let req = single_rate_request(s.max_rate_bps(), BUCKET_TRAIN, size_bytes);
+        if !s.fits(req.bytes()) {
+            break;
+        }
+        let st = s.send(&req)?;
+        shapes.extend(train_shape(&st));
+    }
+    Ok(shaper_from_trains(&shapes).map_or(0.0, |sh| sh.bucket_bytes))
 }
 
 /// Where a reading counts in the swing test ([`swing_of`]): a decision at
@@ -599,6 +641,32 @@ mod tests {
         let w = swing_of(&[(9.0, false), (0.0, true)], lo, hi, agreed).unwrap();
         assert_eq!((w.low, w.high, w.mean), (0.0, 9.6, 4.5));
         assert_eq!(swing_of(&[], lo, hi, agreed), None);
+    }
+
+    /// Three 32-packet trains at the sender's 10 Gbit/s through a 6
+    /// Gbit/s shaper with a 30 KB bucket (2 Gbit/s of CBR through it
+    /// too), the receiver stamping each packet: the trains' heads pass
+    /// on the bucket at 8.3 Gbit/s, their tails at 5; the bytes ahead of
+    /// the tail rate are the bucket less what the cross traffic took
+    /// meanwhile (27.1-27.2 KB measured). The same path without the
+    /// shaper shows none.
+    #[test]
+    fn three_trains_find_a_token_bucket() {
+        let bucket = |target: &str| {
+            let spec = tightlink_sim::parse_sim_target(target).unwrap();
+            let mut ch = tightlink_sim::SimChannel::new(spec, target);
+            let mut progress = |_: f64| {};
+            let mut s = Session::start(&mut ch, Budget::default(), &mut progress).unwrap();
+            let b = bucket_bytes(&mut s, 9000).unwrap();
+            (b, s.streams.len())
+        };
+        let path = "sim:capacity=10G,cross=cbr:2G,coalescence=off";
+        for seed in 1..=3 {
+            let (b, trains) = bucket(&format!("{path},shaper=6G/30KB,seed={seed}"));
+            assert!((25_000.0..30_000.0).contains(&b), "{b}");
+            assert_eq!(trains, 3);
+            assert_eq!(bucket(&format!("{path},seed={seed}")).0, 0.0);
+        }
     }
 
     #[test]

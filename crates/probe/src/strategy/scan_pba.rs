@@ -16,12 +16,14 @@
 //!
 //! Like every short single-rate method it reads a token bucket high: a
 //! stream a few percent over the shaper's rate passes unqueued while the
-//! bucket lasts (on the lab's 200 Mbit/s tbf with a 3000-byte bucket,
-//! +1 to +3 %), where the multi-rate streams read the receive rate of
-//! the queue that builds.
+//! bucket lasts, where the multi-rate streams read the receive rate of
+//! the queue that builds. Where the receiver stamps packets one by one
+//! the bucket is measured first and the decisions weighed for it (see
+//! `prcmt-pba`); on the lab's 200 Mbit/s tbf with a 3000-byte bucket it
+//! still reads 1-2 % high.
 
 use super::multirate::{wide_scan, MultirateParams};
-use super::prcmt_search::{lengths_for_batches, probabilistic_bisection, Bisect};
+use super::prcmt_search::{bucket_bytes, lengths_for_batches, probabilistic_bisection, Bisect};
 use super::prcmt_search::{PrcmtSearchParams, ProbabilisticParams};
 use super::Method as Strategy;
 use super::{Budget, Progress, Report, Session, Stop, StrategyError};
@@ -110,11 +112,17 @@ pub fn run(
         p.scan.size_bytes,
     );
     let len = if scaled != lengths { scaled[1] } else { 0 }.max(p.bisection.min_packets);
+    let bucket_bytes = if scan.batch_interval_ns.is_none() {
+        bucket_bytes(&mut s, p.scan.size_bytes)?
+    } else {
+        0.0
+    };
     let b = Bisect {
         size_bytes: p.scan.size_bytes,
         len,
         params: p.bisection,
         method,
+        bucket_bytes,
     };
     probabilistic_bisection(s, b, posterior, seen, analysis)
 }
