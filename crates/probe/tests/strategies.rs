@@ -366,6 +366,26 @@ fn bisection_says_when_the_path_swings() {
     }
 }
 
+/// PRC-MT's binary search on the ON/OFF path, seed 4: every decided
+/// stream met an idle moment and read "below", but one was lost whole
+/// to a burst. It answered "at least 9.9 Gbit/s" for a mean truth of
+/// 8.3; a stream lost whole is congestion seen, so it now says the path
+/// swings, with a range from 0 that holds the truth and the mean of what
+/// its streams met.
+#[test]
+fn a_stream_lost_whole_makes_the_binary_search_say_swings() {
+    let r = run(
+        "sim:cross=bursty:2.5G:sources=1:on=2ms:duty=0.1:shape=1.2,seed=4",
+        "prcmt",
+    );
+    let t = r.truth_bps.unwrap();
+    eprintln!("{r:?}");
+    assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Swings));
+    assert!(r.low_bps <= t && t <= r.high_bps, "{r:?}");
+    assert!(r.low_bps < 0.1 * t, "{r:?}");
+    assert!(rel(&r).abs() < 0.1, "{:+.3}", rel(&r));
+}
+
 /// One ON/OFF source at four times the link: on seed 2 the first ADR
 /// train ran into a burst and lost most of its packets, and both
 /// searches answered nothing. The train is sent again as it was.

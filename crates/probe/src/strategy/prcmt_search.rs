@@ -330,6 +330,8 @@ pub fn run(
         let mid = 0.5 * (lo + hi);
         let reading = read_rate(&mut s, p.size_bytes, mid, len, analysis)?;
         if let Some(d) = swing_point(&reading, !decisions.is_empty()) {
+            // A stream lost whole met a full queue: congestion seen.
+            seen_above |= d == (0.0, true);
             decisions.push(d);
         }
         match reading {
@@ -427,6 +429,8 @@ pub(super) fn probabilistic_bisection(
         }
         let reading = read_rate(&mut s, b.size_bytes, median, b.len, analysis)?;
         if let Some(d) = swing_point(&reading, !decisions.is_empty()) {
+            // A stream lost whole met a full queue: congestion seen.
+            seen_above |= d == (0.0, true);
             decisions.push(d);
         }
         match reading {
