@@ -25,8 +25,8 @@ pub struct EstimateArgs {
     #[arg(default_value = "sim:")]
     pub target: String,
     /// multirate, multirate-single-pass, multirate-prcmt-dp1,
-    /// multirate-prcmt-dp2, prcmt, prcmt-pba, scan-pba, pathload, imr-avg,
-    /// imr-wavelet, topp, pathchirp, bart, igi, ptr, spruce.
+    /// multirate-prcmt-dp2, prcmt, prcmt-pba, scan-pba, auto, pathload,
+    /// imr-avg, imr-wavelet, topp, pathchirp, bart, igi, ptr, spruce.
     #[arg(long, short, default_value = "multirate", env = "TIGHTLINK_METHOD")]
     pub method: String,
     /// One JSON object on stdout instead of the human summary.

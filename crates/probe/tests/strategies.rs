@@ -386,6 +386,27 @@ fn a_stream_lost_whole_makes_the_binary_search_say_swings() {
     assert!(rel(&r).abs() < 0.1, "{:+.3}", rel(&r));
 }
 
+/// `auto` reads the wide scan's receive stamps: under 125 us batches it
+/// goes on as `scan-pba` (the same streams, the same answer), stamped
+/// one by one as `multirate`; the report names the strategy that ran.
+#[test]
+fn auto_follows_the_receiver() {
+    for (target, ran) in [
+        ("sim:seed=3", strategy::Method::ScanPba),
+        ("sim:coalescence=off,seed=3", strategy::Method::Multirate),
+    ] {
+        let (r, streams) = run_recorded(target, "auto");
+        let (same, same_streams) = run_recorded(target, ran.name());
+        assert_eq!(r.method, ran, "{target}");
+        assert_eq!(
+            (r.available_bandwidth_bps, r.cost.probe_bytes),
+            (same.available_bandwidth_bps, same.cost.probe_bytes),
+            "{target}"
+        );
+        assert_eq!(streams.len(), same_streams.len(), "{target}");
+    }
+}
+
 /// One ON/OFF source at four times the link: on seed 2 the first ADR
 /// train ran into a burst and lost most of its packets, and both
 /// searches answered nothing. The train is sent again as it was.

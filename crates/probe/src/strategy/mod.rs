@@ -47,6 +47,9 @@ pub enum Method {
     PrcmtPba,
     /// A multi-rate scan, then that bisection from its answer.
     ScanPba,
+    /// The scan, then the bisection under receive batches, multi-rate
+    /// streams where packets are stamped one by one.
+    Auto,
     /// Pathload's fleets with its own trend test.
     Pathload,
     /// Pathload's fleets with IMR-Pathload's window-average trend test.
@@ -68,7 +71,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 16] = [
+    pub const ALL: [Method; 17] = [
         Method::Multirate,
         Method::MultirateSinglePass,
         Method::MultiratePrcmtDp1,
@@ -76,6 +79,7 @@ impl Method {
         Method::Prcmt,
         Method::PrcmtPba,
         Method::ScanPba,
+        Method::Auto,
         Method::Pathload,
         Method::ImrAvg,
         Method::ImrWavelet,
@@ -96,6 +100,7 @@ impl Method {
             Method::Prcmt => "prcmt",
             Method::PrcmtPba => "prcmt-pba",
             Method::ScanPba => "scan-pba",
+            Method::Auto => "auto",
             Method::Pathload => "pathload",
             Method::ImrAvg => "imr-avg",
             Method::ImrWavelet => "imr-wavelet",
@@ -116,6 +121,8 @@ impl Method {
             Method::MultiratePrcmtDp1 => CoreMethod::MultiratePrcmtDp1,
             Method::MultiratePrcmtDp2 => CoreMethod::MultiratePrcmtDp2,
             Method::Prcmt | Method::PrcmtPba | Method::ScanPba => CoreMethod::PrcmtBass,
+            // Its scan is multi-rate; what follows depends on the receiver.
+            Method::Auto => CoreMethod::Multirate,
             Method::Pathload => CoreMethod::Pathload,
             Method::ImrAvg => CoreMethod::ImrAvg,
             Method::ImrWavelet => CoreMethod::ImrWavelet,
@@ -170,10 +177,14 @@ impl Method {
                 }
                 prcmt_search::run(channel, p, analysis, budget, progress)
             }
-            Method::ScanPba => {
+            Method::ScanPba | Method::Auto => {
                 let mut p = scan_pba::ScanPbaParams::default();
                 p.scan.size_bytes = size.unwrap_or(p.scan.size_bytes);
-                scan_pba::run(channel, p, analysis, budget, progress)
+                if self == Method::Auto {
+                    scan_pba::run_auto(channel, p, analysis, budget, progress)
+                } else {
+                    scan_pba::run(channel, p, analysis, budget, progress)
+                }
             }
             Method::Pathload | Method::ImrAvg | Method::ImrWavelet => {
                 let mut p = pathload_search::PathloadSearchParams {

@@ -93,8 +93,20 @@ pub fn run(
     budget: Budget,
     progress: Progress,
 ) -> Result<Report, StrategyError> {
-    let method = Strategy::of_per_stream(params.method).unwrap_or(Strategy::Multirate);
     let mut s = Session::start(channel, budget, progress)?;
+    let scan = wide_scan(&mut s, &params, analysis)?;
+    after_scan(s, params, analysis, scan)
+}
+
+/// The strategy from its wide scan on (`None`: the budget had no room for
+/// it).
+pub fn after_scan(
+    mut s: Session,
+    params: MultirateParams,
+    analysis: &AnalysisParams,
+    scan: Option<WideScan>,
+) -> Result<Report, StrategyError> {
+    let method = Strategy::of_per_stream(params.method).unwrap_or(Strategy::Multirate);
     let max = s.max_rate_bps();
     // Centre and range of the next stream; the top rate stays at the link rate.
     let mut centre = 0.5 * max;
@@ -112,7 +124,7 @@ pub fn run(
     // probe: after three the answer is "at least" that.
     let mut at_ceiling = 0;
     let mut per_rate = params.per_rate;
-    let mut scan = Some(wide_scan(&mut s, &params, analysis)?);
+    let mut scan = Some(scan);
     loop {
         let (bound, abw, request_bytes) = match scan.take() {
             Some(None) => break,
