@@ -258,7 +258,7 @@ def simulate(
 def estimate(
     target: str = "sim:",
     *,
-    method: str = "multirate",
+    method: str = "auto",
     max_streams: int = 60,
     max_bytes: Optional[int] = None,
     reverse: bool = False,

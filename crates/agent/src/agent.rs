@@ -494,7 +494,7 @@ impl Agent {
                 TargetConfig {
                     name: target_text.clone(),
                     target,
-                    methods: vec![Method::Multirate],
+                    methods: vec![Method::Auto],
                     interval_s: 0.0,
                     jitter: 0.0,
                     timeout_s: policy.timeout_s,

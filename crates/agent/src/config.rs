@@ -243,7 +243,7 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
         .methods
         .clone()
         .or(file.methods)
-        .unwrap_or_else(|| vec!["multirate".to_string()]);
+        .unwrap_or_else(|| vec!["auto".to_string()]);
     methods(&at("methods"), &d_methods)?;
 
     let mut entries: Vec<TargetFile> = file.targets;

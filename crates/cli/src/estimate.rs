@@ -27,7 +27,7 @@ pub struct EstimateArgs {
     /// multirate, multirate-single-pass, multirate-prcmt-dp1,
     /// multirate-prcmt-dp2, prcmt, prcmt-pba, scan-pba, auto, pathload,
     /// imr-avg, imr-wavelet, topp, pathchirp, bart, igi, ptr, spruce.
-    #[arg(long, short, default_value = "multirate", env = "TIGHTLINK_METHOD")]
+    #[arg(long, short, default_value = "auto", env = "TIGHTLINK_METHOD")]
     pub method: String,
     /// One JSON object on stdout instead of the human summary.
     #[arg(long)]

@@ -52,7 +52,7 @@ pub const MAX_FOLLOW_INTERVAL_NS: i64 = 5_000_000_000;
 impl Default for EstimateOptions {
     fn default() -> Self {
         EstimateOptions {
-            method: Method::Multirate,
+            method: Method::Auto,
             max_streams: 60,
             max_bytes: None,
             real: RealOptions::default(),
