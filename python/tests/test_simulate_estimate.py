@@ -61,8 +61,10 @@ def test_max_bytes_caps_the_probe_cost():
 
 
 def test_estimate_is_the_command_line_s_json(cli):
-    got = tightlink.estimate("sim:seed=3", method="multirate")
+    # Both defaults (the method too: `auto`, which runs scan-pba here).
+    got = tightlink.estimate("sim:seed=3")
     want = json.loads(cli("estimate", "sim:seed=3", "--json").stdout)
+    assert got["method"] == want["method"] == "scan-pba"
     for d in (got, want):
         del d["wall_s"]
     assert got == want

@@ -6,6 +6,10 @@
 //!   re-centred on the last estimate (\[BASS\], VI).
 //! - [`prcmt_search`]: PRC-MT's stream-length choice from the asymptotic
 //!   dispersion rate, then a binary search with PRC-MT + BASS (BASS IV-B, V).
+//! - [`scan_pba`]: the multi-rate wide scan as the prior of a
+//!   probabilistic bisection over PRC-MT + BASS decisions; and `auto`
+//!   (the default), which after the scan goes on as that bisection under
+//!   receive batches and as [`multirate`] where each packet is stamped.
 //! - [`pathload_search`]: Pathload's fleets, trend test and grey region
 //!   (\[IMR\], section 3), with Pathload's or IMR's trend test.
 //! - [`chirp`]: pathChirp's chirps, averaged (\[HOST\], section 4).
@@ -33,7 +37,7 @@ use tightlink_core::{AnalysisParams, Bound, Method as CoreMethod, ProbeStream};
 /// the names users type, display them by the same names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Method {
-    /// Multi-rate streams with multi-pass smoothing (the default).
+    /// Multi-rate streams with multi-pass smoothing.
     Multirate,
     /// Multi-rate streams, one smoothing pass.
     MultirateSinglePass,
@@ -48,7 +52,7 @@ pub enum Method {
     /// A multi-rate scan, then that bisection from its answer.
     ScanPba,
     /// The scan, then the bisection under receive batches, multi-rate
-    /// streams where packets are stamped one by one.
+    /// streams where packets are stamped one by one (the default).
     Auto,
     /// Pathload's fleets with its own trend test.
     Pathload,
