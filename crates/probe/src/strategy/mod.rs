@@ -184,11 +184,8 @@ impl Method {
             Method::ScanPba | Method::Auto => {
                 let mut p = scan_pba::ScanPbaParams::default();
                 p.scan.size_bytes = size.unwrap_or(p.scan.size_bytes);
-                if self == Method::Auto {
-                    scan_pba::run_auto(channel, p, analysis, budget, progress)
-                } else {
-                    scan_pba::run(channel, p, analysis, budget, progress)
-                }
+                let auto = self == Method::Auto;
+                scan_pba::run(channel, p, analysis, budget, progress, auto)
             }
             Method::Pathload | Method::ImrAvg | Method::ImrWavelet => {
                 let mut p = pathload_search::PathloadSearchParams {

@@ -329,11 +329,7 @@ pub fn run(
         }
         let mid = 0.5 * (lo + hi);
         let reading = read_rate(&mut s, p.size_bytes, mid, len, analysis)?;
-        if let Some(d) = swing_point(&reading, !decisions.is_empty()) {
-            // A stream lost whole met a full queue: congestion seen.
-            seen_above |= d == (0.0, true);
-            decisions.push(d);
-        }
+        seen_above |= note_swing(&mut decisions, &reading);
         match reading {
             Reading::NoRoom => {
                 stop = Stop::Budget;
@@ -428,11 +424,7 @@ pub(super) fn probabilistic_bisection(
             break;
         }
         let reading = read_rate(&mut s, b.size_bytes, median, b.len, analysis)?;
-        if let Some(d) = swing_point(&reading, !decisions.is_empty()) {
-            // A stream lost whole met a full queue: congestion seen.
-            seen_above |= d == (0.0, true);
-            decisions.push(d);
-        }
+        seen_above |= note_swing(&mut decisions, &reading);
         match reading {
             Reading::NoRoom => {
                 stop = Stop::Budget;
@@ -535,25 +527,28 @@ pub(super) fn bucket_bytes(s: &mut Session, size_bytes: u32) -> Result<f64, Stra
     Ok(shaper_from_trains(&shapes).map_or(0.0, |sh| sh.bucket_bytes))
 }
 
-/// Where a reading counts in the swing test ([`swing_of`]): a decision at
-/// its rate, an "above" at the stream's receive rate when that was under
-/// half of it (it met a burst that saturated the link), and a stream
-/// lost whole, where earlier ones arrived (`any_before`), as "above" at
-/// rate 0 (a full queue; the posterior over a fixed rate cannot place
-/// it, and the search sends the rate again).
-fn swing_point(reading: &Reading, any_before: bool) -> Option<(f64, bool)> {
-    match *reading {
+/// Notes where a reading counts in the swing test ([`swing_of`]): a
+/// decision at its rate, an "above" at the stream's receive rate when
+/// that was under half of it (it met a burst that saturated the link),
+/// and a stream lost whole, where earlier ones arrived, as "above" at
+/// rate 0 (the posterior over a fixed rate cannot place it, and the
+/// search sends the rate again). Returns whether it was such a stream: a
+/// full queue, congestion seen.
+fn note_swing(decisions: &mut Vec<(f64, bool)>, reading: &Reading) -> bool {
+    let point = match *reading {
         Reading::Decided {
             above,
             rate_bps,
             recv_bps,
-        } => Some(match recv_bps {
+        } => match recv_bps {
             Some(q) if above && q < 0.5 * rate_bps => (q, true),
             _ => (rate_bps, above),
-        }),
-        Reading::Undecided { lost_whole: true } if any_before => Some((0.0, true)),
-        _ => None,
-    }
+        },
+        Reading::Undecided { lost_whole: true } if !decisions.is_empty() => (0.0, true),
+        _ => return false,
+    };
+    decisions.push(point);
+    matches!(reading, Reading::Undecided { .. })
 }
 
 /// What one search stream read.

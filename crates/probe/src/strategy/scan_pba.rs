@@ -72,38 +72,27 @@ impl Default for ScanPbaParams {
     }
 }
 
+/// `scan-pba`, or with `auto` set the default `auto`: the wide scan;
+/// then, where the receiver stamped it in batches (interrupt
+/// coalescence), this bisection, and where it stamped each packet, the
+/// multi-rate strategy's streams. Under 125 us batches a multi-rate
+/// stream's answer scatters by several percent (the simulator's default
+/// path: 2.7 / 7.1 % median / p90 at 20.8 MB, against 2.5 / 5.8 % at
+/// 9.2 MB for the bisection); stamped one by one it reads a shaper to a
+/// few tenths of a percent, where the single-rate streams read its
+/// bucket 1-2 % high. The report names the strategy that ran.
 pub fn run(
     channel: &mut dyn Channel,
     p: ScanPbaParams,
     analysis: &AnalysisParams,
     budget: Budget,
     progress: Progress,
-) -> Result<Report, StrategyError> {
-    let mut s = Session::start(channel, budget, progress)?;
-    let scan = wide_scan(&mut s, &p.scan, analysis)?;
-    bisect_after_scan(s, p, analysis, scan)
-}
-
-/// `auto`: the wide scan; then, where the receiver stamped it in batches
-/// (interrupt coalescence), this bisection, and where it stamped each
-/// packet, the multi-rate strategy's streams. Under 125 us batches a
-/// multi-rate stream's answer scatters by several percent (the
-/// simulator's default path: 2.7 / 7.1 % median / p90 at 20.8 MB,
-/// against 2.5 / 5.8 % at 9.2 MB for the bisection); stamped one by one
-/// it reads a shaper to a few tenths of a percent, where the
-/// single-rate streams read its bucket 1-2 % high. The report names the
-/// strategy that ran.
-pub fn run_auto(
-    channel: &mut dyn Channel,
-    p: ScanPbaParams,
-    analysis: &AnalysisParams,
-    budget: Budget,
-    progress: Progress,
+    auto: bool,
 ) -> Result<Report, StrategyError> {
     let mut s = Session::start(channel, budget, progress)?;
     let scan = wide_scan(&mut s, &p.scan, analysis)?;
     match scan {
-        Some(w) if w.batch_interval_ns.is_none() => {
+        Some(w) if auto && w.batch_interval_ns.is_none() => {
             multirate::after_scan(s, p.scan, analysis, Some(w))
         }
         _ => bisect_after_scan(s, p, analysis, scan),
