@@ -274,10 +274,11 @@ pub fn swing_warning(e: &Report, streams: &[ProbeStream]) -> String {
     let span_ms = tightlink_core::stats::median(&spans).unwrap_or(f64::NAN) / 1e6;
     let (low, high) = (format_rate(e.low_bps), format_rate(e.high_bps));
     match e.method {
-        // The bisections' range is where their decisions contradicted
-        // the threshold they converged on, not percentiles of answers.
-        Method::PrcmtPba | Method::ScanPba => format!(
-            "the available bandwidth swung between {low} and {high} from stream to stream (streams of about {span_ms:.1} ms met congestion under, or room over, the rate the others agreed on); the estimate is the rate most streams agreed on, not a steady rate",
+        // The searches' range is where their decisions contradicted the
+        // threshold they converged on, not percentiles of answers, and
+        // their answer the mean of what the streams met.
+        Method::Prcmt | Method::PrcmtPba | Method::ScanPba => format!(
+            "the available bandwidth swung between {low} and {high} from stream to stream (streams of about {span_ms:.1} ms met congestion under, or room over, the rate the others agreed on); the estimate is the mean of what the streams met, not a steady rate",
         ),
         _ => format!(
             "the available bandwidth swung between {low} and {high} from stream to stream (10th to 90th percentile of {} streams of about {span_ms:.1} ms each); the estimate is their median, not a steady rate",
