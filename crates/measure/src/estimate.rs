@@ -281,7 +281,7 @@ pub fn swing_warning(e: &Report, streams: &[ProbeStream]) -> String {
             "the available bandwidth swung between {low} and {high} from stream to stream (streams of about {span_ms:.1} ms met congestion under, or room over, the rate the others agreed on); the estimate is the mean of what the streams met, not a steady rate",
         ),
         _ => format!(
-            "the available bandwidth swung between {low} and {high} from stream to stream (10th to 90th percentile of {} streams of about {span_ms:.1} ms each); the estimate is their median, not a steady rate",
+            "the available bandwidth swung between {low} and {high} from stream to stream (10th to 90th percentile of {} streams of about {span_ms:.1} ms each); the estimate is their mean, not a steady rate",
             streams.len().saturating_sub(1),
         ),
     }
