@@ -146,6 +146,8 @@ pub fn after_scan(
     // climbing towards it say nothing against it).
     let mut found_below_ceiling = false;
     let mut last_bound: Option<(Bound, f64)> = None;
+    // The one before it (the budget rule below reads the last two).
+    let mut bound_before: Option<(Bound, f64)> = None;
     let mut first = true;
     // Streams in a row whose answer is near the top rate the sender can
     // probe: after three the answer is "at least" that.
@@ -207,17 +209,17 @@ pub fn after_scan(
                 }
                 centre = e;
                 range = params.range;
-                last_bound = Some((Bound::Exact, e));
+                bound_before = last_bound.replace((Bound::Exact, e));
             }
             (Bound::AtLeast, Some(e)) => {
                 centre = (e * (1.0 + params.range)).max(centre);
                 range = params.range;
-                last_bound = Some((Bound::AtLeast, e));
+                bound_before = last_bound.replace((Bound::AtLeast, e));
             }
             (Bound::AtMost, Some(e)) => {
                 centre = e * (1.0 - params.range);
                 range = params.range;
-                last_bound = Some((Bound::AtMost, e));
+                bound_before = last_bound.replace((Bound::AtMost, e));
             }
             _ => {}
         }
@@ -248,12 +250,40 @@ pub fn after_scan(
     if !exact.is_empty() {
         let m = stats::median(&exact).unwrap_or(f64::NAN);
         let (lo, hi) = answer_range(&exact, &params);
+        // The budget ran out while the streams still climbed (or fell)
+        // past every exact answer: the last two streams' bounds are the
+        // newer evidence. At 100 Gbit/s a scan misread at 10 Gbit/s left
+        // the search climbing 30 % a stream, and the median of two early
+        // answers, 28.6 Gbit/s "exact", stood against "at least 37.1"
+        // and "at least 62.7" (79.7 free). One bound alone can be an idle
+        // moment of a swinging path (it read "at least 85" with 66.7 free).
+        if let Some((b, e)) = climbed_past(bound_before, last_bound, lo, hi) {
+            return Ok(s.report(method, e, b, e, e, Stop::Budget));
+        }
         return Ok(s.report(method, m, Bound::Exact, lo, hi, Stop::Budget));
     }
     match last_bound {
         Some((b, e)) => Ok(s.report(method, e, b, e, e, Stop::Budget)),
         None => Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream)),
     }
+}
+
+/// The last of two bounds in a row on the same side beyond `lo..=hi`.
+fn climbed_past(
+    before: Option<(Bound, f64)>,
+    last: Option<(Bound, f64)>,
+    lo: f64,
+    hi: f64,
+) -> Option<(Bound, f64)> {
+    let (Some((b0, e0)), Some((b1, e1))) = (before, last) else {
+        return None;
+    };
+    let beyond = |b, e| match b {
+        Bound::AtLeast => e > hi,
+        Bound::AtMost => e < lo,
+        _ => false,
+    };
+    (b0 == b1 && beyond(b0, e0) && beyond(b1, e1)).then_some((b1, e1))
 }
 
 /// What the first, wide stream found.
@@ -453,6 +483,38 @@ mod tests {
         assert_eq!(per_rate_for_batches(&p, 125_000.0, 9.1e9), 64);
         assert_eq!(per_rate_for_batches(&p, 10e6, 97.5e9), 2048, "capped");
         assert_eq!(per_rate_for_batches(&p, f64::NAN, 97.5e9), 64);
+    }
+
+    #[test]
+    fn two_bounds_past_the_answers_range_stand() {
+        let (lo, hi) = (26.4, 30.7);
+        let at_least = |e| Some((Bound::AtLeast, e));
+        // Climbing past it twice: the last bound.
+        assert_eq!(
+            climbed_past(at_least(37.1), at_least(62.7), lo, hi),
+            Some((Bound::AtLeast, 62.7))
+        );
+        // Once, after an exact answer; or once inside the range.
+        assert_eq!(
+            climbed_past(Some((Bound::Exact, 28.0)), at_least(85.0), lo, hi),
+            None
+        );
+        assert_eq!(climbed_past(at_least(29.0), at_least(62.7), lo, hi), None);
+        // Opposite sides, or nothing yet.
+        assert_eq!(
+            climbed_past(Some((Bound::AtMost, 20.0)), at_least(62.7), lo, hi),
+            None
+        );
+        assert_eq!(climbed_past(None, at_least(62.7), lo, hi), None);
+        assert_eq!(
+            climbed_past(
+                Some((Bound::AtMost, 20.0)),
+                Some((Bound::AtMost, 12.0)),
+                lo,
+                hi
+            ),
+            Some((Bound::AtMost, 12.0))
+        );
     }
 
     #[test]
