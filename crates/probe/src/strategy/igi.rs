@@ -13,8 +13,10 @@
 //! gaps are not above the summed send gaps (by the tolerance); its IGI
 //! (capacity minus the median of the trains' cross traffic) and PTR (the
 //! rate the trains came out at) are the answers; the range is the
-//! trains' lowest and highest. Ours: the packet size is the channel's
-//! (IGI/PTR sends 500 bytes); a search that runs out of budget answers
+//! trains' lowest and highest, PTR's up to the send rate of the
+//! stretched step before the turning point (PTR reads a step's own
+//! rate, so it resolves the point only to a step). Ours: the packet
+//! size is the channel's (IGI/PTR sends 500 bytes); a search that runs out of budget answers
 //! from its last step with stop `budget`; a receiver that stamps the
 //! back-to-back trains in batches (interrupt coalescence) ends the search
 //! with no answer, as every gap IGI would read is a batch's.
@@ -51,6 +53,8 @@ struct Step {
     dst_sum_ns: f64,
     igi: Vec<f64>,
     ptr: Vec<f64>,
+    /// The rate the trains were sent at, bit/s.
+    send_bps: f64,
 }
 
 impl Step {
@@ -124,6 +128,7 @@ pub fn run(
             dst_sum_ns: t.iter().map(|x| x.dst_gap_ns).sum(),
             igi: t.iter().map(|x| x.igi_bps).collect(),
             ptr: t.iter().map(|x| x.ptr_bps).collect(),
+            send_bps: bits * 1e9 * t.len() as f64 / t.iter().map(|x| x.src_gap_ns).sum::<f64>(),
         })
     };
     let Some(first) = read(&first) else {
@@ -136,13 +141,24 @@ pub fn run(
     // The first step of two in a row at the turning point, and whether
     // it was the back-to-back one (then the path took the top rate: the
     // answer is "at least").
-    let mut candidate: Option<(Step, bool)> = None;
+    let mut candidate: Option<(Step, bool, f64)> = None;
     let mut last_is_back_to_back = true;
+    // The send rate of the step before `last`: a step that came out
+    // stretched unless `last` is the first.
+    let mut before_last_bps = f64::NAN;
     loop {
         let equal = last.dst_sum_ns <= last.src_sum_ns * (1.0 + tol);
         if equal {
-            if let Some((c, at_top)) = candidate.take() {
-                let (a, lo, hi) = c.answer(params.ptr);
+            if let Some((c, at_top, stretched_bps)) = candidate.take() {
+                let (a, lo, mut hi) = c.answer(params.ptr);
+                // PTR reads the turning step's own rate, so it resolves
+                // the turning point only to a step (a quarter of the
+                // capacity's gap: 10, 8, 6.7, 5.7 Gbit/s on a 10 Gbit/s
+                // link): the point lies between that rate and the
+                // stretched step's before it.
+                if params.ptr && stretched_bps > hi {
+                    hi = stretched_bps;
+                }
                 let bound = if at_top { Bound::AtLeast } else { Bound::Exact };
                 return Ok(s.report(method, a, bound, lo, hi, Stop::Converged));
             }
@@ -158,10 +174,107 @@ pub fn run(
         let Some(next) = read(&trains) else {
             continue;
         };
-        candidate = equal.then_some((last, last_is_back_to_back));
+        let last_send_bps = last.send_bps;
+        candidate = equal.then_some((last, last_is_back_to_back, before_last_bps));
         last_is_back_to_back = false;
+        before_last_bps = last_send_bps;
         last = next;
     }
     let (a, lo, hi) = last.answer(params.ptr);
     Ok(s.report(method, a, Bound::Exact, lo, hi, Stop::Budget))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tightlink_core::channel::{ChannelError, ChannelInfo, Probed};
+    use tightlink_core::ProbeStream;
+
+    /// A fluid link of capacity `c` carrying `x` of cross traffic: a
+    /// train sent at `r` above `c - x` comes out at `r c / (r + x)`, below
+    /// it as sent.
+    struct FluidLink {
+        c: f64,
+        x: f64,
+        now_ns: i64,
+    }
+
+    impl Channel for FluidLink {
+        fn probe(&mut self, req: &StreamRequest) -> Result<Probed, ChannelError> {
+            let n = req.offsets_ns.len();
+            let size = req.sizes[0];
+            let gap_ns = (req.offsets_ns[n - 1] - req.offsets_ns[0]) as f64 / (n - 1) as f64;
+            let r = 8.0 * size as f64 * 1e9 / gap_ns;
+            let out = if r <= self.c - self.x {
+                r
+            } else {
+                r * self.c / (r + self.x)
+            };
+            let send: Vec<i64> = req.offsets_ns.iter().map(|o| self.now_ns + o).collect();
+            let recv: Vec<Option<i64>> = (0..n)
+                .map(|i| {
+                    Some(send[0] + 1_000_000 + (i as f64 * 8.0 * size as f64 * 1e9 / out) as i64)
+                })
+                .collect();
+            self.now_ns += 10_000_000;
+            Ok(Probed {
+                stream: ProbeStream::from_times(0, size, &send, &recv),
+                truth: None,
+            })
+        }
+        fn info(&self) -> ChannelInfo {
+            ChannelInfo {
+                description: "fluid link".into(),
+                max_rate_bps: self.c,
+                probe_size_bytes: None,
+                byte_limit: None,
+                stream_packet_limit: None,
+            }
+        }
+        fn elapsed_ns(&self) -> i64 {
+            self.now_ns
+        }
+    }
+
+    /// C = 10 Gbit/s, 3 of cross traffic: 7 free. 9000-byte packets: the
+    /// back-to-back trains (gap 7200 ns) come out at 100 / 13 = 7.692
+    /// Gbit/s, gap 9360 ns; the send gap starts at 4680 and grows by
+    /// 2340: 7020 ns (10.26 Gbit/s, out at 7.738: stretched), 9360 (7.692,
+    /// out at 7.194, gap 10 008 > 9360 x 1.05: stretched), 11 700 (6.154:
+    /// as sent), 14 040 (5.128: as sent). The turning point is the 11 700
+    /// ns step: PTR 6.154 Gbit/s, which only says the point lies between
+    /// 6.154 and the stretched step's 7.692; the range says so. IGI (no
+    /// gap grew) answers the capacity.
+    #[test]
+    fn ptr_range_spans_the_step_it_cannot_resolve() {
+        let analysis = AnalysisParams {
+            capacity_bps: Some(10e9),
+            ..AnalysisParams::default()
+        };
+        for ptr in [true, false] {
+            let mut link = FluidLink {
+                c: 10e9,
+                x: 3e9,
+                now_ns: 0,
+            };
+            let params = IgiSearchParams {
+                ptr,
+                ..IgiSearchParams::default()
+            };
+            let r = run(&mut link, params, &analysis, Budget::default(), &mut |_| {}).unwrap();
+            assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Converged), "{r:?}");
+            // Five steps of three trains.
+            assert_eq!(r.cost.streams, 15, "{r:?}");
+            if ptr {
+                let rel = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-3;
+                assert!(
+                    rel(r.available_bandwidth_bps, 8.0 * 9000.0 / 11_700e-9),
+                    "{r:?}"
+                );
+                assert!(rel(r.low_bps, 6.154e9) && rel(r.high_bps, 7.692e9), "{r:?}");
+            } else {
+                assert_eq!((r.available_bandwidth_bps, r.high_bps), (10e9, 10e9));
+            }
+        }
+    }
 }
