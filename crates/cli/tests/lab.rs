@@ -107,17 +107,7 @@ fn truth_checks_hold_on_quiet_and_cbr30() {
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for (scenario, letter) in [("quiet", 'q'), ("cbr30", 'c')] {
-        let mut failures = Vec::new();
-        for attempt in 0..3 {
-            match one_truth_check(scenario, letter) {
-                Ok(()) => break,
-                Err(e) => failures.push(format!("attempt {}: {e}", attempt + 1)),
-            }
-        }
-        assert!(failures.len() < 3, "{scenario}: {failures:#?}");
-        if !failures.is_empty() {
-            eprintln!("{scenario}: passed after {failures:?}");
-        }
+        within_attempts(3, scenario, || one_truth_check(scenario, letter));
     }
 }
 
@@ -179,8 +169,7 @@ fn a_hop_delay_adds_what_was_asked() {
     )
     .unwrap();
     let scenario: &'static str = Box::leak(file.to_string_lossy().into_owned().into_boxed_str());
-    let mut failures = Vec::new();
-    for attempt in 0..3 {
+    let one = || {
         let lab = Down::new(scenario, 'd');
         let (ok, out, err) = tightlink(&["lab", "check", scenario, "--name", &lab.name, "--json"]);
         assert!(ok, "lab check: {err}");
@@ -210,12 +199,25 @@ fn a_hop_delay_adds_what_was_asked() {
             why.push(format!("saturated {got} for {rate}"));
         }
         if why.is_empty() {
-            break;
+            Ok(())
+        } else {
+            Err(why.join(", "))
         }
-        failures.push(format!("attempt {}: {}", attempt + 1, why.join(", ")));
-    }
+    };
+    within_attempts(3, "hop delay", one);
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(failures.len() < 3, "{failures:#?}");
+}
+
+/// `lab run cbr30` with `output` (`--json` or `--json-stream`), one
+/// JSON value per line.
+fn lab_run_cbr30(name: &str, repeat: &str, methods: &str, output: &str) -> Vec<serde_json::Value> {
+    let (ok, out, err) = tightlink(&[
+        "lab", "run", "cbr30", "--name", name, "--repeat", repeat, "--method", methods, output,
+    ]);
+    assert!(ok, "lab run {output}: {err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// cbr30 end to end: up, server, 60 Mbit/s CBR cross traffic, three
@@ -235,24 +237,8 @@ fn cbr30_runs_end_to_end_within_the_bound() {
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Down::new("cbr30", 'r');
     within_attempts(2, "cbr30 estimates", || {
-        let (ok, out, err) = tightlink(&[
-            "lab",
-            "run",
-            "cbr30",
-            "--name",
-            &lab.name,
-            "--repeat",
-            "3",
-            "--method",
-            "multirate,pathload",
-            "--json",
-        ]);
-        assert!(ok, "lab run: {err}");
-        let lines: Vec<serde_json::Value> = out
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(lines.len(), 2, "{out}");
+        let lines = lab_run_cbr30(&lab.name, "3", "multirate,pathload", "--json");
+        assert_eq!(lines.len(), 2, "{lines:?}");
         for m in &lines {
             let name = m["method"].as_str().unwrap();
             let med = m["median_rel_error"].as_f64().unwrap_or(f64::NAN);
@@ -283,28 +269,12 @@ fn cbr30_runs_end_to_end_within_the_bound() {
     assert!(namespaces_of(&lab.name).is_empty(), "run left namespaces");
     // --json-stream: start, one `run` line per estimate as it is made,
     // then `end` with the same per-method summaries.
-    let (ok, out, err) = tightlink(&[
-        "lab",
-        "run",
-        "cbr30",
-        "--name",
-        &lab.name,
-        "--repeat",
-        "2",
-        "--method",
-        "multirate",
-        "--json-stream",
-    ]);
-    assert!(ok, "lab run --json-stream: {err}");
-    let events: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = lab_run_cbr30(&lab.name, "2", "multirate", "--json-stream");
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e["event"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["start", "run", "run", "end"], "{out}");
+    assert_eq!(kinds, ["start", "run", "run", "end"], "{events:?}");
     assert!(events[1]["data"]["estimate_bps"].as_f64().unwrap() > 0.0);
     assert_eq!(events[3]["data"][0]["per_run"].as_array().unwrap().len(), 2);
 }
