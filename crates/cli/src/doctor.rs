@@ -55,6 +55,17 @@ pub fn run(args: DoctorArgs) -> Result<()> {
             .as_deref()
             .unwrap_or("not exposed (no cpufreq: the hypervisor decides)")
     );
+    if let Some(s) = d.stolen_share {
+        println!(
+            "cpu         the hypervisor took {:.1} % of this host's CPU time while the doctor ran (steal){}",
+            s * 100.0,
+            if s >= tightlink_net::ledger::STOLEN_SHARE_WARNING {
+                ": pacing stalls with it, and estimates taken now may read low"
+            } else {
+                ""
+            }
+        );
+    }
     for (dev, gro, lro) in &d.offloads {
         let s = |v: &Option<bool>| match v {
             Some(true) => "on",

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use tightlink_lab::run::{MethodSummary, RunOptions, Tool};
+use tightlink_lab::run::{MethodSummary, RunOptions, RunRecord, Tool};
 use tightlink_lab::{Lab, Scenario};
+use tightlink_net::ledger::STOLEN_SHARE_WARNING;
 
 #[derive(Args)]
 pub struct LabArgs {
@@ -299,11 +300,18 @@ pub fn run(args: LabArgs) -> Result<()> {
             for (k, (rate, got)) in r.saturated.iter().enumerate() {
                 match got {
                     Some(g) => println!(
-                        "hop {} saturated: {:.2} Mbit/s sent for {:.2} configured ({:+.2} %)",
+                        "hop {} saturated: {:.2} Mbit/s sent for {:.2} configured ({:+.2} %){}",
                         k + 1,
                         g / 1e6,
                         rate / 1e6,
-                        (g / rate - 1.0) * 100.0
+                        (g / rate - 1.0) * 100.0,
+                        match r.saturated_stolen_share.get(k).copied().flatten() {
+                            Some(s) => format!(
+                                "; the hypervisor took {:.1} % of the host's CPU time meanwhile",
+                                s * 100.0
+                            ),
+                            None => String::new(),
+                        }
                     ),
                     None => println!("hop {}: no sender enters here, not saturated", k + 1),
                 }
@@ -703,13 +711,18 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
         if !quiet {
             match (r.estimate_bps, r.truth_bps) {
                 (Some(e), Some(t)) => eprintln!(
-                    "  {} #{}: {:.1} Mbit/s, truth {:.1} ({:+.1} %), {:.2} s",
+                    "  {} #{}: {:.1} Mbit/s, truth {:.1} ({:+.1} %), {:.2} s{}",
                     r.method,
                     r.run + 1,
                     e / 1e6,
                     t / 1e6,
                     (e / t - 1.0) * 100.0,
-                    r.duration_s
+                    r.duration_s,
+                    match stolen(r) {
+                        Some(s) if s >= STOLEN_SHARE_WARNING =>
+                            format!(", the hypervisor took {:.0} % of the CPU time", s * 100.0),
+                        _ => String::new(),
+                    }
                 ),
                 _ => eprintln!(
                     "  {} #{}: no answer: {}",
@@ -756,8 +769,28 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
             lab.scenario.name, lab.scenario.description
         );
         print_table(&results);
+        let runs: Vec<&RunRecord> = results.iter().flat_map(|m| &m.per_run).collect();
+        let stolen_runs: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| stolen(r))
+            .filter(|&s| s >= STOLEN_SHARE_WARNING)
+            .collect();
+        if !stolen_runs.is_empty() {
+            println!(
+                "\nThe hypervisor took {:.0} % or more of this host's CPU time during {} of {} runs (up to {:.0} %): the shapers stalled with it, so those runs' path was slower than the truth (configured rate minus cross traffic) says.",
+                STOLEN_SHARE_WARNING * 100.0,
+                stolen_runs.len(),
+                runs.len(),
+                stolen_runs.iter().copied().fold(0.0, f64::max) * 100.0
+            );
+        }
     }
     Ok(())
+}
+
+/// The share of CPU time stolen over a run's truth window.
+fn stolen(r: &RunRecord) -> Option<f64> {
+    r.truth.as_ref()?.stolen_share
 }
 
 fn pct(v: Option<f64>) -> String {

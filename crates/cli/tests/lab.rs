@@ -99,7 +99,13 @@ impl Drop for Down {
 /// at that moment; a broken flood or counter reads wrong every time. On
 /// a slower VM (2026-11-27: `doctor` put a UDP send at 5.4 us where 3.4-4.4
 /// was usual) every flood read 1-3 % low (194.8-197.7 of 200; one at
-/// 181.8), so the saturated rate is held to 3 %, not 1 %.
+/// 181.8), so the saturated rate is held to 3 %, not 1 %. Later that day
+/// a clean-clone CI run read 182.2, 190.9 and 193.6 in three attempts:
+/// the hypervisor was taking CPU time (steal). `lab check` now reports
+/// the share stolen during the flood, and floods read low by about that
+/// share (-1.0 % with 1.8 % stolen, -2.4 % with 3.9, -15.4 % with 15.4),
+/// so the rate may fall short by 3 % plus the stolen share; a flood or
+/// tbf that is broken falls short with nothing stolen.
 #[test]
 fn truth_checks_hold_on_quiet_and_cbr30() {
     if !may_run() {
@@ -121,8 +127,12 @@ fn one_truth_check(scenario: &'static str, letter: char) -> Result<(), String> {
         j["saturated"][0][0].as_f64().unwrap(),
         j["saturated"][0][1].as_f64().unwrap(),
     );
-    if (got / rate - 1.0).abs() >= 0.03 {
-        return Err(format!("saturated {got} for {rate}"));
+    let stolen = j["saturated_stolen_share"][0].as_f64().unwrap_or(0.0);
+    if got / rate - 1.0 >= 0.03 || 1.0 - got / rate >= 0.03 + stolen {
+        return Err(format!(
+            "saturated {got} for {rate} with {:.1} % of CPU time stolen",
+            stolen * 100.0
+        ));
     }
     if scenario == "cbr30" {
         let (nominal, truth) = (
@@ -195,8 +205,13 @@ fn a_hop_delay_adds_what_was_asked() {
         if ns("median_ns") - 15_000_000 > 200_000 {
             why.push(format!("median {} ns", ns("median_ns")));
         }
-        if got / rate < 0.9 {
-            why.push(format!("saturated {got} for {rate}"));
+        // A stolen vCPU stalls the tbf too (see the truth checks).
+        let stolen = j["saturated_stolen_share"][0].as_f64().unwrap_or(0.0);
+        if got / rate < 0.9 - stolen {
+            why.push(format!(
+                "saturated {got} for {rate} with {:.1} % of CPU time stolen",
+                stolen * 100.0
+            ));
         }
         if why.is_empty() {
             Ok(())
@@ -228,7 +243,12 @@ fn lab_run_cbr30(name: &str, repeat: &str, methods: &str, output: &str) -> Vec<s
 /// leaves room for a noisy CI machine without letting a broken truth or
 /// estimator (errors of 30 % and more) through. Two attempts: one
 /// clean-clone CI run on a slow VM (2026-11-27) read multirate 27 %
-/// where five runs alone that morning read 2.3 % median.
+/// where five runs alone that morning read 2.3 % median. Where the
+/// hypervisor took CPU time during a run (the truth's `stolen_share`),
+/// the stalled tbf carried less than its rate: the available bandwidth
+/// was lower than rate minus cross by up to share x rate, i.e. 200/140 of
+/// the share relative to it, so the bound widens by that much for the
+/// most stolen run.
 #[test]
 fn cbr30_runs_end_to_end_within_the_bound() {
     if !may_run() {
@@ -246,11 +266,19 @@ fn cbr30_runs_end_to_end_within_the_bound() {
                 m["median_duration_s"].as_f64().unwrap(),
                 m["median_probe_bytes"].as_f64().unwrap(),
             );
+            let stolen = m["per_run"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|r| r["truth"]["stolen_share"].as_f64())
+                .fold(0.0, f64::max);
+            let bound = 0.08 + stolen * 200.0 / 140.0;
             if m["answered_share"].as_f64() != Some(1.0)
-                || !(med <= 0.08 && secs < 2.0 && bytes < 10e6)
+                || !(med <= bound && secs < 2.0 && bytes < 10e6)
             {
                 return Err(format!(
-                    "{name}: median error {med}, {secs} s, {bytes} B, answered {}",
+                    "{name}: median error {med} (bound {bound:.3}: {:.1} % of CPU time stolen), {secs} s, {bytes} B, answered {}",
+                    stolen * 100.0,
                     m["answered_share"]
                 ));
             }

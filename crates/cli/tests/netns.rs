@@ -228,6 +228,43 @@ fn rel(est: f64, truth: f64) -> f64 {
     est / truth - 1.0
 }
 
+/// An estimate's relative error, where a low reading is excused by up to
+/// the share of CPU time the hypervisor took while it ran (its report's
+/// `host_stolen_share`): the tbf runs on this host and stalls with it,
+/// delivering less than its rate by about that share (`lab check` on
+/// 2026-11-27: -2.4 % with 3.9 % stolen, -15.4 % with 15.4 %), so the
+/// path really was that much slower. A reading that is low with nothing
+/// stolen still counts in full.
+fn off(v: &serde_json::Value, truth: f64) -> f64 {
+    let r = rel(v["available_bandwidth_bps"].as_f64().unwrap(), truth);
+    let stolen = v["host_stolen_share"].as_f64().unwrap_or(0.0);
+    if r < 0.0 {
+        (r + stolen).min(0.0)
+    } else {
+        r
+    }
+}
+
+/// The median of three or more `off` values, for a message too.
+fn median_off(runs: &[serde_json::Value], truth: f64) -> f64 {
+    let mut e: Vec<f64> = runs.iter().map(|v| off(v, truth)).collect();
+    e.sort_by(f64::total_cmp);
+    e[e.len() / 2]
+}
+
+/// Estimate and stolen share of each run, for failure messages.
+fn brief(runs: &[serde_json::Value]) -> Vec<String> {
+    runs.iter()
+        .map(|v| {
+            format!(
+                "{:.1} Mbit/s ({:.1} % stolen)",
+                v["available_bandwidth_bps"].as_f64().unwrap_or(f64::NAN) / 1e6,
+                v["host_stolen_share"].as_f64().unwrap_or(0.0) * 100.0
+            )
+        })
+        .collect()
+}
+
 /// The reference path: 200 Mbit/s tbf with a small burst on the router's
 /// egress, no cross traffic. Every strategy that answers a number must be
 /// within 10 % of 200 Mbit/s (tbf counts the frame without FCS, the layer
@@ -241,10 +278,9 @@ fn forward_estimate_through_a_200_mbit_tbf() {
     let mut lab = Lab::up(Some("rate 200mbit burst 3000 limit 100000"), None, None);
     lab.start_server(&[]);
     let v = lab.estimate_json(&[]);
-    let est = v["available_bandwidth_bps"].as_f64().unwrap();
     eprintln!("multirate: {v}");
     assert_eq!(v["bound"], "exact", "{v}");
-    assert!(rel(est, 200e6).abs() < 0.10, "{est} vs 200e6: {v}");
+    assert!(off(&v, 200e6).abs() < 0.10, "vs 200e6: {v}");
     assert!(v["probe_bytes"].as_u64().unwrap() < 10_000_000, "{v}");
     assert!(v["wall_s"].as_f64().unwrap() < 2.0, "{v}");
     assert!(v["sender_bottleneck_bps"].is_null(), "{v}");
@@ -253,15 +289,18 @@ fn forward_estimate_through_a_200_mbit_tbf() {
     // early sends it astray (seen: 1 run in 8 at half the rate; once in
     // CI 2 of 3 runs ended at 150 Mbit/s "exact"); the median of five
     // runs must be within 10 %.
-    let mut prcmt: Vec<f64> = (0..5)
+    let prcmt: Vec<serde_json::Value> = (0..5)
         .map(|_| {
             let v = lab.estimate_json(&["--method", "prcmt"]);
             eprintln!("prcmt: {v}");
-            v["available_bandwidth_bps"].as_f64().unwrap()
+            v
         })
         .collect();
-    prcmt.sort_by(f64::total_cmp);
-    assert!(rel(prcmt[2], 200e6).abs() < 0.10, "prcmt runs {prcmt:?}");
+    assert!(
+        median_off(&prcmt, 200e6).abs() < 0.10,
+        "prcmt runs {:?}",
+        brief(&prcmt)
+    );
 }
 
 /// Reverse mode measures the download direction: the router shapes it
@@ -278,16 +317,19 @@ fn reverse_estimate_measures_the_other_direction() {
     }
     let mut lab = Lab::up_200_150();
     lab.start_server(&[]);
-    let mut est: Vec<f64> = (0..3)
+    let runs: Vec<serde_json::Value> = (0..3)
         .map(|_| {
             let v = lab.estimate_json(&["-R"]);
             eprintln!("reverse: {v}");
             assert_eq!(v["bound"], "exact", "{v}");
-            v["available_bandwidth_bps"].as_f64().unwrap()
+            v
         })
         .collect();
-    est.sort_by(f64::total_cmp);
-    assert!(rel(est[1], 150e6).abs() < 0.10, "{est:?} vs 150e6");
+    assert!(
+        median_off(&runs, 150e6).abs() < 0.10,
+        "{:?} vs 150e6",
+        brief(&runs)
+    );
 }
 
 /// A TWAMP-light reflector as the far end: its receive stamps measure the
@@ -304,19 +346,19 @@ fn a_twamp_reflector_measures_the_path_toward_it() {
     lab.start_reflector();
     let target = format!("twamp:{SERVER_IP}");
     for args in [&[][..], &["--backend", "packet"][..]] {
-        let mut est: Vec<f64> = (0..3)
+        let runs: Vec<serde_json::Value> = (0..3)
             .map(|_| {
                 let v = lab.estimate_json_to(&target, args);
                 eprintln!("twamp {args:?}: {v}");
                 assert_eq!(v["bound"], "exact", "{v}");
                 assert!(v["drops"].as_object().unwrap().is_empty(), "{args:?}: {v}");
-                v["available_bandwidth_bps"].as_f64().unwrap()
+                v
             })
             .collect();
-        est.sort_by(f64::total_cmp);
         assert!(
-            rel(est[1], 200e6).abs() < 0.10,
-            "{args:?}: {est:?} vs 200e6"
+            median_off(&runs, 200e6).abs() < 0.10,
+            "{args:?}: {:?} vs 200e6",
+            brief(&runs)
         );
     }
 }
@@ -342,15 +384,18 @@ fn a_reflector_holding_trains_measures_both_directions() {
         })
         .collect();
     for (dir, truth) in [("forward", 200e6), ("reverse", 150e6)] {
-        let mut est: Vec<f64> = runs
+        let one_way: Vec<serde_json::Value> = runs
             .iter()
             .map(|v| {
                 assert_eq!(v[dir]["bound"], "exact", "{dir}: {v}");
-                v[dir]["available_bandwidth_bps"].as_f64().unwrap()
+                v[dir].clone()
             })
             .collect();
-        est.sort_by(f64::total_cmp);
-        assert!(rel(est[1], truth).abs() < 0.10, "{dir}: {est:?} vs {truth}");
+        assert!(
+            median_off(&one_way, truth).abs() < 0.10,
+            "{dir}: {:?} vs {truth}",
+            brief(&one_way)
+        );
     }
 }
 
@@ -372,18 +417,18 @@ fn raw_backends_estimate_through_the_same_tbf() {
         (&["--backend", "xdp"][..], 200e6),
         (&["--backend", "packet", "-R"][..], 150e6),
     ] {
-        let mut est: Vec<f64> = (0..3)
+        let runs: Vec<serde_json::Value> = (0..3)
             .map(|_| {
                 let v = lab.estimate_json(args);
                 eprintln!("{args:?}: {v}");
                 assert!(v["drops"].as_object().unwrap().is_empty(), "{args:?}: {v}");
-                v["available_bandwidth_bps"].as_f64().unwrap()
+                v
             })
             .collect();
-        est.sort_by(f64::total_cmp);
         assert!(
-            rel(est[1], truth).abs() < 0.10,
-            "{args:?}: {est:?} vs {truth}"
+            median_off(&runs, truth).abs() < 0.10,
+            "{args:?}: {:?} vs {truth}",
+            brief(&runs)
         );
     }
     // xdp cannot receive: reverse mode says so instead of measuring.
@@ -411,10 +456,7 @@ fn a_wrong_key_is_refused() {
     let (ok, _, err) = lab.estimate(&[]);
     assert!(!ok && err.contains("requires a key"), "{err}");
     let v = lab.estimate_json(&["--key-file", good.to_str().unwrap()]);
-    assert!(
-        rel(v["available_bandwidth_bps"].as_f64().unwrap(), 200e6).abs() < 0.10,
-        "{v}"
-    );
+    assert!(off(&v, 200e6).abs() < 0.10, "{v}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -510,10 +552,7 @@ fn a_flood_leaves_the_server_serving_with_bounded_memory() {
         "server memory grew from {rss_before} kB to {rss_after} kB"
     );
     let v = lab.estimate_json(&[]);
-    assert!(
-        rel(v["available_bandwidth_bps"].as_f64().unwrap(), 200e6).abs() < 0.10,
-        "{v}"
-    );
+    assert!(off(&v, 200e6).abs() < 0.10, "{v}");
 }
 
 /// tbf on the sender's own interface: the kernel's transmit stamps are
@@ -530,8 +569,7 @@ fn a_shaped_sender_interface_is_reported() {
     lab.start_server(&[]);
     let v = lab.estimate_json(&[]);
     eprintln!("sender tbf: {v}");
-    let est = v["available_bandwidth_bps"].as_f64().unwrap();
-    assert!(rel(est, 200e6).abs() < 0.10, "{est}: {v}");
+    assert!(off(&v, 200e6).abs() < 0.10, "{v}");
     let own = v["sender_bottleneck_bps"]
         .as_f64()
         .unwrap_or_else(|| panic!("the sender's own bottleneck was not reported: {v}"));

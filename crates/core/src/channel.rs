@@ -99,6 +99,9 @@ pub struct HostFindings {
     /// What the far end is and how it stamps, when the channel can tell
     /// (a reflector's layout and stamp quality).
     pub far_end: Option<String>,
+    /// Share of this host's CPU time the hypervisor took (steal) from the
+    /// session's opening to the report, where the host counts it.
+    pub stolen_share: Option<f64>,
 }
 
 /// The path's truth, when the channel knows it (the simulator).

@@ -584,6 +584,10 @@ pub struct CheckReport {
     /// Per hop: (configured bit/s, measured bit/s when saturated from its
     /// first sender), `None` where no sender enters there.
     pub saturated: Vec<(f64, Option<f64>)>,
+    /// Per hop: the share of the host's CPU time the hypervisor stole
+    /// while it was saturated (a stalled vCPU stalls the tbf: its small
+    /// bucket loses the tokens of the stall).
+    pub saturated_stolen_share: Vec<Option<f64>>,
     /// With the scenario's cross traffic alone: (rate - configured cross,
     /// truth measured) over a 1 s window.
     pub cross_only: Option<(f64, f64)>,
@@ -625,6 +629,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
     let sampler = Sampler::start(lab, period).map_err(|e| err(format!("counters: {e}")))?;
     let hops = &lab.scenario.hops;
     let mut saturated = vec![(0.0, None); hops.len()];
+    let mut saturated_stolen_share = vec![None; hops.len()];
     for (k, h) in hops.iter().enumerate() {
         saturated[k].0 = h.rate_bps;
     }
@@ -653,6 +658,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         }
         let s = samples_until(&sampler, t0 + 1_300_000_000);
         saturated[k].1 = truth::hop_send_rate(&s, k, t0 + 500_000_000, t0 + 1_300_000_000);
+        saturated_stolen_share[k] = truth::stolen_share(&s, t0 + 500_000_000, t0 + 1_300_000_000);
         std::thread::sleep(Duration::from_millis(100));
     }
     let has_delay = hops.iter().any(|h| h.delay_ns > 0);
@@ -741,6 +747,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
     Ok(CheckReport {
         scenario: lab.scenario.name.clone(),
         saturated,
+        saturated_stolen_share,
         cross_only,
         loss,
         one_way_delay,

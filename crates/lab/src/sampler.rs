@@ -2,8 +2,9 @@
 //! own: one rtnetlink socket opened inside each router's namespace (the
 //! shaped hops' qdiscs), one inside the last router's (its links to the
 //! receiver and the cross sink) and one inside the cross traffic's entry
-//! router (what the cross sender offered). The truth is computed afterwards from the
-//! samples ([`crate::truth`]).
+//! router (what the cross sender offered), and the host's CPU times
+//! (`/proc/stat`: the share a hypervisor steals stalls the shapers). The
+//! truth is computed afterwards from the samples ([`crate::truth`]).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +16,11 @@ use crate::kernel::{enter_netns, Rtnl};
 use crate::topology::Lab;
 use crate::truth::Sample;
 use tightlink_sys::clock::realtime_ns;
+use tightlink_sys::cpu_time::{self, CpuTimes};
+
+/// `/proc/stat` counts in 10 ms ticks and costs about 11 us to read: read
+/// it at that pace, not every sample.
+const CPU_READ_PERIOD_NS: i64 = 10_000_000;
 
 /// At most this many samples (about 30 minutes at 1 ms): memory stays
 /// bounded (under 100 MB) whatever the run length.
@@ -33,6 +39,8 @@ struct Sources {
     xr_if: Option<i32>,
     /// The cross sender's link into its entry router.
     entry: Option<(Rtnl, i32)>,
+    /// The last CPU times read, and when.
+    cpu: (CpuTimes, i64),
 }
 
 impl Sources {
@@ -69,6 +77,7 @@ impl Sources {
             rcv_if,
             xr_if,
             entry,
+            cpu: (cpu_time::read()?, realtime_ns()),
         })
     }
 
@@ -94,6 +103,9 @@ impl Sources {
                 .map_or(0, |l| l.rx_bytes),
             None => 0,
         };
+        if t_ns - self.cpu.1 >= CPU_READ_PERIOD_NS {
+            self.cpu = (cpu_time::read()?, t_ns);
+        }
         // The instant is the middle of the reads.
         let t_ns = (t_ns + realtime_ns()) / 2;
         Ok(Sample {
@@ -103,6 +115,7 @@ impl Sources {
             rcv_bytes: tx(Some(self.rcv_if)),
             cross_bytes: tx(self.xr_if),
             offered_cross_bytes,
+            cpu: self.cpu.0,
         })
     }
 }

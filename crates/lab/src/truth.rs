@@ -11,6 +11,8 @@
 //! what tbf and the interface counters count, and what tightlink prints.
 //! Min and max are over four equal sub-windows.
 
+use tightlink_sys::cpu_time::CpuTimes;
+
 /// Counters at one instant (CLOCK_REALTIME ns: the same clock the tool's
 /// probe timestamps use in every namespace).
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +29,9 @@ pub struct Sample {
     /// Bytes the cross sender handed to its entry router: the cross
     /// traffic offered, whether or not the bottleneck then kept it.
     pub offered_cross_bytes: u64,
+    /// The host's CPU times (all CPUs; read every 10 ms, the kernel's
+    /// tick): the share the hypervisor stole stalls the qdiscs too.
+    pub cpu: CpuTimes,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -45,6 +50,10 @@ pub struct Truth {
     pub receiver_bps: f64,
     pub hop_drops: Vec<u64>,
     pub window_s: f64,
+    /// Share of the host's CPU time the hypervisor took over the window
+    /// (`None` where no tick passed): a stalled vCPU stalls the shapers,
+    /// so the path was slower than its configured rate by up to that.
+    pub stolen_share: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -54,6 +63,8 @@ struct At {
     rcv: f64,
     cross: f64,
     offered_cross: f64,
+    cpu_total: f64,
+    cpu_steal: f64,
 }
 
 /// Counters at `t`, interpolated between the samples around it.
@@ -86,6 +97,8 @@ fn at(samples: &[Sample], t: i64) -> Option<At> {
         rcv: lerp(a.rcv_bytes, b.rcv_bytes),
         cross: lerp(a.cross_bytes, b.cross_bytes),
         offered_cross: lerp(a.offered_cross_bytes, b.offered_cross_bytes),
+        cpu_total: lerp(a.cpu.total_ticks, b.cpu.total_ticks),
+        cpu_steal: lerp(a.cpu.steal_ticks, b.cpu.steal_ticks),
     })
 }
 
@@ -160,7 +173,19 @@ pub fn truth(
             .map(|(x, y)| (y - x).round() as u64)
             .collect(),
         window_s: secs,
+        stolen_share: share_stolen(&a, &b),
     })
+}
+
+fn share_stolen(a: &At, b: &At) -> Option<f64> {
+    let total = b.cpu_total - a.cpu_total;
+    (total > 0.0).then(|| ((b.cpu_steal - a.cpu_steal) / total).clamp(0.0, 1.0))
+}
+
+/// Share of the host's CPU time stolen over the window (see
+/// [`Truth::stolen_share`]).
+pub fn stolen_share(samples: &[Sample], start_ns: i64, end_ns: i64) -> Option<f64> {
+    share_stolen(&at(samples, start_ns)?, &at(samples, end_ns)?)
 }
 
 /// Over the window: the rate delivered to the receiver (tool traffic,
@@ -198,8 +223,40 @@ mod tests {
                 rcv_bytes: 7_500 * i as u64,
                 cross_bytes: 7_500 * i as u64,
                 offered_cross_bytes: 0,
+                cpu: CpuTimes::default(),
             })
             .collect()
+    }
+
+    /// Two CPUs (2 ticks per ms here, for round numbers); the hypervisor
+    /// steals one tick per ms from 50 ms on: nothing over the first
+    /// half, half over the second, a quarter over the whole.
+    #[test]
+    fn stolen_share_by_hand() {
+        let s: Vec<Sample> = steady(100)
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut x)| {
+                x.cpu = CpuTimes {
+                    total_ticks: 2 * i as u64,
+                    steal_ticks: i.saturating_sub(50) as u64,
+                };
+                x
+            })
+            .collect();
+        let ms = |m: i64| 1_000_000_000 + m * 1_000_000;
+        assert_eq!(stolen_share(&s, ms(0), ms(50)), Some(0.0));
+        assert_eq!(stolen_share(&s, ms(50), ms(100)), Some(0.5));
+        assert_eq!(stolen_share(&s, ms(0), ms(100)), Some(0.25));
+        let t = truth(&s, &[200e6], ms(0), ms(100)).unwrap();
+        assert_eq!(t.stolen_share, Some(0.25));
+        // No tick counted (counters never read): no share, not 0.
+        assert_eq!(
+            truth(&steady(100), &[200e6], ms(0), ms(100))
+                .unwrap()
+                .stolen_share,
+            None
+        );
     }
 
     /// 200 - 60 = 140 Mbit/s, the same in every sub-window; the window
@@ -229,6 +286,7 @@ mod tests {
                     rcv_bytes: 0,
                     cross_bytes: cross,
                     offered_cross_bytes: 0,
+                    cpu: CpuTimes::default(),
                 }
             })
             .collect();
@@ -250,6 +308,7 @@ mod tests {
                 rcv_bytes: 1_000 * i,
                 cross_bytes: 18_750 * i,
                 offered_cross_bytes: 0,
+                cpu: CpuTimes::default(),
             })
             .collect();
         let t = truth(&s, &[150e6, 250e6], 0, 10_000_000).unwrap();
@@ -277,7 +336,7 @@ mod tests {
             let s: Vec<Sample> = steps.iter().enumerate().map(|(i, &(a, b))| {
                 rcv += a.min(b);
                 hop += a.max(b);
-                Sample { t_ns: i as i64 * 1_000_000, hop_bytes: vec![hop], hop_drops: vec![0], rcv_bytes: rcv, cross_bytes: 0, offered_cross_bytes: 0 }
+                Sample { t_ns: i as i64 * 1_000_000, hop_bytes: vec![hop], hop_drops: vec![0], rcv_bytes: rcv, cross_bytes: 0, offered_cross_bytes: 0, cpu: CpuTimes::default() }
             }).collect();
             let end = (steps.len() as i64 - 1) * 1_000_000;
             let t = truth(&s, &[300e6], 0, end).unwrap();

@@ -514,6 +514,7 @@ struct Json<'a> {
     warnings: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     far_end: Option<String>,
+    host_stolen_share: Option<f64>,
     probe_window_unix_ns: Option<[i64; 2]>,
 }
 
@@ -555,6 +556,7 @@ impl Serialize for EstimateReport {
                 .chain(self.warnings.iter().cloned())
                 .collect(),
             far_end: host.and_then(|h| h.far_end.clone()),
+            host_stolen_share: host.and_then(|h| h.stolen_share),
             probe_window_unix_ns: self.probe_window_unix_ns,
         }
         .serialize(s)

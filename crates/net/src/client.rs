@@ -309,7 +309,7 @@ impl UdpChannel {
             max_rate_bps,
             host_limit_bps,
             credit_balance: 0,
-            ledger: SendLedger::default(),
+            ledger: SendLedger::open(tightlink_sys::cpu_time::read().ok()),
             last_departures: None,
             drops: DropCounters::default(),
             server_drops: None,
@@ -674,6 +674,7 @@ impl Channel for UdpChannel {
         }
         SideReport {
             host: Some(self.ledger.findings(
+                tightlink_sys::cpu_time::read().ok(),
                 self.host_limit_bps,
                 drops.nonzero(),
                 self.warnings.clone(),

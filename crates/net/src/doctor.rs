@@ -86,6 +86,9 @@ pub struct Doctor {
     pub unavailable: Vec<(Backend, String)>,
     pub offloads: Vec<(String, Option<bool>, Option<bool>)>,
     pub cpu_governor: Option<String>,
+    /// Share of this host's CPU time the hypervisor took while the doctor
+    /// ran (steal; `None` where `/proc/stat` has no tick to show).
+    pub stolen_share: Option<f64>,
     /// Per backend and frame size: the highest rate paced precisely.
     pub limits: Vec<(Backend, u32, f64)>,
     pub target: String,
@@ -294,6 +297,7 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
     let table_rates = [1e9, 2e9, 4e9, 8e9, 10e9];
     let n = if quick { 200 } else { 1000 };
     let reps = if quick { 2 } else { 5 };
+    let cpu_at_start = tightlink_sys::cpu_time::read().ok();
     let mut unavailable = Vec::new();
     let mut pacing = Vec::new();
     let mut limits = Vec::new();
@@ -411,6 +415,9 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
         unavailable,
         offloads,
         cpu_governor: host::cpu_governor(),
+        stolen_share: cpu_at_start
+            .zip(tightlink_sys::cpu_time::read().ok())
+            .and_then(|(a, b)| tightlink_sys::cpu_time::stolen_share(a, b)),
         limits,
         target: peer.label,
     })

@@ -8,6 +8,8 @@
 
 use tightlink_core::channel::HostFindings;
 use tightlink_core::{ProbePacket, ProbeStream};
+pub use tightlink_sys::cpu_time::STOLEN_SHARE_WARNING;
+use tightlink_sys::cpu_time::{self, CpuTimes};
 
 use crate::stamps::Departures;
 
@@ -126,9 +128,21 @@ pub(crate) struct SendLedger {
     /// streams), and the streams that had any.
     pub overtaken: u64,
     pub overtaken_streams: usize,
+    /// This host's CPU times when the session opened (`None` where
+    /// `/proc/stat` cannot be read).
+    pub cpu_at_open: Option<CpuTimes>,
 }
 
 impl SendLedger {
+    /// A session's ledger; `cpu_at_open` is this host's CPU times as the
+    /// session opened (read by the channel: the ledger does no I/O).
+    pub fn open(cpu_at_open: Option<CpuTimes>) -> SendLedger {
+        SendLedger {
+            cpu_at_open,
+            ..SendLedger::default()
+        }
+    }
+
     /// Judges one stream's departures; `stamps_expected` is false where
     /// the backend gets no transmit stamps (said once, not per stream).
     pub fn note(&mut self, d: &Departures, sizes: &[u32], stamps_expected: bool) {
@@ -165,8 +179,11 @@ impl SendLedger {
         s
     }
 
+    /// What the session found; `cpu_now` is this host's CPU times now (for
+    /// the share the hypervisor stole since the session opened).
     pub fn findings(
         &self,
+        cpu_now: Option<CpuTimes>,
         host_limit_bps: f64,
         drops: Vec<(&'static str, u64)>,
         mut warnings: Vec<String>,
@@ -182,6 +199,13 @@ impl SendLedger {
                 "the sending host fell behind its schedule in {} of {} streams with no queue of its own to explain it (another process on its CPUs?): late packets leave in catch-up bursts that the path disperses, so the estimate may read low",
                 self.late_unqueued, self.streams
             ));
+        }
+        let stolen_share = self
+            .cpu_at_open
+            .zip(cpu_now)
+            .and_then(|(a, b)| cpu_time::stolen_share(a, b));
+        if let Some(s) = stolen_share.filter(|&s| s >= STOLEN_SHARE_WARNING) {
+            warnings.push(stolen_warning(s));
         }
         if let Some(&(_, n)) = drops.iter().find(|(name, _)| *name == "duplicate") {
             warnings.push(format!(
@@ -200,8 +224,17 @@ impl SendLedger {
             rate_layer: RATE_LAYER,
             warnings,
             far_end: None,
+            stolen_share,
         }
     }
+}
+
+/// What a share of stolen CPU time means for the answer.
+pub fn stolen_warning(share: f64) -> String {
+    format!(
+        "the hypervisor took {:.0} % of this host's CPU time while it measured (steal time in /proc/stat): stalled vCPUs send paced probes late and in bursts, stamp arrivals late, and stall any shaper on this host, so the estimate may read low",
+        share * 100.0
+    )
 }
 
 /// Consecutive stamped packets whose transmit gap exceeds their
@@ -376,9 +409,33 @@ mod tests {
         assert!((r / 200e6 - 1.0).abs() < 0.01, "{r}");
         let mut ledger = SendLedger::default();
         ledger.note(&d, &[1514; 100], true);
-        let f = ledger.findings(1e9, Vec::new(), Vec::new());
+        let f = ledger.findings(None, 1e9, Vec::new(), Vec::new());
         assert_eq!(f.queued_streams, 1);
         assert!(f.warnings.is_empty(), "{:?}", f.warnings);
+    }
+
+    /// 40 of 400 ticks stolen (10 %) since the session opened: the
+    /// findings carry the share and warn; 8 of 400 (2 %) is carried but
+    /// not warned of; without a reading neither.
+    #[test]
+    fn stolen_cpu_time_is_reported_and_warned_of_from_five_percent() {
+        let at = |total_ticks, steal_ticks| {
+            Some(CpuTimes {
+                total_ticks,
+                steal_ticks,
+            })
+        };
+        let ledger = SendLedger::open(at(1_000, 100));
+        let f = ledger.findings(at(1_400, 140), 1e9, Vec::new(), Vec::new());
+        assert_eq!(f.stolen_share, Some(0.1));
+        assert_eq!(f.warnings.len(), 1);
+        assert!(f.warnings[0].contains("took 10 % of this host's CPU time"));
+        let f = ledger.findings(at(1_400, 108), 1e9, Vec::new(), Vec::new());
+        assert_eq!(f.stolen_share, Some(0.02));
+        assert!(f.warnings.is_empty(), "{:?}", f.warnings);
+        let f = SendLedger::open(None).findings(at(1_400, 140), 1e9, Vec::new(), Vec::new());
+        assert_eq!(f.stolen_share, None);
+        assert!(f.warnings.is_empty());
     }
 
     /// Late streams with no own queue behind them: 2 of 4 is half, so the
@@ -399,14 +456,14 @@ mod tests {
             ledger.note(d, &[1514; 100], true);
         }
         assert!(ledger
-            .findings(1e9, Vec::new(), Vec::new())
+            .findings(None, 1e9, Vec::new(), Vec::new())
             .warnings
             .is_empty());
         let mut ledger = SendLedger::default();
         for d in [&late, &late, &on_time, &on_time] {
             ledger.note(d, &[1514; 100], true);
         }
-        let w = ledger.findings(1e9, Vec::new(), Vec::new()).warnings;
+        let w = ledger.findings(None, 1e9, Vec::new(), Vec::new()).warnings;
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("2 of 4 streams"), "{w:?}");
     }

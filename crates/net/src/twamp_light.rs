@@ -347,7 +347,7 @@ impl TwampChannel {
             elapsed_ns: 0,
             max_rate_bps: 0.0,
             host_limit_bps: 0.0,
-            ledger: SendLedger::default(),
+            ledger: SendLedger::open(tightlink_sys::cpu_time::read().ok()),
             drops: DropCounters::default(),
             echo: None,
             hold: opts.direction == Direction::Reverse,
@@ -976,9 +976,12 @@ impl Channel for TwampChannel {
                 self.layout(),
                 self.stamp_quality()
             )),
-            ..self
-                .ledger
-                .findings(host_limit_bps, self.drops.nonzero(), warnings)
+            ..self.ledger.findings(
+                tightlink_sys::cpu_time::read().ok(),
+                host_limit_bps,
+                self.drops.nonzero(),
+                warnings,
+            )
         };
         SideReport {
             host: Some(findings),
