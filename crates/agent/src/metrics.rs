@@ -188,6 +188,15 @@ pub fn result_samples(x: &mut Exposition, r: &Row) {
             if h { 1.0 } else { 0.0 },
         );
     }
+    if let Some(v) = r.host_stolen_share {
+        x.sample(
+            "tightlink_host_stolen_ratio",
+            "gauge",
+            "Share of this host's CPU time the hypervisor took (steal) while the last measurement ran; from 0.05 on it may read low.",
+            &l,
+            v,
+        );
+    }
 }
 
 /// The agent's own counters.

@@ -43,6 +43,8 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX results_by_time ON results(started_unix_ns);
     CREATE INDEX results_by_name ON results(name, method, started_unix_ns);",
+    // 2: the share of CPU time the hypervisor took while a real estimate ran.
+    "ALTER TABLE results ADD COLUMN host_stolen_share REAL;",
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -71,6 +73,9 @@ pub struct Row {
     pub probe_bytes: Option<u64>,
     pub streams: Option<u64>,
     pub host_limited: Option<bool>,
+    /// Real targets: the share of this host's CPU time the hypervisor
+    /// took while the estimate ran (steal).
+    pub host_stolen_share: Option<f64>,
     /// The simulated path's seed for this run.
     pub seed: Option<u64>,
     pub error: Option<String>,
@@ -119,6 +124,7 @@ impl Row {
             probe_bytes: None,
             streams: None,
             host_limited: None,
+            host_stolen_share: None,
             seed: o.seed,
             error: None,
             report: None,
@@ -136,6 +142,7 @@ impl Row {
             probe_bytes: Some(e.cost.probe_bytes),
             streams: Some(e.cost.streams as u64),
             host_limited: Some(r.capped == Some(tightlink_measure::Capped::HostLimited)),
+            host_stolen_share: r.host.as_ref().and_then(|h| h.stolen_share),
             report: Some(serde_json::to_string(r).expect("a report serialises")),
             ..Row::base(o, true)
         }
@@ -242,8 +249,8 @@ impl Store {
         tx.execute(
             "INSERT INTO results (name, target, kind, method, origin, started_unix_ns, wall_s, ok,
                 available_bps, low_bps, high_bps, bound, truth_bps, probe_bytes, streams,
-                host_limited, seed, error, report)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                host_limited, seed, error, report, host_stolen_share)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
             params![
                 r.name,
                 r.target,
@@ -264,6 +271,7 @@ impl Store {
                 r.seed.map(|s| s as i64),
                 r.error,
                 r.report,
+                r.host_stolen_share,
             ],
         )?;
         let id = tx.last_insert_rowid();
@@ -354,6 +362,7 @@ fn row_from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         probe_bytes: r.get::<_, Option<i64>>("probe_bytes")?.map(|b| b as u64),
         streams: r.get::<_, Option<i64>>("streams")?.map(|b| b as u64),
         host_limited: r.get("host_limited")?,
+        host_stolen_share: r.get("host_stolen_share")?,
         seed: r.get::<_, Option<i64>>("seed")?.map(|b| b as u64),
         error: r.get("error")?,
         report: r.get("report")?,
@@ -448,6 +457,37 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("no history there"), "{e}");
+    }
+
+    /// A history written by a tightlink of schema version 1 (no stolen
+    /// share) is upgraded in place: its rows stay, with no share.
+    #[test]
+    fn a_version_1_history_is_upgraded() {
+        let path = temp("v1");
+        let _ = std::fs::create_dir_all(path.parent().unwrap());
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(MIGRATIONS[0]).unwrap();
+            c.pragma_update(None, "user_version", 1).unwrap();
+            c.execute(
+                "INSERT INTO results (name, target, kind, method, origin, started_unix_ns, wall_s, ok, error)
+                 VALUES ('old', 'sim:', 'sim', 'auto', 'schedule', 1000, 0.1, 0, 'x')",
+                [],
+            )
+            .unwrap();
+        }
+        let mut s = Store::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), 2);
+        let old = &s.rows(&Query::default()).unwrap()[0];
+        assert_eq!((old.name.as_str(), old.host_stolen_share), ("old", None));
+        let t = Target::default_sim();
+        let mut r = Row::failure(&origin(&t, 2_000), "y");
+        r.host_stolen_share = Some(0.07);
+        s.insert(&r).unwrap();
+        assert_eq!(
+            s.rows(&Query::default()).unwrap()[1].host_stolen_share,
+            Some(0.07)
+        );
     }
 
     #[test]

@@ -252,6 +252,31 @@ fn median_off(runs: &[serde_json::Value], truth: f64) -> f64 {
     e[e.len() / 2]
 }
 
+/// Runs `round` up to twice, until it passes; fails with both rounds'
+/// reasons. For the reflector tests: on this 2-vCPU VM the sender falls
+/// behind its schedule by 0.3-8 ms in some streams (the replies' receive
+/// work lands on its core), and for seconds at a time the reflected
+/// estimates read 15-20 % low with nothing stolen (2026-11-27: a clean-
+/// clone CI run read 159.1, 174.1 and 192.7 forward; alone, one round of
+/// 196.5, 163.4 and 168.5, then five rounds within 10 %; six runs on the
+/// same path minutes later read 199-205). A reflector that
+/// measured the wrong direction reads 150, not 200, in every round.
+fn within_two_rounds(what: &str, mut round: impl FnMut() -> Result<(), String>) {
+    let mut failures = Vec::new();
+    for r in 1..=2 {
+        match round() {
+            Ok(()) => {
+                if !failures.is_empty() {
+                    eprintln!("{what}: passed in round {r} after {failures:?}");
+                }
+                return;
+            }
+            Err(e) => failures.push(format!("round {r}: {e}")),
+        }
+    }
+    panic!("{what}: {failures:#?}");
+}
+
 /// Estimate and stolen share of each run, for failure messages.
 fn brief(runs: &[serde_json::Value]) -> Vec<String> {
     runs.iter()
@@ -335,7 +360,7 @@ fn reverse_estimate_measures_the_other_direction() {
 /// A TWAMP-light reflector as the far end: its receive stamps measure the
 /// path toward it (200 Mbit/s), not the return path (150 Mbit/s here),
 /// with the UDP and the AF_PACKET sender. Median of three runs each, as
-/// for the raw backends below.
+/// for the raw backends below, in up to two rounds (`within_two_rounds`).
 #[test]
 fn a_twamp_reflector_measures_the_path_toward_it() {
     let _turn = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -346,27 +371,29 @@ fn a_twamp_reflector_measures_the_path_toward_it() {
     lab.start_reflector();
     let target = format!("twamp:{SERVER_IP}");
     for args in [&[][..], &["--backend", "packet"][..]] {
-        let runs: Vec<serde_json::Value> = (0..3)
-            .map(|_| {
-                let v = lab.estimate_json_to(&target, args);
-                eprintln!("twamp {args:?}: {v}");
-                assert_eq!(v["bound"], "exact", "{v}");
-                assert!(v["drops"].as_object().unwrap().is_empty(), "{args:?}: {v}");
-                v
-            })
-            .collect();
-        assert!(
-            median_off(&runs, 200e6).abs() < 0.10,
-            "{args:?}: {:?} vs 200e6",
-            brief(&runs)
-        );
+        within_two_rounds("twamp", || {
+            let runs: Vec<serde_json::Value> = (0..3)
+                .map(|_| {
+                    let v = lab.estimate_json_to(&target, args);
+                    eprintln!("twamp {args:?}: {v}");
+                    assert_eq!(v["bound"], "exact", "{v}");
+                    assert!(v["drops"].as_object().unwrap().is_empty(), "{args:?}: {v}");
+                    v
+                })
+                .collect();
+            if median_off(&runs, 200e6).abs() < 0.10 {
+                Ok(())
+            } else {
+                Err(format!("{args:?}: {:?} vs 200e6", brief(&runs)))
+            }
+        });
     }
 }
 
 /// `--both` toward `tightlink reflector`: forward its receive stamps read
 /// the 200 Mbit/s upload; reverse it holds each train and sends it back
 /// at its schedule, so this host's stamps read the 150 Mbit/s download.
-/// Median of three runs.
+/// Median of three runs, in up to two rounds (`within_two_rounds`).
 #[test]
 fn a_reflector_holding_trains_measures_both_directions() {
     let _turn = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -376,27 +403,33 @@ fn a_reflector_holding_trains_measures_both_directions() {
     let mut lab = Lab::up_200_150();
     lab.start_reflector();
     let target = format!("twamp:{SERVER_IP}");
-    let runs: Vec<serde_json::Value> = (0..3)
-        .map(|_| {
-            let v = lab.estimate_json_to(&target, &["--both"]);
-            eprintln!("both: {v}");
-            v
-        })
-        .collect();
-    for (dir, truth) in [("forward", 200e6), ("reverse", 150e6)] {
-        let one_way: Vec<serde_json::Value> = runs
-            .iter()
-            .map(|v| {
-                assert_eq!(v[dir]["bound"], "exact", "{dir}: {v}");
-                v[dir].clone()
+    within_two_rounds("both", || {
+        let runs: Vec<serde_json::Value> = (0..3)
+            .map(|_| {
+                let v = lab.estimate_json_to(&target, &["--both"]);
+                eprintln!("both: {v}");
+                v
             })
             .collect();
-        assert!(
-            median_off(&one_way, truth).abs() < 0.10,
-            "{dir}: {:?} vs {truth}",
-            brief(&one_way)
-        );
-    }
+        let mut why = Vec::new();
+        for (dir, truth) in [("forward", 200e6), ("reverse", 150e6)] {
+            let one_way: Vec<serde_json::Value> = runs
+                .iter()
+                .map(|v| {
+                    assert_eq!(v[dir]["bound"], "exact", "{dir}: {v}");
+                    v[dir].clone()
+                })
+                .collect();
+            if median_off(&one_way, truth).abs() >= 0.10 {
+                why.push(format!("{dir}: {:?} vs {truth}", brief(&one_way)));
+            }
+        }
+        if why.is_empty() {
+            Ok(())
+        } else {
+            Err(why.join("; "))
+        }
+    });
 }
 
 /// The raw backends through the same path: AF_PACKET and AF_XDP senders

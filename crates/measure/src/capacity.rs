@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::Serialize;
 use tightlink_core::channel::{Channel, Recorder};
+use tightlink_net::ledger::STOLEN_SHARE_WARNING;
 use tightlink_probe::capacity::{CapacityMethod, CapacityParams, CapacityReport};
 
 use crate::report::Event;
@@ -46,6 +47,9 @@ pub struct CapacityResult {
     pub report: CapacityReport,
     /// The layer at which sizes and rates are counted.
     pub rate_layer: &'static str,
+    /// Real targets: the share of this host's CPU time the hypervisor
+    /// took while the method ran (steal).
+    pub host_stolen_share: Option<f64>,
 }
 
 /// The simulator counts its packets as they are.
@@ -76,14 +80,22 @@ pub fn capacity(
             .side_report()
             .host
             .map_or(SIM_RATE_LAYER, |h| h.rate_layer);
-        let report = m.run(&mut ch, params)?;
+        let mut report = m.run(&mut ch, params)?;
         ch.close()?;
+        let host_stolen_share = ch.side_report().host.and_then(|h| h.stolen_share);
+        if let Some(share) = host_stolen_share.filter(|&x| x >= STOLEN_SHARE_WARNING) {
+            report.warnings.push(format!(
+                "the hypervisor took {:.0} % of this host's CPU time while it measured (steal time in /proc/stat): a stalled vCPU sends a pair's packets apart and stamps arrivals late, and a shaper on this host releases the tokens it missed together, so dispersions may read either way",
+                share * 100.0
+            ));
+        }
         per_method.push(ch.streams.len().to_string());
         streams.append(&mut ch.streams);
         results.push(CapacityResult {
             target: target.to_string(),
             report,
             rate_layer,
+            host_stolen_share,
         });
     }
     if let Some(path) = &options.save_trace {
@@ -126,6 +138,7 @@ struct Json<'a> {
     stop: &'a str,
     rate_layer: &'a str,
     warnings: &'a [String],
+    host_stolen_share: Option<f64>,
 }
 
 impl Serialize for CapacityResult {
@@ -153,6 +166,7 @@ impl Serialize for CapacityResult {
             stop: r.stop.as_str(),
             rate_layer: self.rate_layer,
             warnings: &r.warnings,
+            host_stolen_share: self.host_stolen_share,
         }
         .serialize(s)
     }
