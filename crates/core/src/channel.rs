@@ -68,6 +68,9 @@ pub struct ChannelInfo {
     pub byte_limit: Option<u64>,
     /// Most packets the far end takes in one stream, if it says.
     pub stream_packet_limit: Option<usize>,
+    /// Longest stream (first to last scheduled send, ns) the far end
+    /// takes, if it has a limit.
+    pub stream_span_limit_ns: Option<i64>,
 }
 
 /// What a real channel learned about the sending host and its own link
@@ -334,6 +337,7 @@ impl Channel for TraceChannel {
                 .map(|p| p.size_bytes),
             byte_limit: None,
             stream_packet_limit: None,
+            stream_span_limit_ns: None,
         }
     }
 

@@ -646,6 +646,7 @@ impl Channel for UdpChannel {
             // without a key spends on the way out.
             byte_limit: Some(self.limits.max_session_bytes * 9 / 10),
             stream_packet_limit: Some(self.limits.max_stream_packets as usize),
+            stream_span_limit_ns: Some(crate::server::MAX_STREAM_NS as i64),
         }
     }
 

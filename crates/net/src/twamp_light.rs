@@ -913,6 +913,9 @@ impl Channel for TwampChannel {
             probe_size_bytes: Some(self.frame_bytes),
             byte_limit: None,
             stream_packet_limit: None,
+            stream_span_limit_ns: self
+                .hold
+                .then_some(crate::reflector::MAX_HOLD_SPAN_NS as i64),
         }
     }
 

@@ -34,7 +34,7 @@ use tightlink_core::capacity::{
 };
 
 use crate::Cost;
-use tightlink_core::channel::{Channel, ChannelError, StreamRequest};
+use tightlink_core::channel::{Channel, ChannelError, ChannelInfo, StreamRequest};
 use tightlink_core::Bound;
 
 /// The capacity methods, listed once.
@@ -316,11 +316,24 @@ impl PairPlan {
     }
 
     /// Pairs per stream: `wanted`, fewer when the far end takes at most
-    /// `packet_limit` packets in one stream (a large bucket's heads made
-    /// 50 units 10 400 packets against a server's 10 000), at least one.
-    pub fn units_fitting(&self, wanted: usize, packet_limit: Option<usize>) -> usize {
-        let fit = packet_limit.map_or(usize::MAX, |l| l / self.unit_packets());
-        wanted.min(fit).max(1)
+    /// `limits.stream_packet_limit` packets in one stream (a large
+    /// bucket's heads made 50 units 10 400 packets against a server's
+    /// 10 000) or streams of at most `limits.stream_span_limit_ns` (units
+    /// of up to `pair_size` bytes, each spaced at most 1.5 times the mean:
+    /// spread backed off to a hundredth of a slow sender, 50 units once
+    /// asked a server for 2.9 s where it takes 2), at least one.
+    pub fn units_fitting(&self, wanted: usize, pair_size: u32, limits: &ChannelInfo) -> usize {
+        let by_packets = limits
+            .stream_packet_limit
+            .map_or(usize::MAX, |l| l / self.unit_packets());
+        let by_span = limits.stream_span_limit_ns.map_or(usize::MAX, |l| {
+            let unit_bytes = (self.head_len + usize::from(self.head_len > 0)) as f64
+                * self.head_size as f64
+                + self.bunch as f64 * pair_size as f64;
+            let widest_ns = 1.5 * unit_bytes * 8e9 / self.spread_bps;
+            1 + (l as f64 / widest_ns).floor().min(usize::MAX as f64 / 2.0) as usize
+        });
+        wanted.min(by_packets).min(by_span).max(1)
     }
 
     /// The stream for pairs of `sizes`, and where each pair starts. Units
@@ -589,7 +602,7 @@ pub fn run_pathrate(
     p: CapacityParams,
 ) -> Result<CapacityReport, ChannelError> {
     let max = channel.info().max_rate_bps;
-    let packet_limit = channel.info().stream_packet_limit;
+    let limits = channel.info();
     let mut c = Counter::new(channel);
     let (mut trains, shaper, mut plan) =
         shaper_check(&mut c, p.shaper_trains.min(p.trains), &p, max)?;
@@ -599,7 +612,7 @@ pub fn run_pathrate(
     let mut sent = 0;
     while sent < p.pathrate_pairs && c.bytes < p.max_bytes {
         let n = plan
-            .units_fitting(p.pairs_per_stream, packet_limit)
+            .units_fitting(p.pairs_per_stream, p.size_bytes, &limits)
             .min(p.pathrate_pairs - sent);
         let s: Vec<u32> = (0..n).map(|i| sizes[(sent + i) % 3]).collect();
         let (req, firsts) = plan.request(&s, c.streams as u64);
@@ -662,7 +675,7 @@ pub fn run_capprobe(
     p: CapacityParams,
 ) -> Result<CapacityReport, ChannelError> {
     let max = channel.info().max_rate_bps;
-    let packet_limit = channel.info().stream_packet_limit;
+    let limits = channel.info();
     let mut c = Counter::new(channel);
     let (trains, shaper, mut plan) = shaper_check(&mut c, p.shaper_trains, &p, max)?;
     // The smaller size is 3/5 of the larger, not 1/2: with 1/2, a pair
@@ -689,7 +702,7 @@ pub fn run_capprobe(
     while pairs.total() < p.capprobe_max_pairs && c.bytes < p.max_bytes {
         // Full and half sizes alternate: the sizes must agree (see
         // tightlink_core::capacity::capprobe).
-        let s: Vec<u32> = (0..plan.units_fitting(p.pairs_per_stream, packet_limit))
+        let s: Vec<u32> = (0..plan.units_fitting(p.pairs_per_stream, p.size_bytes, &limits))
             .map(|i| if i % 2 == 1 { small } else { p.size_bytes })
             .collect();
         let (req, firsts) = plan.request(&s, c.streams as u64);
@@ -881,8 +894,25 @@ mod tests {
         // 10 head packets, a pair and a trailer: 13 per unit, so a far end
         // taking 100 packets a stream gets 7 pairs of the 50 wanted.
         assert_eq!(plan.unit_packets(), 13);
-        assert_eq!(plan.units_fitting(50, Some(100)), 7);
-        assert_eq!(plan.units_fitting(50, None), 50);
-        assert_eq!(plan.units_fitting(50, Some(5)), 1);
+        let limits = |packets, span_ns| ChannelInfo {
+            description: String::new(),
+            max_rate_bps: 10e9,
+            probe_size_bytes: None,
+            byte_limit: None,
+            stream_packet_limit: packets,
+            stream_span_limit_ns: span_ns,
+        };
+        assert_eq!(plan.units_fitting(50, 1000, &limits(Some(100), None)), 7);
+        assert_eq!(plan.units_fitting(50, 1000, &limits(None, None)), 50);
+        assert_eq!(plan.units_fitting(50, 1000, &limits(Some(5), None)), 1);
+        // A unit of 11 x 1000 head bytes and 2 x 1000 pair bytes, spread
+        // at 100 Mbit/s: 1.04 ms a unit on average, 1.56 ms at most, so a
+        // far end taking streams of 10 ms gets 1 + 6 units.
+        assert_eq!(plan.spread_bps, 100e6);
+        assert_eq!(
+            plan.units_fitting(50, 1000, &limits(None, Some(10_000_000))),
+            7
+        );
+        assert_eq!(plan.units_fitting(50, 1000, &limits(Some(100), Some(1))), 1);
     }
 }

@@ -63,6 +63,7 @@ impl Channel for SimChannel {
             probe_size_bytes: None,
             byte_limit: None,
             stream_packet_limit: None,
+            stream_span_limit_ns: None,
         }
     }
 

@@ -229,6 +229,7 @@ mod tests {
                 probe_size_bytes: None,
                 byte_limit: None,
                 stream_packet_limit: None,
+                stream_span_limit_ns: None,
             }
         }
         fn elapsed_ns(&self) -> i64 {
