@@ -429,8 +429,9 @@ fn reverse_estimate_measures_the_other_direction() {
 /// 2-vCPU VM the reflected estimates read 10-25 % low for minutes at a
 /// time while the server's read 197-206 on the same path, interleaved
 /// (2026-11-27; medians of three 149.8-176.8 in such periods, 199-205 in
-/// others). The reflector's replies cross the router during the stream,
-/// doubling the forwarding work of its one CPU; not explained further.
+/// others). Not explained: the replies cross the router during the
+/// stream where a server's records come after it, but a flood through the
+/// tbf delivered 198-200 with 200 Mbit/s going back as without.
 /// The server-based tests hold the estimator itself to 10 %; a reflector
 /// that measured the return path would read 100.
 #[test]
