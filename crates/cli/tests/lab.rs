@@ -31,6 +31,7 @@ fn may_run() -> bool {
 
 mod common;
 use common::tightlink_text as tightlink;
+use common::within_attempts;
 
 fn namespaces_of(name: &str) -> Vec<String> {
     let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
@@ -40,29 +41,6 @@ fn namespaces_of(name: &str) -> Vec<String> {
         .filter(|n| n.starts_with(&format!("tllab-{name}-")))
         .map(str::to_string)
         .collect()
-}
-
-/// Runs `one` up to `n` times, until it passes; fails with every
-/// attempt's reason. For measurements on real packets that a stalled
-/// core can spoil in one run (the 2-core VMs these tests run on change
-/// speed between days: on 2026-11-27 a UDP send cost 5.4 us where 3.4-4.4
-/// was usual, and one clean-clone CI run saw the lab's tbf deliver
-/// 181-193 of its 200 Mbit/s under a flood); a wrong method or truth is
-/// wrong in every attempt.
-fn within_attempts(n: usize, what: &str, mut one: impl FnMut() -> Result<(), String>) {
-    let mut failures = Vec::new();
-    for attempt in 1..=n {
-        match one() {
-            Ok(()) => {
-                if !failures.is_empty() {
-                    eprintln!("{what}: passed in attempt {attempt} after {failures:?}");
-                }
-                return;
-            }
-            Err(e) => failures.push(format!("attempt {attempt}: {e}")),
-        }
-    }
-    panic!("{what}: {failures:#?}");
 }
 
 /// Brings the named lab down when dropped.

@@ -274,20 +274,8 @@ fn median_off(runs: &[serde_json::Value], truth: f64) -> f64 {
 /// 196.5, 163.4 and 168.5, then five rounds within 10 %; six runs on the
 /// same path minutes later read 199-205). A reflector that
 /// measured the wrong direction reads 150, not 200, in every round.
-fn within_two_rounds(what: &str, mut round: impl FnMut() -> Result<(), String>) {
-    let mut failures = Vec::new();
-    for r in 1..=2 {
-        match round() {
-            Ok(()) => {
-                if !failures.is_empty() {
-                    eprintln!("{what}: passed in round {r} after {failures:?}");
-                }
-                return;
-            }
-            Err(e) => failures.push(format!("round {r}: {e}")),
-        }
-    }
-    panic!("{what}: {failures:#?}");
+fn within_two_rounds(what: &str, round: impl FnMut() -> Result<(), String>) {
+    common::within_attempts(2, what, round);
 }
 
 /// For tests whose point is that an estimate still comes right (after a

@@ -43,3 +43,26 @@ pub fn host_spoiled(v: &serde_json::Value) -> bool {
     assert!(warned, "{:.1} % stolen and no warning: {v}", stolen * 100.0);
     true
 }
+
+/// Runs `one` up to `n` times, until it passes; fails with every
+/// attempt's reason. For measurements on real packets that a stalled
+/// core can spoil in one run (the 2-core VMs these tests run on change
+/// speed between days: on 2026-11-27 a UDP send cost 5.4 us where 3.4-4.4
+/// was usual, and one clean-clone CI run saw the lab's tbf deliver
+/// 181-193 of its 200 Mbit/s under a flood); a wrong method or truth is
+/// wrong in every attempt.
+pub fn within_attempts(n: usize, what: &str, mut one: impl FnMut() -> Result<(), String>) {
+    let mut failures = Vec::new();
+    for attempt in 1..=n {
+        match one() {
+            Ok(()) => {
+                if !failures.is_empty() {
+                    eprintln!("{what}: passed in attempt {attempt} after {failures:?}");
+                }
+                return;
+            }
+            Err(e) => failures.push(format!("attempt {attempt}: {e}")),
+        }
+    }
+    panic!("{what}: {failures:#?}");
+}
