@@ -261,6 +261,21 @@ impl RapidController {
         self.abandon_plan();
     }
 
+    /// Whether the next packet continues a stream already planned (it
+    /// starts a new one otherwise).
+    pub fn mid_stream(&self) -> bool {
+        self.current().is_some()
+    }
+
+    /// Streams from the oldest whose feedback is not all in through the
+    /// last planned: how far the sender is ahead of the receiver's
+    /// reports, in streams (0 when every stream is accounted for).
+    pub fn streams_awaiting_feedback(&self) -> u64 {
+        self.pending
+            .first_key_value()
+            .map_or(0, |(&oldest, _)| self.next_id - oldest)
+    }
+
     /// The stream being sent, unless it has no packet left.
     fn current(&self) -> Option<Plan> {
         let p = self.plan.clone()?;
@@ -769,6 +784,48 @@ mod tests {
         assert_eq!(due, later);
         assert!(c.starting());
         assert_eq!(c.rate_bps(), 2e9);
+    }
+
+    /// Three streams cut short after two packets each (ids 0, 1, 2): all
+    /// three await feedback. Stream 0's two packets answered: 1 and 2
+    /// are left (2 streams). Stream 2's answered before 1's (a receiver
+    /// closes in order, but the count must not trust that): still 2,
+    /// from stream 1. Then stream 1: none. Mid-stream only between a
+    /// stream's first packet and its end.
+    #[test]
+    fn streams_awaiting_feedback_count_from_the_oldest_unanswered() {
+        let mut c = RapidController::new(RapidParams::paper(10e9, 9000, RapidEstimator::Bass));
+        assert_eq!(c.streams_awaiting_feedback(), 0);
+        assert!(!c.mid_stream());
+        let mut now = 0;
+        let mut tags = Vec::new();
+        for _ in 0..3 {
+            for _ in 0..2 {
+                now = c.next_send_ns(now);
+                tags.push(c.sent(now));
+                assert!(c.mid_stream());
+            }
+            c.end_stream();
+            assert!(!c.mid_stream());
+        }
+        assert_eq!(
+            tags.iter().map(|t| t.stream).collect::<Vec<_>>(),
+            [0, 0, 1, 1, 2, 2]
+        );
+        assert_eq!(c.streams_awaiting_feedback(), 3);
+        let answer = |c: &mut RapidController, k: usize| {
+            c.feedback(tags[k], Some(now + k as i64), now + 10);
+        };
+        answer(&mut c, 0);
+        assert_eq!(c.streams_awaiting_feedback(), 3);
+        answer(&mut c, 1);
+        assert_eq!(c.streams_awaiting_feedback(), 2);
+        answer(&mut c, 4);
+        answer(&mut c, 5);
+        assert_eq!(c.streams_awaiting_feedback(), 2);
+        answer(&mut c, 2);
+        answer(&mut c, 3);
+        assert_eq!(c.streams_awaiting_feedback(), 0);
     }
 
     /// The raw rule answers from unsmoothed gaps: on the fluid path at a

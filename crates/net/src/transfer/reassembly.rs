@@ -18,7 +18,9 @@ pub const MAX_OPEN_STREAMS: u32 = 256;
 /// How long after a stream's end was signalled (a packet of a later
 /// stream, or the sender saying it sent the stream) its missing packets
 /// are taken as lost. A FIFO path delivers a stream's packets before the
-/// next stream's; this is slack for paths that reorder a little.
+/// next stream's; this is slack for paths that reorder a little. Timed on
+/// the monotonic clock: a step of the wall clock must not hold streams
+/// open (or close them early).
 pub const CLOSE_GRACE_NS: i64 = 1_000_000;
 
 #[derive(Debug)]
@@ -104,7 +106,7 @@ struct Open {
     count: u32,
     /// (position, kernel receive ns)
     stamps: Vec<(u32, i64)>,
-    /// When its end was first signalled.
+    /// When its end was first signalled (monotonic ns).
     ended_at: Option<i64>,
 }
 
@@ -143,10 +145,11 @@ impl StreamStamps {
         self.next_close
     }
 
-    /// A packet's stamp. A stream already closed or too far ahead keeps
-    /// no stamp (counted); a packet claiming more than the stream limit
-    /// is refused.
-    pub fn stamp(&mut self, r: &DataRepr, recv_ns: i64) -> Result<(), DropReason> {
+    /// A packet's stamp (`recv_ns`: the kernel's, wall clock), taken at
+    /// `now_ns` (monotonic). A stream already closed or too far ahead
+    /// keeps no stamp (counted); a packet claiming more than the stream
+    /// limit is refused.
+    pub fn stamp(&mut self, r: &DataRepr, recv_ns: i64, now_ns: i64) -> Result<(), DropReason> {
         if r.count > self.max_packets {
             return Err(DropReason::OverAnnounced);
         }
@@ -161,7 +164,7 @@ impl StreamStamps {
         if self.highest_seen.is_none_or(|h| r.stream > h) {
             // Every open stream before this one has ended.
             let from = self.next_close;
-            self.end_through(from, r.stream.saturating_sub(1), recv_ns, r.stream > from);
+            self.end_through(from, r.stream.saturating_sub(1), now_ns, r.stream > from);
             self.highest_seen = Some(r.stream);
         }
         let o = self.open.entry(r.stream).or_default();
@@ -172,7 +175,10 @@ impl StreamStamps {
         Ok(())
     }
 
-    /// The sender says it sent `stream` (and everything before it).
+    /// The sender says it sent `stream` (and everything before it), at
+    /// `now_ns` (monotonic). A sender keeps fewer than
+    /// [`MAX_OPEN_STREAMS`] streams awaiting their stamps; one further
+    /// ahead is refused.
     pub fn sent(&mut self, stream: u32, now_ns: i64) -> Result<(), String> {
         if stream < self.next_close {
             return Ok(());
@@ -197,8 +203,8 @@ impl StreamStamps {
         }
     }
 
-    /// Streams that are over, in order: every position received, or their
-    /// end signalled [`CLOSE_GRACE_NS`] ago.
+    /// Streams that are over at `now_ns` (monotonic), in order: every
+    /// position received, or their end signalled [`CLOSE_GRACE_NS`] ago.
     pub fn close_due(&mut self, now_ns: i64) -> Vec<Closed> {
         let mut out = Vec::new();
         while let Some(e) = self.open.first_entry() {
@@ -276,28 +282,37 @@ mod tests {
 
     #[test]
     fn a_full_stream_closes_at_once_and_a_short_one_after_the_grace() {
+        // Kernel stamps on the wall clock, far from the monotonic times
+        // the grace is counted in.
+        const WALL: i64 = 1_700_000_000_000_000_000;
         let mut s = StreamStamps::new(100);
         for i in 0..3 {
-            s.stamp(&repr(0, i, 3), 1000 + i as i64).unwrap();
+            s.stamp(&repr(0, i, 3), WALL + 1000 + i as i64, 1000 + i as i64)
+                .unwrap();
         }
         let c = s.close_due(1003);
         assert_eq!(
             c,
             vec![Closed {
                 stream: 0,
-                recv_ns: vec![Some(1000), Some(1001), Some(1002)]
+                recv_ns: vec![Some(WALL + 1000), Some(WALL + 1001), Some(WALL + 1002)]
             }]
         );
         // Stream 1 loses position 1; stream 2's first packet ends it.
-        s.stamp(&repr(1, 0, 3), 2000).unwrap();
-        s.stamp(&repr(1, 2, 3), 2002).unwrap();
-        s.stamp(&repr(2, 0, 3), 3000).unwrap();
+        s.stamp(&repr(1, 0, 3), WALL + 2000, 2000).unwrap();
+        s.stamp(&repr(1, 2, 3), WALL + 2002, 2002).unwrap();
+        // The wall clock stepped back a second: the grace runs from the
+        // monotonic 3000 all the same.
+        s.stamp(&repr(2, 0, 3), WALL - 1_000_000_000, 3000).unwrap();
         assert!(s.close_due(3000 + CLOSE_GRACE_NS - 1).is_empty());
         assert_eq!(s.next_due_ns(), Some(3000 + CLOSE_GRACE_NS));
         let c = s.close_due(3000 + CLOSE_GRACE_NS);
-        assert_eq!(c[0].recv_ns, vec![Some(2000), None, Some(2002)]);
+        assert_eq!(
+            c[0].recv_ns,
+            vec![Some(WALL + 2000), None, Some(WALL + 2002)]
+        );
         // A straggler of a closed stream keeps no stamp.
-        s.stamp(&repr(1, 1, 3), 4000).unwrap();
+        s.stamp(&repr(1, 1, 3), WALL + 4000, 4000).unwrap();
         assert_eq!(s.late, 1);
     }
 
@@ -315,6 +330,9 @@ mod tests {
         );
         // Too far ahead is refused; past the stream limit too.
         assert!(s.sent(1 + MAX_OPEN_STREAMS, 0).is_err());
-        assert_eq!(s.stamp(&repr(1, 0, 101), 0), Err(DropReason::OverAnnounced));
+        assert_eq!(
+            s.stamp(&repr(1, 0, 101), 0, 0),
+            Err(DropReason::OverAnnounced)
+        );
     }
 }

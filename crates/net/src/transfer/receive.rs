@@ -146,7 +146,7 @@ pub(crate) fn receive(
                 out.packets += 1;
                 match stamp {
                     Some(t) => {
-                        if let Err(err) = st.stamp(&repr, t) {
+                        if let Err(err) = st.stamp(&repr, t, last_heard) {
                             out.drops.count(err);
                         }
                     }
@@ -159,7 +159,7 @@ pub(crate) fn receive(
             last_heard = clock::monotonic_ns();
             match read_message(&mut r) {
                 Ok(Message::StreamSent { stream }) => {
-                    st.sent(stream, clock::realtime_ns())
+                    st.sent(stream, clock::monotonic_ns())
                         .map_err(ServeEnd::Refuse)?;
                 }
                 Ok(Message::TransferEnd { bytes, digest }) => {
@@ -187,11 +187,11 @@ pub(crate) fn receive(
                 Err(err) => return Err(ServeEnd::Fail(format!("control connection: {err}"))),
             }
         }
-        close_streams(w, &mut st, re, clock::realtime_ns(), &mut out)?;
+        close_streams(w, &mut st, re, clock::monotonic_ns(), &mut out)?;
         on(RecvEvent::Tick(re.contiguous()))?;
         // Wait for data or control, at most until the next stream is due.
         let wait_ms = match st.next_due_ns() {
-            Some(t) => ((t - clock::realtime_ns()) / 1_000_000).clamp(0, 20) as i32,
+            Some(t) => ((t - clock::monotonic_ns()) / 1_000_000).clamp(0, 20) as i32,
             None => 20,
         };
         sockopt::wait_any(&[e.sock.fd(), ctrl_fd], libc::POLLIN, wait_ms)?;

@@ -23,6 +23,11 @@ use crate::clock;
 const SEND_SLACK_NS: i64 = 150_000;
 /// ...unless it has waited this long.
 const MAX_FEEDBACK_DEFER_NS: i64 = 2_000_000;
+/// No new stream starts while this many await their stamps: the receiver
+/// holds at most `MAX_OPEN_STREAMS` open and refuses a sender further
+/// ahead, and a receiver stalled for a moment (its vCPU descheduled)
+/// must slow the sender, not end the transfer.
+const MAX_STREAMS_AWAITING: u64 = super::reassembly::MAX_OPEN_STREAMS as u64 / 2;
 
 /// What the sending end was asked to do.
 pub(crate) struct SendPlan {
@@ -104,6 +109,7 @@ pub(crate) fn send<R: Read, W: Write>(
     let mut ctl_ready_since: Option<i64> = None;
     loop {
         let now = clock::monotonic_ns();
+        let held = !ctl.mid_stream() && ctl.streams_awaiting_feedback() >= MAX_STREAMS_AWAITING;
         if plan.end_ns.is_some_and(|e| now > e) {
             return Err(err(format!(
                 "session time limit reached after {} bytes",
@@ -117,7 +123,8 @@ pub(crate) fn send<R: Read, W: Write>(
         // has waited `MAX_FEEDBACK_DEFER_NS`.
         let read_now = if sockopt::wait_fd(ctl_fd, libc::POLLIN, 0).map_err(io_err("control"))? {
             let since = *ctl_ready_since.get_or_insert(now);
-            let due_soon = book.peek().is_some() && ctl.next_send_ns(now) - now < SEND_SLACK_NS;
+            let due_soon =
+                !held && book.peek().is_some() && ctl.next_send_ns(now) - now < SEND_SLACK_NS;
             !due_soon || now - since > MAX_FEEDBACK_DEFER_NS
         } else {
             ctl_ready_since = None;
@@ -159,9 +166,10 @@ pub(crate) fn send<R: Read, W: Write>(
                 book.offered()
             )));
         }
-        let Some(next) = book.peek() else {
-            // Nothing to send (window full, or all sent): the stream ends
-            // here, so the receiver closes it and its feedback comes.
+        let Some(next) = book.peek().filter(|_| !held) else {
+            // Nothing to send (window full, all sent, or too many streams
+            // await their stamps): the stream ends here, so the receiver
+            // closes it and its feedback comes.
             if let Some(s) = open_stream.take() {
                 ctl.end_stream();
                 send_ctl(writer, &Message::StreamSent { stream: s as u32 })?;
