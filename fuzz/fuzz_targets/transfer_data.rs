@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
         let now = k as i64 * 1_000_000;
         if let Ok((r, payload)) = DataRepr::parse(packet) {
             let _ = re.put(r.offset, payload);
-            let _ = st.stamp(&r, now);
+            let _ = st.stamp(&r, now, now);
             assert!(re.held_bytes() <= WINDOW);
             assert!(re.contiguous() <= 1 << 20);
         } else if let Some(&s) = packet.first() {
