@@ -8,6 +8,7 @@
 #   sudo scripts/netns-200m.sh [RUNS] [METHOD...]
 # FAR_END=twamp measures against `tightlink reflector` (TWAMP-light, UDP
 # 862) with `estimate twamp:10.201.2.2` instead of `tightlink server`.
+# TBF="rate 200mbit burst 256k limit 400000" replaces the tbf's settings.
 set -euo pipefail
 far=${FAR_END:-server}
 runs=${1:-10}; shift || true
@@ -20,7 +21,7 @@ down
 . "$(dirname "$0")/three-namespaces.sh"
 three_namespaces 201
 ip netns exec $r sh -c "echo 2 > /sys/class/net/${p}b/queues/rx-0/rps_cpus; echo 2 > /sys/class/net/${p}c/queues/rx-0/rps_cpus"
-ip netns exec $r tc qdisc add dev ${p}c root tbf rate 200mbit burst 3000 limit 100000
+ip netns exec $r tc qdisc add dev ${p}c root tbf ${TBF:-rate 200mbit burst 3000 limit 100000}
 if [ "$far" = twamp ]; then
   ip netns exec $d "$bin" reflector --bind 10.201.2.2 2>/dev/null &
   target=twamp:10.201.2.2

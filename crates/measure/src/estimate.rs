@@ -228,6 +228,9 @@ pub fn estimate(
     if let Some(w) = unsettled_budget_stop(&r.estimate) {
         r.warnings.push(w);
     }
+    if let Some(w) = shaper_warning(&r.estimate) {
+        r.warnings.push(w);
+    }
     if matches!(
         r.estimate.stop,
         Stop::NoUsableStream | Stop::NoUsableAdrTrain
@@ -269,6 +272,27 @@ fn why_unusable(
             m.name()
         )
     })
+}
+
+/// A token bucket that back-to-back trains showed after the streams had
+/// read its burst rate: what the streams read, and that the answer is the
+/// rate the path sustains.
+pub fn shaper_warning(e: &Report) -> Option<String> {
+    let sh = e.shaper?;
+    let streams = match sh.streams_bound {
+        Bound::AtLeast => format!("at least {}", format_rate(sh.streams_bps)),
+        _ => format_rate(sh.streams_bps),
+    };
+    Some(format!(
+        "a token bucket (shaper or policer) of about {:.0} KB on the path: a back-to-back \
+         train of {:.0} KB arrived at {} while the bucket lasted and at {} after; the probe \
+         streams, shorter than that head, read {streams}, the rate of its bursts. The answer \
+         is the sustained rate",
+        sh.bucket_bytes / 1e3,
+        sh.train_bytes as f64 / 1e3,
+        format_rate(sh.head_bps),
+        format_rate(sh.tail_bps),
+    ))
 }
 
 /// A method with a stopping rule (streams that agree, a bracket that
@@ -644,6 +668,7 @@ mod tests {
                 cost: Cost::default(),
                 truth_bps: None,
                 stop: Stop::Stable,
+                shaper: None,
             },
             rate_layer: "x",
             host: Some(HostFindings {

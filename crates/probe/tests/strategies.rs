@@ -366,16 +366,19 @@ fn probabilistic_bisection_reads_the_bursty_path() {
     assert!(bytes[4] <= 12_000_000, "{bytes:?}");
 }
 
-/// `scan-pba`: the multi-rate scan, then bisection from its answer. On
-/// the default path it lands within 10 % with the range holding the
-/// truth in most runs, for a median of at most 10 MB (the multi-rate
-/// strategy spends about 21 MB there).
+/// `scan-pba`: the multi-rate scan, then bisection from its answer, then
+/// the shaper train. On the default path it lands within 10 % with the
+/// range holding the truth in most runs, for a median of at most 12 MB:
+/// 8.6-10.4 MB for the scan and the bisection in the middle runs, 1.5 MB
+/// per shaper train (1.2 ms at 10 Gbit/s; a second one only when the
+/// first looked shaped: seed 8). The multi-rate strategy spends about
+/// 21 MB there.
 #[test]
-fn scan_then_bisection_reads_the_bursty_path_for_10_mb() {
+fn scan_then_bisection_reads_the_bursty_path() {
     let (within, held, bytes) = on_the_default_path("scan-pba");
     assert!(within >= 7, "{within} of 8 within 10 %");
     assert!(held >= 6, "{held} of 8 ranges held the truth");
-    assert!(bytes[3] <= 10_000_000, "{bytes:?}");
+    assert!(bytes[3] <= 12_000_000, "{bytes:?}");
 }
 
 /// One ON/OFF source at four times the link: the link is idle nine
@@ -451,11 +454,65 @@ fn auto_follows_the_receiver() {
         let (same, same_streams) = run_recorded(target, ran.name());
         assert_eq!(r.method, ran, "{target}");
         assert_eq!(
-            (r.available_bandwidth_bps, r.cost.probe_bytes),
-            (same.available_bandwidth_bps, same.cost.probe_bytes),
+            r.available_bandwidth_bps, same.available_bandwidth_bps,
             "{target}"
         );
-        assert_eq!(streams.len(), same_streams.len(), "{target}");
+        // `scan-pba` sends the shaper train too; `multirate` alone does
+        // not: auto's last stream is that train (one, on a FIFO path).
+        let extra = usize::from(ran == strategy::Method::Multirate);
+        assert_eq!(streams.len(), same_streams.len() + extra, "{target}");
+        let train: u64 = streams[same_streams.len()..]
+            .iter()
+            .map(|s| s.packets.iter().map(|p| p.size_bytes as u64).sum::<u64>())
+            .sum();
+        assert_eq!(
+            r.cost.probe_bytes,
+            same.cost.probe_bytes + train,
+            "{target}"
+        );
+        assert_eq!(r.shaper, None, "{target}");
+    }
+}
+
+/// A 5 Gbit/s token bucket with a 256 KB bucket on the 10 Gbit/s link,
+/// nothing else: a 64-packet stream (576 KB) at 9.3 Gbit/s passes
+/// unqueued, so the streams read the bursts (9.27 Gbit/s "exact" under
+/// receive batches, 5.95-6.54 with each packet stamped). The shaper
+/// trains' heads pass at the sender's rate and their tails at 5: the
+/// answer is 5 within 2 %, said as `shaped`, with what the streams read
+/// and a bucket near 256 KB. On the default path no run of seeds 1-8 is
+/// taken for shaped.
+#[test]
+fn a_bucket_larger_than_the_streams_reads_its_sustained_rate() {
+    for target in [
+        "sim:cross=none,shaper=5G/256KB,seed=1",
+        "sim:cross=none,shaper=5G/256KB,coalescence=off,seed=1",
+    ] {
+        let r = run(target, "auto");
+        eprintln!(
+            "{target}: {:?} {:+.4} {} {:?}",
+            r.bound,
+            rel(&r),
+            r.stop,
+            r.shaper
+        );
+        assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Shaped), "{target}");
+        assert!(rel(&r).abs() <= 0.02, "{target}: {:+.3}", rel(&r));
+        let sh = r.shaper.expect("what the streams read");
+        assert!(sh.streams_bps > 1.15 * 5e9, "{target}: {sh:?}");
+        assert!(
+            (sh.bucket_bytes / 256e3 - 1.0).abs() < 0.2,
+            "{target}: {sh:?}"
+        );
+        assert!(r.low_bps <= 5e9 && 5e9 <= r.high_bps, "{target}");
+    }
+    for seed in 1..=8 {
+        let r = run(&format!("sim:,seed={seed}"), "auto");
+        assert_eq!(
+            (r.shaper, r.stop == Stop::Shaped),
+            (None, false),
+            "seed {seed}"
+        );
     }
 }
 

@@ -60,22 +60,110 @@ pub fn train_shape(stream: &ProbeStream) -> Option<TrainShape> {
             points.push((cum, (r as i128 - r0 as i128) as f64));
         }
     }
+    shape_of(&points, p[0].size_bytes, true)
+}
+
+/// [`train_shape`] for a receiver that may stamp in batches (interrupt
+/// coalescence): each batch counts as one point, at its last packet, the
+/// one stamped closest to its arrival (it came just before the
+/// interrupt), with the bytes of every packet through it. A batch ends
+/// where the next received packet's stamp lies a quarter of their send
+/// gap or more later. The head starts at the first batch's end: when
+/// that batch's packets arrived is not known, so its bytes are not
+/// counted as passing ahead (a FIFO path then shows no burst, where
+/// crediting them would show one batch). Where packets are stamped one
+/// by one every packet is a point.
+pub fn train_shape_batched(stream: &ProbeStream) -> Option<TrainShape> {
+    let p = &stream.packets;
+    let received: Vec<_> = p
+        .iter()
+        .filter_map(|k| k.recv_ns.map(|r| (k.send_ns, r, k.size_bytes)))
+        .collect();
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    let mut cum = 0.0;
+    let mut r0 = None;
+    for (j, &(send, recv, size)) in received.iter().enumerate() {
+        cum += size as f64;
+        let ends = match received.get(j + 1) {
+            Some(&(next_send, next_recv, _)) => {
+                4 * (next_recv as i128 - recv as i128) >= (next_send as i128 - send as i128)
+            }
+            None => true,
+        };
+        if ends {
+            let r0 = *r0.get_or_insert(recv);
+            points.push((cum, (recv as i128 - r0 as i128) as f64));
+        }
+    }
+    shape_of(&points, received.first()?.2, false)
+}
+
+/// The shape from (bytes through a point, its time from the first);
+/// `credit_first`: a head's first point passes its own bytes ahead (the
+/// head may start at any of the first four points), else heads start at
+/// the first point with nothing ahead.
+fn shape_of(points: &[(f64, f64)], size_bytes: u32, credit_first: bool) -> Option<TrainShape> {
     if points.len() < 8 {
         return None;
     }
-    let tail = &points[points.len() / 2..];
+    let half = points.len() / 2;
+    let (shape, knee) = shape_with(points, size_bytes, credit_first, half)?;
+    // A head that reaches into the second half (a bucket a third of the
+    // train or more) bent the tail's line: the tail is read again from
+    // the head's end, where at least four points remain. Only for
+    // [`train_shape_batched`]: `capacity`'s trains are read as before.
+    if !credit_first && knee >= half && points.len() - knee > 4 {
+        if let Some((again, _)) = shape_with(points, size_bytes, credit_first, knee + 1) {
+            return Some(again);
+        }
+    }
+    Some(shape)
+}
+
+/// The shape with the tail's line fitted from `tail_from` on, and the
+/// head's end (its knee).
+fn shape_with(
+    points: &[(f64, f64)],
+    size_bytes: u32,
+    credit_first: bool,
+    tail_from: usize,
+) -> Option<(TrainShape, usize)> {
+    let tail = &points[tail_from..];
     let (ns_per_byte, _) = crate::stats::line_fit(tail.iter().copied());
     if !(ns_per_byte > 0.0 && ns_per_byte.is_finite()) {
         return None;
     }
+    let (burst_bytes, start, knee) = head_of(points, ns_per_byte, size_bytes, credit_first);
+    let span = points[knee].1 - points[start].1;
+    let head_rate_bps =
+        (knee > start && span > 0.0).then(|| (points[knee].0 - points[start].0) * 8e9 / span);
+    let shape = finish(tail, ns_per_byte, head_rate_bps, burst_bytes, size_bytes);
+    Some((shape, knee))
+}
+
+/// The most bytes ahead of the tail's line (`ns_per_byte`), where that
+/// head starts and the point where it first comes near that most.
+fn head_of(
+    points: &[(f64, f64)],
+    ns_per_byte: f64,
+    size_bytes: u32,
+    credit_first: bool,
+) -> (f64, usize, usize) {
     // Excess of packets i..=j: E_j - E_i + size_i with E as below; the
     // head may start at any of the first four packets (a sender that
     // stalls after its first packet delays the rest, and the bucket
     // refills meanwhile).
     let e: Vec<f64> = points.iter().map(|q| q.0 - q.1 / ns_per_byte).collect();
-    let size_at = |k: usize| points[k].0 - if k == 0 { 0.0 } else { points[k - 1].0 };
+    let size_at = |k: usize| {
+        if !credit_first {
+            0.0
+        } else {
+            points[k].0 - if k == 0 { 0.0 } else { points[k - 1].0 }
+        }
+    };
+    let starts = if credit_first { 4 } else { 1 };
     let mut best = (f64::NEG_INFINITY, 0, 0);
-    for i in 0..4.min(points.len()) {
+    for i in 0..starts.min(points.len()) {
         for j in i..points.len() {
             let x = e[j] - e[i] + size_at(i);
             if x > best.0 {
@@ -84,12 +172,28 @@ pub fn train_shape(stream: &ProbeStream) -> Option<TrainShape> {
         }
     }
     let (burst_bytes, start, _) = best;
+    // Within half the first packet of the most; with nothing credited,
+    // within two packets (per-packet jitter keeps the excess creeping up
+    // along the tail, and the head would end at its last creep).
+    let slack = if credit_first {
+        0.5 * size_at(start)
+    } else {
+        2.0 * size_bytes as f64
+    };
     let knee = (start..points.len())
-        .find(|&j| e[j] - e[start] + size_at(start) >= burst_bytes - 0.5 * size_at(start))
+        .find(|&j| e[j] - e[start] + size_at(start) >= burst_bytes - slack)
         .unwrap_or(start);
-    let span = points[knee].1 - points[start].1;
-    let head_rate_bps =
-        (knee > start && span > 0.0).then(|| (points[knee].0 - points[start].0) * 8e9 / span);
+    (burst_bytes, start, knee)
+}
+
+/// The shape from its parts, with the tail's jitter and batching.
+fn finish(
+    tail: &[(f64, f64)],
+    ns_per_byte: f64,
+    head_rate_bps: Option<f64>,
+    burst_bytes: f64,
+    size_bytes: u32,
+) -> TrainShape {
     let mut jitter: Vec<f64> = tail
         .windows(2)
         .map(|w| ((w[1].1 - w[0].1) - (w[1].0 - w[0].0) * ns_per_byte).abs())
@@ -99,14 +203,14 @@ pub fn train_shape(stream: &ProbeStream) -> Option<TrainShape> {
         .filter(|w| w[1].1 - w[0].1 < 0.25 * (w[1].0 - w[0].0) * ns_per_byte)
         .count() as f64
         / (tail.len() - 1) as f64;
-    Some(TrainShape {
+    TrainShape {
         tail_rate_bps: 8e9 / ns_per_byte,
         head_rate_bps,
         burst_bytes,
-        size_bytes: p[0].size_bytes,
+        size_bytes,
         tail_jitter_ns: percentile(&mut jitter, 0.9),
         tail_batched: batched,
-    })
+    }
 }
 
 /// A shaper found in most trains.
@@ -278,6 +382,74 @@ mod tests {
         assert_eq!(s.head_rate_bps, None);
         assert!((s.burst_bytes - 1000.0).abs() < 1e-6);
         assert_eq!(shaper_from_trains(&[s; 5]), None);
+    }
+
+    /// 1000-byte packets sent 1000 ns apart (8 Gbit/s), received through
+    /// an interrupt every 4000 ns (each packet stamped at the next
+    /// multiple of 4000 at or after its arrival).
+    fn batched(arrivals: &[i64]) -> ProbeStream {
+        ProbeStream::new(
+            0,
+            arrivals
+                .iter()
+                .enumerate()
+                .map(|(k, &a)| ProbePacket {
+                    size_bytes: 1000,
+                    send_ns: 1000 * k as i64,
+                    recv_ns: Some((a + 3999) / 4000 * 4000),
+                })
+                .collect(),
+        )
+    }
+
+    /// Packets 0-15 pass on a bucket as sent (arrivals 0..15 000), the
+    /// rest at 1 Gbit/s (15 000 + 8000 (k - 15)). Batch ends: {0} at 0,
+    /// {1-4} at 4000, {5-8} 8000, {9-12} 12 000, {13-15} 16 000, then
+    /// each tail packet alone at 24 000 + 8000 j. Bytes through them
+    /// 1000, 5000, 9000, 13 000, 16 000, 17 000 + 1000 j. The tail's line:
+    /// 8 ns per byte; bytes ahead of it (bytes - t / 8): 1000, 4500,
+    /// 8000, 11 500, 14 000, then 14 000 for good. Burst 14 000 - 1000 =
+    /// 13 000 (the first batch's bytes are not credited); the head ends
+    /// at the first point within two packets of it (16 000 at 16 000 ns):
+    /// 15 000 bytes in 16 000 ns, 7.5 Gbit/s.
+    #[test]
+    fn a_bucket_through_receive_batches_by_hand() {
+        let mut arrivals: Vec<i64> = (0..16).map(|k| 1000 * k).collect();
+        arrivals.extend((16..64).map(|k| 15_000 + 8000 * (k - 15)));
+        let s = train_shape_batched(&batched(&arrivals)).unwrap();
+        assert!((s.tail_rate_bps - 1e9).abs() < 1.0, "{s:?}");
+        assert!((s.burst_bytes - 13_000.0).abs() < 1e-6, "{s:?}");
+        assert!((s.head_rate_bps.unwrap() - 7.5e9).abs() < 1.0, "{s:?}");
+    }
+
+    /// The same receiver behind a 1 Gbit/s FIFO link: arrivals 8000 k,
+    /// each packet its own batch; nothing passes ahead of the tail, and
+    /// there is no head (crediting the first batch would have made one).
+    #[test]
+    fn a_link_through_receive_batches_has_no_head() {
+        let arrivals: Vec<i64> = (0..64).map(|k| 8000 * k).collect();
+        let s = train_shape_batched(&batched(&arrivals)).unwrap();
+        assert!((s.tail_rate_bps - 1e9).abs() < 1.0, "{s:?}");
+        assert!(s.burst_bytes.abs() < 1e-6, "{s:?}");
+        assert_eq!(s.head_rate_bps, None);
+    }
+
+    /// A head longer than the tail: packets 0-79 as sent, 80-91 at
+    /// 1 Gbit/s (79 000 + 8000 (k - 79), stamped 88 000 + 8000 j). 21
+    /// head points and 12 tail points: the second half's line starts
+    /// inside the head and reads too fast, the head ends in that half,
+    /// and the tail is read again from after it: 1 Gbit/s exactly. Bytes
+    /// ahead: 80 000 - 80 000 / 8 = 70 000 at the head's end, and
+    /// (81 000 + 1000 j) - (88 000 + 8000 j) / 8 = 70 000 along the tail:
+    /// burst 69 000; head 79 000 bytes in 80 000 ns, 7.9 Gbit/s.
+    #[test]
+    fn a_long_head_has_its_tail_read_after_it() {
+        let mut arrivals: Vec<i64> = (0..80).map(|k| 1000 * k).collect();
+        arrivals.extend((80..92).map(|k| 79_000 + 8000 * (k - 79)));
+        let s = train_shape_batched(&batched(&arrivals)).unwrap();
+        assert!((s.tail_rate_bps - 1e9).abs() < 1.0, "{s:?}");
+        assert!((s.burst_bytes - 69_000.0).abs() < 1e-6, "{s:?}");
+        assert!((s.head_rate_bps.unwrap() - 7.9e9).abs() < 1.0, "{s:?}");
     }
 
     /// Three shaped trains of five: a shaper; two of four with two plain,

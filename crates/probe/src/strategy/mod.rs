@@ -297,6 +297,10 @@ pub enum Stop {
     NoUsableStream,
     /// The first train, which sets the search's range, could not be used.
     NoUsableAdrTrain,
+    /// The streams read a token bucket's bursts; the answer is the rate
+    /// two back-to-back trains' tails kept after its bucket ran out
+    /// ([`Report::shaper`] says what the streams read).
+    Shaped,
 }
 
 impl Stop {
@@ -309,6 +313,7 @@ impl Stop {
             Stop::Swings => "swings",
             Stop::NoUsableStream => "no usable stream",
             Stop::NoUsableAdrTrain => "no usable ADR train",
+            Stop::Shaped => "shaped",
         }
     }
 }
@@ -352,6 +357,26 @@ pub struct Report {
     pub truth_bps: Option<f64>,
     /// Why the strategy stopped.
     pub stop: Stop,
+    /// A token bucket that a back-to-back train showed after the
+    /// strategy's streams (`auto` and `scan-pba`); `None` when none was
+    /// seen or none was sent.
+    pub shaper: Option<ShaperSeen>,
+}
+
+/// A back-to-back train at the sender's top rate whose head passed on a
+/// token bucket faster than its tail: streams shorter than that head read
+/// the bucket's burst rate, and the answer is the tail's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShaperSeen {
+    /// What the strategy's streams had answered.
+    pub streams_bps: f64,
+    pub streams_bound: Bound,
+    /// The train's head rate, tail rate and bytes ahead of the tail.
+    pub head_bps: f64,
+    pub tail_bps: f64,
+    pub bucket_bytes: f64,
+    /// The train's bytes.
+    pub train_bytes: u64,
 }
 
 /// Progress as a share of the budget or of the convergence (0..1).
@@ -442,6 +467,27 @@ impl<'a> Session<'a> {
         by_count.min(usize::try_from(by_bytes).unwrap_or(usize::MAX))
     }
 
+    /// [`Session::send`] for a stream that checks an answer the other
+    /// streams gave: its truth (simulated targets) is returned, not
+    /// counted in the report's, unless [`Session::count_truth`] adds it
+    /// (when the check changed the answer).
+    pub fn send_check(
+        &mut self,
+        request: &StreamRequest,
+    ) -> Result<(ProbeStream, Option<f64>), StrategyError> {
+        let before = self.truths.len();
+        let stream = self.send(request)?;
+        let truth = (self.truths.len() > before)
+            .then(|| self.truths.pop())
+            .flatten();
+        Ok((stream, truth))
+    }
+
+    /// Counts a checking stream's truth in the report's.
+    pub fn count_truth(&mut self, truth: Option<f64>) {
+        self.truths.extend(truth);
+    }
+
     pub fn send(&mut self, request: &StreamRequest) -> Result<ProbeStream, StrategyError> {
         let p = self.channel.probe(request)?;
         self.bytes += request.bytes();
@@ -489,6 +535,7 @@ impl<'a> Session<'a> {
             truth_bps: (!self.truths.is_empty())
                 .then(|| self.truths.iter().sum::<f64>() / self.truths.len() as f64),
             stop,
+            shaper: None,
         }
     }
 }

@@ -122,13 +122,13 @@ pub fn run(
 ) -> Result<Report, StrategyError> {
     let mut s = Session::start(channel, budget, progress)?;
     let scan = wide_scan(&mut s, &params, analysis)?;
-    after_scan(s, params, analysis, scan)
+    after_scan(&mut s, params, analysis, scan)
 }
 
 /// The strategy from its wide scan on (`None`: the budget had no room for
 /// it).
 pub fn after_scan(
-    mut s: Session,
+    s: &mut Session,
     params: MultirateParams,
     analysis: &AnalysisParams,
     scan: Option<WideScan>,
@@ -198,7 +198,7 @@ pub fn after_scan(
                 // At the ceiling now, below it before: the path swings,
                 // or the streams go on until they agree.
                 if let Some(w) = swing(&answers, params.stable_tolerance, 0, 4) {
-                    return Ok(w.report(&s, method));
+                    return Ok(w.report(s, method));
                 }
             }
         }
@@ -244,7 +244,7 @@ pub fn after_scan(
             futile = swing(&answers, tol, left, 2 * params.swing_min_answers);
         }
         if let Some(w) = futile {
-            return Ok(w.report(&s, method));
+            return Ok(w.report(s, method));
         }
     }
     if !exact.is_empty() {

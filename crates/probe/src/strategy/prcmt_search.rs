@@ -296,7 +296,7 @@ pub fn run(
             method: Strategy::PrcmtPba,
             bucket_bytes: bucket,
         };
-        return probabilistic_bisection(s, bisect, posterior, (false, false), analysis);
+        return probabilistic_bisection(&mut s, bisect, posterior, (false, false), analysis);
     }
     // Binary search.
     let (mut lo, mut hi) = (0.0f64, adr);
@@ -401,7 +401,7 @@ pub(super) struct Bisect {
 /// before, as above and below, and then) read "above", "at most" its
 /// high end when none read "below".
 pub(super) fn probabilistic_bisection(
-    mut s: Session,
+    s: &mut Session,
     b: Bisect,
     mut posterior: Bisection,
     seen: (bool, bool),
@@ -423,7 +423,7 @@ pub(super) fn probabilistic_bisection(
         if posterior.decisions() >= 2 && (hi - lo) / 2.0 <= pp.tolerance * median {
             break;
         }
-        let reading = read_rate(&mut s, b.size_bytes, median, b.len, analysis)?;
+        let reading = read_rate(s, b.size_bytes, median, b.len, analysis)?;
         seen_above |= note_swing(&mut decisions, &reading);
         match reading {
             Reading::NoRoom => {
