@@ -20,7 +20,10 @@
 //! the queue that builds. Where the receiver stamps packets one by one
 //! the bucket is measured first and the decisions weighed for it (see
 //! `prcmt-pba`); on the lab's 200 Mbit/s tbf with a 3000-byte bucket it
-//! still reads 1-2 % high.
+//! still reads 1-2 % high. A bucket as large as the streams passes them
+//! whole, and they read its burst rate: `scan-pba` and `auto` (either
+//! branch) end with back-to-back trains that show such a bucket and
+//! answer its sustained rate (`after_shaper_train`; not in the papers).
 
 use super::multirate::{self, wide_scan, MultirateParams, WideScan};
 use super::prcmt_search::{bucket_bytes, lengths_for_batches, probabilistic_bisection, Bisect};
