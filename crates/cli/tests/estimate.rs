@@ -36,6 +36,46 @@ fn json_has_the_documented_fields_and_tracks_the_truth() {
     }
 }
 
+/// A 5 Gbit/s shaper with a 256 KB bucket on the simulated 10 Gbit/s
+/// link: the JSON says `shaped`, the `shaper` object holds what the
+/// streams read (the bucket's burst rate, over 1.15 times the token
+/// rate), the trains' tail (the answer, within 2 % of 5 Gbit/s) and a
+/// bucket within 20 % of 256 KB, and a warning names the token bucket.
+/// On the default path `shaper` is null.
+#[test]
+fn json_says_when_a_token_bucket_was_read() {
+    let o = tightlink(&["estimate", "sim:cross=none,shaper=5G/256KB", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["stop"].as_str(), v["bound"].as_str()),
+        (Some("shaped"), Some("exact")),
+        "{v}"
+    );
+    let sh = &v["shaper"];
+    let f = |k: &str| sh[k].as_f64().unwrap_or(f64::NAN);
+    assert!((f("tail_bps") / 5e9 - 1.0).abs() < 0.02, "{v}");
+    assert_eq!(
+        f("tail_bps"),
+        v["available_bandwidth_bps"].as_f64().unwrap()
+    );
+    assert!(f("streams_bps") > 1.15 * 5e9, "{v}");
+    assert!((f("bucket_bytes") / 256e3 - 1.0).abs() < 0.2, "{v}");
+    assert!(
+        f("head_bps") > f("tail_bps") && f("train_bytes") > 1e6,
+        "{v}"
+    );
+    let warned = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("token bucket"));
+    assert!(warned, "{v}");
+    let o = tightlink(&["estimate", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["shaper"].is_null(), "{v}");
+}
+
 #[test]
 fn human_output_and_errors() {
     let o = tightlink(&["estimate", "sim:capacity=1G,cross=cbr:300M,coalescence=off"]);

@@ -572,6 +572,20 @@ struct Json<'a> {
     far_end: Option<String>,
     host_stolen_share: Option<f64>,
     probe_window_unix_ns: Option<[i64; 2]>,
+    shaper: Option<JsonShaper>,
+}
+
+/// A token bucket the shaper trains showed (`null` when none).
+#[derive(Serialize)]
+struct JsonShaper {
+    /// What the probe streams had answered, and its bound.
+    streams_bps: f64,
+    streams_bound: &'static str,
+    /// The trains' head and tail rates, and the bytes ahead of the tail.
+    head_bps: f64,
+    tail_bps: f64,
+    bucket_bytes: f64,
+    train_bytes: u64,
 }
 
 impl Serialize for EstimateReport {
@@ -614,6 +628,14 @@ impl Serialize for EstimateReport {
             far_end: host.and_then(|h| h.far_end.clone()),
             host_stolen_share: host.and_then(|h| h.stolen_share),
             probe_window_unix_ns: self.probe_window_unix_ns,
+            shaper: e.shaper.map(|sh| JsonShaper {
+                streams_bps: sh.streams_bps,
+                streams_bound: sh.streams_bound.as_str(),
+                head_bps: sh.head_bps,
+                tail_bps: sh.tail_bps,
+                bucket_bytes: sh.bucket_bytes,
+                train_bytes: sh.train_bytes,
+            }),
         }
         .serialize(s)
     }
