@@ -188,6 +188,31 @@ pub fn result_samples(x: &mut Exposition, r: &Row) {
             if h { 1.0 } else { 0.0 },
         );
     }
+    x.sample(
+        "tightlink_path_shaped",
+        "gauge",
+        "1 when the last measurement found a token bucket that its probe streams passed whole: the available bandwidth is the bucket's sustained rate, bursts pass faster.",
+        &l,
+        if r.shaper_bucket_bytes.is_some() { 1.0 } else { 0.0 },
+    );
+    if let Some(v) = r.shaper_bucket_bytes {
+        x.sample(
+            "tightlink_shaper_bucket_bytes",
+            "gauge",
+            "The token bucket the last measurement found, bytes (as its trains read it).",
+            &l,
+            v,
+        );
+    }
+    if let Some(v) = r.shaper_streams_bps {
+        x.sample(
+            "tightlink_shaper_burst_bps",
+            "gauge",
+            "What the probe streams read on a path with a token bucket (its burst rate), bit/s.",
+            &l,
+            v,
+        );
+    }
     if let Some(v) = r.host_stolen_share {
         x.sample(
             "tightlink_host_stolen_ratio",
@@ -337,6 +362,54 @@ mod tests {
         );
         assert!(text.contains("tightlink_measurement_timestamp_seconds{name=\"n\",target=\"sim:\",kind=\"sim\",method=\"multirate\"} 2\n"), "{text}");
         assert!(!text.contains("available_bandwidth"), "{text}");
+        assert!(!text.contains("tightlink_path_shaped"), "{text}");
+    }
+
+    /// A simulated 5 Gbit/s shaper with a 256 KB bucket: the path is
+    /// shaped, the bucket is near 256 KB and the streams read over 5.75
+    /// Gbit/s; on the default path `tightlink_path_shaped` is 0 and the
+    /// bucket's metrics are absent.
+    #[test]
+    fn a_shaped_path_is_exported() {
+        let render = |target: &str| {
+            let t = tightlink_measure::Target::parse(target).unwrap();
+            let o = crate::store::Origin {
+                name: "n",
+                target: &t,
+                method: "auto",
+                origin: "schedule",
+                started_unix_ns: 0,
+                wall_s: 0.1,
+                seed: None,
+            };
+            let report = tightlink_measure::estimate(
+                &t,
+                &tightlink_measure::EstimateOptions::default(),
+                &mut |_| {},
+            )
+            .unwrap();
+            let mut x = Exposition::default();
+            result_samples(&mut x, &Row::success(&o, &report));
+            x.render()
+        };
+        let value = |text: &str, metric: &str| -> Option<f64> {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{metric}{{")))?;
+            line.rsplit(' ').next()?.parse().ok()
+        };
+        let shaped = render("sim:cross=none,shaper=5G/256KB");
+        assert_eq!(
+            value(&shaped, "tightlink_path_shaped"),
+            Some(1.0),
+            "{shaped}"
+        );
+        let bucket = value(&shaped, "tightlink_shaper_bucket_bytes").unwrap();
+        assert!((bucket / 256e3 - 1.0).abs() < 0.2, "{shaped}");
+        assert!(value(&shaped, "tightlink_shaper_burst_bps").unwrap() > 5.75e9);
+        let plain = render("sim:");
+        assert_eq!(value(&plain, "tightlink_path_shaped"), Some(0.0), "{plain}");
+        assert_eq!(value(&plain, "tightlink_shaper_bucket_bytes"), None);
     }
 }
 

@@ -45,6 +45,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX results_by_name ON results(name, method, started_unix_ns);",
     // 2: the share of CPU time the hypervisor took while a real estimate ran.
     "ALTER TABLE results ADD COLUMN host_stolen_share REAL;",
+    // 3: a token bucket the shaper trains showed: what the streams read
+    // (its burst rate) and its bytes.
+    "ALTER TABLE results ADD COLUMN shaper_streams_bps REAL;
+     ALTER TABLE results ADD COLUMN shaper_bucket_bytes REAL;",
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -76,6 +80,11 @@ pub struct Row {
     /// Real targets: the share of this host's CPU time the hypervisor
     /// took while the estimate ran (steal).
     pub host_stolen_share: Option<f64>,
+    /// A token bucket the shaper trains showed (the answer is then its
+    /// sustained rate): what the probe streams had read, bit/s, and the
+    /// bucket's bytes.
+    pub shaper_streams_bps: Option<f64>,
+    pub shaper_bucket_bytes: Option<f64>,
     /// The simulated path's seed for this run.
     pub seed: Option<u64>,
     pub error: Option<String>,
@@ -125,6 +134,8 @@ impl Row {
             streams: None,
             host_limited: None,
             host_stolen_share: None,
+            shaper_streams_bps: None,
+            shaper_bucket_bytes: None,
             seed: o.seed,
             error: None,
             report: None,
@@ -143,6 +154,8 @@ impl Row {
             streams: Some(e.cost.streams as u64),
             host_limited: Some(r.capped == Some(tightlink_measure::Capped::HostLimited)),
             host_stolen_share: r.host.as_ref().and_then(|h| h.stolen_share),
+            shaper_streams_bps: e.shaper.map(|sh| sh.streams_bps),
+            shaper_bucket_bytes: e.shaper.map(|sh| sh.bucket_bytes),
             report: Some(serde_json::to_string(r).expect("a report serialises")),
             ..Row::base(o, true)
         }
@@ -249,8 +262,10 @@ impl Store {
         tx.execute(
             "INSERT INTO results (name, target, kind, method, origin, started_unix_ns, wall_s, ok,
                 available_bps, low_bps, high_bps, bound, truth_bps, probe_bytes, streams,
-                host_limited, seed, error, report, host_stolen_share)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+                host_limited, seed, error, report, host_stolen_share, shaper_streams_bps,
+                shaper_bucket_bytes)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
+                ?21, ?22)",
             params![
                 r.name,
                 r.target,
@@ -272,6 +287,8 @@ impl Store {
                 r.error,
                 r.report,
                 r.host_stolen_share,
+                r.shaper_streams_bps,
+                r.shaper_bucket_bytes,
             ],
         )?;
         let id = tx.last_insert_rowid();
@@ -363,6 +380,8 @@ fn row_from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         streams: r.get::<_, Option<i64>>("streams")?.map(|b| b as u64),
         host_limited: r.get("host_limited")?,
         host_stolen_share: r.get("host_stolen_share")?,
+        shaper_streams_bps: r.get("shaper_streams_bps")?,
+        shaper_bucket_bytes: r.get("shaper_bucket_bytes")?,
         seed: r.get::<_, Option<i64>>("seed")?.map(|b| b as u64),
         error: r.get("error")?,
         report: r.get("report")?,
@@ -460,7 +479,8 @@ mod tests {
     }
 
     /// A history written by a tightlink of schema version 1 (no stolen
-    /// share) is upgraded in place: its rows stay, with no share.
+    /// share, no shaper columns) is upgraded in place through versions 2
+    /// and 3: its rows stay, with neither.
     #[test]
     fn a_version_1_history_is_upgraded() {
         let path = temp("v1");
@@ -477,16 +497,24 @@ mod tests {
             .unwrap();
         }
         let mut s = Store::open(&path).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 2);
+        assert_eq!(s.schema_version().unwrap(), 3);
         let old = &s.rows(&Query::default()).unwrap()[0];
         assert_eq!((old.name.as_str(), old.host_stolen_share), ("old", None));
+        assert_eq!(
+            (old.shaper_streams_bps, old.shaper_bucket_bytes),
+            (None, None)
+        );
         let t = Target::default_sim();
         let mut r = Row::failure(&origin(&t, 2_000), "y");
         r.host_stolen_share = Some(0.07);
+        r.shaper_streams_bps = Some(9.27e9);
+        r.shaper_bucket_bytes = Some(243e3);
         s.insert(&r).unwrap();
+        let new = &s.rows(&Query::default()).unwrap()[1];
+        assert_eq!(new.host_stolen_share, Some(0.07));
         assert_eq!(
-            s.rows(&Query::default()).unwrap()[1].host_stolen_share,
-            Some(0.07)
+            (new.shaper_streams_bps, new.shaper_bucket_bytes),
+            (Some(9.27e9), Some(243e3))
         );
     }
 
