@@ -34,6 +34,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("two-hop", include_str!("../scenarios/two-hop.toml")),
     ("lossy", include_str!("../scenarios/lossy.toml")),
     ("shaper500", include_str!("../scenarios/shaper500.toml")),
+    ("bucket256k", include_str!("../scenarios/bucket256k.toml")),
     ("chain3", include_str!("../scenarios/chain3.toml")),
     ("rtt5-bursty", include_str!("../scenarios/rtt5-bursty.toml")),
     (

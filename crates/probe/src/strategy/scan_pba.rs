@@ -95,6 +95,12 @@ pub fn run(
     auto: bool,
 ) -> Result<Report, StrategyError> {
     let mut s = Session::start(channel, budget, progress)?;
+    // The streams leave room for one shaper train and two streams: a
+    // search that spends the whole budget (a bisection fighting a large
+    // bucket on the lab spent its 60 streams) would leave none for it.
+    let train = shaper_train_bytes(s.max_rate_bps()).ceil() as u64 + u64::from(p.scan.size_bytes);
+    s.budget.max_bytes = budget.max_bytes.saturating_sub(train);
+    s.budget.max_streams = budget.max_streams.saturating_sub(2);
     let scan = wide_scan(&mut s, &p.scan, analysis)?;
     let report = match scan {
         Some(w) if auto && w.batch_interval_ns.is_none() => {
@@ -102,6 +108,7 @@ pub fn run(
         }
         _ => bisect_after_scan(&mut s, p, analysis, scan)?,
     };
+    s.budget = budget;
     after_shaper_train(&mut s, report, p.scan.size_bytes)
 }
 
