@@ -363,7 +363,7 @@ pub struct Report {
     pub shaper: Option<ShaperSeen>,
 }
 
-/// A back-to-back train at the sender's top rate whose head passed on a
+/// A back-to-back train (at twice the answer, or the top rate if less) whose head passed on a
 /// token bucket faster than its tail: streams shorter than that head read
 /// the bucket's burst rate, and the answer is the tail's.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -112,23 +112,23 @@ pub fn run(
     after_shaper_train(&mut s, report, p.scan.size_bytes)
 }
 
-/// The back-to-back train sent after the answer lasts this long at the
-/// sender's top rate (1.5 MB at 10 Gbit/s with 9000-byte packets: the
-/// default's 9.2 MB median becomes 10.7) and holds at least
-/// [`SHAPER_TRAIN_MIN_BYTES`] (at 1 Gbit/s, 4.3 ms). Behind a bucket of
-/// B bytes the head is B r / (r - token rate) for a train sent at r:
-/// with a token rate half the sender's, buckets up to about 400 KB leave
-/// 10 Gbit/s trains a tail of eight or more 125 us receive batches to
-/// read the token rate from; at 1 Gbit/s against 200 Mbit/s, a 256 KB
-/// bucket's head is 320 KB.
+/// The back-to-back train sent after the answer lasts this long at its
+/// rate, twice the answer or the sender's top rate if less (1.5 MB at
+/// 10 Gbit/s with 9000-byte packets: the default's 9.2 MB median becomes
+/// 11.3 with the second trains), and holds at least
+/// [`SHAPER_TRAIN_MIN_BYTES`]. Behind a bucket of B bytes the head is
+/// B r / (r - token rate) for a train sent at r: with a token rate half
+/// of r, buckets up to about 400 KB leave a 10 Gbit/s train a tail of
+/// eight or more 125 us receive batches to read the token rate from; at
+/// 600 Mbit/s against 200, a 256 KB bucket's head is 384 KB.
 const SHAPER_TRAIN_NS: f64 = 1.2e6;
 const SHAPER_TRAIN_MIN_BYTES: f64 = 512e3;
 /// The longest wait for a bucket to refill before the train.
 const MAX_REFILL_NS: f64 = 100e6;
 
-/// A shaper train's bytes from a sender whose top rate is `max_bps`.
-fn shaper_train_bytes(max_bps: f64) -> f64 {
-    (SHAPER_TRAIN_NS * max_bps / 8e9).max(SHAPER_TRAIN_MIN_BYTES)
+/// A shaper train's bytes at `rate_bps`.
+fn shaper_train_bytes(rate_bps: f64) -> f64 {
+    (SHAPER_TRAIN_NS * rate_bps / 8e9).max(SHAPER_TRAIN_MIN_BYTES)
 }
 
 /// Whether one train looks shaped: its head arrived at 0.8 times the rate
@@ -148,15 +148,18 @@ fn looks_shaped(shape: &TrainShape, send_bps: f64) -> bool {
         && shape.burst_bytes >= 16.0 * shape.size_bytes as f64
 }
 
-/// One back-to-back train at the sender's top rate: its shape, the rate
+/// One back-to-back train at `rate_bps`: its shape, the rate
 /// it was sent at, its bytes and its truth (`None`: no room, or too few
 /// batches).
 type ShaperTrain = (TrainShape, f64, u64, Option<f64>);
 
-fn shaper_train(s: &mut Session, size_bytes: u32) -> Result<Option<ShaperTrain>, StrategyError> {
-    let max = s.max_rate_bps();
-    let n = ((shaper_train_bytes(max) / size_bytes as f64).ceil() as usize).max(16);
-    let req = single_rate_request(max, n, size_bytes);
+fn shaper_train(
+    s: &mut Session,
+    size_bytes: u32,
+    rate_bps: f64,
+) -> Result<Option<ShaperTrain>, StrategyError> {
+    let n = ((shaper_train_bytes(rate_bps) / size_bytes as f64).ceil() as usize).max(16);
+    let req = single_rate_request(rate_bps, n, size_bytes);
     if !s.fits(req.bytes()) {
         return Ok(None);
     }
@@ -168,8 +171,8 @@ fn shaper_train(s: &mut Session, size_bytes: u32) -> Result<Option<ShaperTrain>,
     Ok(train_shape_batched(&train).map(|sh| (sh, send_bps, req.bytes(), truth)))
 }
 
-/// After the strategy answered (exact or "at least"): one
-/// back-to-back train at the sender's top rate. The strategy's streams, a
+/// After the strategy answered (exact or "at least"): one back-to-back
+/// train at twice the answer (at most the top rate). The strategy's streams, a
 /// few hundred KB each, pass unqueued on a token bucket as large as they
 /// are and read its burst rate (a 5 Gbit/s shaper with a 256 KB bucket
 /// read 9.27 Gbit/s "exact"); the train's head passes on the bucket and
@@ -205,10 +208,14 @@ fn after_shaper_train(
     // as large as the train to refill at half the answer's rate (on the
     // lab's 200 Mbit/s tbf with a 256 KB bucket a train sent at once
     // showed 18 KB).
-    let refill_ns =
-        2.0 * shaper_train_bytes(s.max_rate_bps()) * 8e9 / report.available_bandwidth_bps.max(1.0);
+    // Twice the answer, at most the top rate: a bucket the answer
+    // overstates passes a head of at most twice its bytes at that rate,
+    // and a FIFO path queues one answer's worth of the train, not the
+    // sender's whole rate.
+    let rate = (2.0 * report.available_bandwidth_bps).min(s.max_rate_bps());
+    let refill_ns = 2.0 * shaper_train_bytes(rate) * 8e9 / report.available_bandwidth_bps.max(1.0);
     s.idle(refill_ns.min(MAX_REFILL_NS) as i64);
-    let Some((first, send_bps, bytes, truth_1)) = shaper_train(s, size_bytes)? else {
+    let Some((first, send_bps, bytes, truth_1)) = shaper_train(s, size_bytes, rate)? else {
         return Ok(unchanged(s));
     };
     if !looks_shaped(&first, send_bps) || first.tail_rate_bps >= report.available_bandwidth_bps {
@@ -216,7 +223,7 @@ fn after_shaper_train(
     }
     // Twice what the bucket needs to refill at the token rate.
     s.idle((2.0 * first.burst_bytes * 8e9 / first.tail_rate_bps) as i64);
-    let Some((second, send_bps, _, truth_2)) = shaper_train(s, size_bytes)? else {
+    let Some((second, send_bps, _, truth_2)) = shaper_train(s, size_bytes, rate)? else {
         return Ok(unchanged(s));
     };
     let (t1, t2) = (first.tail_rate_bps, second.tail_rate_bps);
