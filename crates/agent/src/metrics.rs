@@ -365,6 +365,32 @@ mod tests {
         assert!(!text.contains("tightlink_path_shaped"), "{text}");
     }
 
+    /// The samples of one default estimate of `t`, stored as `method`.
+    pub(super) fn estimated(
+        t: &tightlink_measure::Target,
+        method: &str,
+        seed: Option<u64>,
+    ) -> Exposition {
+        let o = crate::store::Origin {
+            name: "n",
+            target: t,
+            method,
+            origin: "schedule",
+            started_unix_ns: 0,
+            wall_s: 0.1,
+            seed,
+        };
+        let report = tightlink_measure::estimate(
+            t,
+            &tightlink_measure::EstimateOptions::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        let mut x = Exposition::default();
+        result_samples(&mut x, &Row::success(&o, &report));
+        x
+    }
+
     /// A simulated 5 Gbit/s shaper with a 256 KB bucket: the path is
     /// shaped, the bucket is near 256 KB and the streams read over 5.75
     /// Gbit/s; on the default path `tightlink_path_shaped` is 0 and the
@@ -373,24 +399,7 @@ mod tests {
     fn a_shaped_path_is_exported() {
         let render = |target: &str| {
             let t = tightlink_measure::Target::parse(target).unwrap();
-            let o = crate::store::Origin {
-                name: "n",
-                target: &t,
-                method: "auto",
-                origin: "schedule",
-                started_unix_ns: 0,
-                wall_s: 0.1,
-                seed: None,
-            };
-            let report = tightlink_measure::estimate(
-                &t,
-                &tightlink_measure::EstimateOptions::default(),
-                &mut |_| {},
-            )
-            .unwrap();
-            let mut x = Exposition::default();
-            result_samples(&mut x, &Row::success(&o, &report));
-            x.render()
+            estimated(&t, "auto", None).render()
         };
         let value = |text: &str, metric: &str| -> Option<f64> {
             let line = text
@@ -423,23 +432,7 @@ mod shipped {
     fn the_dashboard_queries_only_metrics_that_exist() {
         let dashboard = include_str!("../../../deploy/grafana-dashboard.json");
         let t = tightlink_measure::Target::default_sim();
-        let o = crate::store::Origin {
-            name: "n",
-            target: &t,
-            method: "multirate",
-            origin: "schedule",
-            started_unix_ns: 0,
-            wall_s: 0.1,
-            seed: Some(1),
-        };
-        let report = tightlink_measure::estimate(
-            &t,
-            &tightlink_measure::EstimateOptions::default(),
-            &mut |_| {},
-        )
-        .unwrap();
-        let mut x = Exposition::default();
-        result_samples(&mut x, &Row::success(&o, &report));
+        let mut x = super::tests::estimated(&t, "multirate", Some(1));
         let mut c = Counters::default();
         c.measurements.insert(
             ("n".into(), "multirate".into(), "schedule".into(), "error"),
