@@ -919,14 +919,8 @@ pub fn tracking(seed: u64, case: &PathCase) -> Tracking {
             points.push((u.elapsed_ns as f64 / 1e9, u.abw_bps, u.sd_bps, t));
         }
     };
-    let _ = run_with_updates(
-        &mut ch,
-        params,
-        &AnalysisParams::default(),
-        budget,
-        &mut progress,
-        &mut on,
-    );
+    let mut s = strategy::Session::new(&mut ch, budget, &mut progress);
+    let _ = run_with_updates(&mut s, params, &AnalysisParams::default(), &mut on);
     let step_s = STEP_AT_S - 0.02;
     let err = |p: &(f64, f64, f64, f64)| ((p.1 - p.3) / p.3).abs();
     let first_after = points.iter().position(|p| p.0 >= step_s);

@@ -12,7 +12,7 @@ use tightlink_core::channel::{Channel, HostFindings, Recorder};
 use tightlink_core::units::format_rate;
 use tightlink_core::{AnalysisParams, Bound, ProbeStream};
 use tightlink_probe::strategy::bart::{self, BartStrategyParams, BartUpdate};
-use tightlink_probe::strategy::{Ceiling, Method, Stop};
+use tightlink_probe::strategy::{Ceiling, Method, Session, Stop};
 use tightlink_probe::{Budget, Report};
 
 use crate::report::{Cost, Event};
@@ -177,14 +177,8 @@ pub fn estimate(
             };
             p.streams.size_bytes = info.probe_size_bytes.unwrap_or(p.streams.size_bytes);
             let mut update = |u: &BartUpdate| (events.borrow_mut())(Event::Update(*u));
-            bart::run_with_updates(
-                &mut channel,
-                p,
-                &options.analysis,
-                budget,
-                &mut progress,
-                &mut update,
-            )?
+            let mut s = Session::start(&mut channel, budget, &mut progress)?;
+            bart::run_with_updates(&mut s, p, &options.analysis, &mut update)?
         } else {
             options
                 .method

@@ -107,48 +107,62 @@ fn shape_of(points: &[(f64, f64)], size_bytes: u32, credit_first: bool) -> Optio
         return None;
     }
     let half = points.len() / 2;
-    let (shape, knee) = shape_with(points, size_bytes, credit_first, half)?;
+    let (mut shape, mut ends) = shape_with(points, size_bytes, credit_first, half)?;
     // A head that reaches into the second half (a bucket a third of the
-    // train or more) bent the tail's line: the tail is read again from
-    // the head's end, where at least four points remain. Only for
-    // [`train_shape_batched`]: `capacity`'s trains are read as before.
-    if !credit_first && knee >= half && points.len() - knee > 4 {
-        if let Some((again, _)) = shape_with(points, size_bytes, credit_first, knee + 1) {
-            return Some(again);
+    // train or more) bent the tail's line: the tail is read again after
+    // the point with the most bytes ahead, where at least four points
+    // remain, and again while that point moves (a bent line puts it
+    // early: on a 200 Mbit/s bucket whose head ended 13 packets before
+    // the train's end, one refit from the head's end still read the
+    // tail 8 % fast). Only for [`train_shape_batched`]: `capacity`'s
+    // trains are read as before.
+    if !credit_first && ends.0 >= half {
+        let mut from = half;
+        for _ in 0..4 {
+            let next = ends.1 + 1;
+            if next <= from || points.len() - next < 4 {
+                break;
+            }
+            let Some(again) = shape_with(points, size_bytes, credit_first, next) else {
+                break;
+            };
+            (shape, ends) = again;
+            from = next;
         }
     }
     Some(shape)
 }
 
 /// The shape with the tail's line fitted from `tail_from` on, and the
-/// head's end (its knee).
+/// head's end: its knee, and the point with the most bytes ahead.
 fn shape_with(
     points: &[(f64, f64)],
     size_bytes: u32,
     credit_first: bool,
     tail_from: usize,
-) -> Option<(TrainShape, usize)> {
+) -> Option<(TrainShape, (usize, usize))> {
     let tail = &points[tail_from..];
     let (ns_per_byte, _) = crate::stats::line_fit(tail.iter().copied());
     if !(ns_per_byte > 0.0 && ns_per_byte.is_finite()) {
         return None;
     }
-    let (burst_bytes, start, knee) = head_of(points, ns_per_byte, size_bytes, credit_first);
+    let (burst_bytes, start, knee, most) = head_of(points, ns_per_byte, size_bytes, credit_first);
     let span = points[knee].1 - points[start].1;
     let head_rate_bps =
         (knee > start && span > 0.0).then(|| (points[knee].0 - points[start].0) * 8e9 / span);
     let shape = finish(tail, ns_per_byte, head_rate_bps, burst_bytes, size_bytes);
-    Some((shape, knee))
+    Some((shape, (knee, most)))
 }
 
 /// The most bytes ahead of the tail's line (`ns_per_byte`), where that
-/// head starts and the point where it first comes near that most.
+/// head starts, the point where it first comes near that most, and the
+/// point where it is most.
 fn head_of(
     points: &[(f64, f64)],
     ns_per_byte: f64,
     size_bytes: u32,
     credit_first: bool,
-) -> (f64, usize, usize) {
+) -> (f64, usize, usize, usize) {
     // Excess of packets i..=j: E_j - E_i + size_i with E as below; the
     // head may start at any of the first four packets (a sender that
     // stalls after its first packet delays the rest, and the bucket
@@ -171,7 +185,7 @@ fn head_of(
             }
         }
     }
-    let (burst_bytes, start, _) = best;
+    let (burst_bytes, start, most) = best;
     // Within half the first packet of the most; with nothing credited,
     // within two packets (per-packet jitter keeps the excess creeping up
     // along the tail, and the head would end at its last creep).
@@ -183,7 +197,7 @@ fn head_of(
     let knee = (start..points.len())
         .find(|&j| e[j] - e[start] + size_at(start) >= burst_bytes - slack)
         .unwrap_or(start);
-    (burst_bytes, start, knee)
+    (burst_bytes, start, knee, most)
 }
 
 /// The shape from its parts, with the tail's jitter and batching.
@@ -450,6 +464,27 @@ mod tests {
         assert!((s.tail_rate_bps - 1e9).abs() < 1.0, "{s:?}");
         assert!((s.burst_bytes - 69_000.0).abs() < 1e-6, "{s:?}");
         assert!((s.head_rate_bps.unwrap() - 7.9e9).abs() < 1.0, "{s:?}");
+    }
+
+    /// A head slower than the sender, ending late: packets 0-43 arrive
+    /// 4000 ns apart (2 Gbit/s, each its own batch), 44-56 at 1 Gbit/s
+    /// (172 000 + 8000 (k - 43)). Against the tail's line (8 ns a byte)
+    /// the bytes ahead are 1000 + 500 k along the head and 22 500 along
+    /// the tail: most first at packet 43, burst 21 500 (the first
+    /// point's 1000 not credited); the head ends at the first point
+    /// within two packets of that, packet 39: 39 000 bytes in
+    /// 156 000 ns, 2 Gbit/s. The second half's line starts 15 packets
+    /// into the head, and one refit from the head's end (packet 39)
+    /// still has four head points: the tail is read from after the
+    /// most-ahead point until that point stays put, 1 Gbit/s exactly.
+    #[test]
+    fn a_slow_head_ending_late_is_refit_until_it_stays_put() {
+        let mut arrivals: Vec<i64> = (0..44).map(|k| 4000 * k).collect();
+        arrivals.extend((44..57).map(|k| 172_000 + 8000 * (k - 43)));
+        let s = train_shape_batched(&batched(&arrivals)).unwrap();
+        assert!((s.tail_rate_bps - 1e9).abs() < 1.0, "{s:?}");
+        assert!((s.burst_bytes - 21_500.0).abs() < 1e-6, "{s:?}");
+        assert!((s.head_rate_bps.unwrap() - 2e9).abs() < 1.0, "{s:?}");
     }
 
     /// Three shaped trains of five: a shaper; two of four with two plain,

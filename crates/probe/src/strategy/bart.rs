@@ -39,9 +39,9 @@
 //! interval, not back-to-back streams.
 
 use super::multirate::{per_rate_for_batches, swing, MultirateParams};
-use super::{Budget, Ceiling, Method as Strategy, Progress, Report, Session, Stop, StrategyError};
+use super::{Ceiling, Method as Strategy, Report, Session, Stop, StrategyError};
 use tightlink_core::analysis::{analyze, analyze_tracked};
-use tightlink_core::channel::{Channel, StreamRequest};
+use tightlink_core::channel::StreamRequest;
 use tightlink_core::decision::bart::{BartParams, BartTracker};
 use tightlink_core::schedule::{multi_rate_schedule, rates_around};
 use tightlink_core::{AnalysisParams, Bound, Method, StreamKind};
@@ -99,27 +99,22 @@ impl Default for BartStrategyParams {
 }
 
 pub fn run(
-    channel: &mut dyn Channel,
+    s: &mut Session,
     params: BartStrategyParams,
     analysis: &AnalysisParams,
-    budget: Budget,
-    progress: Progress,
 ) -> Result<Report, StrategyError> {
-    run_with_updates(channel, params, analysis, budget, progress, &mut |_| {})
+    run_with_updates(s, params, analysis, &mut |_| {})
 }
 
 /// [`run`], telling `on_update` the tracker's answer after every stream.
 pub fn run_with_updates(
-    channel: &mut dyn Channel,
+    s: &mut Session,
     params: BartStrategyParams,
     analysis: &AnalysisParams,
-    budget: Budget,
-    progress: Progress,
     on_update: &mut dyn FnMut(&BartUpdate),
 ) -> Result<Report, StrategyError> {
     let method = Strategy::Bart;
     let sp = params.streams;
-    let mut s = Session::start(channel, budget, progress)?;
     let max = s.max_rate_bps();
     let analysis = AnalysisParams {
         bart: BartParams {

@@ -30,8 +30,8 @@
 //! interval, and the next one's elements are twice as long); the chirp is
 //! then read one element at a time.
 
-use super::{Budget, Ceiling, Method as Strategy, Progress, Report, Session, Stop, StrategyError};
-use tightlink_core::channel::{Channel, StreamRequest};
+use super::{Ceiling, Method as Strategy, Report, Session, Stop, StrategyError};
+use tightlink_core::channel::StreamRequest;
 use tightlink_core::schedule::{jumbo_chirp_schedule, jumbo_top_rate};
 use tightlink_core::{analyze, AnalysisParams, Bound, Method, StreamKind};
 
@@ -82,14 +82,11 @@ pub fn mean_interval(v: &[f64]) -> (f64, f64, f64) {
 }
 
 pub fn run(
-    channel: &mut dyn Channel,
+    s: &mut Session,
     params: PathchirpParams,
     analysis: &AnalysisParams,
-    budget: Budget,
-    progress: Progress,
 ) -> Result<Report, StrategyError> {
     let method = Strategy::Pathchirp;
-    let mut s = Session::start(channel, budget, progress)?;
     let max = s.max_rate_bps();
     let mut high = max;
     let mut low = max / params.span;

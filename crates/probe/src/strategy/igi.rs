@@ -21,8 +21,8 @@
 //! back-to-back trains in batches (interrupt coalescence) ends the search
 //! with no answer, as every gap IGI would read is a batch's.
 
-use super::{Budget, Method as Strategy, Progress, Report, Session, Stop, StrategyError};
-use tightlink_core::channel::{Channel, StreamRequest};
+use super::{Method as Strategy, Report, Session, Stop, StrategyError};
+use tightlink_core::channel::StreamRequest;
 use tightlink_core::decision::igi::{bottleneck_bps, igi_train, IgiTrain};
 use tightlink_core::schedule::single_rate_schedule;
 use tightlink_core::{stats, AnalysisParams, Bound};
@@ -67,18 +67,15 @@ impl Step {
 }
 
 pub fn run(
-    channel: &mut dyn Channel,
+    s: &mut Session,
     params: IgiSearchParams,
     analysis: &AnalysisParams,
-    budget: Budget,
-    progress: Progress,
 ) -> Result<Report, StrategyError> {
     let method = if params.ptr {
         Strategy::Ptr
     } else {
         Strategy::Igi
     };
-    let mut s = Session::start(channel, budget, progress)?;
     let max = s.max_rate_bps();
     let bits = 8.0 * params.size_bytes as f64;
     let tol = analysis.igi.turning_tolerance;
@@ -98,7 +95,7 @@ pub fn run(
     };
 
     // Back to back at the top rate: the capacity.
-    let Some(first) = step(&mut s, bits * 1e9 / max)? else {
+    let Some(first) = step(s, bits * 1e9 / max)? else {
         return Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::Budget));
     };
     // A receiver that stamps in batches replaces the gaps IGI reads.
@@ -168,7 +165,7 @@ pub fn run(
             gap_ns = gap_ns.max(per_train);
         }
         gap_ns += interval_ns;
-        let Some(trains) = step(&mut s, gap_ns)? else {
+        let Some(trains) = step(s, gap_ns)? else {
             break;
         };
         let Some(next) = read(&trains) else {
@@ -187,7 +184,8 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tightlink_core::channel::{ChannelError, ChannelInfo, Probed};
+    use crate::Budget;
+    use tightlink_core::channel::{Channel, ChannelError, ChannelInfo, Probed};
     use tightlink_core::ProbeStream;
 
     /// A fluid link of capacity `c` carrying `x` of cross traffic: a
@@ -262,7 +260,9 @@ mod tests {
                 ptr,
                 ..IgiSearchParams::default()
             };
-            let r = run(&mut link, params, &analysis, Budget::default(), &mut |_| {}).unwrap();
+            let mut progress = |_: f64| {};
+            let mut s = Session::start(&mut link, Budget::default(), &mut progress).unwrap();
+            let r = run(&mut s, params, &analysis).unwrap();
             assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Converged), "{r:?}");
             // Five steps of three trains.
             assert_eq!(r.cost.streams, 15, "{r:?}");

@@ -16,6 +16,9 @@
 //! - [`bart`]: multi-rate streams taken into BART's Kalman filter.
 //! - [`igi`]: IGI/PTR's trains of growing gaps up to the turning point.
 //! - [`spruce`]: Spruce's Poisson-spaced packet pairs at the capacity.
+//!
+//! Every one of them ends with [`shaper_train`]'s back-to-back trains,
+//! which see a token bucket larger than the method's streams.
 
 pub mod bart;
 pub mod chirp;
@@ -24,6 +27,7 @@ pub mod multirate;
 pub mod pathload_search;
 pub mod prcmt_search;
 pub mod scan_pba;
+pub mod shaper_train;
 pub mod spruce;
 
 use crate::Cost;
@@ -151,7 +155,8 @@ impl Method {
     }
 
     /// Runs this method with its default parameters, probes of the
-    /// channel's own size where it has one (a real path's MTU).
+    /// channel's own size where it has one (a real path's MTU), and
+    /// ends with the shaper trains ([`shaper_train::after_shaper_train`]).
     pub fn run(
         self,
         channel: &mut dyn Channel,
@@ -160,6 +165,36 @@ impl Method {
         progress: Progress,
     ) -> Result<Report, StrategyError> {
         let size = channel.info().probe_size_bytes;
+        let mut s = Session::start(channel, budget, progress)?;
+        // The method's streams leave room for the shaper trains: a
+        // search that spends the whole budget (a bisection fighting a
+        // large bucket on the lab spent its 60 streams) would leave none.
+        // Two trains where they take at most a twentieth of the bytes
+        // (3 MB of the default 100 at 10 Gbit/s), one where more (15 MB
+        // each at 100 Gbit/s): such a run cannot confirm a first train
+        // that looked shaped, and answers as its streams did.
+        let one_train = shaper_train::shaper_train_bytes(s.max_rate_bps()).ceil() as u64
+            + u64::from(size.unwrap_or(9000));
+        let trains = if 2 * one_train <= budget.max_bytes / 20 {
+            2 * one_train
+        } else {
+            one_train
+        };
+        s.budget.max_bytes = budget.max_bytes.saturating_sub(trains);
+        s.budget.max_streams = budget.max_streams.saturating_sub(2);
+        let (report, size_bytes) = self.run_streams(&mut s, analysis, size)?;
+        s.budget = budget;
+        shaper_train::after_shaper_train(&mut s, report, size_bytes)
+    }
+
+    /// The method's own streams, up to its answer; and the probe size it
+    /// sent.
+    fn run_streams(
+        self,
+        s: &mut Session,
+        analysis: &AnalysisParams,
+        size: Option<u32>,
+    ) -> Result<(Report, u32), StrategyError> {
         match self {
             Method::Multirate
             | Method::MultirateSinglePass
@@ -171,7 +206,7 @@ impl Method {
                     ..Default::default()
                 };
                 p.size_bytes = size.unwrap_or(p.size_bytes);
-                multirate::run(channel, p, analysis, budget, progress)
+                Ok((multirate::run(s, p, analysis)?, p.size_bytes))
             }
             Method::Prcmt | Method::PrcmtPba => {
                 let mut p = prcmt_search::PrcmtSearchParams::default();
@@ -179,13 +214,13 @@ impl Method {
                 if self == Method::PrcmtPba {
                     p.search = prcmt_search::Search::Probabilistic(Default::default());
                 }
-                prcmt_search::run(channel, p, analysis, budget, progress)
+                Ok((prcmt_search::run(s, p, analysis)?, p.size_bytes))
             }
             Method::ScanPba | Method::Auto => {
                 let mut p = scan_pba::ScanPbaParams::default();
                 p.scan.size_bytes = size.unwrap_or(p.scan.size_bytes);
                 let auto = self == Method::Auto;
-                scan_pba::run(channel, p, analysis, budget, progress, auto)
+                Ok((scan_pba::run(s, p, analysis, auto)?, p.scan.size_bytes))
             }
             Method::Pathload | Method::ImrAvg | Method::ImrWavelet => {
                 let mut p = pathload_search::PathloadSearchParams {
@@ -193,17 +228,17 @@ impl Method {
                     ..Default::default()
                 };
                 p.size_bytes = size.unwrap_or(p.size_bytes);
-                pathload_search::run(channel, p, analysis, budget, progress)
+                Ok((pathload_search::run(s, p, analysis)?, p.size_bytes))
             }
             Method::Pathchirp => {
                 let mut p = chirp::PathchirpParams::default();
                 p.size_bytes = size.unwrap_or(p.size_bytes);
-                chirp::run(channel, p, analysis, budget, progress)
+                Ok((chirp::run(s, p, analysis)?, p.size_bytes))
             }
             Method::Bart => {
                 let mut p = bart::BartStrategyParams::default();
                 p.streams.size_bytes = size.unwrap_or(p.streams.size_bytes);
-                bart::run(channel, p, analysis, budget, progress)
+                Ok((bart::run(s, p, analysis)?, p.streams.size_bytes))
             }
             Method::Igi | Method::Ptr => {
                 let mut p = igi::IgiSearchParams {
@@ -211,12 +246,12 @@ impl Method {
                     ..Default::default()
                 };
                 p.size_bytes = size.unwrap_or(p.size_bytes);
-                igi::run(channel, p, analysis, budget, progress)
+                Ok((igi::run(s, p, analysis)?, p.size_bytes))
             }
             Method::Spruce => {
                 let mut p = spruce::SpruceParams::default();
                 p.size_bytes = size.unwrap_or(p.size_bytes);
-                spruce::run(channel, p, analysis, budget, progress)
+                Ok((spruce::run(s, p, analysis)?, p.size_bytes))
             }
         }
     }
@@ -358,8 +393,7 @@ pub struct Report {
     /// Why the strategy stopped.
     pub stop: Stop,
     /// A token bucket that a back-to-back train showed after the
-    /// strategy's streams (`auto` and `scan-pba`); `None` when none was
-    /// seen or none was sent.
+    /// strategy's streams; `None` when none was seen or none was sent.
     pub shaper: Option<ShaperSeen>,
 }
 

@@ -57,8 +57,8 @@
 //! simulator's bursty path read 3.7 % where 64 read 2.7 %).
 
 use super::Method as Strategy;
-use super::{Budget, Ceiling, Progress, Report, Session, Stop, StrategyError};
-use tightlink_core::channel::{Channel, StreamRequest};
+use super::{Ceiling, Report, Session, Stop, StrategyError};
+use tightlink_core::channel::StreamRequest;
 use tightlink_core::schedule::{equal_time_schedule, multi_rate_schedule, rates_around};
 use tightlink_core::stats;
 use tightlink_core::{analyze, AnalysisParams, Bound, Method, StreamKind};
@@ -114,15 +114,12 @@ impl Default for MultirateParams {
 }
 
 pub fn run(
-    channel: &mut dyn Channel,
+    s: &mut Session,
     params: MultirateParams,
     analysis: &AnalysisParams,
-    budget: Budget,
-    progress: Progress,
 ) -> Result<Report, StrategyError> {
-    let mut s = Session::start(channel, budget, progress)?;
-    let scan = wide_scan(&mut s, &params, analysis)?;
-    after_scan(&mut s, params, analysis, scan)
+    let scan = wide_scan(s, &params, analysis)?;
+    after_scan(s, params, analysis, scan)
 }
 
 /// The strategy from its wide scan on (`None`: the budget had no room for

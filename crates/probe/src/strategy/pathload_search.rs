@@ -12,8 +12,7 @@
 
 use super::prcmt_search::measure_adr;
 use super::Method as Strategy;
-use super::{single_rate_request, Budget, Progress, Report, Session, Stop, StrategyError};
-use tightlink_core::channel::Channel;
+use super::{single_rate_request, Report, Session, Stop, StrategyError};
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,15 +48,12 @@ enum Fleet {
 }
 
 pub fn run(
-    channel: &mut dyn Channel,
+    s: &mut Session,
     p: PathloadSearchParams,
     analysis: &AnalysisParams,
-    budget: Budget,
-    progress: Progress,
 ) -> Result<Report, StrategyError> {
-    let mut s = Session::start(channel, budget, progress)?;
     let name = Strategy::of_per_stream(p.method).unwrap_or(Strategy::Pathload);
-    let Some(adr) = measure_adr(&mut s, p.size_bytes, 100, 0, analysis)?.map(|a| a.bps) else {
+    let Some(adr) = measure_adr(s, p.size_bytes, 100, 0, analysis)?.map(|a| a.bps) else {
         return Ok(s.report(name, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
     };
     let res = p.resolution * adr;
@@ -67,8 +63,9 @@ pub fn run(
     let mut stop = Stop::Converged;
     let (mut seen_inc, mut seen_no) = (false, false);
     loop {
-        let fleet_bytes = (p.fleet * p.stream_len) as u64 * p.size_bytes as u64;
-        if !s.fits(fleet_bytes) {
+        let stream_bytes = p.stream_len as u64 * p.size_bytes as u64;
+        // The whole fleet fits, its streams as well as its bytes.
+        if !s.fits(p.fleet as u64 * stream_bytes) || s.streams_left(stream_bytes) < p.fleet {
             stop = Stop::Budget;
             break;
         }

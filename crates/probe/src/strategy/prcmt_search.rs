@@ -35,9 +35,8 @@
 //! `swing_of`) the path swung: stop `swings`, with the range they span.
 
 use super::Method as Strategy;
-use super::{single_rate_request, Budget, Progress, Report, Session, Stop, StrategyError};
+use super::{single_rate_request, Report, Session, Stop, StrategyError};
 use tightlink_core::capacity::{shaper_from_trains, train_shape};
-use tightlink_core::channel::Channel;
 use tightlink_core::decision::bisection::{Bisection, BisectionParams};
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, ProbeStream, StreamKind};
 
@@ -238,18 +237,15 @@ fn length_by_receive_rate(
 }
 
 pub fn run(
-    channel: &mut dyn Channel,
+    s: &mut Session,
     p: PrcmtSearchParams,
     analysis: &AnalysisParams,
-    budget: Budget,
-    progress: Progress,
 ) -> Result<Report, StrategyError> {
-    let mut s = Session::start(channel, budget, progress)?;
     let Some(Adr {
         bps: adr,
         batch_interval_ns,
         batches,
-    }) = measure_adr(&mut s, p.size_bytes, p.adr_train, 2, analysis)?
+    }) = measure_adr(s, p.size_bytes, p.adr_train, 2, analysis)?
     else {
         return Ok(s.report(
             Strategy::Prcmt,
@@ -268,7 +264,7 @@ pub fn run(
     let len = if lengths != p.lengths {
         lengths[1]
     } else {
-        length_by_receive_rate(&mut s, &p, adr, analysis)?
+        length_by_receive_rate(s, &p, adr, analysis)?
     };
     if let Search::Probabilistic(pp) = p.search {
         // (At 100 Gbit/s the lengths scaled to the batches are longer.)
@@ -285,7 +281,7 @@ pub fn run(
             ));
         };
         let bucket = if batches.is_none() {
-            bucket_bytes(&mut s, p.size_bytes)?
+            bucket_bytes(s, p.size_bytes)?
         } else {
             0.0
         };
@@ -296,7 +292,7 @@ pub fn run(
             method: Strategy::PrcmtPba,
             bucket_bytes: bucket,
         };
-        return probabilistic_bisection(&mut s, bisect, posterior, (false, false), analysis);
+        return probabilistic_bisection(s, bisect, posterior, (false, false), analysis);
     }
     // Binary search.
     let (mut lo, mut hi) = (0.0f64, adr);
@@ -328,7 +324,7 @@ pub fn run(
             }
         }
         let mid = 0.5 * (lo + hi);
-        let reading = read_rate(&mut s, p.size_bytes, mid, len, analysis)?;
+        let reading = read_rate(s, p.size_bytes, mid, len, analysis)?;
         seen_above |= note_swing(&mut decisions, &reading);
         match reading {
             Reading::NoRoom => {
@@ -617,6 +613,7 @@ fn bound_of(seen_above: bool, seen_below: bool) -> Bound {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Budget;
 
     /// The final interval 8.5-9.6 (slack 0.11): "above" at 8 lies 0.39
     /// under it, one contradiction, not enough; "below" at 9.8 is a

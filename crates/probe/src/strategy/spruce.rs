@@ -14,8 +14,8 @@
 //! mean; stop `converged` after `pairs`.
 
 use super::chirp::mean_interval;
-use super::{Budget, Method as Strategy, Progress, Report, Session, Stop, StrategyError};
-use tightlink_core::channel::{Channel, StreamRequest};
+use super::{Method as Strategy, Report, Session, Stop, StrategyError};
+use tightlink_core::channel::StreamRequest;
 use tightlink_core::decision::igi::bottleneck_bps;
 use tightlink_core::decision::spruce::pair_estimates;
 use tightlink_core::rng::Rng;
@@ -58,14 +58,11 @@ pub fn pair_schedule(n: usize, pair_gap_ns: f64, mean_gap_ns: f64, rng: &mut Rng
 }
 
 pub fn run(
-    channel: &mut dyn Channel,
+    s: &mut Session,
     params: SpruceParams,
     analysis: &AnalysisParams,
-    budget: Budget,
-    progress: Progress,
 ) -> Result<Report, StrategyError> {
     let method = Strategy::Spruce;
-    let mut s = Session::start(channel, budget, progress)?;
     let max = s.max_rate_bps();
     let size = params.size_bytes;
     let bits = 8.0 * size as f64;
