@@ -507,6 +507,27 @@ fn a_bucket_larger_than_the_streams_reads_its_sustained_rate() {
     }
 }
 
+/// A 1 MB bucket at 200 Mbit/s behind a 1 Gbit/s sender, each packet
+/// stamped: the streams read 270 Mbit/s (they pass on the bucket), and
+/// the first train, 512 KB at 540 Mbit/s, passes whole (the bucket's
+/// head would be 1 MB x 540 / 340 = 1.6 MB). A train at twice the answer
+/// cannot pass a FIFO path whole, so one four times as long is sent: its
+/// head ends and its tail reads 200 within 2 %, `shaped`.
+#[test]
+fn a_bucket_larger_than_the_train_is_read_with_a_longer_one() {
+    let r = run(
+        "sim:hops=1G,cross=none,shaper=200M/1MB,coalescence=off,seed=1",
+        "auto",
+    );
+    eprintln!("{:?} {:+.4} {} {:?}", r.bound, rel(&r), r.stop, r.shaper);
+    assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Shaped));
+    assert!(rel(&r).abs() <= 0.02, "{:+.3}", rel(&r));
+    let sh = r.shaper.expect("what the streams read");
+    assert!(sh.streams_bps > 1.2 * 200e6, "{sh:?}");
+    assert!(sh.train_bytes > 2_000_000, "{sh:?}");
+    assert!((sh.bucket_bytes / 1e6 - 1.0).abs() < 0.2, "{sh:?}");
+}
+
 /// The same bucket under every closed-loop method: each ends with the
 /// shaper trains, so each answers 5 Gbit/s within 2 %, `shaped`, where
 /// its streams alone read 5.8 (pathload) to 9.3 (the bisections).
