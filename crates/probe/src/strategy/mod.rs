@@ -166,21 +166,12 @@ impl Method {
     ) -> Result<Report, StrategyError> {
         let size = channel.info().probe_size_bytes;
         let mut s = Session::start(channel, budget, progress)?;
-        // The method's streams leave room for the shaper trains: a
-        // search that spends the whole budget (a bisection fighting a
-        // large bucket on the lab spent its 60 streams) would leave none.
-        // Two trains where they take at most a twentieth of the bytes
-        // (3 MB of the default 100 at 10 Gbit/s), one where more (15 MB
-        // each at 100 Gbit/s): such a run cannot confirm a first train
-        // that looked shaped, and answers as its streams did.
-        let one_train = shaper_train::shaper_train_bytes(s.max_rate_bps()).ceil() as u64
-            + u64::from(size.unwrap_or(9000));
-        let trains = if 2 * one_train <= budget.max_bytes / 20 {
-            2 * one_train
-        } else {
-            one_train
-        };
-        s.budget.max_bytes = budget.max_bytes.saturating_sub(trains);
+        // The method's streams leave room for the shaper trains (a probe
+        // more for rounding: the simulator's are 9000 bytes).
+        let probe_bytes = size.unwrap_or(9000);
+        let held_back =
+            shaper_train::bytes_held_back(s.max_rate_bps(), probe_bytes, budget.max_bytes);
+        s.budget.max_bytes = budget.max_bytes.saturating_sub(held_back);
         s.budget.max_streams = budget.max_streams.saturating_sub(2);
         let (report, size_bytes) = self.run_streams(&mut s, analysis, size)?;
         s.budget = budget;

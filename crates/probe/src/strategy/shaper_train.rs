@@ -36,6 +36,23 @@ pub fn shaper_train_bytes(rate_bps: f64) -> f64 {
     (SHAPER_TRAIN_NS * rate_bps / 8e9).max(SHAPER_TRAIN_MIN_BYTES)
 }
 
+/// The bytes a method's streams leave for the trains, of a budget of
+/// `max_bytes` with the sender's top rate `top_bps`: a search that
+/// spends the whole budget (a bisection fighting a large bucket on the
+/// lab spent its 60 streams) would leave none. Two trains where they
+/// take at most a twentieth of the bytes (3 MB of the default 100 at
+/// 10 Gbit/s), one where more (15 MB each at 100 Gbit/s): such a run
+/// cannot confirm a first train that looked shaped, and answers as its
+/// streams did. (Two streams are held back too.)
+pub fn bytes_held_back(top_bps: f64, probe_bytes: u32, max_bytes: u64) -> u64 {
+    let one = shaper_train_bytes(top_bps).ceil() as u64 + u64::from(probe_bytes);
+    if 2 * one <= max_bytes / 20 {
+        2 * one
+    } else {
+        one
+    }
+}
+
 /// Whether one train looks shaped: its head arrived at 0.6 times the rate
 /// it was sent at or more (a bucket passes it as sent; a train that met
 /// cross traffic from its first packet arrives slower; at 0.8, 2 of 8
@@ -89,17 +106,18 @@ fn shaper_train(
     let span_ns = (p[p.len() - 1].send_ns - p[0].send_ns) as f64;
     let sent_bytes: f64 = p[1..].iter().map(|k| k.size_bytes as f64).sum();
     let send_bps = sent_bytes * 8e9 / span_ns.max(1.0);
-    let received: Vec<_> = p
+    // Bytes after the first received packet over their span.
+    let mut received = p
         .iter()
-        .filter_map(|k| k.recv_ns.map(|r| (r, k.size_bytes)))
-        .collect();
-    let recv_bps = match (received.first(), received.last()) {
-        (Some(a), Some(b)) if b.0 > a.0 => {
-            let bytes: f64 = received[1..].iter().map(|k| k.1 as f64).sum();
-            bytes * 8e9 / (b.0 - a.0) as f64
+        .filter_map(|k| k.recv_ns.map(|r| (r, k.size_bytes)));
+    let recv_bps = received.next().map_or(0.0, |(r0, _)| {
+        let (last, bytes) = received.fold((r0, 0.0), |(_, b), (r, size)| (r, b + size as f64));
+        if last > r0 {
+            bytes * 8e9 / (last - r0) as f64
+        } else {
+            0.0
         }
-        _ => 0.0,
-    };
+    });
     Ok(train_shape_batched(&train).map(|shape| ShaperTrain {
         shape,
         send_bps,
@@ -159,7 +177,8 @@ pub fn after_shaper_train(
     // and a FIFO path queues one answer's worth of the train, not the
     // sender's whole rate.
     let answer = report.available_bandwidth_bps;
-    let rate = (2.0 * answer).min(s.max_rate_bps());
+    let top = s.max_rate_bps();
+    let rate = (2.0 * answer).min(top);
     let mut train_bytes = shaper_train_bytes(rate);
     // The streams just sent may have emptied the bucket: time for one
     // as large as the train to refill at half the answer's rate (on the
@@ -170,12 +189,11 @@ pub fn after_shaper_train(
     let Some(mut first) = shaper_train(s, size_bytes, rate, train_bytes)? else {
         return Ok(unchanged(s));
     };
-    // A train at twice the answer that arrived faster than a FIFO path
-    // with that answer could pass it, and cannot answer itself,
-    // contradicts the answer: such a
-    // path, of capacity C at most the sender's top rate T, carries a
-    // rate r over its available bandwidth A at r C / (r + C - A), at
-    // most r T / (r + T - A). A bucket larger than the train's head
+    // A train at twice the answer that cannot answer itself but arrived
+    // faster than a FIFO path with that answer could pass it
+    // contradicts the answer: such a path, of capacity C at most the
+    // sender's top rate T, carries a rate r over its available bandwidth
+    // A at r C / (r + C - A), at most r T / (r + T - A). A bucket larger than the train's head
     // passes it at the send rate or at what the hosts forward: a train
     // four times as long is sent once (a 1 MB bucket at 200 Mbit/s
     // behind a 1 Gbit/s sender read +35 % on the simulator, +95 % and
@@ -188,7 +206,6 @@ pub fn after_shaper_train(
     // (with those too, the single ON/OFF source's path sent the longer
     // train in 11 of 20 `auto` runs, 5.5 -> 11.5 MB median, and no
     // answer changed).
-    let top = s.max_rate_bps();
     let fifo_most_bps = rate * top / (rate + top - answer).max(1.0);
     let answers =
         |t: &ShaperTrain| t.looks_shaped() && t.shape.tail_rate_bps <= TAIL_UNDER_ANSWER * answer;
