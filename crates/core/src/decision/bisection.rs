@@ -18,14 +18,6 @@
 //! interval, as they should. On the simulator's 10 Gbit/s paths the
 //! decisions of 64-packet PRC-MT+BASS streams fit `s` about 0.07
 //! (bursty cross traffic) and 0.03 (smoothed), and a lapse of 0-2 %.
-//!
-//! Ours too: an "above" stream's receive rate is weighed, not only its
-//! decision. Through a FIFO queue a stream over the available bandwidth
-//! leaves between the two rates, near `A` when sent near it (on the
-//! simulator's smoothed 10 Gbit/s path such streams arrived at 0.3 %
-//! under the rate they met, median; 3.2 % under to 1.5 % over, 5th to
-//! 90th percentile), so one such stream places `A` where a decision only
-//! bounds it: the search stops after fewer streams.
 
 /// The decision model and the grid.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,13 +29,6 @@ pub struct BisectionParams {
     pub lapse: f64,
     /// Grid points over `0..top_bps`.
     pub bins: usize,
-    /// The power (0 to 1) a receive rate's likelihood is raised to
-    /// ([`Bisection::update_above_received`]): under 1 it counts for less
-    /// than a sure reading of the rate the stream met. Under bursty cross
-    /// traffic a stream just over the rate it met reads a receive rate
-    /// 4-7 % under it (a burst's queue not drained by the stream's end),
-    /// so a few agreeing receive rates are not the path's spread.
-    pub received_power: f64,
 }
 
 impl Default for BisectionParams {
@@ -52,16 +37,6 @@ impl Default for BisectionParams {
             scales: [0.02, 0.035, 0.05, 0.07, 0.1],
             lapse: 0.05,
             bins: 1000,
-            // Measured 2026-11-27, `scan-pba`'s bisection (`auto`), 200
-            // seeds of the simulator's bursty and smoothed 10 Gbit/s
-            // paths (median / p90 error, share within +-10 %, probe MB):
-            // decisions alone 3.0 / 7.3 %, 193 of 200, 11.3 MB and 1.5 /
-            // 3.3 %, 10.1 MB; power 1: 3.2 / 9.3 %, 186, 9.0 MB and 1.3 /
-            // 3.1 %, 7.3 MB (a few burst-lowered receive rates stopped
-            // the search early, low); 0.8 (this): 3.0 / 7.1 %, 194, 10.1
-            // MB and 1.4 / 3.0 %, 7.8 MB; 0.7: 2.5 / 6.9 %, 198, 10.7 MB
-            // and 1.5 / 3.4 %, 7.8 MB; 0.5: 2.7 / 6.9 %, 12.4 MB.
-            received_power: 0.8,
         }
     }
 }
@@ -79,16 +54,13 @@ pub struct Bisection {
 impl Bisection {
     /// A flat prior over `0..top_bps` (and over the scales). `None` when
     /// `top_bps` is not a positive rate, there are no bins, a scale is not
-    /// positive, the lapse is not in `0..0.5` or the receive rates' power
-    /// not in `0..=1` (above 0).
+    /// positive, or the lapse is not in `0..0.5`.
     pub fn new(top_bps: f64, params: BisectionParams) -> Option<Self> {
         let ok = top_bps.is_finite()
             && top_bps > 0.0
             && params.bins > 0
             && params.scales.iter().all(|s| s.is_finite() && *s > 0.0)
-            && (0.0..0.5).contains(&params.lapse)
-            && params.received_power > 0.0
-            && params.received_power <= 1.0;
+            && (0.0..0.5).contains(&params.lapse);
         if !ok {
             return None;
         }
@@ -127,44 +99,6 @@ impl Bisection {
             }
         }
         // Renormalised every time: dozens of decisions would underflow.
-        if total > 0.0 && total.is_finite() {
-            self.weights.iter_mut().for_each(|w| *w /= total);
-        }
-        self.decisions += 1;
-    }
-
-    /// Weighs the posterior by an "above" at `rate_bps` whose stream
-    /// arrived at `recv_bps`, under it: through a FIFO queue a stream
-    /// sent over the available bandwidth leaves at a rate between the two
-    /// (fluid model: `A + X (r - A) / (r + X)` with cross traffic `X`),
-    /// near `A` where `r` is: the receive rate places the `A` the stream
-    /// met, where the decision alone says only that it lay under `r`.
-    /// The decision model read as a latent rate (the stream met `A' = A +
-    /// s r e`, `e` standard logistic, and read "above" when `A' < r`)
-    /// gives the receive rate the logistic's density about `A`; a lapse
-    /// (an "above" whatever `A`) gives it any value under `r`. A receive
-    /// rate that is not under `rate_bps`, or not positive, weighs the
-    /// decision alone ([`Bisection::update`]).
-    pub fn update_above_received(&mut self, rate_bps: f64, recv_bps: f64) {
-        if !(recv_bps.is_finite() && recv_bps > 0.0 && recv_bps < rate_bps) {
-            self.update(rate_bps, true);
-            return;
-        }
-        let bins = self.params.bins;
-        let (lapse, power) = (self.params.lapse, self.params.received_power);
-        let mut total = 0.0;
-        for (k, &scale) in self.params.scales.iter().enumerate() {
-            let width = scale * rate_bps;
-            for i in 0..bins {
-                let z = (recv_bps - self.rate_of(i)) / width;
-                // The logistic density, written to stay finite far out.
-                let e = (-z.abs()).exp();
-                let density = e / ((1.0 + e) * (1.0 + e) * width);
-                let w = &mut self.weights[k * bins + i];
-                *w *= (lapse / rate_bps + (1.0 - 2.0 * lapse) * density).powf(power);
-                total += *w;
-            }
-        }
         if total > 0.0 && total.is_finite() {
             self.weights.iter_mut().for_each(|w| *w /= total);
         }
@@ -272,7 +206,6 @@ mod tests {
             scales: [1e-6; 5],
             lapse: 0.0,
             bins: 1000,
-            received_power: 1.0,
         };
         let mut b = Bisection::new(100.0, p).unwrap();
         assert!((b.median() - 50.0).abs() < 1e-9);
@@ -299,66 +232,11 @@ mod tests {
             scales: [1e-6; 5],
             lapse: 0.2,
             bins: 1000,
-            received_power: 1.0,
         };
         let mut b = Bisection::new(100.0, p).unwrap();
         b.update(50.0, true);
         assert!((b.median() - 31.25).abs() < 1e-6, "{}", b.median());
         assert!((b.quantile(0.9) - 75.0).abs() < 1e-6, "{}", b.quantile(0.9));
-    }
-
-    /// One scale (2 % of the rate: 1 at 50), no lapse: an "above" at 50
-    /// that arrived at 40 leaves the logistic density about 40 of width
-    /// 1, whose quantile q is 40 + ln(q / (1 - q)): median 40, 90 %
-    /// interval 40 -+ ln 19 = 37.056..42.944. Raised to the power 1/2 the
-    /// density is 1 / (2 cosh(z / 2)), whose CDF is (2 / pi) atan(exp(z /
-    /// 2)): the 95th percentile at 2 ln tan(0.475 pi) = 5.084 out.
-    #[test]
-    fn a_receive_rate_places_the_rate_met() {
-        let p = BisectionParams {
-            scales: [0.02; 5],
-            lapse: 0.0,
-            bins: 1000,
-            received_power: 1.0,
-        };
-        let mut b = Bisection::new(100.0, p).unwrap();
-        b.update_above_received(50.0, 40.0);
-        assert_eq!(b.decisions(), 1);
-        let (lo, hi) = b.interval(0.9);
-        assert!((b.median() - 40.0).abs() < 0.01, "{}", b.median());
-        let half = 19f64.ln();
-        assert!(
-            (lo - (40.0 - half)).abs() < 0.01 && (hi - (40.0 + half)).abs() < 0.01,
-            "{lo} {hi}"
-        );
-        let mut half_power = Bisection::new(
-            100.0,
-            BisectionParams {
-                received_power: 0.5,
-                ..p
-            },
-        )
-        .unwrap();
-        half_power.update_above_received(50.0, 40.0);
-        let out = 2.0 * (0.475 * std::f64::consts::PI).tan().ln();
-        let (lo, hi) = half_power.interval(0.9);
-        assert!(
-            (lo - (40.0 - out)).abs() < 0.01 && (hi - (40.0 + out)).abs() < 0.01,
-            "{lo} {hi}"
-        );
-    }
-
-    /// A receive rate not under the rate sent says nothing more than the
-    /// decision: the posterior is the one "above" alone leaves.
-    #[test]
-    fn a_receive_rate_at_the_rate_sent_is_the_decision_alone() {
-        for recv in [50.0, 60.0, 0.0, f64::NAN] {
-            let mut with = Bisection::new(100.0, BisectionParams::default()).unwrap();
-            let mut alone = with.clone();
-            with.update_above_received(50.0, recv);
-            alone.update(50.0, true);
-            assert_eq!(with, alone, "{recv}");
-        }
     }
 
     /// Decisions that contradict each other leave a wider interval than
@@ -396,7 +274,6 @@ mod tests {
             scales: [1e-6; 5],
             lapse: 0.0,
             bins: 1000,
-            received_power: 1.0,
         };
         let mut b = Bisection::new(100.0, p).unwrap();
         b.weigh_estimate(50.0, 0.1, 0.0);
@@ -470,40 +347,6 @@ mod tests {
                 sure.update(r, r > truth);
             }
             prop_assert!((sure.median() - truth).abs() < 0.03, "{} vs {truth}", sure.median());
-        }
-
-        /// Streams that read "above" and arrived at the rate they met
-        /// (the truth, give or take 2 %) place the answer with fewer
-        /// streams than their decisions alone, and as close: the posterior
-        /// stays a distribution whatever the receive rate.
-        #[test]
-        fn receive_rates_converge_sooner(
-            truth in 0.1f64..0.9,
-            noise in proptest::collection::vec(-0.02f64..0.02, 40),
-        ) {
-            let streams_to = |with_recv: bool| {
-                let mut b = Bisection::new(1.0, BisectionParams::default()).unwrap();
-                for (k, e) in noise.iter().enumerate() {
-                    let (lo, hi) = b.interval(0.9);
-                    if k >= 2 && (hi - lo) / 2.0 <= 0.05 * b.median() {
-                        return Ok((k, b.median()));
-                    }
-                    let r = b.median();
-                    let met = truth * (1.0 + e);
-                    match (r > met, with_recv) {
-                        (true, true) => b.update_above_received(r, met),
-                        (above, _) => b.update(r, above),
-                    }
-                    let total: f64 = b.marginal().iter().sum();
-                    prop_assert!((total - 1.0).abs() < 1e-9);
-                }
-                Ok::<_, TestCaseError>((noise.len(), b.median()))
-            };
-            let (n_recv, m_recv) = streams_to(true)?;
-            let (n_alone, m_alone) = streams_to(false)?;
-            prop_assert!(n_recv <= n_alone, "{n_recv} vs {n_alone}");
-            prop_assert!((m_recv / truth - 1.0).abs() < 0.06, "{m_recv} vs {truth}");
-            prop_assert!((m_alone / truth - 1.0).abs() < 0.06, "{m_alone} vs {truth}");
         }
     }
 }

@@ -427,20 +427,11 @@ pub(super) fn probabilistic_bisection(
                 break;
             }
             Reading::Decided {
-                above,
-                rate_bps,
-                recv_bps,
+                above, rate_bps, ..
             } => {
                 seen_above |= above;
                 seen_below |= !above;
-                // An "above" stream's receive rate places the rate it met
-                // (a bucket's head inflates both rates alike).
-                match recv_bps {
-                    Some(q) if above => {
-                        posterior.update_above_received(rate_bps / bucket_share, q / bucket_share)
-                    }
-                    _ => posterior.update(rate_bps / bucket_share, above),
-                }
+                posterior.update(rate_bps / bucket_share, above);
             }
             // The same rate again (the budget bounds it).
             Reading::Undecided { .. } => {}
