@@ -15,6 +15,7 @@
 
 use super::{single_rate_request, Report, Session, ShaperSeen, Stop, StrategyError};
 use tightlink_core::capacity::shaper::{train_shape_batched, TrainShape};
+use tightlink_core::stream;
 use tightlink_core::Bound;
 
 /// The back-to-back train sent after the answer lasts this long at its
@@ -102,21 +103,15 @@ fn shaper_train(
         return Ok(None);
     }
     let (train, truth) = s.send_check(&req)?;
-    let p = &train.packets;
-    let span_ns = (p[p.len() - 1].send_ns - p[0].send_ns) as f64;
-    let sent_bytes: f64 = p[1..].iter().map(|k| k.size_bytes as f64).sum();
-    let send_bps = sent_bytes * 8e9 / span_ns.max(1.0);
+    let send_bps = train.avg_rate_bps().unwrap_or(0.0);
     // Bytes after the first received packet over their span.
-    let mut received = p
+    let mut received = train
+        .packets
         .iter()
         .filter_map(|k| k.recv_ns.map(|r| (r, k.size_bytes)));
     let recv_bps = received.next().map_or(0.0, |(r0, _)| {
         let (last, bytes) = received.fold((r0, 0.0), |(_, b), (r, size)| (r, b + size as f64));
-        if last > r0 {
-            bytes * 8e9 / (last - r0) as f64
-        } else {
-            0.0
-        }
+        stream::rate_bps(bytes, (last - r0) as f64).unwrap_or(0.0)
     });
     Ok(train_shape_batched(&train).map(|shape| ShaperTrain {
         shape,
