@@ -105,10 +105,11 @@ def analyze(
     ``pathchirp``, ``bart``: a Kalman filter carried across the streams in
     their order, each row its answer after that stream; ``igi``: IGI's
     estimate, with PTR as ``recv_rate_bps``; ``spruce`` for streams of
-    packet pairs).
+    packet pairs; ``queue-fit``: the fluid queue fitted to a multi-rate
+    stream's delays, given ``capacity_bps``).
     params: ``spike_up``, ``spike_down``, ``tolerance``, ``imr_window``,
     ``window``, ``max_passes``, ``consistency``, ``capacity_bps`` (the
-    tight link's capacity, for ``igi`` and ``spruce``), as `tightlink analyze`'s flags.
+    tight link's capacity, for ``igi``, ``spruce`` and ``queue-fit``), as `tightlink analyze`'s flags.
 
     Returns one row per (stream, method) in columns: numpy arrays for
     numbers (NaN where a method gives none), lists for text; the fields of

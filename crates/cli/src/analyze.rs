@@ -20,7 +20,8 @@ pub struct AnalyzeArgs {
     /// multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2,
     /// topp, pathchirp, bart (tracked across the trace's streams in order),
     /// igi (single-rate trains: IGI, with PTR as the receive rate), spruce
-    /// (packet pairs);
+    /// (packet pairs), queue-fit (multi-rate streams, the fluid queue fitted
+    /// to the delays; needs `--capacity`);
     /// `default` picks the best for each stream's kind; `all` runs every one.
     #[arg(long, short, default_value = "default", env = "TIGHTLINK_METHOD")]
     pub method: String,
@@ -57,7 +58,7 @@ pub struct AnalyzeArgs {
     pub consistency: ConsistencyArg,
     /// The tight link's capacity when known (`igi`, `spruce`; without it
     /// each train's own receive gaps, or the rate the pairs were sent at,
-    /// give one), e.g. `10G`.
+    /// give one; `queue-fit` needs it), e.g. `10G`.
     #[arg(long)]
     pub capacity: Option<String>,
 }

@@ -178,3 +178,59 @@ fn reads_standard_input() {
         Some("5,prcmt+bass,single,8000000000,above,,at_most")
     );
 }
+
+#[test]
+fn queue_fit_reads_simulated_streams_given_the_capacity_and_asks_for_it_otherwise() {
+    let dir = tempfile_dir("queue-fit");
+    let trace = dir.join("m.trace");
+    let truth = dir.join("t.csv");
+    // Smoothed cross traffic (2.5 of 10 Gbit/s): rates 5.25-9.75 around 7.5.
+    stdout(&tightlink(&[
+        "simulate",
+        "sim:cross=smoothed:2.5G,seed=3",
+        "--streams",
+        "20",
+        "--centre",
+        "7.5G",
+        "-o",
+        trace.to_str().unwrap(),
+        "--truth",
+        truth.to_str().unwrap(),
+    ]));
+    let truths: Vec<f64> = std::fs::read_to_string(&truth)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    let t = trace.to_str().unwrap();
+    let out = stdout(&tightlink(&[
+        "analyze",
+        t,
+        "-m",
+        "queue-fit",
+        "--capacity",
+        "10G",
+        "-f",
+        "csv",
+    ]));
+    let mut within = 0;
+    for (l, truth) in out.lines().skip(1).zip(&truths) {
+        let r: Vec<&str> = l.split(',').collect();
+        assert_eq!(r[1], "queue-fit");
+        if r[6] == "exact" && (r[5].parse::<f64>().unwrap() / truth - 1.0).abs() <= 0.1 {
+            within += 1;
+        }
+    }
+    assert!(within >= 18, "{within} of 20 within 10 %:\n{out}");
+    // Without a capacity it answers nothing, and says why.
+    let out = stdout(&tightlink(&["analyze", t, "-m", "queue-fit", "-f", "json"]));
+    assert!(out.contains("--capacity"), "{out}");
+    assert!(!out.contains("\"exact\""), "{out}");
+}
+
+fn tempfile_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tightlink-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -18,6 +18,7 @@ use crate::decision::multirate::{
     apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Consistency, Policy,
 };
 use crate::decision::prcmt::{prcmt, prcmt_after_bass, BassPrcmtError, DEFAULT_TOLERANCE};
+use crate::decision::queue_fit::queue_fit;
 use crate::decision::spruce::spruce_estimate;
 use crate::decision::topp::{topp, topp_points_with, SubStreamRatio};
 use crate::decision::trend::{pathload_trend, trend_of_series, PathloadParams, TrendOutcome};
@@ -46,10 +47,11 @@ pub enum Method {
     Bart,
     Igi,
     Spruce,
+    QueueFit,
 }
 
 impl Method {
-    pub const ALL: [Method; 14] = [
+    pub const ALL: [Method; 15] = [
         Method::Prcmt,
         Method::PrcmtBass,
         Method::Pathload,
@@ -64,6 +66,7 @@ impl Method {
         Method::Bart,
         Method::Igi,
         Method::Spruce,
+        Method::QueueFit,
     ];
 
     /// The methods that answer for single-rate streams.
@@ -92,6 +95,7 @@ impl Method {
             Method::Bart => "bart",
             Method::Igi => "igi",
             Method::Spruce => "spruce",
+            Method::QueueFit => "queue-fit",
         }
     }
 
@@ -333,6 +337,9 @@ pub fn analyze_tracked(
     }
     if base.avg_rate_bps.is_none() {
         return none_with(base, "send times do not advance: no probing rate");
+    }
+    if method == Method::QueueFit {
+        return queue_fit_analysis(stream, params, base);
     }
     match kind {
         StreamKind::SingleRate => single_rate(stream, method, params, base),
@@ -628,6 +635,51 @@ fn single_rate(
             from_trend(base, trend_of_series(&series, &params.pathload))
         }
         _ => unreachable!("multi-rate methods are dispatched by kind"),
+    }
+}
+
+/// `queue-fit`: the fluid FIFO fitted to a multi-rate stream's delays
+/// with the capacity given (see [`crate::decision::queue_fit`]). The loss
+/// rules of the gap methods do not apply: a lost packet is a missing
+/// delay, and the queue the fit builds counts every packet sent.
+fn queue_fit_analysis(stream: &ProbeStream, params: &AnalysisParams, base: Analysis) -> Analysis {
+    let Some(capacity) = params.capacity_bps else {
+        return none_with(
+            base,
+            "queue-fit needs the tight link's capacity (--capacity)",
+        );
+    };
+    if stream.loss_fraction() > params.max_loss {
+        return none_with(base, "too many losses (over half the stream)");
+    }
+    let subs = stream.sub_streams(params.gap_tolerance);
+    if !rates_increase(&subs) {
+        return none_with(base, "sub-stream rates do not increase through the stream");
+    }
+    let (Some(low), Some(high)) = (subs.first(), subs.last()) else {
+        return none_with(base, "no probing rate");
+    };
+    let detail = Detail {
+        capacity_bps: Some(capacity),
+        ..Detail::default()
+    };
+    match queue_fit(stream, capacity, low.rate_bps, high.rate_bps) {
+        None => Analysis {
+            detail,
+            ..none_with(base, "fewer than four delays received")
+        },
+        Some(f) => Analysis {
+            abw_bps: Some(f.abw_bps),
+            bound: f.bound,
+            reason: (f.bound != Bound::Exact).then(|| {
+                format!(
+                    "the delays fit {:.3} Gbit/s free, outside the rates probed",
+                    f.fitted_bps / 1e9
+                )
+            }),
+            detail,
+            ..base
+        },
     }
 }
 

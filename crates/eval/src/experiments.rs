@@ -265,8 +265,9 @@ pub struct Variant {
 }
 
 /// Fig. 14/15: single pass, multi-pass (with each consistency rule), DP1,
-/// DP2; and TOPP on the same streams.
-pub const VARIANTS: [Variant; 7] = [
+/// DP2; and TOPP and the queue fit (given the tight link's capacity) on
+/// the same streams.
+pub const VARIANTS: [Variant; 8] = [
     Variant {
         label: "multirate-single-pass",
         method: Method::MultirateSinglePass,
@@ -302,7 +303,25 @@ pub const VARIANTS: [Variant; 7] = [
         method: Method::Topp,
         consistency: Consistency::Bracket,
     },
+    Variant {
+        label: "queue-fit (capacity given)",
+        method: Method::QueueFit,
+        consistency: Consistency::Bracket,
+    },
 ];
+
+/// Analysis parameters with the tight link's capacity of `target` (the
+/// queue fit needs it; the other methods here do not read it).
+fn params_for(target: &str) -> AnalysisParams {
+    AnalysisParams {
+        capacity_bps: Some(
+            parse_sim_target(target)
+                .expect("valid")
+                .tight_capacity_bps(),
+        ),
+        ..AnalysisParams::default()
+    }
+}
 
 /// Relative errors of one variant's exact estimates, sorted.
 #[derive(Debug, Clone, PartialEq)]
@@ -382,7 +401,7 @@ pub fn multirate_errors(base_seed: u64, case: &PathCase, n: usize) -> Vec<ErrorD
         .map(|v| {
             let params = AnalysisParams {
                 consistency: v.consistency,
-                ..AnalysisParams::default()
+                ..params_for(case.target)
             };
             let (errors, wrong) = errors_of(&samples, v.method, &params);
             ErrorDist {
@@ -459,6 +478,9 @@ pub fn multipass_report(base_seed: u64, case: &PathCase, n: usize) -> Vec<Multip
 /// how the default method answered them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutOfRange {
+    /// The method that answered (`multirate`, or `queue-fit` given the
+    /// capacity).
+    pub method: &'static str,
     /// "above" (truth above the top rate) or "below" (under the lowest).
     pub side: &'static str,
     /// Streams whose truth lay on that side.
@@ -493,38 +515,38 @@ pub fn out_of_range(base_seed: u64, case: &PathCase, n: usize) -> Vec<OutOfRange
         let rates = rates_around(centre, 0.3, 5);
         (multi_rate_schedule(&rates, per_rate, SIZE_BYTES), centre)
     });
-    let params = AnalysisParams::default();
-    let mut tally = [[0usize; 5]; 2];
-    for s in &samples {
-        let subs = s.stream.sub_streams(params.gap_tolerance);
-        let lowest = subs
-            .iter()
-            .map(|x| x.rate_bps)
-            .fold(f64::INFINITY, f64::min);
-        let top = subs.iter().map(|x| x.rate_bps).fold(0.0, f64::max);
-        let (side, right, wrong) = if s.truth_bps > top {
-            (0, Bound::AtLeast, Bound::AtMost)
-        } else if s.truth_bps < lowest {
-            (1, Bound::AtMost, Bound::AtLeast)
-        } else {
-            continue;
-        };
-        let a = analyze(&s.stream, StreamKind::MultiRate, Method::Multirate, &params);
-        let k = match a.bound {
-            b if b == right => 1,
-            Bound::Exact => 2,
-            b if b == wrong => 3,
-            _ => 4,
-        };
-        tally[side][0] += 1;
-        tally[side][k] += 1;
-    }
-    ["above", "below"]
-        .into_iter()
-        .zip(tally)
-        .map(|(side, t)| {
+    let params = params_for(case.target);
+    let mut cells = Vec::new();
+    for method in [Method::Multirate, Method::QueueFit] {
+        let mut tally = [[0usize; 5]; 2];
+        for s in &samples {
+            let subs = s.stream.sub_streams(params.gap_tolerance);
+            let lowest = subs
+                .iter()
+                .map(|x| x.rate_bps)
+                .fold(f64::INFINITY, f64::min);
+            let top = subs.iter().map(|x| x.rate_bps).fold(0.0, f64::max);
+            let (side, right, wrong) = if s.truth_bps > top {
+                (0, Bound::AtLeast, Bound::AtMost)
+            } else if s.truth_bps < lowest {
+                (1, Bound::AtMost, Bound::AtLeast)
+            } else {
+                continue;
+            };
+            let a = analyze(&s.stream, StreamKind::MultiRate, method, &params);
+            let k = match a.bound {
+                b if b == right => 1,
+                Bound::Exact => 2,
+                b if b == wrong => 3,
+                _ => 4,
+            };
+            tally[side][0] += 1;
+            tally[side][k] += 1;
+        }
+        cells.extend(["above", "below"].into_iter().zip(tally).map(|(side, t)| {
             let share = |k: usize| t[k] as f64 / t[0].max(1) as f64;
             OutOfRange {
+                method: method.name(),
                 side,
                 streams: t[0],
                 right_bound: share(1),
@@ -532,8 +554,9 @@ pub fn out_of_range(base_seed: u64, case: &PathCase, n: usize) -> Vec<OutOfRange
                 wrong_bound: share(3),
                 none: share(4),
             }
-        })
-        .collect()
+        }));
+    }
+    cells
 }
 
 /// One cell of Fig. 16.
@@ -543,6 +566,9 @@ pub struct SensitivityCell {
     pub per_rate: usize,
     pub within_10: f64,
     pub median_error: f64,
+    /// The same streams read by the queue fit, given the capacity.
+    pub queue_fit_within_10: f64,
+    pub queue_fit_median_error: f64,
 }
 
 pub const RANGES: [f64; 5] = [0.1, 0.2, 0.3, 0.4, 0.5];
@@ -551,7 +577,7 @@ pub const PER_RATE: [usize; 3] = [32, 64, 128];
 /// Fig. 16: multi-pass multirate's share within +-10 % over Range and
 /// packets per rate, on one path.
 pub fn sensitivity(base_seed: u64, case: &PathCase, n: usize) -> Vec<SensitivityCell> {
-    let params = AnalysisParams::default();
+    let params = params_for(case.target);
     let grid: Vec<(f64, usize)> = RANGES
         .iter()
         .flat_map(|&r| PER_RATE.iter().map(move |&p| (r, p)))
@@ -559,18 +585,23 @@ pub fn sensitivity(base_seed: u64, case: &PathCase, n: usize) -> Vec<Sensitivity
     grid.into_iter()
         .map(|(range, per_rate)| {
             let samples = multi_samples(base_seed, case.target, n, range, per_rate);
-            let (errors, wrong) = errors_of(&samples, Method::Multirate, &params);
-            let d = ErrorDist {
-                label: String::new(),
-                errors,
-                streams: samples.len(),
-                wrong_bounds: Some(wrong),
+            let dist = |method| {
+                let (errors, wrong) = errors_of(&samples, method, &params);
+                ErrorDist {
+                    label: String::new(),
+                    errors,
+                    streams: samples.len(),
+                    wrong_bounds: Some(wrong),
+                }
             };
+            let (d, q) = (dist(Method::Multirate), dist(Method::QueueFit));
             SensitivityCell {
                 range,
                 per_rate,
                 within_10: d.within(0.10),
                 median_error: d.quantile(0.5),
+                queue_fit_within_10: q.within(0.10),
+                queue_fit_median_error: q.quantile(0.5),
             }
         })
         .collect()

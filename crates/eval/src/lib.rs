@@ -272,14 +272,15 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "## Truth outside the probed rates\n\nMulti-rate streams, Range 30 %, centred at 0.45-0.65 or 1.45-1.8 x the nominal available bandwidth; streams whose own truth lay above the top rate or under the lowest, and what `multirate` answered.\n\n| path | truth | streams | right bound | exact | wrong bound | none |\n|---|---|---:|---:|---:|---:|---:|"
+        "## Truth outside the probed rates\n\nMulti-rate streams, Range 30 %, centred at 0.45-0.65 or 1.45-1.8 x the nominal available bandwidth; streams whose own truth lay above the top rate or under the lowest, and what `multirate` and `queue-fit` (given the tight link's capacity) answered.\n\n| path | method | truth | streams | right bound | exact | wrong bound | none |\n|---|---|---|---:|---:|---:|---:|---:|"
     );
     for (case, cells) in &r.out_of_range {
         for c in cells {
             let _ = writeln!(
                 s,
-                "| {} | {} the rates | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} the rates | {} | {} | {} | {} | {} |",
                 case.name,
+                c.method,
                 c.side,
                 c.streams,
                 pct(c.right_bound),
@@ -295,30 +296,39 @@ pub fn markdown(r: &Results) -> String {
         "## Sensitivity to Range and packets per rate (Fig. 16), {}\n\nShare of multi-pass multirate estimates within +-10 % (median error).\n",
         TEN_GIG[0].name
     );
-    let _ = write!(s, "| Range |");
-    for p in experiments::PER_RATE {
-        let _ = write!(s, " 5 x {p} |");
-    }
-    let _ = writeln!(s, "\n|---|{}", "---:|".repeat(experiments::PER_RATE.len()));
-    for range in experiments::RANGES {
-        let _ = write!(s, "| {:.0} % |", range * 100.0);
+    let grid = |s: &mut String, cell: &dyn Fn(&SensitivityCell) -> (f64, f64)| {
+        let _ = write!(s, "| Range |");
         for p in experiments::PER_RATE {
-            let c = r
-                .sensitivity
-                .iter()
-                .find(|c| c.range == range && c.per_rate == p);
-            let _ = write!(
-                s,
-                " {} |",
-                c.map_or("-".into(), |c| format!(
-                    "{} ({})",
-                    pct(c.within_10),
-                    signed_pct(c.median_error)
-                ))
-            );
+            let _ = write!(s, " 5 x {p} |");
         }
-        let _ = writeln!(s);
-    }
+        let _ = writeln!(s, "\n|---|{}", "---:|".repeat(experiments::PER_RATE.len()));
+        for range in experiments::RANGES {
+            let _ = write!(s, "| {:.0} % |", range * 100.0);
+            for p in experiments::PER_RATE {
+                let c = r
+                    .sensitivity
+                    .iter()
+                    .find(|c| c.range == range && c.per_rate == p);
+                let _ = write!(
+                    s,
+                    " {} |",
+                    c.map_or("-".into(), |c| {
+                        let (within, median) = cell(c);
+                        format!("{} ({})", pct(within), signed_pct(median))
+                    })
+                );
+            }
+            let _ = writeln!(s);
+        }
+    };
+    grid(&mut s, &|c| (c.within_10, c.median_error));
+    let _ = writeln!(
+        s,
+        "\nThe same streams read by `queue-fit`, given the tight link's capacity (10 Gbit/s):\n"
+    );
+    grid(&mut s, &|c| {
+        (c.queue_fit_within_10, c.queue_fit_median_error)
+    });
     let _ = writeln!(
         s,
         "\n## Multi-rate error vs the cross traffic's burst time scale\n\nMulti-pass multirate, 5 x 64, Range 30 %, 125 us coalescence; 2.5 Gbit/s mean ON/OFF load in every row.\n\n| load | exact | within +-10 % | p10 | median | p90 |\n|---|---:|---:|---:|---:|---:|"

@@ -157,6 +157,17 @@ impl PathSpec {
             .map(|h| h.hop.sustained_bps() - h.cross.as_ref().map_or(0.0, |c| c.rate_bps))
             .fold(f64::INFINITY, f64::min)
     }
+
+    /// The sustained capacity of the tight link: the hop with the least
+    /// nominal available bandwidth (the first such).
+    pub fn tight_capacity_bps(&self) -> f64 {
+        let free =
+            |h: &HopConfig| h.hop.sustained_bps() - h.cross.as_ref().map_or(0.0, |c| c.rate_bps);
+        self.hops
+            .iter()
+            .min_by(|a, b| free(a).total_cmp(&free(b)))
+            .map_or(0.0, |h| h.hop.sustained_bps())
+    }
 }
 
 /// A probe stream as the simulator delivered it.

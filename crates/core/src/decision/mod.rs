@@ -9,6 +9,7 @@ pub mod chirp;
 pub mod igi;
 pub mod multirate;
 pub mod prcmt;
+pub mod queue_fit;
 pub mod spruce;
 pub mod topp;
 pub mod trend;
