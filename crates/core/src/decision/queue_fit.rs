@@ -15,9 +15,9 @@
 //! where the receiver stamps them one by one. A is the least-squares fit
 //! over a grid of a hundredth of C, refined between its neighbours. The
 //! answer is exact inside the probed rates when the queue stands out of
-//! the delays' noise (an F statistic of 20 or more); a fit above the fastest rate, or a
-//! queue lost in the noise, is "at least" the fastest rate, a fit below
-//! the slowest "at most" it.
+//! the delays' noise (an F statistic of 20 or more); a fit above the
+//! fastest rate, or a queue lost in the noise, is "at least" the fastest
+//! rate, a fit below the slowest "at most" it.
 //!
 //! It needs C to about 10 %: on the simulator's bursty 10 Gbit/s path
 //! (Range 50 %, 5 x 64 packets) C read 10 % high put 71 % of the
