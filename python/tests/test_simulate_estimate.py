@@ -125,3 +125,15 @@ def test_pairs_are_read_by_spruce():
     assert set(r["method"]) == {"spruce"}
     mean = np.nanmean(r["abw_bps"])
     assert abs(mean / 7e9 - 1) < 0.15, mean
+
+
+def test_multi_rate_streams_are_read_by_the_queue_fit_given_the_capacity():
+    packets, truth = tightlink.simulate("sim:cross=smoothed:2.5G,seed=5", streams=10, centre_bps=7.5e9)
+    r = tightlink.analyze_packets(packets, kind="multi", method="queue-fit", capacity_bps=10e9)
+    assert set(r["method"]) == {"queue-fit"}
+    exact = np.array(r["bound"]) == "exact"
+    err = np.abs(r["abw_bps"][exact] / truth["available_bps"][exact] - 1)
+    assert exact.sum() >= 9 and np.all(err < 0.1), (r, truth)
+    # Without the capacity it answers nothing.
+    r = tightlink.analyze_packets(packets, kind="multi", method="queue-fit")
+    assert set(r["bound"]) == {"none"}

@@ -109,7 +109,8 @@ def analyze(
     stream's delays, given ``capacity_bps``).
     params: ``spike_up``, ``spike_down``, ``tolerance``, ``imr_window``,
     ``window``, ``max_passes``, ``consistency``, ``capacity_bps`` (the
-    tight link's capacity, for ``igi``, ``spruce`` and ``queue-fit``), as `tightlink analyze`'s flags.
+    tight link's capacity, for ``igi``, ``spruce`` and ``queue-fit``), as
+    `tightlink analyze`'s flags.
 
     Returns one row per (stream, method) in columns: numpy arrays for
     numbers (NaN where a method gives none), lists for text; the fields of

@@ -663,7 +663,35 @@ fn queue_fit_analysis(stream: &ProbeStream, params: &AnalysisParams, base: Analy
         capacity_bps: Some(capacity),
         ..Detail::default()
     };
-    match queue_fit(stream, capacity, low.rate_bps, high.rate_bps) {
+    // A queue that overflowed keeps its delays at the buffer's depth: the
+    // fit sees them flat. Drop-tail loss that starts at one sub-stream
+    // and grows with the rate puts the available bandwidth under it.
+    let overflow = (stream.loss_fraction() > 0.0)
+        .then(|| {
+            first_overflowing_rate(
+                stream,
+                &subs,
+                params.multirate_loss.at_most_unless_congested_above,
+            )
+        })
+        .flatten()
+        .filter(|_| loss_grows_with_rate_in(stream, &subs));
+    let fit = queue_fit(stream, capacity, low.rate_bps, high.rate_bps);
+    if let (Some(o), Some(f)) = (overflow, fit) {
+        if f.bound == Bound::AtLeast || f.abw_bps >= o {
+            return Analysis {
+                abw_bps: Some(o),
+                bound: Bound::AtMost,
+                reason: Some(format!(
+                    "a queue overflowed from {:.3} Gbit/s on (its loss grows with the rate)",
+                    o / 1e9
+                )),
+                detail,
+                ..base
+            };
+        }
+    }
+    match fit {
         None => Analysis {
             detail,
             ..none_with(base, "fewer than four delays received")
@@ -672,10 +700,23 @@ fn queue_fit_analysis(stream: &ProbeStream, params: &AnalysisParams, base: Analy
             abw_bps: Some(f.abw_bps),
             bound: f.bound,
             reason: (f.bound != Bound::Exact).then(|| {
-                format!(
-                    "the delays fit {:.3} Gbit/s free, outside the rates probed",
-                    f.fitted_bps / 1e9
-                )
+                if f.fitted_bps > low.rate_bps
+                    && f.fitted_bps < high.rate_bps
+                    && f.f_stat < crate::decision::queue_fit::MIN_F
+                {
+                    format!(
+                        "no queue stands out of the delays' noise (F {:.1}, under {}; \
+                         the fit read {:.3} Gbit/s free)",
+                        f.f_stat,
+                        crate::decision::queue_fit::MIN_F,
+                        f.fitted_bps / 1e9
+                    )
+                } else {
+                    format!(
+                        "the delays fit {:.3} Gbit/s free, outside the rates probed",
+                        f.fitted_bps / 1e9
+                    )
+                }
             }),
             detail,
             ..base
