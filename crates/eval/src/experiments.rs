@@ -559,6 +559,35 @@ pub fn out_of_range(base_seed: u64, case: &PathCase, n: usize) -> Vec<OutOfRange
     cells
 }
 
+/// The capacity `queue-fit` is given, as a share of the true one.
+pub const CAPACITY_ERRORS: [f64; 6] = [0.8, 0.9, 1.0, 1.1, 1.25, 1.5];
+
+/// `queue-fit` on one path's 5 x 64 streams at Range 50 % with the
+/// capacity given off by each of [`CAPACITY_ERRORS`].
+pub fn queue_fit_capacity(base_seed: u64, case: &PathCase, n: usize) -> Vec<(f64, ErrorDist)> {
+    let samples = multi_samples(base_seed, case.target, n, 0.5, 64 * case.length_scale);
+    let true_bps = parse_sim_target(case.target)
+        .expect("valid")
+        .tight_capacity_bps();
+    CAPACITY_ERRORS
+        .iter()
+        .map(|&k| {
+            let params = AnalysisParams {
+                capacity_bps: Some(k * true_bps),
+                ..AnalysisParams::default()
+            };
+            let (errors, wrong) = errors_of(&samples, Method::QueueFit, &params);
+            let d = ErrorDist {
+                label: format!("{k} x"),
+                errors,
+                streams: samples.len(),
+                wrong_bounds: Some(wrong),
+            };
+            (k, d)
+        })
+        .collect()
+}
+
 /// One cell of Fig. 16.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SensitivityCell {

@@ -25,6 +25,8 @@ pub struct Results {
     pub out_of_range: Vec<(PathCase, Vec<OutOfRange>)>,
     /// Multi-pass multirate (5 x 64, Range 30 %) per load time scale.
     pub load_scales: Vec<(PathCase, ErrorDist)>,
+    /// `queue-fit` with the capacity given off by a factor.
+    pub queue_fit_capacity: Vec<(PathCase, Vec<(f64, ErrorDist)>)>,
     pub strategies: Vec<(PathCase, Vec<StrategyRow>)>,
     /// pathChirp per chirp and per 11-chirp mean, per path.
     pub chirps: Vec<(PathCase, ChirpRow)>,
@@ -96,6 +98,12 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
             (case.clone(), d.swap_remove(1))
         })
         .collect();
+    let mut queue_fit_capacity = Vec::new();
+    for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
+        progress(&format!("queue-fit with the capacity off: {}", case.name));
+        let rows = experiments::queue_fit_capacity(seed, &case, scale.sensitivity_streams);
+        queue_fit_capacity.push((case, rows));
+    }
     let mut chirps = Vec::new();
     let chirp_cases = [HUNDRED_GIG, experiments::HUNDRED_GIG_UNCOALESCED, LOSSY];
     for case in TEN_GIG.iter().cloned().chain(chirp_cases) {
@@ -127,6 +135,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         sensitivity,
         out_of_range,
         load_scales,
+        queue_fit_capacity,
         strategies,
         chirps,
         tracking,
@@ -335,6 +344,21 @@ pub fn markdown(r: &Results) -> String {
     );
     for (case, d) in &r.load_scales {
         let _ = writeln!(s, "{}", dist_row(case.name, d));
+    }
+    let _ = writeln!(
+        s,
+        "\n## queue-fit with the capacity off\n\nThe 5 x 64 streams of the Range 50 % sensitivity cell, read by `queue-fit` given the tight link's capacity times a factor.\n\n| path | capacity given | exact | wrong bound | within +-10 % | p10 | median | p90 |\n|---|---|---:|---:|---:|---:|---:|---:|"
+    );
+    for (case, rows) in &r.queue_fit_capacity {
+        for (k, d) in rows {
+            let row = dist_row_with_bounds("", d);
+            let _ = writeln!(
+                s,
+                "| {} | {k} x |{}",
+                case.name,
+                row.trim_start_matches("|  |")
+            );
+        }
     }
     let _ = writeln!(
         s,
