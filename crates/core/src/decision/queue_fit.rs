@@ -326,6 +326,18 @@ mod tests {
     }
 
     #[test]
+    fn pinball_loss_by_hand() {
+        // About the median of 0..4 (2): 0.5 x (2 + 1 + 0 + 1 + 2) = 3.
+        assert_eq!(pinball(&mut [4.0, 0.0, 3.0, 1.0, 2.0], 0.5), 3.0);
+        // About the 0.25 quantile (index 1 of 5: 1): under it 0 costs
+        // 0.75 x 1, over it 1, 2, 3 cost 0.25 x 6.
+        assert_eq!(
+            pinball(&mut [3.0, 2.0, 1.0, 0.0, 4.0], 0.25),
+            0.75 + 0.25 * 6.0
+        );
+    }
+
+    #[test]
     fn flat_delays_read_at_least_the_top_rate() {
         let send = multi_rate(&[2e9, 3e9, 4e9], 32);
         let s = through_fifo(&send, 10e9, 6e9);
