@@ -13,7 +13,7 @@ fn sample(name: &str) -> PathBuf {
 }
 
 mod common;
-use common::tightlink;
+use common::{scratch, tightlink};
 
 fn stdout(o: &Output) -> String {
     assert!(
@@ -181,7 +181,7 @@ fn reads_standard_input() {
 
 #[test]
 fn queue_fit_reads_simulated_streams_given_the_capacity_and_asks_for_it_otherwise() {
-    let dir = tempfile_dir("queue-fit");
+    let dir = scratch("queue-fit");
     let trace = dir.join("m.trace");
     let truth = dir.join("t.csv");
     // Smoothed cross traffic (2.5 of 10 Gbit/s): rates 5.25-9.75 around 7.5.
@@ -227,10 +227,4 @@ fn queue_fit_reads_simulated_streams_given_the_capacity_and_asks_for_it_otherwis
     let out = stdout(&tightlink(&["analyze", t, "-m", "queue-fit", "-f", "json"]));
     assert!(out.contains("--capacity"), "{out}");
     assert!(!out.contains("\"exact\""), "{out}");
-}
-
-fn tempfile_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tightlink-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }

@@ -1,16 +1,8 @@
 //! `tightlink simulate` and `estimate --save-trace` / `trace:` replay, end
 //! to end through real files.
 
-use std::path::PathBuf;
-
 mod common;
-use common::tightlink;
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tl-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{scratch, tightlink};
 
 fn ok(o: &std::process::Output) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -18,7 +18,7 @@ use crate::decision::multirate::{
     apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Consistency, Policy,
 };
 use crate::decision::prcmt::{prcmt, prcmt_after_bass, BassPrcmtError, DEFAULT_TOLERANCE};
-use crate::decision::queue_fit::queue_fit;
+use crate::decision::queue_fit::{queue_fit, MIN_F};
 use crate::decision::spruce::spruce_estimate;
 use crate::decision::topp::{topp, topp_points_with, SubStreamRatio};
 use crate::decision::trend::{pathload_trend, trend_of_series, PathloadParams, TrendOutcome};
@@ -700,15 +700,12 @@ fn queue_fit_analysis(stream: &ProbeStream, params: &AnalysisParams, base: Analy
             abw_bps: Some(f.abw_bps),
             bound: f.bound,
             reason: (f.bound != Bound::Exact).then(|| {
-                if f.fitted_bps > low.rate_bps
-                    && f.fitted_bps < high.rate_bps
-                    && f.f_stat < crate::decision::queue_fit::MIN_F
-                {
+                if f.lost_in_noise(low.rate_bps, high.rate_bps) {
                     format!(
                         "no queue stands out of the delays' noise (F {:.1}, under {}; \
                          the fit read {:.3} Gbit/s free)",
                         f.f_stat,
-                        crate::decision::queue_fit::MIN_F,
+                        MIN_F,
                         f.fitted_bps / 1e9
                     )
                 } else {

@@ -154,20 +154,23 @@ impl PathSpec {
     pub fn nominal_available_bps(&self) -> f64 {
         self.hops
             .iter()
-            .map(|h| h.hop.sustained_bps() - h.cross.as_ref().map_or(0.0, |c| c.rate_bps))
+            .map(nominal_free_bps)
             .fold(f64::INFINITY, f64::min)
     }
 
     /// The sustained capacity of the tight link: the hop with the least
     /// nominal available bandwidth (the first such).
     pub fn tight_capacity_bps(&self) -> f64 {
-        let free =
-            |h: &HopConfig| h.hop.sustained_bps() - h.cross.as_ref().map_or(0.0, |c| c.rate_bps);
         self.hops
             .iter()
-            .min_by(|a, b| free(a).total_cmp(&free(b)))
+            .min_by(|a, b| nominal_free_bps(a).total_cmp(&nominal_free_bps(b)))
             .map_or(0.0, |h| h.hop.sustained_bps())
     }
+}
+
+/// A hop's capacity minus its mean cross rate.
+fn nominal_free_bps(h: &HopConfig) -> f64 {
+    h.hop.sustained_bps() - h.cross.as_ref().map_or(0.0, |c| c.rate_bps)
 }
 
 /// A probe stream as the simulator delivered it.

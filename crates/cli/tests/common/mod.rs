@@ -2,7 +2,16 @@
 // Each test crate uses part of this module.
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::process::{Command, Output};
+
+/// A fresh directory for one test's files, under the system's temporary
+/// directory.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tl-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
 
 /// Runs `tightlink ARGS` to completion.
 pub fn tightlink(args: &[&str]) -> Output {

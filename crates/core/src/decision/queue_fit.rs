@@ -45,6 +45,14 @@ pub struct QueueFit {
     pub f_stat: f64,
 }
 
+impl QueueFit {
+    /// Whether the fit found a rate inside the probed ones but no queue
+    /// out of the delays' noise (answered "at least" for that).
+    pub fn lost_in_noise(&self, low_bps: f64, high_bps: f64) -> bool {
+        self.fitted_bps > low_bps && self.fitted_bps < high_bps && self.f_stat < MIN_F
+    }
+}
+
 /// The answer is fitted about this quantile of the residuals, not their
 /// mean: cross traffic's bursts only add delay, and a queue that never
 /// drains below empty leans a least-squares fit low (`tightlink eval`:
