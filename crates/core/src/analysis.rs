@@ -676,7 +676,11 @@ fn queue_fit_analysis(stream: &ProbeStream, params: &AnalysisParams, base: Analy
         })
         .flatten()
         .filter(|_| loss_grows_with_rate_in(stream, &subs));
-    let fit = queue_fit(stream, capacity, low.rate_bps, high.rate_bps);
+    // Packets lost from that sub-stream on were dropped by the full
+    // buffer, so their bits never queued; losses before it were random.
+    let overflow_from =
+        overflow.and_then(|o| subs.iter().find(|s| s.rate_bps >= o).map(|s| s.start));
+    let fit = queue_fit(stream, capacity, low.rate_bps, high.rate_bps, overflow_from);
     if let (Some(o), Some(f)) = (overflow, fit) {
         if f.bound == Bound::AtLeast || f.abw_bps >= o {
             return Analysis {
