@@ -7,7 +7,8 @@
 # comes from it. The last path is one ON/OFF source whose 25 Gbit/s
 # peaks saturate the link for milliseconds.
 #   scripts/estimate-sweep.sh [SEEDS] [METHOD]
-# EXTRA=",coalescence=off" appends settings to every path.
+# EXTRA=",coalescence=off" appends settings to every path. queue-fit is
+# given each path's tight link capacity (10G, or 100G on the 100G paths).
 set -euo pipefail
 seeds=${1:-20}
 method=${2:-multirate}
@@ -22,8 +23,12 @@ paths=(
 )
 printf '%-58s %6s %6s %7s %6s %6s %8s %8s  %s\n' path exact "+-10%" "median" p90 holds "MB" streams stops
 for p in "${paths[@]}"; do
+  flags=()
+  if [ "$method" = queue-fit ]; then
+    case $p in *100G*) flags=(--capacity 100G) ;; *) flags=(--capacity 10G) ;; esac
+  fi
   for s in $(seq 1 "$seeds"); do
-    "$bin" estimate "$p$extra,seed=$s" --json --method "$method" 2>/dev/null || echo '{}'
+    "$bin" estimate "$p$extra,seed=$s" --json --method "$method" "${flags[@]}" 2>/dev/null || echo '{}'
   done | python3 -c '
 import collections, json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin if l.strip()]

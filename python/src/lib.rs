@@ -414,7 +414,7 @@ fn update_dict<'py>(
 /// the end).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (target, method, max_streams, max_bytes, reverse, key_file, max_rate_bps, follow, interval_s, on_update))]
+#[pyo3(signature = (target, method, max_streams, max_bytes, reverse, key_file, max_rate_bps, follow, interval_s, on_update, capacity_bps))]
 fn estimate(
     py: Python<'_>,
     target: &str,
@@ -427,6 +427,7 @@ fn estimate(
     follow: bool,
     interval_s: f64,
     on_update: Option<Py<PyAny>>,
+    capacity_bps: Option<f64>,
 ) -> PyResult<String> {
     let method: Method = method
         .parse()
@@ -449,6 +450,10 @@ fn estimate(
         },
         follow,
         follow_interval_ns: (interval_s * 1e9) as i64,
+        analysis: tightlink_measure::analysis::AnalysisParams {
+            capacity_bps,
+            ..Default::default()
+        },
         ..EstimateOptions::default()
     };
     let mut failed: Option<PyErr> = None;

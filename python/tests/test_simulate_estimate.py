@@ -70,6 +70,21 @@ def test_estimate_is_the_command_line_s_json(cli):
     assert got == want
 
 
+def test_the_queue_fit_strategy_takes_the_capacity(cli):
+    # As `estimate --method queue-fit --capacity 10G`; without the
+    # capacity it refuses to run.
+    got = tightlink.estimate("sim:seed=4", method="queue-fit", capacity_bps=10e9)
+    want = json.loads(cli("estimate", "sim:seed=4", "--method", "queue-fit",
+                          "--capacity", "10G", "--json").stdout)
+    for d in (got, want):
+        del d["wall_s"]
+    assert got == want
+    assert got["bound"] == "exact"
+    assert abs(got["available_bandwidth_bps"] / got["truth_bps"] - 1) < 0.1
+    with pytest.raises(tightlink.TightlinkError, match="capacity"):
+        tightlink.estimate("sim:seed=4", method="queue-fit")
+
+
 @pytest.mark.parametrize("method", ["prcmt-pba", "scan-pba"])
 def test_every_method_name_reaches_the_library(cli, method):
     # The bisections, added after the others: the name the command line

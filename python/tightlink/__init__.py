@@ -269,6 +269,7 @@ def estimate(
     follow: bool = False,
     interval_s: float = 0.0,
     on_update: Optional[Callable[[Dict[str, Any]], Any]] = None,
+    capacity_bps: Optional[float] = None,
 ) -> Dict[str, Any]:
     """One closed-loop measurement, as ``tightlink estimate TARGET --json``:
     the same dict. TARGET: ``sim:...`` (the simulated path), ``HOST[:PORT]``
@@ -281,7 +282,10 @@ def estimate(
     ``follow=True`` (``method="bart"``) tracks the available bandwidth for
     ``max_streams`` streams, one every ``interval_s`` (0: back to back), as
     ``estimate --follow``; ``on_update`` is called with each update (the
-    dict of ``--json-stream``'s ``update`` events) as it comes."""
+    dict of ``--json-stream``'s ``update`` events) as it comes.
+
+    ``capacity_bps``: the tight link's capacity when known
+    (``--capacity``); ``method="queue-fit"`` needs it."""
     text = _native.estimate(
         target,
         method,
@@ -293,6 +297,7 @@ def estimate(
         follow,
         interval_s,
         on_update,
+        capacity_bps,
     )
     return json.loads(text)
 

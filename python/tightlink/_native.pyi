@@ -55,6 +55,7 @@ def estimate(
     follow: bool,
     interval_s: float,
     on_update: Optional[Callable[[Dict[str, Any]], Any]],
+    capacity_bps: Optional[float],
 ) -> str: ...
 def transfer(
     target: str,

@@ -507,7 +507,7 @@ impl Agent {
         };
         let method = match &method_text {
             None => tc.methods[0],
-            Some(m) => match m.parse::<Method>() {
+            Some(m) => match crate::config::agent_method(m) {
                 Ok(m) => m,
                 Err(e) => return Response::text(400, format!("method: {e}\n")),
             },

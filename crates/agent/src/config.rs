@@ -188,12 +188,25 @@ fn methods(what: &str, names: &[String]) -> Result<Vec<Method>> {
     }
     let mut out: Vec<Method> = Vec::new();
     for n in names {
-        let m: Method = n.parse().map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+        let m = agent_method(n).map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
         if !out.contains(&m) {
             out.push(m);
         }
     }
     Ok(out)
+}
+
+/// A method the agent can run: any closed-loop method but `queue-fit`,
+/// which needs the tight link's capacity and the agent has no setting
+/// for it.
+pub fn agent_method(name: &str) -> Result<Method, String> {
+    match name.parse::<Method>() {
+        Ok(Method::QueueFit) => Err(format!(
+            "{name} needs the tight link's capacity, which the agent cannot be given"
+        )),
+        Ok(m) => Ok(m),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn jitter(what: &str, j: f64) -> Result<f64> {
@@ -468,6 +481,8 @@ target = "sim:cross=cbr:3G,seed=4"
         );
         let e = bad("[[target]]\ntarget = \"sim:\"\nmethods = [\"guess\"]\n");
         assert!(e.contains("target 1") && e.contains("methods"), "{e}");
+        let e = bad("[[target]]\ntarget = \"sim:\"\nmethods = [\"queue-fit\"]\n");
+        assert!(e.contains("target 1") && e.contains("capacity"), "{e}");
         let e = bad("[[target]]\ntarget = \"sim:\"\ninterval = \"100ms\"\n");
         assert!(e.contains("shorter than 1 s"), "{e}");
         let e = bad("[[target]]\ntarget = \"sim:\"\n[[target]]\ntarget = \"sim:\"\n");

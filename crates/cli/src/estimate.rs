@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tightlink_core::channel::GroundTruth;
 use tightlink_core::units::parse_rate;
+use tightlink_core::AnalysisParams;
 use tightlink_measure::{
     estimate, estimate_both, Bound, Capped, EstimateOptions, EstimateReport, Event, Method,
     ProbeStream, RealOptions, Target,
@@ -26,7 +27,8 @@ pub struct EstimateArgs {
     pub target: String,
     /// multirate, multirate-single-pass, multirate-prcmt-dp1,
     /// multirate-prcmt-dp2, prcmt, prcmt-pba, scan-pba, auto, pathload,
-    /// imr-avg, imr-wavelet, topp, pathchirp, bart, igi, ptr, spruce.
+    /// imr-avg, imr-wavelet, topp, queue-fit (needs --capacity), pathchirp,
+    /// bart, igi, ptr, spruce.
     #[arg(long, short, default_value = "auto", env = "TIGHTLINK_METHOD")]
     pub method: String,
     /// One JSON object on stdout instead of the human summary.
@@ -75,6 +77,10 @@ pub struct EstimateArgs {
     /// servers).
     #[arg(long, env = "TIGHTLINK_KEY_FILE")]
     pub key_file: Option<PathBuf>,
+    /// The tight link's capacity when known (e.g. 10G): `queue-fit`
+    /// needs it; `igi` and `spruce` use it instead of measuring one.
+    #[arg(long)]
+    pub capacity: Option<String>,
     /// Real servers: never probe faster than this (e.g. 500M).
     #[arg(long)]
     pub max_rate: Option<String>,
@@ -120,7 +126,14 @@ impl EstimateArgs {
                 })
                 .transpose()?
                 .unwrap_or(0),
-            ..EstimateOptions::default()
+            analysis: AnalysisParams {
+                capacity_bps: self
+                    .capacity
+                    .as_deref()
+                    .map(|c| parse_rate(c).with_context(|| format!("--capacity {c}")))
+                    .transpose()?,
+                ..AnalysisParams::default()
+            },
         })
     }
 }

@@ -91,6 +91,17 @@ fn human_output_and_errors() {
     );
     let o = tightlink(&["estimate", "sim:cross=wavy:1G"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("cross model 'wavy'"));
+    // queue-fit reads each stream given the tight link's capacity, and
+    // refuses to run without it.
+    let o = tightlink(&["estimate", "--method", "queue-fit"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("queue-fit needs the tight link's capacity (--capacity)"),
+        "{err}"
+    );
+    let o = tightlink(&["estimate", "--method", "queue-fit", "--capacity", "ten"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--capacity ten"));
 }
 
 /// `--max-bytes` caps the probe bytes: the default path's run spends

@@ -648,8 +648,9 @@ pub struct StrategyRow {
     pub median_streams: f64,
 }
 
-pub const STRATEGIES: [strategy::Method; 12] = [
+pub const STRATEGIES: [strategy::Method; 13] = [
     strategy::Method::Multirate,
+    strategy::Method::QueueFit,
     strategy::Method::Prcmt,
     strategy::Method::PrcmtPba,
     strategy::Method::ScanPba,
@@ -752,7 +753,12 @@ fn run_strategy(
     seed: u64,
 ) -> Option<tightlink_probe::Report> {
     let mut ch = SimChannel::new(spec_for(target, seed), target);
-    let a = AnalysisParams::default();
+    // queue-fit is given the simulated tight link's capacity.
+    let a = if method == strategy::Method::QueueFit {
+        params_for(target)
+    } else {
+        AnalysisParams::default()
+    };
     let mut progress = |_: f64| {};
     method
         .run(&mut ch, &a, Budget::default(), &mut progress)

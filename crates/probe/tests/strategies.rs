@@ -601,3 +601,34 @@ fn the_binary_search_s_range_is_what_its_decisions_support() {
     }
     assert!(held >= 6, "{held} of 8");
 }
+
+#[test]
+fn queue_fit_needs_the_capacity_and_reads_the_bursty_path_with_it() {
+    let target = "sim:";
+    let mut ch = SimChannel::new(parse_sim_target(target).unwrap(), target);
+    let mut progress = |_: f64| {};
+    let r = strategy::Method::QueueFit.run(
+        &mut ch,
+        &AnalysisParams::default(),
+        Budget::default(),
+        &mut progress,
+    );
+    assert!(
+        matches!(r, Err(strategy::StrategyError::NeedsCapacity("queue-fit"))),
+        "{r:?}"
+    );
+    // Given the 10 Gbit/s link, seeds 1-5 of the default (bursty) path.
+    let a = AnalysisParams {
+        capacity_bps: Some(10e9),
+        ..AnalysisParams::default()
+    };
+    for seed in 1..=5 {
+        let target = format!("sim:seed={seed}");
+        let mut ch = SimChannel::new(parse_sim_target(&target).unwrap(), &target);
+        let r = strategy::Method::QueueFit
+            .run(&mut ch, &a, Budget::default(), &mut progress)
+            .unwrap();
+        assert_eq!(r.bound, Bound::Exact, "{r:?}");
+        assert!(rel(&r).abs() < 0.1, "seed {seed}: {:+.3} ({r:?})", rel(&r));
+    }
+}

@@ -66,6 +66,9 @@ pub enum Method {
     ImrWavelet,
     /// Multi-rate streams read as TOPP rate sweeps.
     Topp,
+    /// Multi-rate streams read by the fluid queue fitted to their delays
+    /// (needs the tight link's capacity).
+    QueueFit,
     /// pathChirp's chirps and excursions.
     Pathchirp,
     /// Multi-rate streams tracked by BART's Kalman filter.
@@ -79,7 +82,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 17] = [
+    pub const ALL: [Method; 18] = [
         Method::Multirate,
         Method::MultirateSinglePass,
         Method::MultiratePrcmtDp1,
@@ -92,6 +95,7 @@ impl Method {
         Method::ImrAvg,
         Method::ImrWavelet,
         Method::Topp,
+        Method::QueueFit,
         Method::Pathchirp,
         Method::Bart,
         Method::Igi,
@@ -113,6 +117,7 @@ impl Method {
             Method::ImrAvg => "imr-avg",
             Method::ImrWavelet => "imr-wavelet",
             Method::Topp => "topp",
+            Method::QueueFit => "queue-fit",
             Method::Pathchirp => "pathchirp",
             Method::Bart => "bart",
             Method::Igi => "igi",
@@ -135,6 +140,7 @@ impl Method {
             Method::ImrAvg => CoreMethod::ImrAvg,
             Method::ImrWavelet => CoreMethod::ImrWavelet,
             Method::Topp => CoreMethod::Topp,
+            Method::QueueFit => CoreMethod::QueueFit,
             Method::Pathchirp => CoreMethod::Pathchirp,
             Method::Bart => CoreMethod::Bart,
             Method::Igi | Method::Ptr => CoreMethod::Igi,
@@ -164,6 +170,9 @@ impl Method {
         budget: Budget,
         progress: Progress,
     ) -> Result<Report, StrategyError> {
+        if self == Method::QueueFit && analysis.capacity_bps.is_none() {
+            return Err(StrategyError::NeedsCapacity(self.name()));
+        }
         let size = channel.info().probe_size_bytes;
         let mut s = Session::start(channel, budget, progress)?;
         // The method's streams leave room for the shaper trains (a probe
@@ -191,7 +200,8 @@ impl Method {
             | Method::MultirateSinglePass
             | Method::MultiratePrcmtDp1
             | Method::MultiratePrcmtDp2
-            | Method::Topp => {
+            | Method::Topp
+            | Method::QueueFit => {
                 let mut p = multirate::MultirateParams {
                     method: self.per_stream(),
                     ..Default::default()
@@ -429,6 +439,8 @@ pub enum StrategyError {
     Channel(#[from] ChannelError),
     #[error("the sender cannot probe: its link rate is {0} bit/s")]
     NoRate(f64),
+    #[error("{0} needs the tight link's capacity (--capacity)")]
+    NeedsCapacity(&'static str),
 }
 
 impl<'a> Session<'a> {
