@@ -14,8 +14,13 @@ fn run(target: &str, strategy: &str) -> Report {
 
 /// The report and every stream the run sent.
 fn run_recorded(target: &str, strategy: &str) -> (Report, Vec<ProbeStream>) {
-    let mut ch = Recorder::new(SimChannel::new(parse_sim_target(target).unwrap(), target));
-    let a = AnalysisParams::default();
+    let spec = parse_sim_target(target).unwrap();
+    // queue-fit is given the simulated tight link's capacity.
+    let a = AnalysisParams {
+        capacity_bps: (strategy == "queue-fit").then(|| spec.tight_capacity_bps()),
+        ..AnalysisParams::default()
+    };
+    let mut ch = Recorder::new(SimChannel::new(spec, target));
     let mut progress = |_: f64| {};
     let method: strategy::Method = strategy.parse().expect("a known strategy");
     let r = method
