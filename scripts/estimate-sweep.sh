@@ -7,7 +7,8 @@
 # comes from it. The last path is one ON/OFF source whose 25 Gbit/s
 # peaks saturate the link for milliseconds.
 #   scripts/estimate-sweep.sh [SEEDS] [METHOD]
-# EXTRA=",coalescence=off" appends settings to every path. queue-fit is
+# EXTRA=",coalescence=off" appends settings to every path; FIRST_SEED=201
+# starts the seeds there instead of at 1. queue-fit is
 # given each path's tight link capacity (10G, or 100G on the 100G paths).
 set -euo pipefail
 seeds=${1:-20}
@@ -27,7 +28,7 @@ for p in "${paths[@]}"; do
   if [ "$method" = queue-fit ]; then
     case $p in *100G*) flags=(--capacity 100G) ;; *) flags=(--capacity 10G) ;; esac
   fi
-  for s in $(seq 1 "$seeds"); do
+  for s in $(seq "${FIRST_SEED:-1}" $(( ${FIRST_SEED:-1} + seeds - 1 ))); do
     "$bin" estimate "$p$extra,seed=$s" --json --method "$method" "${flags[@]}" 2>/dev/null || echo '{}'
   done | python3 -c '
 import collections, json, statistics, sys

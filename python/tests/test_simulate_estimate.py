@@ -55,9 +55,9 @@ def test_jumbo_chirps_are_read_through_receive_batches():
 
 
 def test_max_bytes_caps_the_probe_cost():
-    capped = tightlink.estimate("sim:seed=1", max_bytes=10_000_000)
-    assert capped["probe_bytes"] <= 10_000_000 and capped["stop"] == "budget"
-    assert tightlink.estimate("sim:seed=1")["probe_bytes"] > 10_000_000
+    capped = tightlink.estimate("sim:seed=1", max_bytes=6_000_000)
+    assert capped["probe_bytes"] <= 6_000_000 and capped["stop"] == "budget"
+    assert tightlink.estimate("sim:seed=1")["probe_bytes"] > 6_000_000
 
 
 def test_estimate_is_the_command_line_s_json(cli):

@@ -105,20 +105,20 @@ fn human_output_and_errors() {
 }
 
 /// `--max-bytes` caps the probe bytes: the default path's run spends
-/// about 22 MB; under 10 MB it stops on the budget after three streams
-/// (2.9-3.2 MB each; a fourth would pass the cap) and answers from them.
+/// 8.3 MB on seed 1; under 6 MB it stops on the budget (the trains held
+/// back from it, 1.5 MB, still sent) and answers from its streams.
 #[test]
 fn max_bytes_caps_the_probe_cost() {
-    let o = tightlink(&["estimate", "sim:seed=1", "--json", "--max-bytes", "10MB"]);
+    let o = tightlink(&["estimate", "sim:seed=1", "--json", "--max-bytes", "6MB"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let bytes = v["probe_bytes"].as_u64().unwrap();
-    assert!(bytes <= 10_000_000 && bytes > 5_000_000, "{v}");
+    assert!(bytes <= 6_000_000 && bytes > 3_000_000, "{v}");
     assert_eq!(v["stop"], "budget", "{v}");
     assert_eq!(v["bound"], "exact", "{v}");
     let full = tightlink(&["estimate", "sim:seed=1", "--json"]);
     let full: serde_json::Value = serde_json::from_slice(&full.stdout).unwrap();
-    assert!(full["probe_bytes"].as_u64().unwrap() > 10_000_000, "{full}");
+    assert!(full["probe_bytes"].as_u64().unwrap() > 6_000_000, "{full}");
     let o = tightlink(&["estimate", "--max-bytes", "lots"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);

@@ -27,7 +27,7 @@
 //! let target = Target::parse("sim:seed=1")?;
 //! let report = estimate(&target, &EstimateOptions::default(), &mut |_| {})?;
 //! let error = report.error().expect("the simulator knows the truth");
-//! assert!(error.abs() < 0.05, "{report:?}");
+//! assert!(error.abs() < 0.1, "{report:?}");
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 //!

@@ -91,6 +91,11 @@ pub struct MultirateParams {
     pub min_sub_stream_ns: f64,
     /// ... with at least this many packets (never more than `per_rate`).
     pub per_rate_unbatched: usize,
+    /// The wide scan's slower rates as long in time as its top rate
+    /// (packets in proportion to the rate, an eighth of `per_rate` at
+    /// least) instead of `per_rate` packets each: they only have to show
+    /// that nothing queues there.
+    pub equal_time_scan: bool,
 }
 
 impl Default for MultirateParams {
@@ -109,6 +114,7 @@ impl Default for MultirateParams {
             swing_horizon: 10,
             min_sub_stream_ns: 1e6,
             per_rate_unbatched: 32,
+            equal_time_scan: false,
         }
     }
 }
@@ -318,6 +324,8 @@ pub fn wide_scan(
     loop {
         let sched = if rescanned {
             equal_time_schedule(&rates, per_rate, params.per_rate, params.size_bytes)
+        } else if params.equal_time_scan {
+            equal_time_schedule(&rates, per_rate, per_rate / 8, params.size_bytes)
         } else {
             multi_rate_schedule(&rates, per_rate, params.size_bytes)
         };
