@@ -9,6 +9,7 @@
 # FAR_END=twamp measures against `tightlink reflector` (TWAMP-light, UDP
 # 862) with `estimate twamp:10.201.2.2` instead of `tightlink server`.
 # TBF="rate 200mbit burst 256k limit 400000" replaces the tbf's settings.
+# queue-fit is given the tbf's 200 Mbit/s as the capacity.
 set -euo pipefail
 far=${FAR_END:-server}
 runs=${1:-10}; shift || true
@@ -33,8 +34,10 @@ server=$!
 trap 'kill $server 2>/dev/null; down' EXIT
 sleep 0.3
 for m in "${methods[@]}"; do
+  flags=()
+  [ "$m" = queue-fit ] && flags=(--capacity 200M)
   for i in $(seq 1 "$runs"); do
-    ip netns exec $s "$bin" estimate "$target" --json --method "$m" |
+    ip netns exec $s "$bin" estimate "$target" --json --method "$m" "${flags[@]}" |
       python3 -c 'import json,sys; v=json.load(sys.stdin); print(v["target"], v["method"], round(v["available_bandwidth_bps"]/1e6,1), v["bound"], v["streams"], round(v["probe_bytes"]/1e6,2), round(v["wall_s"],2))'
   done
 done
