@@ -631,11 +631,10 @@ const COMPARE_METHODS: &str = "multirate,prcmt+bass,pathload,topp,pathchirp,igi,
 fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
     let lab = lab_of(&a.target)?;
     let methods: Vec<String> = match (&a.method, compare) {
-        // Every closed-loop method but queue-fit, which needs the tight
-        // link's capacity.
+        // Every closed-loop method (queue-fit given the scenario's tight
+        // link capacity).
         (Some(m), _) if m == "all" => tightlink_measure::Method::ALL
             .iter()
-            .filter(|m| **m != tightlink_measure::Method::QueueFit)
             .map(|m| m.name().to_string())
             .collect(),
         (Some(m), _) => m.split(',').map(|s| s.trim().to_string()).collect(),
@@ -643,14 +642,8 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
         (None, false) => lab.scenario.methods.clone(),
     };
     for m in &methods {
-        let parsed = m
-            .parse::<tightlink_measure::Method>()
+        m.parse::<tightlink_measure::Method>()
             .map_err(|e| anyhow::anyhow!("--method {e}"))?;
-        if parsed == tightlink_measure::Method::QueueFit {
-            anyhow::bail!(
-                "--method {m}: it needs the tight link's capacity, which lab runs do not give"
-            );
-        }
     }
     let tool = match (&a.tool, &a.pick) {
         (Some(c), Some(p)) => Some(Tool {

@@ -464,6 +464,12 @@ fn one_run(
         Entry::Method(method) => {
             let mut cmd = in_ns(lab, "snd", &opts.exe);
             cmd.args(["estimate", RCV_IP, "--method", method, "--json"]);
+            if *method == "queue-fit" {
+                // The lab knows its tight link: tbf's rate, at the layer
+                // real paths are measured at.
+                let c = lab.scenario.tight_capacity_bps().round() as u64;
+                cmd.args(["--capacity", &c.to_string()]);
+            }
             let r = run_child(cmd, ESTIMATE_TIMEOUT);
             let end = realtime_ns();
             let mut window = (start_ns, end);

@@ -338,6 +338,17 @@ impl Scenario {
         }
     }
 
+    /// The capacity of the tight link: the hop with the least rate left
+    /// after the cross traffic meant for it (`queue-fit` needs it).
+    pub fn tight_capacity_bps(&self) -> f64 {
+        (0..self.hops.len())
+            .min_by(|&a, &b| {
+                (self.hops[a].rate_bps - self.cross_bps_on(a))
+                    .total_cmp(&(self.hops[b].rate_bps - self.cross_bps_on(b)))
+            })
+            .map_or(0.0, |i| self.hops[i].rate_bps)
+    }
+
     /// The available bandwidth the scenario intends: min over hops of rate
     /// minus the cross rate on it (TCP flows make it unknowable: `None`).
     pub fn nominal_available_bps(&self) -> Option<f64> {
@@ -396,6 +407,9 @@ mod tests {
             })
             .unwrap();
         assert_ne!(narrow, tight);
+        // The 250 Mbit/s hop with 150 of CBR, not the 150 Mbit/s one.
+        assert_eq!(s.tight_capacity_bps(), 250e6);
+        assert_eq!(Scenario::load("cbr30").unwrap().tight_capacity_bps(), 200e6);
     }
 
     #[test]
