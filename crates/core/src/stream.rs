@@ -123,7 +123,7 @@ pub fn rate_bps(bytes: f64, ns: f64) -> Option<f64> {
 /// The smallest positive gap between consecutive send times, ns; `None`
 /// when send times never advance. Arrivals closer than half of it were
 /// stamped together: the sender spaced no two packets that closely.
-fn min_send_gap_ns(packets: &[ProbePacket]) -> Option<f64> {
+pub(crate) fn min_send_gap_ns(packets: &[ProbePacket]) -> Option<f64> {
     packets
         .windows(2)
         .map(|w| w[1].send_ns.saturating_sub(w[0].send_ns))

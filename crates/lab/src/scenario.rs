@@ -338,15 +338,19 @@ impl Scenario {
         }
     }
 
-    /// The capacity of the tight link: the hop with the least rate left
-    /// after the cross traffic meant for it (`queue-fit` needs it).
+    /// A hop's rate minus the cross rate meant for it.
+    fn free_bps_on(&self, i: usize) -> f64 {
+        self.hops[i].rate_bps - self.cross_bps_on(i)
+    }
+
+    /// The tight hop: the least rate left after its cross traffic.
+    fn tight_hop(&self) -> Option<usize> {
+        (0..self.hops.len()).min_by(|&a, &b| self.free_bps_on(a).total_cmp(&self.free_bps_on(b)))
+    }
+
+    /// The capacity of the tight link (`queue-fit` needs it).
     pub fn tight_capacity_bps(&self) -> f64 {
-        (0..self.hops.len())
-            .min_by(|&a, &b| {
-                (self.hops[a].rate_bps - self.cross_bps_on(a))
-                    .total_cmp(&(self.hops[b].rate_bps - self.cross_bps_on(b)))
-            })
-            .map_or(0.0, |i| self.hops[i].rate_bps)
+        self.tight_hop().map_or(0.0, |i| self.hops[i].rate_bps)
     }
 
     /// The available bandwidth the scenario intends: min over hops of rate
@@ -355,9 +359,7 @@ impl Scenario {
         if self.cross.as_ref().is_some_and(|c| c.tcp_flows > 0) {
             return None;
         }
-        (0..self.hops.len())
-            .map(|i| self.hops[i].rate_bps - self.cross_bps_on(i))
-            .min_by(f64::total_cmp)
+        self.tight_hop().map(|i| self.free_bps_on(i))
     }
 }
 

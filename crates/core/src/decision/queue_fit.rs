@@ -31,7 +31,7 @@
 //! beside A (a free slope, least squares) put only 63 % there.
 
 use super::Bound;
-use crate::stream::ProbeStream;
+use crate::stream::{diff_ns, min_send_gap_ns, ProbeStream};
 
 /// What the fit read.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,6 +84,15 @@ const REFINE: usize = 30;
 /// 95.4 / 81.8, 95.5, 84.0 %; 12 95.0 / 82.3, 96.0, 84.2 %.
 pub const MIN_F: f64 = 15.0;
 
+/// One receive batch: its first stamp (the interrupt), its latest
+/// packet and that packet's stamp, and how many packets it held.
+struct Batch {
+    irq_ns: i64,
+    last_index: usize,
+    last_stamp_ns: i64,
+    packets: usize,
+}
+
 /// The delay points: `(packet index, one-way delay ns)`. Under receive
 /// batches one per batch: its first stamp, the interrupt, against the
 /// send time of its last packet, which arrived just before it (the
@@ -93,30 +102,28 @@ pub const MIN_F: f64 = 15.0;
 /// 56 streams whose truth lay above every rate read "at least", now 38).
 /// Else every packet's.
 fn delay_points(stream: &ProbeStream) -> Vec<(usize, f64)> {
-    if stream.receive_batch_count().is_some() {
-        let p = &stream.packets;
-        let min_gap = p
-            .windows(2)
-            .map(|w| crate::stream::diff_ns(w[1].send_ns, w[0].send_ns))
-            .filter(|g| *g > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        // Each batch: its first stamp (the interrupt), its latest packet,
-        // its last stamp, packets received.
-        let mut batches: Vec<(i64, usize, i64, usize)> = Vec::new();
+    let p = &stream.packets;
+    if let (Some(_), Some(min_gap)) = (stream.receive_batch_count(), min_send_gap_ns(p)) {
+        let mut batches: Vec<Batch> = Vec::new();
         for (i, k) in p.iter().enumerate() {
             let Some(r) = k.recv_ns else { continue };
             match batches.last_mut() {
-                Some((_, j, last, n)) if crate::stream::diff_ns(r, *last) < 0.5 * min_gap => {
-                    *j = i;
-                    *last = r;
-                    *n += 1;
+                Some(b) if diff_ns(r, b.last_stamp_ns) < 0.5 * min_gap => {
+                    b.last_index = i;
+                    b.last_stamp_ns = r;
+                    b.packets += 1;
                 }
-                _ => batches.push((r, i, r, 1)),
+                _ => batches.push(Batch {
+                    irq_ns: r,
+                    last_index: i,
+                    last_stamp_ns: r,
+                    packets: 1,
+                }),
             }
         }
         let mut out: Vec<(usize, f64)> = batches
             .iter()
-            .map(|&(first, j, _, _)| (j, crate::stream::diff_ns(first, p[j].send_ns)))
+            .map(|b| (b.last_index, diff_ns(b.irq_ns, p[b.last_index].send_ns)))
             .collect();
         // The last batch's interrupt waits out the moderation interval
         // after the stream has ended: its packets arrived at the pace of
@@ -124,19 +131,18 @@ fn delay_points(stream: &ProbeStream) -> Vec<(usize, f64)> {
         // it stood, it reads as a queue of up to one interval at the top
         // rate, and streams whose truth lay above every rate answered
         // exact).
-        let b = batches.len();
-        if b >= 3 {
-            let (irq, j, _, n) = batches[b - 1];
-            let (irq1, _, _, n1) = batches[b - 2];
-            let per_packet_ns = crate::stream::diff_ns(irq1, batches[b - 3].0) / n1 as f64;
-            let arrival_after_irq1 =
-                (n as f64 * per_packet_ns).min(crate::stream::diff_ns(irq, irq1));
-            out[b - 1] = (
-                j,
-                crate::stream::diff_ns(irq1, p[j].send_ns) + arrival_after_irq1,
-            );
-        } else {
-            out.pop();
+        match batches.as_slice() {
+            [.., before, prev, last] => {
+                let per_packet_ns = diff_ns(prev.irq_ns, before.irq_ns) / prev.packets as f64;
+                let arrival_after_prev =
+                    (last.packets as f64 * per_packet_ns).min(diff_ns(last.irq_ns, prev.irq_ns));
+                let j = last.last_index;
+                *out.last_mut().expect("one point per batch") =
+                    (j, diff_ns(prev.irq_ns, p[j].send_ns) + arrival_after_prev);
+            }
+            _ => {
+                out.pop();
+            }
         }
         return out;
     }
@@ -187,7 +193,7 @@ pub fn queue_fit(
         .collect();
     let gap_ns: Vec<f64> = p
         .windows(2)
-        .map(|w| crate::stream::diff_ns(w[1].send_ns, w[0].send_ns))
+        .map(|w| diff_ns(w[1].send_ns, w[0].send_ns))
         .collect();
     if gap_ns.iter().sum::<f64>() <= 0.0 {
         return None;
