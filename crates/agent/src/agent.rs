@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use tightlink_core::rng::Rng;
+use tightlink_measure::analysis::AnalysisParams;
 use tightlink_measure::{estimate, EstimateOptions, Method, RealOptions, Target};
 
 use crate::config::{glob_match, AgentConfig, TargetConfig};
@@ -261,6 +262,10 @@ impl Agent {
                 max_rate_bps: tc.max_rate_bps,
                 ..RealOptions::default()
             },
+            analysis: AnalysisParams {
+                capacity_bps: tc.capacity_bps,
+                ..AnalysisParams::default()
+            },
             ..EstimateOptions::default()
         };
         let started_unix_ns = unix_ns();
@@ -502,12 +507,13 @@ impl Agent {
                     max_rate_bps: None,
                     max_streams: 60,
                     reverse: false,
+                    capacity_bps: None,
                 }
             }
         };
         let method = match &method_text {
             None => tc.methods[0],
-            Some(m) => match crate::config::agent_method(m) {
+            Some(m) => match crate::config::agent_method(m, tc.capacity_bps.is_some()) {
                 Ok(m) => m,
                 Err(e) => return Response::text(400, format!("method: {e}\n")),
             },

@@ -63,6 +63,10 @@ pub struct TargetFile {
     pub key_file: Option<PathBuf>,
     pub max_rate: Option<String>,
     pub max_streams: Option<usize>,
+    /// The tight link's capacity, when the operator knows it (`10G`):
+    /// `queue-fit` needs it; `igi` and `spruce` use it instead of
+    /// measuring one.
+    pub capacity: Option<String>,
     /// Measure from the far end toward this host.
     pub reverse: Option<bool>,
 }
@@ -106,6 +110,7 @@ pub struct TargetConfig {
     pub max_rate_bps: Option<f64>,
     pub max_streams: usize,
     pub reverse: bool,
+    pub capacity_bps: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -182,13 +187,13 @@ fn period(what: &str, s: &str) -> Result<f64> {
     Ok(v)
 }
 
-fn methods(what: &str, names: &[String]) -> Result<Vec<Method>> {
+fn methods(what: &str, names: &[String], capacity_known: bool) -> Result<Vec<Method>> {
     if names.is_empty() {
         bail!("{what}: an empty list (give at least one method)");
     }
     let mut out: Vec<Method> = Vec::new();
     for n in names {
-        let m = agent_method(n).map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+        let m = agent_method(n, capacity_known).map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
         if !out.contains(&m) {
             out.push(m);
         }
@@ -196,13 +201,12 @@ fn methods(what: &str, names: &[String]) -> Result<Vec<Method>> {
     Ok(out)
 }
 
-/// A method the agent can run: any closed-loop method but `queue-fit`,
-/// which needs the tight link's capacity and the agent has no setting
-/// for it.
-pub fn agent_method(name: &str) -> Result<Method, String> {
+/// A method the agent can run toward a target: any closed-loop method,
+/// `queue-fit` only where the target's capacity is configured.
+pub fn agent_method(name: &str, capacity_known: bool) -> Result<Method, String> {
     match name.parse::<Method>() {
-        Ok(Method::QueueFit) => Err(format!(
-            "{name} needs the tight link's capacity, which the agent cannot be given"
+        Ok(Method::QueueFit) if !capacity_known => Err(format!(
+            "{name} needs the tight link's capacity: give the target `capacity = \"10G\"` (its rate, when known)"
         )),
         Ok(m) => Ok(m),
         Err(e) => Err(e.to_string()),
@@ -257,7 +261,9 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
         .clone()
         .or(file.methods)
         .unwrap_or_else(|| vec!["auto".to_string()]);
-    methods(&at("methods"), &d_methods)?;
+    // Checked here for the names; `queue-fit` is checked per target,
+    // where a capacity may be given.
+    methods(&at("methods"), &d_methods, true)?;
 
     let mut entries: Vec<TargetFile> = file.targets;
     for t in &over.targets {
@@ -310,12 +316,23 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
                 parse_rate(r).map_err(|e| anyhow::anyhow!("{}", here(&format!("max_rate: {e}"))))
             })
             .transpose()?;
+        let capacity_bps = t
+            .capacity
+            .as_deref()
+            .map(|r| {
+                parse_rate(r).map_err(|e| anyhow::anyhow!("{}", here(&format!("capacity: {e}"))))
+            })
+            .transpose()?;
         if t.max_streams == Some(0) {
             bail!("{}", here("max_streams must be at least 1"));
         }
         targets.push(TargetConfig {
             name,
-            methods: methods(&here("methods"), t.methods.as_ref().unwrap_or(&d_methods))?,
+            methods: methods(
+                &here("methods"),
+                t.methods.as_ref().unwrap_or(&d_methods),
+                capacity_bps.is_some(),
+            )?,
             interval_s,
             jitter: jitter(&here("jitter"), t.jitter.unwrap_or(d_jitter))?,
             timeout_s: period(&here("timeout"), t.timeout.as_deref().unwrap_or(&d_timeout))?,
@@ -323,6 +340,7 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
             max_rate_bps,
             max_streams: t.max_streams.unwrap_or(60),
             reverse: t.reverse.unwrap_or(false),
+            capacity_bps,
             target,
         });
     }
@@ -464,6 +482,17 @@ target = "sim:cross=cbr:3G,seed=4"
     }
 
     #[test]
+    fn a_target_with_a_capacity_may_run_queue_fit() {
+        let f = parse_file(
+            "[[target]]\ntarget = \"sim:\"\nmethods = [\"queue-fit\", \"auto\"]\ncapacity = \"10G\"\n",
+        )
+        .unwrap();
+        let c = resolve(f, &Overrides::default(), None).unwrap();
+        assert_eq!(c.targets[0].methods, vec![Method::QueueFit, Method::Auto]);
+        assert_eq!(c.targets[0].capacity_bps, Some(10e9));
+    }
+
+    #[test]
     fn bad_settings_say_what_and_where() {
         let bad = |text: &str| {
             resolve(
@@ -483,6 +512,12 @@ target = "sim:cross=cbr:3G,seed=4"
         assert!(e.contains("target 1") && e.contains("methods"), "{e}");
         let e = bad("[[target]]\ntarget = \"sim:\"\nmethods = [\"queue-fit\"]\n");
         assert!(e.contains("target 1") && e.contains("capacity"), "{e}");
+        let e = bad("[[target]]\ntarget = \"sim:\"\ncapacity = \"fast\"\n");
+        assert!(e.contains("target 1") && e.contains("capacity: "), "{e}");
+        // The global default list names queue-fit: a target with no
+        // capacity is the one at fault.
+        let e = bad("methods = [\"queue-fit\"]\n[[target]]\ntarget = \"sim:\"\ncapacity = \"10G\"\n[[target]]\ntarget = \"sim:seed=2\"\n");
+        assert!(e.contains("target 2") && e.contains("capacity"), "{e}");
         let e = bad("[[target]]\ntarget = \"sim:\"\ninterval = \"100ms\"\n");
         assert!(e.contains("shorter than 1 s"), "{e}");
         let e = bad("[[target]]\ntarget = \"sim:\"\n[[target]]\ntarget = \"sim:\"\n");

@@ -490,6 +490,11 @@ min_interval = "30s"
 [[target]]
 name = "default"
 target = "sim:"
+
+[[target]]
+name = "known"
+target = "sim:seed=3"
+capacity = "10G"
 "#,
     );
     let agent = AgentProc::start(&cfg);
@@ -517,6 +522,16 @@ target = "sim:"
         get(addr, "/probe?target=default&method=prcmt").0,
         429,
         "again within min_interval"
+    );
+    // queue-fit only toward a target whose capacity is configured.
+    let (st, body) = get(addr, "/probe?target=default&method=queue-fit");
+    assert!(st == 400 && body.contains("capacity"), "{st} {body}");
+    let (st, body) = get(addr, "/probe?target=known&method=queue-fit");
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(
+        sample(&body, "tightlink_up", "method=\"queue-fit\""),
+        Some(1.0),
+        "{body}"
     );
 
     // Eight idle connections from one address hold its share of slots
@@ -573,8 +588,8 @@ target = "sim:"
     let probes = rows(&db).iter().filter(|r| r.origin == "probe").count();
     assert_eq!(
         probes,
-        count(200) + 1,
-        "the flood's 200s and the first probe"
+        count(200) + 2,
+        "the flood's 200s, the first probe and the queue-fit one"
     );
     // A hundred targets named by clients share one counter label.
     let (_, m) = get_from(Ipv4Addr::new(127, 0, 3, 2), addr, "/metrics", "");
@@ -583,7 +598,11 @@ target = "sim:"
         .filter(|l| l.starts_with("tightlink_agent_measurements_total{"))
         .filter(|l| l.contains("origin=\"probe\""))
         .collect();
-    assert_eq!(by_probe.len(), 2, "'default' and the pattern's: {m}");
+    assert_eq!(
+        by_probe.len(),
+        3,
+        "'default', 'known' and the pattern's: {m}"
+    );
     assert_eq!(
         sample(
             &m,
