@@ -97,8 +97,11 @@ pub fn run(args: AgentArgs) -> Result<()> {
         println!("retention  {} s", cfg.retention_s);
         for t in &cfg.targets {
             let ms: Vec<&str> = t.methods.iter().map(|m| m.name()).collect();
+            let capacity = t.capacity_bps.map_or(String::new(), |c| {
+                format!(", capacity {}", tightlink_core::units::format_rate(c))
+            });
             println!(
-                "target     {}  ({})  {}  every {} s +- {:.0} %, timeout {} s",
+                "target     {}  ({})  {}  every {} s +- {:.0} %, timeout {} s{capacity}",
                 t.name,
                 t.target,
                 ms.join(","),
