@@ -800,11 +800,11 @@ fn pct(v: Option<f64>) -> String {
 }
 
 pub fn print_table(results: &[MethodSummary]) {
-    println!("| scenario | method | truth (median) | median err | p90 err | bias | answered | holds truth | swings | time (median) | probe bytes (median) |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| scenario | method | truth (median) | median err | p90 err | bias | bias (offered) | answered | holds truth | swings | time (median) | probe bytes (median) | cross dropped (median) |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in results {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |",
             m.scenario,
             m.method,
             m.median_truth_bps
@@ -812,6 +812,8 @@ pub fn print_table(results: &[MethodSummary]) {
             pct(m.median_rel_error),
             pct(m.p90_rel_error),
             m.median_signed_rel_error
+                .map_or("-".into(), |v| format!("{:+.1} %", v * 100.0)),
+            m.median_signed_rel_error_offered
                 .map_or("-".into(), |v| format!("{:+.1} %", v * 100.0)),
             (m.answered_share * m.runs as f64).round(),
             m.runs,
@@ -825,6 +827,8 @@ pub fn print_table(results: &[MethodSummary]) {
                 .map_or("-".into(), |d| format!("{d:.2} s")),
             m.median_probe_bytes
                 .map_or("-".into(), |b| format!("{:.1} MB", b / 1e6)),
+            m.median_cross_dropped_bytes
+                .map_or("-".into(), |b| format!("{:.0} KB", b / 1e3)),
         );
     }
 }

@@ -48,6 +48,10 @@ pub struct Truth {
     pub sink_bps: f64,
     /// Tool traffic delivered to the receiver, bit/s.
     pub receiver_bps: f64,
+    /// Cross traffic its sender handed to its entry router, bit/s: more
+    /// than the hops carried when a queue dropped some of it (the
+    /// probes' own overflow among the causes).
+    pub offered_cross_bps: f64,
     pub hop_drops: Vec<u64>,
     pub window_s: f64,
     /// Share of the host's CPU time the hypervisor took over the window
@@ -166,6 +170,7 @@ pub fn truth(
         hop_cross_bps: rates_bps.iter().zip(&avail).map(|(c, a)| c - a).collect(),
         sink_bps: (b.cross - a.cross) * 8.0 / secs,
         receiver_bps: (b.rcv - a.rcv) * 8.0 / secs,
+        offered_cross_bps: (b.offered_cross - a.offered_cross) * 8.0 / secs,
         hop_drops: a
             .hop_drops
             .iter()
