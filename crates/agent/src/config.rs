@@ -309,20 +309,15 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
         if let Some(k) = &t.key_file {
             std::fs::metadata(k).with_context(|| here(&format!("key_file {}", k.display())))?;
         }
-        let max_rate_bps = t
-            .max_rate
-            .as_deref()
-            .map(|r| {
-                parse_rate(r).map_err(|e| anyhow::anyhow!("{}", here(&format!("max_rate: {e}"))))
+        // A rate setting (`500M`), its key named in the error.
+        let rate = |key: &str, text: Option<&str>| -> Result<Option<f64>> {
+            text.map(|r| {
+                parse_rate(r).map_err(|e| anyhow::anyhow!("{}", here(&format!("{key}: {e}"))))
             })
-            .transpose()?;
-        let capacity_bps = t
-            .capacity
-            .as_deref()
-            .map(|r| {
-                parse_rate(r).map_err(|e| anyhow::anyhow!("{}", here(&format!("capacity: {e}"))))
-            })
-            .transpose()?;
+            .transpose()
+        };
+        let max_rate_bps = rate("max_rate", t.max_rate.as_deref())?;
+        let capacity_bps = rate("capacity", t.capacity.as_deref())?;
         if t.max_streams == Some(0) {
             bail!("{}", here("max_streams must be at least 1"));
         }
