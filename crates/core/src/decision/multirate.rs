@@ -241,13 +241,9 @@ fn bracket_interior_crossing(g: &[Gap], k: usize, subs: &[SubStream], e: Estimat
     if (e.abw_bps - at).abs() > 0.25 * (at - below) {
         return e;
     }
-    let run = &g[k + 1..];
-    let recv_ns: f64 = run.iter().map(|x| x.recv_ns).sum();
-    let recv_bits: f64 = run.iter().map(|x| 8.0 * x.recv_bytes).sum();
-    if recv_ns <= 0.0 {
+    let Some(recv_bps) = delivered_bps(&g[k + 1..]) else {
         return e;
-    }
-    let recv_bps = recv_bits / recv_ns * 1e9;
+    };
     Estimate {
         abw_bps: recv_bps.clamp(below, at),
         bound: Bound::Exact,
@@ -266,6 +262,7 @@ const CAP_MIN_RUN_GAPS: usize = 32;
 /// stream's mean available bandwidth.
 const CAP_HALVES_AGREE: f64 = 0.05;
 
+/// The rate `run`'s packets arrived at: their bits over its receive gaps.
 fn delivered_bps(run: &[Gap]) -> Option<f64> {
     let ns: f64 = run.iter().map(|x| x.recv_ns).sum();
     let bits: f64 = run.iter().map(|x| 8.0 * x.recv_bytes).sum();
@@ -467,39 +464,46 @@ mod tests {
     /// answer 100 Gbit/s (the rate just before the run); the stream says
     /// the truth is in (80, 100], and the run's receive rate, 8000 bits per
     /// `recv` ns, is the answer when it falls inside, clamped otherwise.
+    /// Gaps of 1000-byte packets 1..=`n`, `(send_ns, recv_ns)` of each
+    /// from `at`, read as one smoothing pass.
+    fn gaps_1000(n: u32, at: impl Fn(u32) -> (f64, f64)) -> Multipass {
+        let gaps = (1..=n)
+            .map(|p| {
+                let (send_ns, recv_ns) = at(p);
+                Gap {
+                    send_ns,
+                    recv_ns,
+                    sent_bytes: 1000.0,
+                    recv_bytes: 1000.0,
+                    end_packet: p,
+                }
+            })
+            .collect();
+        Multipass {
+            gaps,
+            passes: 1,
+            robust: true,
+        }
+    }
+
+    /// Sub-streams from `(start, end, rate_bps)`.
+    fn sub_streams<const N: usize>(s: [(usize, usize, f64); N]) -> [SubStream; N] {
+        s.map(|(start, end, rate_bps)| SubStream {
+            start,
+            end,
+            rate_bps,
+        })
+    }
+
     #[test]
     fn a_crossing_inside_a_sub_stream_is_bracketed() {
         let stream = |recv: f64| {
-            let gaps = (1..=30u32)
-                .map(|p| {
-                    let send = if p <= 10 { 100.0 } else { 80.0 };
-                    Gap {
-                        send_ns: send,
-                        recv_ns: if p >= 15 { recv } else { send },
-                        sent_bytes: 1000.0,
-                        recv_bytes: 1000.0,
-                        end_packet: p,
-                    }
-                })
-                .collect();
-            Multipass {
-                gaps,
-                passes: 1,
-                robust: true,
-            }
+            gaps_1000(30, |p| {
+                let send = if p <= 10 { 100.0 } else { 80.0 };
+                (send, if p >= 15 { recv } else { send })
+            })
         };
-        let subs = [
-            SubStream {
-                start: 0,
-                end: 11,
-                rate_bps: 80e9,
-            },
-            SubStream {
-                start: 11,
-                end: 31,
-                rate_bps: 100e9,
-            },
-        ];
+        let subs = sub_streams([(0, 11, 80e9), (11, 31, 100e9)]);
         let rule = Consistency::EveryGap;
         let plain = estimate_from_smoothed(&stream(8000.0 / 90.0), &[], rule, 0.0, 2).unwrap();
         assert!((plain.abw_bps - 100e9).abs() < 1.0);
@@ -533,53 +537,22 @@ mod tests {
     #[test]
     fn a_boundary_answer_is_at_most_what_the_run_delivered() {
         let stream = |n: u32, second_half_ns: f64| {
-            let gaps = (1..=20 + n)
-                .map(|p| {
-                    let send = match p {
-                        1..=10 => 100.0,
-                        11..=19 => 80.0,
-                        20 => 75.0,
-                        _ => 8000.0 / 120.0,
-                    };
-                    let recv = match p {
-                        1..=20 => send,
-                        _ if p > 20 + n / 2 => second_half_ns,
-                        _ => 8000.0 / 90.0,
-                    };
-                    Gap {
-                        send_ns: send,
-                        recv_ns: recv,
-                        sent_bytes: 1000.0,
-                        recv_bytes: 1000.0,
-                        end_packet: p,
-                    }
-                })
-                .collect();
-            Multipass {
-                gaps,
-                passes: 1,
-                robust: true,
-            }
+            gaps_1000(20 + n, |p| {
+                let send = match p {
+                    1..=10 => 100.0,
+                    11..=19 => 80.0,
+                    20 => 75.0,
+                    _ => 8000.0 / 120.0,
+                };
+                let recv = match p {
+                    1..=20 => send,
+                    _ if p > 20 + n / 2 => second_half_ns,
+                    _ => 8000.0 / 90.0,
+                };
+                (send, recv)
+            })
         };
-        let subs = |n: usize| {
-            [
-                SubStream {
-                    start: 0,
-                    end: 11,
-                    rate_bps: 80e9,
-                },
-                SubStream {
-                    start: 11,
-                    end: 21,
-                    rate_bps: 100e9,
-                },
-                SubStream {
-                    start: 21,
-                    end: 21 + n,
-                    rate_bps: 120e9,
-                },
-            ]
-        };
+        let subs = |n: usize| sub_streams([(0, 11, 80e9), (11, 21, 100e9), (21, 21 + n, 120e9)]);
         let rule = Consistency::EveryGap;
         let steady = 8000.0 / 90.0;
         let e = estimate_from_smoothed(&stream(40, steady), &subs(40), rule, 0.0, 2).unwrap();
