@@ -23,6 +23,7 @@ fn quick_eval_prints_tables_and_draws_plots() {
         "## Multi-rate estimates, Range 30 %",
         "## Truth outside the probed rates",
         "## Sensitivity to Range and packets per rate",
+        "## Each sub-stream read by its own truth",
         "## pathChirp: chirps on the same paths",
         "## BART following a step",
         "## Closed-loop strategies",

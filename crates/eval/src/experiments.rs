@@ -164,11 +164,22 @@ pub struct Sample {
     pub truth_bps: f64,
     /// Single-rate: the probing rate; multi-rate: the centre of the rates.
     pub rate_bps: f64,
+    /// Multi-rate: each sub-stream's own truth (its time at the tight
+    /// link); empty where not asked or a sub-stream had none.
+    pub part_truths_bps: Vec<f64>,
 }
 
 /// Simulates `n` streams on `target`; `schedule(u)` gives the send times
-/// and the rate for a uniform draw `u` in [0, 1).
-fn simulate<F>(base_seed: u64, label: &str, target: &str, n: usize, schedule: F) -> Vec<Sample>
+/// and the rate for a uniform draw `u` in [0, 1). With `part_len` > 0 each
+/// run of that many packets gets its own truth too.
+fn simulate<F>(
+    base_seed: u64,
+    label: &str,
+    target: &str,
+    n: usize,
+    part_len: usize,
+    schedule: F,
+) -> Vec<Sample>
 where
     F: Fn(f64) -> (Vec<i64>, f64) + Sync,
 {
@@ -185,12 +196,22 @@ where
                     let (sched, rate_bps) = schedule(draw.unit());
                     let offsets: Vec<i64> = sched.iter().map(|t| t - sched[0]).collect();
                     let sizes = vec![SIZE_BYTES; offsets.len()];
-                    let s = path.send_stream(i as u64, &offsets, &sizes);
+                    let part_starts: Vec<usize> = if part_len > 0 {
+                        (0..offsets.len()).step_by(part_len).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let s = path.send_stream_in_parts(i as u64, &offsets, &sizes, &part_starts);
                     let truth_bps = s.truth?.available_bps;
                     Some(Sample {
                         stream: s.stream,
                         truth_bps,
                         rate_bps,
+                        part_truths_bps: s
+                            .part_truths_bps
+                            .into_iter()
+                            .collect::<Option<_>>()
+                            .unwrap_or_default(),
                     })
                 })
                 .collect()
@@ -225,7 +246,7 @@ pub fn decision_error(
     for &len in lengths {
         let len = len * case.length_scale;
         let label = format!("single/{}/{len}", case.target);
-        let samples = simulate(base_seed, &label, case.target, n, |u| {
+        let samples = simulate(base_seed, &label, case.target, n, 0, |u| {
             let r = nominal * (0.67 + 0.53 * u);
             (single_rate_schedule(r, len, SIZE_BYTES, 0), r)
         });
@@ -362,7 +383,7 @@ fn multi_samples(
         .expect("valid")
         .nominal_available_bps();
     let label = format!("multi/{target}/{range}/{per_rate}");
-    simulate(base_seed, &label, target, n, |u| {
+    simulate(base_seed, &label, target, n, per_rate, |u| {
         // Centres within +-20 % of the nominal available bandwidth, as a
         // strategy's re-centred streams would be.
         let centre = nominal * (0.8 + 0.4 * u);
@@ -506,7 +527,7 @@ pub fn out_of_range(base_seed: u64, case: &PathCase, n: usize) -> Vec<OutOfRange
         .nominal_available_bps();
     let per_rate = 64 * case.length_scale;
     let label = format!("outside/{}", case.target);
-    let samples = simulate(base_seed, &label, case.target, n, |u| {
+    let samples = simulate(base_seed, &label, case.target, n, 0, |u| {
         let centre = if u < 0.5 {
             nominal * (0.45 + 0.4 * u)
         } else {
@@ -636,6 +657,106 @@ pub fn sensitivity(base_seed: u64, case: &PathCase, n: usize) -> Vec<Sensitivity
         .collect()
 }
 
+/// What a rule that reads every sub-stream right could reach: each
+/// sub-stream of a multi-rate stream judged against its own truth (its
+/// rate above what it met at the tight link, or not), the stream answered
+/// from the bracket between two rates that best fits those judgements,
+/// and scored against the whole stream's truth as the rows above are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubStreamCeiling {
+    pub range: f64,
+    pub per_rate: usize,
+    pub streams: usize,
+    /// Streams with a sub-stream whose rate lies on the other side of its
+    /// own truth than of the stream's: reading it right moves the bracket.
+    pub split: f64,
+    /// Within +-10 %: the best-fitting bracket's midpoint (the mean of
+    /// tied brackets' midpoints).
+    pub midpoint_within: f64,
+    /// Within +-10 % for the best point of any best-fitting bracket: no
+    /// rule that answers inside the bracket its sub-streams' states imply
+    /// does better on these streams.
+    pub best_within: f64,
+    /// `multirate` and `queue-fit` (capacity given) on the same streams.
+    pub multirate_within: f64,
+    pub queue_fit_within: f64,
+}
+
+/// The thresholds `k` (rates `..k` below what they met, `k..` above) that
+/// disagree with the fewest of the sub-streams' states `above` (rates in
+/// increasing order); `0` and `above.len()` say every rate was above or
+/// below.
+pub fn best_thresholds(above: &[bool]) -> Vec<usize> {
+    let misses = |k: usize| {
+        above[..k].iter().filter(|&&a| a).count() + above[k..].iter().filter(|&&a| !a).count()
+    };
+    let fewest = (0..=above.len()).map(misses).min().unwrap_or(0);
+    (0..=above.len()).filter(|&k| misses(k) == fewest).collect()
+}
+
+/// [`SubStreamCeiling`] of one path's multi-rate streams.
+pub fn sub_stream_ceiling(
+    base_seed: u64,
+    case: &PathCase,
+    n: usize,
+    range: f64,
+) -> SubStreamCeiling {
+    let per_rate = 64 * case.length_scale;
+    let samples = multi_samples(base_seed, case.target, n, range, per_rate);
+    let (mut split, mut midpoint, mut best) = (0usize, 0usize, 0usize);
+    for s in &samples {
+        let rates = rates_around(s.rate_bps, range, 5);
+        if s.part_truths_bps.len() != rates.len() {
+            continue;
+        }
+        let t = s.truth_bps;
+        let above: Vec<bool> = rates
+            .iter()
+            .zip(&s.part_truths_bps)
+            .map(|(r, a)| r > a)
+            .collect();
+        split += usize::from(rates.iter().zip(&above).any(|(&r, &a)| a != (r > t)));
+        let brackets: Vec<(f64, f64)> = best_thresholds(&above)
+            .into_iter()
+            .filter(|&k| k > 0 && k < rates.len())
+            .map(|k| (rates[k - 1], rates[k]))
+            .collect();
+        if brackets.is_empty() {
+            continue;
+        }
+        let mid =
+            brackets.iter().map(|(lo, hi)| (lo + hi) / 2.0).sum::<f64>() / brackets.len() as f64;
+        midpoint += usize::from((mid - t).abs() <= 0.1 * t);
+        best += usize::from(
+            brackets
+                .iter()
+                .any(|&(lo, hi)| lo <= 1.1 * t && hi >= 0.9 * t),
+        );
+    }
+    let params = params_for(case.target);
+    let within = |method| {
+        let (errors, wrong) = errors_of(&samples, method, &params);
+        ErrorDist {
+            label: String::new(),
+            errors,
+            streams: samples.len(),
+            wrong_bounds: Some(wrong),
+        }
+        .within(0.10)
+    };
+    let share = |k: usize| k as f64 / samples.len().max(1) as f64;
+    SubStreamCeiling {
+        range,
+        per_rate,
+        streams: samples.len(),
+        split: share(split),
+        midpoint_within: share(midpoint),
+        best_within: share(best),
+        multirate_within: within(Method::Multirate),
+        queue_fit_within: within(Method::QueueFit),
+    }
+}
+
 /// A closed-loop strategy run many times.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StrategyRow {
@@ -688,7 +809,9 @@ pub fn chirp_errors(base_seed: u64, case: &PathCase, n: usize) -> ChirpRow {
     let max = spec.hops.first().map_or(0.0, |h| h.hop.capacity_bps);
     let sched = chirp_schedule(max / 10.0, max, 1.2, SIZE_BYTES);
     let label = format!("chirp/{}", case.target);
-    let samples = simulate(base_seed, &label, case.target, n, |_| (sched.clone(), max));
+    let samples = simulate(base_seed, &label, case.target, n, 0, |_| {
+        (sched.clone(), max)
+    });
     let params = AnalysisParams::default();
     let mut answers: Vec<(f64, f64, Bound)> = Vec::new();
     let mut reasons: Vec<String> = Vec::new();
@@ -913,6 +1036,39 @@ mod tests {
         let merged: Vec<f64> = rows[1..].iter().map(|r| r.merged).collect();
         assert!(merged.windows(2).all(|w| w[0] <= w[1]), "{merged:?}");
         assert!(merged[merged.len() - 1] > 0.5, "{merged:?}");
+    }
+
+    /// States worked out by hand: a clean step; one sub-stream that read
+    /// the other way (two thresholds one miss each; the middle one two);
+    /// all above, all below.
+    #[test]
+    fn best_thresholds_by_hand() {
+        let (f, t) = (false, true);
+        assert_eq!(best_thresholds(&[f, f, t, t, t]), vec![2]);
+        assert_eq!(best_thresholds(&[f, t, f, t, t]), vec![1, 3]);
+        assert_eq!(best_thresholds(&[t, t, t, t, t]), vec![0]);
+        assert_eq!(best_thresholds(&[f, f, f, f, f]), vec![5]);
+        // Above then below: "all above" and "all below" miss one each, the
+        // threshold between them both.
+        assert_eq!(best_thresholds(&[t, f]), vec![0, 2]);
+    }
+
+    /// Under CBR cross traffic every sub-stream meets the stream's truth:
+    /// no split, and the best point of the bracket is within 10 % of it
+    /// wherever the truth lies inside the rates (Range 30 % around
+    /// 0.8-1.2 times it: always); the ceiling bounds the midpoint.
+    #[test]
+    fn cbr_streams_are_not_split() {
+        let case = PathCase {
+            name: "cbr",
+            target: "sim:capacity=10G,cross=cbr:2.5G,coalescence=off,jitter=off",
+            length_scale: 1,
+        };
+        let c = sub_stream_ceiling(3, &case, 40, 0.3);
+        assert_eq!(c.streams, 40);
+        assert_eq!(c.split, 0.0, "{c:?}");
+        assert_eq!(c.best_within, 1.0, "{c:?}");
+        assert!(c.midpoint_within <= c.best_within, "{c:?}");
     }
 
     #[test]

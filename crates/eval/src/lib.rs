@@ -19,6 +19,8 @@ pub struct Results {
     pub decisions: Vec<(PathCase, Vec<DecisionCell>)>,
     pub multirate: Vec<(PathCase, Vec<ErrorDist>)>,
     pub sensitivity: Vec<SensitivityCell>,
+    /// Each sub-stream read right by its own truth: the bracket rules' ceiling.
+    pub ceilings: Vec<(PathCase, experiments::SubStreamCeiling)>,
     /// Multi-pass smoothing's passes and robust signature, per path.
     pub multipass: Vec<(PathCase, Vec<experiments::MultipassRow>)>,
     /// Multi-rate streams whose truth lay outside their rates, per path.
@@ -90,6 +92,21 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
     }
     progress("Range / packets-per-rate sensitivity");
     let sensitivity = experiments::sensitivity(seed, &TEN_GIG[0], scale.sensitivity_streams);
+    let mut ceilings = Vec::new();
+    for (case, n, range) in [
+        (TEN_GIG[0].clone(), scale.multi_streams, 0.3),
+        (TEN_GIG[0].clone(), scale.sensitivity_streams, 0.5),
+        (TEN_GIG[1].clone(), scale.multi_streams, 0.3),
+        (HUNDRED_GIG, scale.hundred_gig_streams, 0.3),
+        (LOSSY, scale.multi_streams, 0.3),
+    ] {
+        progress(&format!(
+            "sub-streams read by their own truth: {}",
+            case.name
+        ));
+        let c = experiments::sub_stream_ceiling(seed, &case, n, range);
+        ceilings.push((case, c));
+    }
     progress("multi-rate error vs the load's burst time scale");
     let load_scales = experiments::LOAD_SCALES
         .iter()
@@ -133,6 +150,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         multirate,
         multipass,
         sensitivity,
+        ceilings,
         out_of_range,
         load_scales,
         queue_fit_capacity,
@@ -338,6 +356,24 @@ pub fn markdown(r: &Results) -> String {
     grid(&mut s, &|c| {
         (c.queue_fit_within_10, c.queue_fit_median_error)
     });
+    let _ = writeln!(
+        s,
+        "\n## Each sub-stream read by its own truth: the bracket rules' ceiling\n\nThe multi-rate streams above (5 x 64, 5 x 640 at 100 Gbit/s) with each sub-stream judged against the available bandwidth it met at the tight link (from its first packet's arrival there to the next sub-stream's), the stream answered from the bracket between two rates that disagrees with the fewest of those judgements, and scored against the whole stream's truth. Split: a sub-stream's rate lies on the other side of its own truth than of the stream's. Best point: within +-10 % if any point of a best-fitting bracket is, the most any rule that answers inside that bracket can reach; a rule that reads the sub-streams together (`queue-fit`, given the capacity) is not bound by it.\n\n| path | Range | streams | split | bracket midpoint within +-10 % | best point within +-10 % | multirate within +-10 % | queue-fit within +-10 % |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for (case, c) in &r.ceilings {
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} |",
+            case.name,
+            c.range * 100.0,
+            c.streams,
+            pct(c.split),
+            pct(c.midpoint_within),
+            pct(c.best_within),
+            pct(c.multirate_within),
+            pct(c.queue_fit_within)
+        );
+    }
     let _ = writeln!(
         s,
         "\n## Multi-rate error vs the cross traffic's burst time scale\n\nMulti-pass multirate, 5 x 64, Range 30 %, 125 us coalescence; 2.5 Gbit/s mean ON/OFF load in every row.\n\n| load | exact | within +-10 % | p10 | median | p90 |\n|---|---:|---:|---:|---:|---:|"

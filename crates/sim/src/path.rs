@@ -14,7 +14,9 @@
 //! packets were arriving there, over that window, and zero when a burst
 //! brought more than the link carries in it; the path's available bandwidth is the smallest over the
 //! hops (the tight link), with its min and max over `truth_splits` equal
-//! sub-windows.
+//! sub-windows. A stream sent in parts (a multi-rate stream's sub-streams)
+//! can have each part's truth at that link too: from its first packet's
+//! arrival there to the next part's first.
 
 use crate::cross::{CrossSpec, CrossTraffic};
 use crate::hop::{Hop, HopSpec, HopStats};
@@ -117,6 +119,12 @@ pub struct TtlOutcome {
 /// A hop's first and last packet arrival of a stream (none: no packet).
 type Window = (Option<f64>, Option<f64>);
 
+/// What one hop saw of a stream: its whole window and each part's.
+struct HopWindows {
+    whole: Window,
+    parts: Vec<Window>,
+}
+
 /// Everything that defines a simulated path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PathSpec {
@@ -179,6 +187,10 @@ pub struct SimStream {
     pub stream: ProbeStream,
     /// `None` when fewer than two packets crossed the path.
     pub truth: Option<GroundTruth>,
+    /// Each part's available bandwidth at the tight link, bit/s
+    /// ([`SimPath::send_stream_in_parts`]; empty otherwise). `None` for a
+    /// part none of whose packets reached it.
+    pub part_truths_bps: Vec<Option<f64>>,
 }
 
 pub struct SimPath {
@@ -254,7 +266,26 @@ impl SimPath {
     /// receiver recorded and the truth; simulated time then moves past the
     /// stream and the idle gap.
     pub fn send_stream(&mut self, id: u64, offsets_ns: &[i64], sizes: &[u32]) -> SimStream {
+        self.send_stream_in_parts(id, offsets_ns, sizes, &[])
+    }
+
+    /// [`Self::send_stream`], and the truth of each part: `part_starts`
+    /// are the indices of the parts' first packets (increasing, the first
+    /// 0), e.g. a multi-rate stream's sub-streams.
+    pub fn send_stream_in_parts(
+        &mut self,
+        id: u64,
+        offsets_ns: &[i64],
+        sizes: &[u32],
+        part_starts: &[usize],
+    ) -> SimStream {
         assert_eq!(offsets_ns.len(), sizes.len(), "one size per packet");
+        assert!(
+            part_starts.windows(2).all(|w| w[0] < w[1])
+                && part_starts.first().is_none_or(|&f| f == 0)
+                && part_starts.last().is_none_or(|&l| l < offsets_ns.len()),
+            "parts start at 0 and increase within the stream"
+        );
         let n = offsets_ns.len();
         let start = self.now_ns;
         let mut send_ns = Vec::with_capacity(n);
@@ -269,7 +300,7 @@ impl SimPath {
             times.push(t);
         }
         let hops = self.hops.len();
-        let (mut alive, windows) = self.forward(&mut times, sizes, &vec![hops; n]);
+        let (mut alive, windows) = self.forward(&mut times, sizes, &vec![hops; n], part_starts);
         if self.spec.random_loss > 0.0 {
             // Drawn only on lossy paths, so other paths keep their seeds' streams.
             for a in alive.iter_mut().filter(|a| **a) {
@@ -288,32 +319,50 @@ impl SimPath {
                 recv_ns,
             });
         }
-        let truth = self.truth(&windows);
+        let whole: Vec<Window> = windows.iter().map(|w| w.whole).collect();
+        let truth = self.truth(&whole);
+        let part_truths_bps = match self.tight_hop(&whole) {
+            Some(k) if !part_starts.is_empty() => self.part_truths(k, &windows[k].parts),
+            _ => vec![None; part_starts.len()],
+        };
         let end = start + offsets_ns.last().copied().unwrap_or(0) as f64;
         self.now_ns = end + self.spec.idle_ns;
         SimStream {
             stream: ProbeStream::new(id, packets),
             truth,
+            part_truths_bps,
         }
     }
 
     /// Carries packets (actual send times in `times`) through the first
     /// `cross_hops[i]` hops each; `times` become arrival times at the end
     /// of the last hop crossed. Returns which were not dropped and each
-    /// hop's (first, last) arrival window.
+    /// hop's (first, last) arrival window, whole and of each part that
+    /// starts at `part_starts`.
     fn forward(
         &mut self,
         times: &mut [f64],
         sizes: &[u32],
         cross_hops: &[usize],
-    ) -> (Vec<bool>, Vec<Window>) {
+        part_starts: &[usize],
+    ) -> (Vec<bool>, Vec<HopWindows>) {
         let n = times.len();
         let mut alive = vec![true; n];
         let mut windows = Vec::with_capacity(self.hops.len());
         for k in 0..self.hops.len() {
             let here = |i: usize| alive[i] && cross_hops[i] > k;
-            let first = (0..n).find(|&i| here(i)).map(|i| times[i]);
-            let last = (0..n).rev().find(|&i| here(i)).map(|i| times[i]);
+            let window = |from: usize, to: usize| -> Window {
+                (
+                    (from..to).find(|&i| here(i)).map(|i| times[i]),
+                    (from..to).rev().find(|&i| here(i)).map(|i| times[i]),
+                )
+            };
+            let (first, last) = window(0, n);
+            let parts: Vec<Window> = part_starts
+                .iter()
+                .enumerate()
+                .map(|(j, &from)| window(from, part_starts.get(j + 1).copied().unwrap_or(n)))
+                .collect();
             if let Some(f) = first {
                 self.hops[k].forget_cross_before(f);
             }
@@ -330,7 +379,10 @@ impl SimPath {
                     None => alive[i] = false,
                 }
             }
-            windows.push((first, last));
+            windows.push(HopWindows {
+                whole: (first, last),
+                parts,
+            });
         }
         (alive, windows)
     }
@@ -416,7 +468,7 @@ impl SimPath {
             .iter()
             .map(|p| (p.ttl.max(1) as usize).min(hops))
             .collect();
-        let (alive, _) = self.forward(&mut times, &sizes, &cross_hops);
+        let (alive, _) = self.forward(&mut times, &sizes, &cross_hops, &[]);
         let icmp = self.spec.icmp.clone();
         for i in 0..n {
             if !alive[i] {
@@ -446,6 +498,16 @@ impl SimPath {
         out
     }
 
+    /// Hop `k`'s available bandwidth over `[a, b)`: its sustained rate
+    /// less the cross bits that arrived there then. A burst may bring more
+    /// cross bits than the link carries in the window (the rest waits in
+    /// the buffer): nothing is left for the probe then, not less than
+    /// nothing.
+    fn available_between(&self, k: usize, a: f64, b: f64) -> f64 {
+        let hop = &self.hops[k];
+        (hop.spec.sustained_bps() - hop.cross_bits_between(a, b) / (b - a) * 1e9).max(0.0)
+    }
+
     fn truth(&self, windows: &[Window]) -> Option<GroundTruth> {
         let splits = self.spec.truth_splits.max(1);
         let mut best: Option<GroundTruth> = None;
@@ -454,20 +516,12 @@ impl SimPath {
             if b <= a {
                 return None;
             }
-            let hop = &self.hops[k];
-            let cap = hop.spec.sustained_bps();
-            // A burst may bring more cross bits than the link carries in
-            // the window (the rest waits in the buffer): nothing is left
-            // for the probe then, not less than nothing.
-            let avail =
-                |x: f64, y: f64| (cap - hop.cross_bits_between(x, y) / (y - x) * 1e9).max(0.0);
-            let whole = avail(a, b);
             let step = (b - a) / splits as f64;
             let parts: Vec<f64> = (0..splits)
-                .map(|j| avail(a + j as f64 * step, a + (j + 1) as f64 * step))
+                .map(|j| self.available_between(k, a + j as f64 * step, a + (j + 1) as f64 * step))
                 .collect();
             let t = GroundTruth {
-                available_bps: whole,
+                available_bps: self.available_between(k, a, b),
                 min_bps: parts.iter().copied().fold(f64::INFINITY, f64::min),
                 max_bps: parts.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             };
@@ -476,5 +530,35 @@ impl SimPath {
             }
         }
         best
+    }
+
+    /// The hop whose window left the least available bandwidth (the one
+    /// [`Self::truth`] reads), if every hop saw two packets or more apart.
+    fn tight_hop(&self, windows: &[Window]) -> Option<usize> {
+        let mut best: Option<(usize, f64)> = None;
+        for (k, w) in windows.iter().enumerate() {
+            let (Some(a), Some(b)) = *w else { return None };
+            if b <= a {
+                return None;
+            }
+            let avail = self.available_between(k, a, b);
+            if best.is_none_or(|(_, x)| avail < x) {
+                best = Some((k, avail));
+            }
+        }
+        best.map(|(k, _)| k)
+    }
+
+    /// Each part's available bandwidth at hop `k`, from its first packet's
+    /// arrival to the next part's first (the last part: to its own last),
+    /// so that the parts tile the stream's window.
+    fn part_truths(&self, k: usize, parts: &[Window]) -> Vec<Option<f64>> {
+        (0..parts.len())
+            .map(|j| {
+                let a = parts[j].0?;
+                let b = parts[j + 1..].iter().find_map(|w| w.0).or(parts[j].1)?;
+                (b > a).then(|| self.available_between(k, a, b))
+            })
+            .collect()
     }
 }

@@ -370,3 +370,65 @@ fn random_loss_drops_its_share_and_leaves_the_truth() {
     );
     assert_eq!(lost(quiet()).0, 0);
 }
+
+/// CBR cross traffic steps from 2 to 5 Gbit/s 10 ms into a 10 Gbit/s
+/// link; a light stream (64-byte packets every 100 us) sent in two parts
+/// of 10 ms, one either side of the step: the parts read 8 and 5 Gbit/s,
+/// the whole stream their mean, 6.5.
+#[test]
+fn each_part_of_a_stream_has_its_own_truth() {
+    let mut spec = one_hop(
+        10e9,
+        Some(CrossSpec {
+            model: CrossModel::Cbr { size_bytes: 1500 },
+            rate_bps: 2e9,
+            step: Some(tightlink_sim::cross::Step {
+                at_ns: 10e6,
+                rate_bps: 5e9,
+            }),
+        }),
+        1_000_000,
+    );
+    spec.warmup_ns = 0.0;
+    let mut p = SimPath::new(spec);
+    let offsets: Vec<i64> = (0..200).map(|i| i * 100_000).collect();
+    let s = p.send_stream_in_parts(0, &offsets, &[64; 200], &[0, 100]);
+    let parts: Vec<f64> = s.part_truths_bps.iter().map(|t| t.unwrap()).collect();
+    let whole = s.truth.unwrap().available_bps;
+    for (got, want) in parts.iter().chain([&whole]).zip([8e9, 5e9, 6.5e9]) {
+        assert!((got / want - 1.0).abs() < 0.01, "{parts:?} {whole}");
+    }
+    // Without parts, none; the same stream's truth either way.
+    let mut q = SimPath::new(p.spec().clone());
+    let t = q.send_stream(0, &offsets, &[64; 200]);
+    assert!(t.part_truths_bps.is_empty());
+    assert_eq!(t.truth.unwrap().available_bps, whole);
+}
+
+/// The parts tile the stream's window at the tight link, so the whole
+/// stream's truth is a time-weighted mean of its parts' and lies between
+/// them (bursty cross traffic, five sub-streams at 5-9 Gbit/s).
+#[test]
+fn a_streams_truth_lies_between_its_parts_truths() {
+    let mut p = SimPath::new(parse_sim_target("sim:seed=3").unwrap());
+    for id in 0..100 {
+        let mut offsets = Vec::new();
+        let mut t = 0.0f64;
+        for rate in [5e9, 6e9, 7e9, 8e9, 9e9] {
+            for _ in 0..64 {
+                offsets.push(t.round() as i64);
+                t += 9000.0 * 8e9 / rate;
+            }
+        }
+        let s = p.send_stream_in_parts(id, &offsets, &[9000; 320], &[0, 64, 128, 192, 256]);
+        let whole = s.truth.unwrap().available_bps;
+        let parts: Vec<f64> = s.part_truths_bps.iter().map(|t| t.unwrap()).collect();
+        assert_eq!(parts.len(), 5);
+        let lo = parts.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = parts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        assert!(
+            lo * 0.999 <= whole && whole <= hi * 1.001,
+            "{whole} {parts:?}"
+        );
+    }
+}
