@@ -991,7 +991,8 @@ fn lab_cc_runs_rapid_and_the_kernels_cubic() {
             // 0.37), so it need only have moved a plausible share.
             let least = if name == "cubic" { 0.25 } else { 0.5 };
             if share <= least {
-                return Err(format!("{name}: share {share}"));
+                // The whole run (loss, RTT, bins) says why.
+                return Err(format!("{name}: share {share}: {r}"));
             }
             let avail = r["available_bps"].as_f64().unwrap();
             // 200 Mbit/s less about 80 offered.
