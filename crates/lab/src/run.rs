@@ -1,7 +1,8 @@
 //! `tightlink lab run`: bring a lab up, start `tightlink server` on the
 //! receiver, the cross sink and sender, sample the counters, run each
 //! method's `tightlink estimate` (or another tool's command) in the sender
-//! namespace, take the truth over each estimate's window, repeat, and
+//! namespace, take the truth over the window of the streams each answer
+//! came from (the shaper trains that left it as it was are not), repeat, and
 //! summarise per method. The lab comes down whatever happens (a guard).
 
 use std::io::{BufRead, BufReader, Read};
@@ -71,9 +72,9 @@ pub struct RunRecord {
     /// reads low instead.
     pub truth_offered_bps: Option<f64>,
     pub rel_error_offered: Option<f64>,
-    /// Cross traffic offered but not delivered over the window, bytes:
-    /// what the path dropped of other users' traffic while this run
-    /// probed.
+    /// Cross traffic offered but not delivered while any of the run's
+    /// probes were out (the trains that only checked the answer too),
+    /// bytes: what the path dropped of other users' traffic.
     pub cross_dropped_bytes: Option<f64>,
     /// The tool's own wall time (tightlink: `wall_s`; others: the process).
     pub duration_s: f64,
@@ -472,7 +473,10 @@ fn one_run(
     let rates: Vec<f64> = lab.scenario.hops.iter().map(|h| h.rate_bps).collect();
     let start_ns = realtime_ns();
     let t0 = Instant::now();
-    let (window, result) = match entry {
+    // The truth is taken over the streams the answer came from, the
+    // cross traffic lost over every probe sent (checks that left the
+    // answer as it was, the shaper trains, drop it too).
+    let (window, answer_window, result) = match entry {
         Entry::Tool(tool) => {
             let (ns, far) = if tool.at_receiver {
                 ("rcv", SND_IP)
@@ -491,7 +495,7 @@ fn one_run(
                 }
                 pick_rate(&tool.pick, &out)
             });
-            (window, v)
+            (window, window, v)
         }
         Entry::Method(method) => {
             let mut cmd = in_ns(lab, "snd", &opts.exe);
@@ -505,6 +509,7 @@ fn one_run(
             let r = run_child(cmd, ESTIMATE_TIMEOUT);
             let end = realtime_ns();
             let mut window = (start_ns, end);
+            let mut answer_window = window;
             let v = r.and_then(|(out, err, ok)| {
                 if !ok {
                     return Err(err.trim().to_string());
@@ -522,12 +527,19 @@ fn one_run(
                     j["probe_window_unix_ns"][1].as_i64(),
                 ) {
                     window = (a, b);
+                    answer_window = window;
+                }
+                if let (Some(a), Some(b)) = (
+                    j["answer_window_unix_ns"][0].as_i64(),
+                    j["answer_window_unix_ns"][1].as_i64(),
+                ) {
+                    answer_window = (a, b);
                 }
                 j["available_bandwidth_bps"]
                     .as_f64()
                     .ok_or_else(|| "no available_bandwidth_bps in the output".to_string())
             });
-            (window, v)
+            (window, answer_window, v)
         }
     };
     match result {
@@ -536,8 +548,14 @@ fn one_run(
         Ok(v) => rec.error = Some(format!("answer {v} is not a rate")),
         Err(e) => rec.error = Some(e),
     }
-    let samples = samples_until(sampler, window.1);
-    match truth::truth(&samples, &rates, window.0, window.1) {
+    let samples = samples_until(sampler, window.1.max(answer_window.1));
+    let dropped_bytes =
+        |t: &truth::Truth| ((t.offered_cross_bps - t.sink_bps) * t.window_s / 8.0).max(0.0);
+    let whole_dropped = (window != answer_window)
+        .then(|| truth::truth(&samples, &rates, window.0, window.1).ok())
+        .flatten()
+        .map(|t| dropped_bytes(&t));
+    match truth::truth(&samples, &rates, answer_window.0, answer_window.1) {
         Ok(t) => {
             rec.truth_bps = Some(t.available_bps);
             match rec.estimate_bps {
@@ -569,8 +587,7 @@ fn one_run(
                     .estimate_bps
                     .filter(|_| offered >= 1e6)
                     .map(|e| (e - offered) / offered);
-                rec.cross_dropped_bytes =
-                    Some(((t.offered_cross_bps - t.sink_bps) * t.window_s / 8.0).max(0.0));
+                rec.cross_dropped_bytes = Some(whole_dropped.unwrap_or_else(|| dropped_bytes(&t)));
             }
             rec.truth = Some(t);
         }

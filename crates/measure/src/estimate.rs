@@ -96,6 +96,10 @@ pub struct EstimateReport {
     /// Real targets: first probe's scheduled send to last kernel receive
     /// stamp, Unix ns.
     pub probe_window_unix_ns: Option<[i64; 2]>,
+    /// Real targets: the same over the streams the answer came from (the
+    /// probe window less the checks that left the answer as it was:
+    /// [`Report::check_streams`]).
+    pub answer_window_unix_ns: Option<[i64; 2]>,
     /// What the reader must know about the path's answer (the host's own
     /// warnings are in `host`).
     pub warnings: Vec<String>,
@@ -192,6 +196,9 @@ pub fn estimate(
     }
     let wall_s = started.elapsed().as_secs_f64();
     let ceiling = info.max_rate_bps;
+    let answer_window_unix_ns = host
+        .as_ref()
+        .and_then(|_| answer_window(&channel.streams, &report.check_streams));
     let mut r = EstimateReport {
         target: target.to_string(),
         estimate: Report {
@@ -205,6 +212,7 @@ pub fn estimate(
         rate_layer: host.as_ref().map_or(SIM_RATE_LAYER, |h| h.rate_layer),
         probe_ceiling_bps: host.as_ref().map(|_| ceiling),
         probe_window_unix_ns: host.as_ref().and_then(|_| probe_window(&channel.streams)),
+        answer_window_unix_ns,
         host,
         capped: None,
         warnings: Vec::new(),
@@ -539,6 +547,22 @@ fn probe_window(streams: &[ProbeStream]) -> Option<[i64; 2]> {
     (last > first).then_some([first, last])
 }
 
+/// [`probe_window`] over the streams not among `checks` (indices in the
+/// order sent); all of them where the two counts disagree.
+fn answer_window(streams: &[ProbeStream], checks: &[usize]) -> Option<[i64; 2]> {
+    let answering: Vec<ProbeStream> = streams
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !checks.contains(i))
+        .map(|(_, s)| s.clone())
+        .collect();
+    probe_window(if answering.is_empty() {
+        streams
+    } else {
+        &answering
+    })
+}
+
 /// The `--json` object, field for field.
 #[derive(Serialize)]
 struct Json<'a> {
@@ -566,6 +590,7 @@ struct Json<'a> {
     far_end: Option<String>,
     host_stolen_share: Option<f64>,
     probe_window_unix_ns: Option<[i64; 2]>,
+    answer_window_unix_ns: Option<[i64; 2]>,
     shaper: Option<JsonShaper>,
 }
 
@@ -622,6 +647,7 @@ impl Serialize for EstimateReport {
             far_end: host.and_then(|h| h.far_end.clone()),
             host_stolen_share: host.and_then(|h| h.stolen_share),
             probe_window_unix_ns: self.probe_window_unix_ns,
+            answer_window_unix_ns: self.answer_window_unix_ns,
             shaper: e.shaper.map(|sh| JsonShaper {
                 streams_bps: sh.streams_bps,
                 streams_bound: sh.streams_bound.as_str(),
@@ -639,6 +665,31 @@ impl Serialize for EstimateReport {
 mod tests {
     use super::*;
     use tightlink_probe::strategy::Stop;
+
+    /// Three streams sent 0-10, 20-30 and 40-50 ns (first send to last
+    /// receive): the answer's window leaves out the checks, not the
+    /// streams between them; with every stream a check, all count.
+    #[test]
+    fn the_answer_window_leaves_out_the_checks() {
+        let stream = |id: u64, from: i64| {
+            ProbeStream::new(
+                id,
+                (0..3)
+                    .map(|k| tightlink_core::ProbePacket {
+                        size_bytes: 1500,
+                        send_ns: from + 2 * k,
+                        recv_ns: Some(from + 4 + 3 * k),
+                    })
+                    .collect(),
+            )
+        };
+        let streams = [stream(0, 0), stream(1, 20), stream(2, 40)];
+        assert_eq!(probe_window(&streams), Some([0, 50]));
+        assert_eq!(answer_window(&streams, &[]), Some([0, 50]));
+        assert_eq!(answer_window(&streams, &[2]), Some([0, 30]));
+        assert_eq!(answer_window(&streams, &[1]), Some([0, 50]));
+        assert_eq!(answer_window(&streams, &[0, 1, 2]), Some([0, 50]));
+    }
 
     /// A multirate run stopped on its budget after 20 streams and 12.5 MB
     /// says so, with its range's ends; the same run stopped as stable, and
@@ -685,6 +736,7 @@ mod tests {
                 truth_bps: None,
                 stop: Stop::Stable,
                 shaper: None,
+                check_streams: Vec::new(),
             },
             rate_layer: "x",
             host: Some(HostFindings {
@@ -694,6 +746,7 @@ mod tests {
             probe_ceiling_bps: Some(1e9),
             capped: None,
             probe_window_unix_ns: None,
+            answer_window_unix_ns: None,
             warnings: Vec::new(),
         }
     }

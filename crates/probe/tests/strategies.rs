@@ -460,6 +460,8 @@ fn auto_follows_the_receiver() {
     assert_eq!(streams.len(), same_streams.len());
     assert_eq!(r.cost.probe_bytes, same.cost.probe_bytes);
     assert_eq!(r.shaper, None);
+    // The shaper train, the last stream, checked the answer and left it.
+    assert_eq!(r.check_streams, vec![streams.len() - 1]);
     // Stamped one by one: the multi-rate strategy after the scan, whose
     // rates (1-9 Gbit/s) last as long as its top one: 8, 22, 36, 50 and
     // 64 packets, where `multirate`'s own scan sends 64 at each.
@@ -472,6 +474,7 @@ fn auto_follows_the_receiver() {
     assert_eq!(r.bound, Bound::Exact, "{r:?}");
     assert!(rel(&r).abs() < 0.1, "{:+.3}", rel(&r));
     assert_eq!(r.shaper, None);
+    assert_eq!(r.check_streams, vec![streams.len() - 1]);
 }
 
 /// A 5 Gbit/s token bucket with a 256 KB bucket on the 10 Gbit/s link,
@@ -505,6 +508,12 @@ fn a_bucket_larger_than_the_streams_reads_its_sustained_rate() {
             "{target}: {sh:?}"
         );
         assert!(r.low_bps <= 5e9 && 5e9 <= r.high_bps, "{target}");
+        // Both trains gave the answer: neither is left out of it.
+        assert!(
+            r.check_streams.is_empty(),
+            "{target}: {:?}",
+            r.check_streams
+        );
     }
     for seed in 1..=8 {
         let r = run(&format!("sim:,seed={seed}"), "auto");
@@ -529,10 +538,13 @@ fn a_bucket_larger_than_the_streams_reads_its_sustained_rate() {
 /// head ends and its tail reads 200 within 2 %, `shaped`.
 #[test]
 fn a_bucket_larger_than_the_train_is_read_with_a_longer_one() {
-    let r = run(
+    let (r, streams) = run_recorded(
         "sim:hops=1G,cross=none,shaper=200M/1MB,coalescence=off,seed=1",
         "auto",
     );
+    // The first train passed whole and answered nothing; the longer one
+    // and the one that confirmed it gave the answer.
+    assert_eq!(r.check_streams, vec![streams.len() - 3]);
     eprintln!("{:?} {:+.4} {} {:?}", r.bound, rel(&r), r.stop, r.shaper);
     assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Shaped));
     assert!(rel(&r).abs() <= 0.02, "{:+.3}", rel(&r));

@@ -396,6 +396,10 @@ pub struct Report {
     /// A token bucket that a back-to-back train showed after the
     /// strategy's streams; `None` when none was seen or none was sent.
     pub shaper: Option<ShaperSeen>,
+    /// Streams (by index in the order sent) that checked the answer and
+    /// left it as it was (the shaper trains): not in the truth, as the
+    /// answer did not come from them.
+    pub check_streams: Vec<usize>,
 }
 
 /// A back-to-back train (at twice the answer, or the top rate if less) whose head passed on a
@@ -427,6 +431,8 @@ pub struct Session<'a> {
     pub packets: u64,
     pub streams: Vec<ProbeStream>,
     truths: Vec<f64>,
+    /// Streams sent by [`Session::send_check`] and not counted.
+    checks: Vec<usize>,
     /// The last stream's truth, when the channel knows one.
     pub last_truth: Option<f64>,
     progress: Progress<'a>,
@@ -453,6 +459,7 @@ impl<'a> Session<'a> {
             packets: 0,
             streams: Vec::new(),
             truths: Vec::new(),
+            checks: Vec::new(),
             last_truth: None,
             progress,
             started: std::time::Instant::now(),
@@ -506,8 +513,9 @@ impl<'a> Session<'a> {
 
     /// [`Session::send`] for a stream that checks an answer the other
     /// streams gave: its truth (simulated targets) is returned, not
-    /// counted in the report's, unless [`Session::count_truth`] adds it
-    /// (when the check changed the answer).
+    /// counted in the report's, and the report lists it among the
+    /// [`Report::check_streams`], unless [`Session::count_check`] counts
+    /// it (when the check changed the answer).
     pub fn send_check(
         &mut self,
         request: &StreamRequest,
@@ -517,11 +525,14 @@ impl<'a> Session<'a> {
         let truth = (self.truths.len() > before)
             .then(|| self.truths.pop())
             .flatten();
+        self.checks.push(self.streams.len() - 1);
         Ok((stream, truth))
     }
 
-    /// Counts a checking stream's truth in the report's.
-    pub fn count_truth(&mut self, truth: Option<f64>) {
+    /// Counts the checking stream `id` (its [`ProbeStream::id`]) and its
+    /// truth in the report's.
+    pub fn count_check(&mut self, id: u64, truth: Option<f64>) {
+        self.checks.retain(|&i| i as u64 != id);
         self.truths.extend(truth);
     }
 
@@ -573,6 +584,7 @@ impl<'a> Session<'a> {
                 .then(|| self.truths.iter().sum::<f64>() / self.truths.len() as f64),
             stop,
             shaper: None,
+            check_streams: self.checks.clone(),
         }
     }
 }

@@ -81,6 +81,8 @@ struct ShaperTrain {
     recv_bps: f64,
     bytes: u64,
     truth: Option<f64>,
+    /// The train's stream id in the session.
+    id: u64,
 }
 
 impl ShaperTrain {
@@ -119,6 +121,7 @@ fn shaper_train(
         recv_bps,
         bytes: req.bytes(),
         truth,
+        id: train.id,
     }))
 }
 
@@ -229,8 +232,8 @@ pub fn after_shaper_train(
         return Ok(unchanged(s));
     }
     // The answer is now the trains': their moments count in the truth.
-    s.count_truth(first.truth);
-    s.count_truth(second.truth);
+    s.count_check(first.id, first.truth);
+    s.count_check(second.id, second.truth);
     Ok(Report {
         shaper: Some(ShaperSeen {
             streams_bps: answer,
