@@ -392,9 +392,14 @@ fn multi_samples(
     })
 }
 
-/// The exact estimates' sorted relative errors, and the bounds on the
-/// wrong side of their stream's truth.
-fn errors_of(samples: &[Sample], method: Method, params: &AnalysisParams) -> (Vec<f64>, usize) {
+/// `method`'s answers to `samples`: the exact estimates' sorted relative
+/// errors, and the bounds on the wrong side of their stream's truth.
+fn dist_of(
+    samples: &[Sample],
+    method: Method,
+    params: &AnalysisParams,
+    label: String,
+) -> ErrorDist {
     let mut wrong = 0;
     let mut errs: Vec<f64> = samples
         .iter()
@@ -411,7 +416,12 @@ fn errors_of(samples: &[Sample], method: Method, params: &AnalysisParams) -> (Ve
         })
         .collect();
     errs.sort_by(f64::total_cmp);
-    (errs, wrong)
+    ErrorDist {
+        label,
+        errors: errs,
+        streams: samples.len(),
+        wrong_bounds: Some(wrong),
+    }
 }
 
 /// Fig. 14/15 on one path: 5 rates x 64 packets, Range 30 %.
@@ -424,13 +434,7 @@ pub fn multirate_errors(base_seed: u64, case: &PathCase, n: usize) -> Vec<ErrorD
                 consistency: v.consistency,
                 ..params_for(case.target)
             };
-            let (errors, wrong) = errors_of(&samples, v.method, &params);
-            ErrorDist {
-                label: v.label.to_string(),
-                errors,
-                streams: samples.len(),
-                wrong_bounds: Some(wrong),
-            }
+            dist_of(&samples, v.method, &params, v.label.to_string())
         })
         .collect()
 }
@@ -478,18 +482,13 @@ pub fn multipass_report(base_seed: u64, case: &PathCase, n: usize) -> Vec<Multip
                 None => Method::MultirateSinglePass,
                 Some(_) => Method::Multirate,
             };
-            let (errors, wrong) = errors_of(&samples, method, &params);
+            let errors = dist_of(&samples, method, &params, String::new());
             MultipassRow {
                 threshold_decay: decay,
                 merged: runs.iter().filter(|r| r.0 >= 2).count() as f64 / count,
                 mean_passes: runs.iter().map(|r| r.0 as f64).sum::<f64>() / count,
                 robust: runs.iter().filter(|r| r.1).count() as f64 / count,
-                errors: ErrorDist {
-                    label: String::new(),
-                    errors,
-                    streams: samples.len(),
-                    wrong_bounds: Some(wrong),
-                },
+                errors,
             }
         })
         .collect()
@@ -597,13 +596,7 @@ pub fn queue_fit_capacity(base_seed: u64, case: &PathCase, n: usize) -> Vec<(f64
                 capacity_bps: Some(k * true_bps),
                 ..AnalysisParams::default()
             };
-            let (errors, wrong) = errors_of(&samples, Method::QueueFit, &params);
-            let d = ErrorDist {
-                label: format!("{k} x"),
-                errors,
-                streams: samples.len(),
-                wrong_bounds: Some(wrong),
-            };
+            let d = dist_of(&samples, Method::QueueFit, &params, format!("{k} x"));
             (k, d)
         })
         .collect()
@@ -635,15 +628,7 @@ pub fn sensitivity(base_seed: u64, case: &PathCase, n: usize) -> Vec<Sensitivity
     grid.into_iter()
         .map(|(range, per_rate)| {
             let samples = multi_samples(base_seed, case.target, n, range, per_rate);
-            let dist = |method| {
-                let (errors, wrong) = errors_of(&samples, method, &params);
-                ErrorDist {
-                    label: String::new(),
-                    errors,
-                    streams: samples.len(),
-                    wrong_bounds: Some(wrong),
-                }
-            };
+            let dist = |method| dist_of(&samples, method, &params, String::new());
             let (d, q) = (dist(Method::Multirate), dist(Method::QueueFit));
             SensitivityCell {
                 range,
@@ -734,16 +719,7 @@ pub fn sub_stream_ceiling(
         );
     }
     let params = params_for(case.target);
-    let within = |method| {
-        let (errors, wrong) = errors_of(&samples, method, &params);
-        ErrorDist {
-            label: String::new(),
-            errors,
-            streams: samples.len(),
-            wrong_bounds: Some(wrong),
-        }
-        .within(0.10)
-    };
+    let within = |method| dist_of(&samples, method, &params, String::new()).within(0.10);
     let share = |k: usize| k as f64 / samples.len().max(1) as f64;
     SubStreamCeiling {
         range,
