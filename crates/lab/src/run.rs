@@ -509,7 +509,7 @@ fn one_run(
             let r = run_child(cmd, ESTIMATE_TIMEOUT);
             let end = realtime_ns();
             let mut window = (start_ns, end);
-            let mut answer_window = window;
+            let mut answer_window = None;
             let v = r.and_then(|(out, err, ok)| {
                 if !ok {
                     return Err(err.trim().to_string());
@@ -522,24 +522,14 @@ fn one_run(
                 rec.low_bps = j["low_bps"].as_f64();
                 rec.high_bps = j["high_bps"].as_f64();
                 rec.stop = j["stop"].as_str().map(str::to_string);
-                if let (Some(a), Some(b)) = (
-                    j["probe_window_unix_ns"][0].as_i64(),
-                    j["probe_window_unix_ns"][1].as_i64(),
-                ) {
-                    window = (a, b);
-                    answer_window = window;
-                }
-                if let (Some(a), Some(b)) = (
-                    j["answer_window_unix_ns"][0].as_i64(),
-                    j["answer_window_unix_ns"][1].as_i64(),
-                ) {
-                    answer_window = (a, b);
-                }
+                let unix_window = |key: &str| Some((j[key][0].as_i64()?, j[key][1].as_i64()?));
+                window = unix_window("probe_window_unix_ns").unwrap_or(window);
+                answer_window = unix_window("answer_window_unix_ns");
                 j["available_bandwidth_bps"]
                     .as_f64()
                     .ok_or_else(|| "no available_bandwidth_bps in the output".to_string())
             });
-            (window, answer_window, v)
+            (window, answer_window.unwrap_or(window), v)
         }
     };
     match result {

@@ -536,31 +536,33 @@ pub fn apply_ceiling(report: &mut EstimateReport, ceiling_bps: f64) {
 
 /// First scheduled send to last receive stamp over all streams.
 fn probe_window(streams: &[ProbeStream]) -> Option<[i64; 2]> {
+    window_of(streams.iter())
+}
+
+/// First scheduled send to last receive stamp of `streams`.
+fn window_of<'a>(streams: impl Iterator<Item = &'a ProbeStream> + Clone) -> Option<[i64; 2]> {
     let first = streams
-        .iter()
+        .clone()
         .filter_map(|s| s.packets.first().map(|p| p.send_ns))
         .min()?;
     let last = streams
-        .iter()
         .flat_map(|s| s.packets.iter().filter_map(|p| p.recv_ns))
         .max()?;
     (last > first).then_some([first, last])
 }
 
 /// [`probe_window`] over the streams not among `checks` (indices in the
-/// order sent); all of them where the two counts disagree.
+/// order sent); over all of them where every stream was a check.
 fn answer_window(streams: &[ProbeStream], checks: &[usize]) -> Option<[i64; 2]> {
-    let answering: Vec<ProbeStream> = streams
+    let answering = streams
         .iter()
         .enumerate()
         .filter(|(i, _)| !checks.contains(i))
-        .map(|(_, s)| s.clone())
-        .collect();
-    probe_window(if answering.is_empty() {
-        streams
-    } else {
-        &answering
-    })
+        .map(|(_, s)| s);
+    if answering.clone().next().is_none() {
+        return probe_window(streams);
+    }
+    window_of(answering)
 }
 
 /// The `--json` object, field for field.
