@@ -32,9 +32,9 @@ fn seg(t_us: u64, data: bool, seq: u32, ack: u32, len: u16) -> Tcp4 {
 /// 100 us on (a bottleneck of one 1054-byte frame per 9 us, its queue
 /// growing: segment k's RTT is 100 + 5k us); segment 50 is lost: the
 /// rest are duplicate ACKs, it is resent at 1000 us and the ACK at 1100
-/// covers everything. So: RTTmin 100 us, RTT before the loss 345 us
-/// (segment 49), one loss event, judged congestion (the first sets
-/// RTTcong), buffer delay 245 us. ACK pairs: 49 before the loss (the
+/// covers everything. So: RTTmin 100 us, RTT before the loss 340 us
+/// (the median of segments 47-49's 335, 340, 345), one loss event, judged
+/// congestion (the first sets RTTcong), buffer delay 240 us. ACK pairs: 49 before the loss (the
 /// recovery's ACK is none), all back to back (data 4 us apart, ACKs 9);
 /// those whose second segment k waited >= 18 us over the minimum (5k >= 18,
 /// 46 pairs) are queued; each is one 1054-byte frame per 9 us = 936.9
@@ -68,8 +68,8 @@ fn a_hand_made_flow() {
     assert_eq!(j["loss_events"], 1);
     assert_eq!(j["congestion_losses"], 1);
     assert!((j["rtt_min_ms"].as_f64().unwrap() - 0.1).abs() < 1e-9);
-    assert!((j["losses"][0]["rtt_before_ms"].as_f64().unwrap() - 0.345).abs() < 1e-9);
-    assert!((j["buffer_delay_ms"].as_f64().unwrap() - 0.245).abs() < 1e-9);
+    assert!((j["losses"][0]["rtt_before_ms"].as_f64().unwrap() - 0.340).abs() < 1e-9);
+    assert!((j["buffer_delay_ms"].as_f64().unwrap() - 0.240).abs() < 1e-9);
     let c = j["capacity_bps"].as_f64().unwrap();
     assert!((c - 1054.0 * 8.0 / 9e-6).abs() < 1.0, "{c}");
     assert_eq!(j["capacity_source"], "queued pairs");
@@ -78,8 +78,8 @@ fn a_hand_made_flow() {
     assert_eq!(j["back_to_back_pairs"], 49);
     assert_eq!(j["back_to_back_converged"], true);
     assert!((j["back_to_back_bps"].as_f64().unwrap() - c).abs() < 1.0);
-    // Buffer = 245 us at 936.9 Mbit/s = 28 692 bytes.
-    assert!((j["buffer_bytes"].as_f64().unwrap() - 245e-6 * c / 8.0).abs() < 1e-6);
+    // Buffer = 240 us at 936.9 Mbit/s = 28 107 bytes.
+    assert!((j["buffer_bytes"].as_f64().unwrap() - 240e-6 * c / 8.0).abs() < 1e-6);
     let series = j["series"].as_array().unwrap();
     assert!(!series.is_empty());
     // Summary and CSV print too.
@@ -102,7 +102,7 @@ fn a_hand_made_flow() {
     let (ok, out, _) = tightlink(&["analyze-tcp", &f, "--format", "json", "--capacity", "1G"]);
     let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert!(ok && j["capacity_source"] == "--capacity");
-    assert!((j["buffer_bytes"].as_f64().unwrap() - 245e-6 * 1e9 / 8.0).abs() < 1e-6);
+    assert!((j["buffer_bytes"].as_f64().unwrap() - 240e-6 * 1e9 / 8.0).abs() < 1e-6);
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //!
 //! - RTTcong, the RTT expected when a packet is lost to congestion:
 //!   `RTTcong_j = (1 - a) RTTcong_(j-1) + a RTT_j` at loss event `j`, with
-//!   `RTT_j` the last RTT sample before the event. The paper shields it
+//!   `RTT_j` the RTT before the event (the median of the last three
+//!   samples: one late ACK must not stand for the queue). The paper shields it
 //!   "with an adaptive moving average filter" without details; here only
 //!   events judged congestion update it (a random loss at a low RTT would
 //!   drag it down), and the first event sets it (losses are "mainly due to

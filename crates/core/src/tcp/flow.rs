@@ -74,7 +74,8 @@ pub struct LossEvent {
     /// Segments retransmitted during the event.
     pub segments: usize,
     pub bytes: u64,
-    /// The last RTT sample before the event, if any.
+    /// The RTT before the event: the median of the last three samples
+    /// (fewer at the start), if any.
     pub rtt_before_ns: Option<f64>,
 }
 
@@ -133,6 +134,18 @@ impl Unwrap {
 }
 
 /// Replays `segments` (capture order) of one flow seen at its sender.
+/// The queue a loss met, from the RTT samples before it: the median of
+/// the last three. A host that stalls (a busy CPU, a descheduled VM)
+/// hands the capture one ACK late, and that one sample can read several
+/// times the path's RTT; taken alone it would stand for the queue at the
+/// loss and lift RTTcong far above where losses happen.
+fn rtt_before(rtt: &[RttSample]) -> Option<f64> {
+    let last = &rtt[rtt.len().saturating_sub(3)..];
+    let mut v: Vec<f64> = last.iter().map(|r| r.rtt_ns).collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
 pub fn replay(segments: &[Segment]) -> Flow {
     let mut flow = Flow {
         first_ns: segments.first().map_or(0, |s| s.t_ns),
@@ -186,7 +199,7 @@ pub fn replay(segments: &[Segment]) -> Flow {
                                 seq: s.seq,
                                 segments: 1,
                                 bytes: s.payload_bytes as u64,
-                                rtt_before_ns: flow.rtt.last().map(|r| r.rtt_ns),
+                                rtt_before_ns: rtt_before(&flow.rtt),
                             });
                         }
                     }
@@ -334,7 +347,7 @@ pub(crate) mod tests {
 
     /// Segment 1 (2000..3000) is lost: duplicate ACKs, then it is resent
     /// at 200 us and again at 210 (one event, two segments); the event's
-    /// RTT before is the last sample (100 us); the ACK at 300 covers the
+    /// RTT before is the only sample (100 us); the ACK at 300 covers the
     /// retransmitted segment and the one after: no sample from it (Karn).
     /// A later retransmission starts a second event.
     #[test]
@@ -359,6 +372,30 @@ pub(crate) mod tests {
         assert_eq!(f.rtt.len(), 1);
         assert_eq!(f.retransmitted_segments, 3);
         assert_eq!(f.losses[1].segments, 1);
+    }
+
+    /// The ACKs for the first three segments give RTTs 100, 105 and (a
+    /// stalled host) 880 us; the fourth is lost and resent at 950 us. The
+    /// RTT before the loss is the median of the three: 105 us.
+    #[test]
+    fn one_stalled_ack_does_not_stand_for_the_queue() {
+        let segs = [
+            data(0, 1000, 1000),
+            data(10, 2000, 1000),
+            data(20, 3000, 1000),
+            data(30, 4000, 1000),
+            data(40, 5000, 1000),
+            ack(100, 2000),
+            ack(115, 3000),
+            ack(900, 4000),
+            ack(905, 4000),
+            data(950, 4000, 1000),
+        ];
+        let f = replay(&segs);
+        let rtts: Vec<f64> = f.rtt.iter().map(|r| r.rtt_ns).collect();
+        assert_eq!(rtts, [100_000.0, 105_000.0, 880_000.0]);
+        assert_eq!(f.losses.len(), 1);
+        assert_eq!(f.losses[0].rtt_before_ns, Some(105_000.0));
     }
 
     /// A tail-loss probe: segments 1000-2999 sent; the ACK for the first
