@@ -530,10 +530,35 @@ fn a_bucket_larger_than_the_streams_reads_its_sustained_rate() {
     assert_eq!((r.shaper, r.stop), (None, Stop::Stable));
 }
 
+/// A FIFO path of 200 Mbit/s with 120 Mbit/s of CBR behind a 1 Gbit/s
+/// sender, each packet stamped: the answer is about 81 Mbit/s, so the
+/// shaper check goes at 162. A FIFO carries that at 162 x 200 / (162 +
+/// 120) = 115 Mbit/s, under the 150 a FIFO with that answer allows
+/// (162 x 1000 / (162 + 1000 - 81)): the short train (an eighth, 64 KB:
+/// the 16 packets a train holds at least here) rules out a bucket, and
+/// the 512 KB one, which would queue 256 KB, is not sent.
+#[test]
+fn a_fifo_path_is_checked_with_the_short_train_alone() {
+    let (r, streams) = run_recorded(
+        "sim:hops=1G+200M,cross=none+cbr:120M,coalescence=off,seed=1",
+        "auto",
+    );
+    assert_eq!(
+        (r.bound, r.stop, r.shaper),
+        (Bound::Exact, Stop::Stable, None)
+    );
+    assert!(rel(&r).abs() < 0.05, "{:+.3}", rel(&r));
+    let n = streams.len();
+    assert_eq!(r.check_streams, vec![n - 1]);
+    assert_eq!(streams[n - 1].packets.len(), 16);
+    // Each stream before it is a multi-rate stream of 1.4 MB or more.
+    assert!(streams[..n - 1].iter().all(|s| s.packets.len() >= 160));
+}
+
 /// A 1 MB bucket at 200 Mbit/s behind a 1 Gbit/s sender, each packet
 /// stamped: the streams read 270 Mbit/s (they pass on the bucket), and
-/// the first train, 512 KB at 540 Mbit/s, passes whole (the bucket's
-/// head would be 1 MB x 540 / 340 = 1.6 MB). A train at twice the answer
+/// the first trains, 144 KB then 512 KB at 540 Mbit/s, pass whole (the
+/// bucket's head would be 1 MB x 540 / 340 = 1.6 MB). A train at twice the answer
 /// cannot pass a FIFO path whole, so one four times as long is sent: its
 /// head ends and its tail reads 200 within 2 %, `shaped`.
 #[test]
@@ -542,9 +567,13 @@ fn a_bucket_larger_than_the_train_is_read_with_a_longer_one() {
         "sim:hops=1G,cross=none,shaper=200M/1MB,coalescence=off,seed=1",
         "auto",
     );
-    // The first train passed whole and answered nothing; the longer one
-    // and the one that confirmed it gave the answer.
-    assert_eq!(r.check_streams, vec![streams.len() - 3]);
+    // The first two trains passed whole and answered nothing; the longer
+    // one and the one that confirmed it gave the answer.
+    let n = streams.len();
+    assert_eq!(r.check_streams, vec![n - 4, n - 3]);
+    // The short train: the 16 packets a train holds at least.
+    assert_eq!(streams[n - 4].packets.len(), 16);
+    assert_eq!(streams[n - 3].packets.len(), 57);
     eprintln!("{:?} {:+.4} {} {:?}", r.bound, rel(&r), r.stop, r.shaper);
     assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Shaped));
     assert!(rel(&r).abs() <= 0.02, "{:+.3}", rel(&r));

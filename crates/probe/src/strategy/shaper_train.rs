@@ -12,6 +12,11 @@
 //! ([`train_shape_batched`]). A train that arrived faster than a FIFO
 //! path with the answer's available bandwidth could pass it met a
 //! bucket longer than its head: one four times as long follows.
+//!
+//! The full train queues half its bytes on a FIFO path (256 KB into a
+//! 100 KB queue drops other users' packets), so where it can be read an
+//! eighth of it goes first: arriving no faster than such a path allows,
+//! it rules the bucket out and the full train is not sent.
 
 use super::{single_rate_request, Report, Session, ShaperSeen, Stop, StrategyError};
 use tightlink_core::capacity::shaper::{train_shape_batched, TrainShape};
@@ -127,6 +132,12 @@ fn shaper_train(
 
 /// How much longer the train sent again is when the first passed whole.
 const LONGER_TRAIN: f64 = 4.0;
+/// How much shorter the train sent first, to rule out a bucket on a FIFO
+/// path, is than the full one. On the lab (`lab run SC --repeat 10
+/// --method auto`, 2026-11-28) an eighth dropped 49-54 KB of cbr60's
+/// cross traffic per estimate and a quarter 69-75, where the full train
+/// alone dropped 178-186.
+const SHORT_TRAIN_SHARE: f64 = 8.0;
 
 /// The trains change an answer only when their tails read this share of
 /// it or less: streams that pass on a bucket read its burst rate, 1.11
@@ -183,15 +194,47 @@ pub fn after_shaper_train(
     // lab's 200 Mbit/s tbf with a 256 KB bucket a train sent at once
     // showed 18 KB).
     let refill_ns = |bytes: f64| (2.0 * bytes * 8e9 / answer.max(1.0)).min(MAX_REFILL_NS) as i64;
+    // The fastest a FIFO path with the answer's available bandwidth A
+    // and capacity C, at most the sender's top rate T, carries a train at
+    // r over A: r C / (r + C - A), at most r T / (r + T - A).
+    let fifo_most_bps = rate * top / (rate + top - answer).max(1.0);
+    let passed_faster_than_fifo = |t: &ShaperTrain| t.recv_bps >= 1.05 * fifo_most_bps;
+    // Where the train goes at twice the answer, an eighth of it first
+    // (64 KB at least, 16 packets at least): on a FIFO path that one
+    // queues from its first packet and arrives no faster than the bound,
+    // and the full train, which would have queued half its bytes (256 KB
+    // into the lab's 100 KB queues, dropping other users' packets), is
+    // not sent. A bucket as large as the short train passes it whole,
+    // faster than the bound, if it had time to refill as for the full
+    // train (after a wait for the short train alone a 256 KB bucket the
+    // streams had emptied held less than it, and its mixed rate read
+    // under the bound); a smaller one shows a head. Under receive batches
+    // it must span eight of them to be read (at 10 Gbit/s it spans one or
+    // two 125 us batches, and the full train goes first as before).
+    let short_bytes = train_bytes / SHORT_TRAIN_SHARE;
+    let batch_ns = s
+        .streams
+        .iter()
+        .filter_map(|st| st.receive_batch_interval_ns())
+        .max_by(f64::total_cmp);
+    let short_readable = batch_ns.is_none_or(|b| short_bytes * 8e9 / rate >= 8.0 * b);
+    if rate >= 2.0 * answer && short_readable {
+        s.idle(refill_ns(train_bytes));
+        if let Some(short) = shaper_train(s, size_bytes, rate, short_bytes)? {
+            if !short.looks_shaped() && !passed_faster_than_fifo(&short) {
+                return Ok(unchanged(s));
+            }
+        }
+    }
     s.idle(refill_ns(train_bytes));
     let Some(mut first) = shaper_train(s, size_bytes, rate, train_bytes)? else {
         return Ok(unchanged(s));
     };
+    let answers =
+        |t: &ShaperTrain| t.looks_shaped() && t.shape.tail_rate_bps <= TAIL_UNDER_ANSWER * answer;
     // A train at twice the answer that cannot answer itself but arrived
     // faster than a FIFO path with that answer could pass it
-    // contradicts the answer: such a path, of capacity C at most the
-    // sender's top rate T, carries a rate r over its available bandwidth
-    // A at r C / (r + C - A), at most r T / (r + T - A). A bucket larger than the train's head
+    // contradicts the answer. A bucket larger than the train's head
     // passes it at the send rate or at what the hosts forward: a train
     // four times as long is sent once (a 1 MB bucket at 200 Mbit/s
     // behind a 1 Gbit/s sender read +35 % on the simulator, +95 % and
@@ -204,10 +247,7 @@ pub fn after_shaper_train(
     // (with those too, the single ON/OFF source's path sent the longer
     // train in 11 of 20 `auto` runs, 5.5 -> 11.5 MB median, and no
     // answer changed).
-    let fifo_most_bps = rate * top / (rate + top - answer).max(1.0);
-    let answers =
-        |t: &ShaperTrain| t.looks_shaped() && t.shape.tail_rate_bps <= TAIL_UNDER_ANSWER * answer;
-    if !answers(&first) && rate >= 2.0 * answer && first.recv_bps >= 1.05 * fifo_most_bps {
+    if !answers(&first) && rate >= 2.0 * answer && passed_faster_than_fifo(&first) {
         train_bytes *= LONGER_TRAIN;
         s.idle(refill_ns(train_bytes));
         let Some(longer) = shaper_train(s, size_bytes, rate, train_bytes)? else {
