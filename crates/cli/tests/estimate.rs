@@ -130,7 +130,6 @@ fn max_bytes_caps_the_probe_cost() {
 /// server.
 #[test]
 fn estimate_against_a_loopback_server() {
-    use std::io::Read;
     let mut server = Command::new(env!("CARGO_BIN_EXE_tightlink"))
         .args(["server", "--bind", "127.0.0.1", "--port", "17461"])
         .stderr(std::process::Stdio::piped())
@@ -144,14 +143,31 @@ fn estimate_against_a_loopback_server() {
         "--max-rate",
         "300M",
     ]);
+    // The server logs the session's end after the client has gone: wait
+    // for that line (a CI run killed the server first and read none).
+    let stderr = server.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut log = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !log.contains("end=") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                log.push_str(&line);
+                log.push('\n');
+            }
+            Err(_) => break,
+        }
+    }
     let _ = server.kill();
-    server
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut log)
-        .unwrap();
     let _ = server.wait();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
