@@ -133,7 +133,6 @@ impl Unwrap {
     }
 }
 
-/// Replays `segments` (capture order) of one flow seen at its sender.
 /// The queue a loss met, from the RTT samples before it: the median of
 /// the last three. A host that stalls (a busy CPU, a descheduled VM)
 /// hands the capture one ACK late, and that one sample can read several
@@ -146,6 +145,7 @@ fn rtt_before(rtt: &[RttSample]) -> Option<f64> {
     v.get(v.len() / 2).copied()
 }
 
+/// Replays `segments` (capture order) of one flow seen at its sender.
 pub fn replay(segments: &[Segment]) -> Flow {
     let mut flow = Flow {
         first_ns: segments.first().map_or(0, |s| s.t_ns),

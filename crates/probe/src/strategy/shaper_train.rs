@@ -219,7 +219,7 @@ pub fn after_shaper_train(
     // and capacity C, at most the sender's top rate T, carries a train at
     // r over A: r C / (r + C - A), at most r T / (r + T - A).
     let fifo_most_bps = rate * top / (rate + top - answer).max(1.0);
-    let passed_faster_than_fifo = |t: &ShaperTrain| t.recv_bps >= 1.05 * fifo_most_bps;
+    let faster_than_fifo = |bps: f64| bps >= 1.05 * fifo_most_bps;
     // Where the train goes at twice the answer, an eighth of it first
     // (64 KB at least, 16 packets at least): on a FIFO path that one
     // queues from its first packet and arrives no faster than the bound,
@@ -233,13 +233,14 @@ pub fn after_shaper_train(
     // it must span eight of them to be read (at 10 Gbit/s it spans one or
     // two 125 us batches, and the full train goes first as before).
     let short_bytes = train_bytes / SHORT_TRAIN_SHARE;
-    let batch_ns = s
-        .streams
-        .iter()
-        .filter_map(|st| st.receive_batch_interval_ns())
-        .max_by(f64::total_cmp);
-    let short_readable = batch_ns.is_none_or(|b| short_bytes * 8e9 / rate >= 8.0 * b);
-    if rate >= 2.0 * answer && short_readable {
+    let short_readable = |s: &Session| {
+        s.streams
+            .iter()
+            .filter_map(|st| st.receive_batch_interval_ns())
+            .max_by(f64::total_cmp)
+            .is_none_or(|b| short_bytes * 8e9 / rate >= 8.0 * b)
+    };
+    if rate >= 2.0 * answer && short_readable(s) {
         s.idle(refill_ns(train_bytes));
         if let Some(short) = shaper_train(s, size_bytes, rate, short_bytes)? {
             // A sender that fell behind (a busy host) sent it too slowly
@@ -249,7 +250,7 @@ pub fn after_shaper_train(
             // the train slowed its first-to-last rate under the bound
             // (`lab run bucket256k` beside a busy loop: 1 of 15).
             let queued =
-                !passed_faster_than_fifo(&short) && short.median_gap_bps < 1.05 * fifo_most_bps;
+                !faster_than_fifo(short.recv_bps) && !faster_than_fifo(short.median_gap_bps);
             if sent_as_asked && !short.looks_shaped() && queued {
                 return Ok(unchanged(s));
             }
@@ -276,7 +277,7 @@ pub fn after_shaper_train(
     // (with those too, the single ON/OFF source's path sent the longer
     // train in 11 of 20 `auto` runs, 5.5 -> 11.5 MB median, and no
     // answer changed).
-    if !answers(&first) && rate >= 2.0 * answer && passed_faster_than_fifo(&first) {
+    if !answers(&first) && rate >= 2.0 * answer && faster_than_fifo(first.recv_bps) {
         train_bytes *= LONGER_TRAIN;
         s.idle(refill_ns(train_bytes));
         let Some(longer) = shaper_train(s, size_bytes, rate, train_bytes)? else {
