@@ -216,33 +216,8 @@ fn render(res: &HopsResult) -> Result<()> {
             rate(8e9 / l.ns_per_byte)
         );
     }
-    // A head of N packets leaving at H queues behind a bucket of B packets
-    // at rate R only where N (1 - R / H) > B: a link that passed the head
-    // while a later, slower one queued it may be a shaped hop the host is
-    // barely faster than (a 504 Mbit/s sender and a 400 Mbit/s tbf with a
-    // 12000 B bucket: heads of 16 and 24 passed it, of 64 and 96 queued).
-    if let Some(&longest) = params.head_packets.iter().max() {
-        let queued_later = |ttl: u8| {
-            r.links
-                .iter()
-                .any(|l| l.ttl > ttl && l.queued_behind_head == Some(true))
-        };
-        let hidden: Vec<String> = r
-            .links
-            .iter()
-            .filter(|l| {
-                l.from_ttl > 0 && l.queued_behind_head == Some(false) && queued_later(l.ttl)
-            })
-            .map(|l| l.ttl.to_string())
-            .collect();
-        if !hidden.is_empty() {
-            let n = params.head_packets.iter().min().copied().unwrap_or(longest);
-            println!(
-                "link(s) {} passed heads of up to {longest} packets that a later link queued: a shaped hop whose bucket outlasts the head's excess over its rate looks the same; --behind {} sends heads four times as long",
-                hidden.join(", "),
-                n.saturating_mul(4)
-            );
-        }
+    for w in res.warnings() {
+        println!("{w}");
     }
     println!(
         "{} probes, {:.2} MB, {:.2} s{}",

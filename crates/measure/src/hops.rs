@@ -93,6 +93,33 @@ impl HopsResult {
         (!span.is_empty()).then(|| 1.0 / span.iter().map(|c| 1.0 / c).sum::<f64>())
     }
 
+    /// What the reader should know beyond the numbers: where a link may
+    /// be a shaped hop that hid behind its bucket.
+    pub fn warnings(&self) -> Vec<String> {
+        let links: Vec<(u8, u8, Option<bool>)> = self
+            .report
+            .links
+            .iter()
+            .map(|l| (l.from_ttl, l.ttl, l.queued_behind_head))
+            .collect();
+        let hidden = passed_before_a_queue(&links);
+        let (Some(&shortest), Some(&longest)) = (
+            self.params.head_packets.iter().min(),
+            self.params.head_packets.iter().max(),
+        ) else {
+            return Vec::new();
+        };
+        if hidden.is_empty() {
+            return Vec::new();
+        }
+        let ttls: Vec<String> = hidden.iter().map(u8::to_string).collect();
+        vec![format!(
+            "link(s) {} passed heads of up to {longest} packets that a later link queued: a shaped hop whose bucket outlasts the head's excess over its rate looks the same; --behind {} sends heads four times as long",
+            ttls.join(", "),
+            shortest.saturating_mul(4)
+        )]
+    }
+
     /// `lone` (pathchar) or `behind-head`.
     pub fn mode(&self) -> &'static str {
         if self.params.head_packets.is_empty() {
@@ -101,6 +128,28 @@ impl HopsResult {
             "behind-head"
         }
     }
+}
+
+/// The links (`(from_ttl, ttl, queued_behind_head)`) past the first that
+/// a head passed while a later link queued it. A head of N packets
+/// leaving the host at H queues behind a bucket of B packets at rate R
+/// only where N (1 - R/H) > B, so such a link may be a shaped hop the
+/// host is barely faster than (a 504 Mbit/s sender, a 400 Mbit/s tbf with
+/// a 12000 B bucket: heads of 16 and 24 passed it, of 64 and 96 queued).
+/// Link 1 is the host's own; a last link that passed with nothing queued
+/// after it is only faster than the head.
+fn passed_before_a_queue(links: &[(u8, u8, Option<bool>)]) -> Vec<u8> {
+    links
+        .iter()
+        .filter(|&&(from, ttl, queued)| {
+            from > 0
+                && queued == Some(false)
+                && links
+                    .iter()
+                    .any(|&(_, later, q)| later > ttl && q == Some(true))
+        })
+        .map(|&(_, ttl, _)| ttl)
+        .collect()
 }
 
 /// Measures each link's capacity toward `target` (`sim:...` or a host,
@@ -236,6 +285,7 @@ struct Json<'a> {
     probes: usize,
     probe_bytes: u64,
     duration_s: f64,
+    warnings: Vec<String>,
 }
 
 impl Serialize for HopsResult {
@@ -304,7 +354,34 @@ impl Serialize for HopsResult {
             probes: r.probes,
             probe_bytes: r.cost.probe_bytes,
             duration_s: r.cost.duration_s,
+            warnings: self.warnings(),
         }
         .serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passed_before_a_queue;
+
+    /// The 504 Mbit/s sender on chain3 with heads of 16 and 24: link 1
+    /// (the host's own) queued, links 2 and 3 (600 and 400) passed, link
+    /// 4 (200) queued, link 5 (the far veth) passed: 2 and 3 may hide a
+    /// bucket, 5 is only faster than the head. Nothing queued after a
+    /// pass, lone probes (no head) or a link spanning a silent hop from
+    /// the host (from 0): none.
+    #[test]
+    fn links_passed_before_a_later_queue_by_hand() {
+        let chain = [
+            (0, 1, Some(true)),
+            (1, 2, Some(false)),
+            (2, 3, Some(false)),
+            (3, 4, Some(true)),
+            (4, 5, Some(false)),
+        ];
+        assert_eq!(passed_before_a_queue(&chain), vec![2, 3]);
+        assert!(passed_before_a_queue(&[(0, 1, Some(true)), (1, 2, Some(false))]).is_empty());
+        assert!(passed_before_a_queue(&[(1, 2, None), (2, 3, None)]).is_empty());
+        assert!(passed_before_a_queue(&[(0, 2, Some(false)), (2, 3, Some(true))]).is_empty());
     }
 }
