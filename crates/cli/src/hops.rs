@@ -216,6 +216,13 @@ fn render(res: &HopsResult) -> Result<()> {
             rate(8e9 / l.ns_per_byte)
         );
     }
+    if params.head_packets.is_empty()
+        && r.links
+            .iter()
+            .any(|l| matches!(l.capacity, LinkCapacity::AtLeast { .. }))
+    {
+        println!("'>=': the link adds less per-byte time than the RTT noise resolves (host paper 4.1: VPS reaches ~155 Mbit/s with 1500 B packets); token-bucket shapers look the same to lone probes: try --behind 16");
+    }
     for w in res.warnings() {
         println!("{w}");
     }

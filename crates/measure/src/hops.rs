@@ -103,15 +103,13 @@ impl HopsResult {
             .map(|l| (l.from_ttl, l.ttl, l.queued_behind_head))
             .collect();
         let hidden = passed_before_a_queue(&links);
-        let (Some(&shortest), Some(&longest)) = (
+        let (Some(&shortest), Some(&longest), false) = (
             self.params.head_packets.iter().min(),
             self.params.head_packets.iter().max(),
+            hidden.is_empty(),
         ) else {
             return Vec::new();
         };
-        if hidden.is_empty() {
-            return Vec::new();
-        }
         let ttls: Vec<String> = hidden.iter().map(u8::to_string).collect();
         vec![format!(
             "link(s) {} passed heads of up to {longest} packets that a later link queued: a shaped hop whose bucket outlasts the head's excess over its rate looks the same; --behind {} sends heads four times as long",
