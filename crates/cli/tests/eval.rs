@@ -1,5 +1,8 @@
-//! `tightlink eval --quick --plots`: tables on stdout, PNGs drawn with the
-//! shipped font, and the headline figure holds.
+//! `tightlink eval --quick --plots`, run once: its tables match the stored
+//! snapshot (seeded: any difference is a change to the numbers), the PNGs
+//! are drawn with the shipped font, and the headline figure holds.
+
+mod common;
 
 use std::process::Command;
 
@@ -14,6 +17,15 @@ fn quick_eval_prints_tables_and_draws_plots() {
         .expect("run tightlink eval");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
+    // The first line ends with the run time and thread count; the plot
+    // lines name this run's directory.
+    let tables: String = out
+        .lines()
+        .filter(|l| !l.starts_with("plot: "))
+        .map(|l| l.to_owned() + "\n")
+        .collect();
+    let re = regex::Regex::new(r"; [0-9.]+ s on [0-9]+ threads").unwrap();
+    common::check_snapshot("eval-quick.md", &re.replace(&tables, "; <time>"));
     for heading in [
         "## Decision error (wrong / ambiguous) vs stream length",
         "### bursty, 125 us coalescence",

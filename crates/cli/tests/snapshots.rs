@@ -1,46 +1,19 @@
 //! Snapshots of what users see: `--help` of every command, the JSON that
 //! `estimate`, `capacity` and `hops` print on their default simulated
-//! targets, `analyze --method all` on the shipped traces and `eval --quick`.
+//! targets and `analyze --method all` on the shipped traces (`eval --quick`
+//! is checked in eval.rs, which runs it once for its tables and plots).
 //! All of these are seeded, so any difference is a change to the interface
 //! or to the numbers. Wall-clock figures are masked.
 //!
 //! After a deliberate change: `TIGHTLINK_BLESS=1 cargo test --release -p
-//! tightlink --test snapshots` rewrites the files; review the diff.
+//! tightlink --test snapshots --test eval` rewrites the files; review the
+//! diff.
 
 mod common;
 
 use std::path::PathBuf;
 
-use common::tightlink_text;
-
-fn snapshot_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots")
-}
-
-/// Compares `actual` with the stored snapshot `name` (or writes it when
-/// blessing), with a diff of the first differing line on failure.
-fn check(name: &str, actual: &str) {
-    let path = snapshot_dir().join(name);
-    if std::env::var_os("TIGHTLINK_BLESS").is_some() {
-        std::fs::write(&path, actual).expect("write snapshot");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with TIGHTLINK_BLESS=1)", path.display()));
-    if expected != actual {
-        let line = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(expected.lines().count().min(actual.lines().count()));
-        panic!(
-            "{name} changed at line {}:\n  was: {:?}\n  now: {:?}",
-            line + 1,
-            expected.lines().nth(line),
-            actual.lines().nth(line)
-        );
-    }
-}
+use common::{check_snapshot as check, tightlink_text};
 
 fn run_ok(args: &[&str]) -> String {
     let (ok, out, err) = tightlink_text(args);
@@ -132,12 +105,4 @@ fn analyze_all_methods_on_the_shipped_traces() {
         let out = run_ok(&["analyze", "--method", "all", "--format", "csv", file]);
         check(&format!("analyze-{name}.csv"), &out);
     }
-}
-
-#[test]
-fn eval_quick_tables() {
-    let out = run_ok(&["eval", "--quick", "--jobs", "2"]);
-    // The first line ends with the run time and thread count.
-    let re = regex::Regex::new(r"; [0-9.]+ s on [0-9]+ threads").unwrap();
-    check("eval-quick.md", &re.replace(&out, "; <time>"));
 }

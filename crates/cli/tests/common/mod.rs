@@ -75,3 +75,33 @@ pub fn within_attempts(n: usize, what: &str, mut one: impl FnMut() -> Result<(),
     }
     panic!("{what}: {failures:#?}");
 }
+
+/// Where the stored snapshots of what users see live.
+pub fn snapshot_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots")
+}
+
+/// Compares `actual` with the stored snapshot `name` (or writes it when
+/// blessing), with a diff of the first differing line on failure.
+pub fn check_snapshot(name: &str, actual: &str) {
+    let path = snapshot_dir().join(name);
+    if std::env::var_os("TIGHTLINK_BLESS").is_some() {
+        std::fs::write(&path, actual).expect("write snapshot");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with TIGHTLINK_BLESS=1)", path.display()));
+    if expected != actual {
+        let line = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "{name} changed at line {}:\n  was: {:?}\n  now: {:?}",
+            line + 1,
+            expected.lines().nth(line),
+            actual.lines().nth(line)
+        );
+    }
+}
