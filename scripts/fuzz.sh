@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS (default 60) with cargo-fuzz on the
 # nightly toolchain, starting from the seed corpora in fuzz/corpus (read
-# only; new inputs go to fuzz/work). Prints per target: executions, time,
+# only; new inputs go to fuzz/work), one target per core at a time
+# (FUZZ_JOBS=N to change). Prints per target: executions, time,
 # and any crash (its input lands in fuzz/artifacts/TARGET/).
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 # Needs `cargo +nightly` and `cargo install cargo-fuzz`.
@@ -23,12 +24,11 @@ case "${FUZZ_PROFILE:-release}" in
   *) echo "FUZZ_PROFILE must be release or dev, not '$FUZZ_PROFILE'" >&2; exit 2 ;;
 esac
 cargo +nightly fuzz build "$profile" >/dev/null 2>&1 || cargo +nightly fuzz build "$profile"
-status=0
-for t in "${targets[@]}"; do
+# One target: its libFuzzer log in work/T.log, its summary in work/T.result.
+fuzz_one() {
+  local t=$1 log="work/$1.log" result execs corpus asan="${ASAN_OPTIONS:-}"
+  local extra=()
   mkdir -p "work/$t"
-  log="work/$t.log"
-  extra=()
-  asan="${ASAN_OPTIONS:-}"
   # A real server's session threads outlive each input: not leaks.
   if [ "$t" = server_session ]; then
     extra=(-detect_leaks=0)
@@ -39,14 +39,34 @@ for t in "${targets[@]}"; do
     result=ok
   else
     result=CRASH
-    status=1
   fi
   execs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1 || true)
-  [ -n "$execs" ] || execs="$(grep -o '#[0-9]*' "$log" | tail -1 | tr -d '#') runs"
-  corpus=$(find "work/$t" -type f | wc -l)
-  echo "$t: $result, ${execs#Done }s, corpus $corpus inputs"
-  if [ "$result" = CRASH ]; then
-    grep -m5 -E 'panicked|ERROR|SUMMARY' "$log" || true
+  if [ -n "$execs" ]; then
+    execs="${execs#Done }s"
+  else
+    execs="$(grep -o '#[0-9]*' "$log" | tail -1 | tr -d '#') runs"
   fi
+  corpus=$(find "work/$t" -type f | wc -l)
+  {
+    echo "$t: $result, $execs, corpus $corpus inputs"
+    if [ "$result" = CRASH ]; then
+      grep -m5 -E 'panicked|ERROR|SUMMARY' "$log" || true
+    fi
+  } >"work/$t.result"
+}
+# Targets run side by side, one per core (FUZZ_JOBS to change): each is
+# one process that fills its core.
+jobs_max="${FUZZ_JOBS:-$(nproc)}"
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+    wait -n || true
+  done
+  fuzz_one "$t" &
+done
+wait
+status=0
+for t in "${targets[@]}"; do
+  cat "work/$t.result"
+  grep -q "^$t: ok," "work/$t.result" || status=1
 done
 exit $status
