@@ -536,7 +536,9 @@ fn a_bucket_larger_than_the_streams_reads_its_sustained_rate() {
 /// 120) = 115 Mbit/s, under the 150 a FIFO with that answer allows
 /// (162 x 1000 / (162 + 1000 - 81)): the short train (an eighth, 64 KB:
 /// the 16 packets a train holds at least here) rules out a bucket, and
-/// the 512 KB one, which would queue 256 KB, is not sent.
+/// the 512 KB one, which would queue 256 KB, is not sent. The scan lost
+/// packets in the path's queue, so the check waits for the answer (no
+/// bucket as large as the streams was passing them).
 #[test]
 fn a_fifo_path_is_checked_with_the_short_train_alone() {
     let (r, streams) = run_recorded(
@@ -553,6 +555,28 @@ fn a_fifo_path_is_checked_with_the_short_train_alone() {
     assert_eq!(streams[n - 1].packets.len(), 16);
     // Each stream before it is a multi-rate stream of 1.4 MB or more.
     assert!(streams[..n - 1].iter().all(|s| s.packets.len() >= 160));
+}
+
+/// A 256 KB bucket at 200 Mbit/s behind a 1 Gbit/s sender, each packet
+/// stamped: the multi-rate streams pass on the bucket and read 237-290
+/// Mbit/s. The shaper check at the first exact answer after the scan
+/// (the fourth stream) finds the bucket, and the run ends there with the
+/// trains' 200 within 2 %, `shaped`: four streams and three trains, 7.1
+/// MB (with the check only after the answer: eight streams, 12.9 MB).
+#[test]
+fn a_bucket_found_between_the_streams_ends_the_run() {
+    let (r, streams) = run_recorded(
+        "sim:hops=1G,cross=none,shaper=200M/256KB,coalescence=off,seed=1",
+        "auto",
+    );
+    assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Shaped));
+    assert!(rel(&r).abs() <= 0.02, "{:+.3}", rel(&r));
+    let sizes: Vec<usize> = streams.iter().map(|s| s.packets.len()).collect();
+    // The scan (180 packets), three streams, then the short train and
+    // the two full ones; nothing after them.
+    assert_eq!(sizes, vec![180, 160, 160, 160, 16, 57, 57]);
+    let sh = r.shaper.expect("what the streams read");
+    assert!(sh.streams_bps > 1.15 * 200e6, "{sh:?}");
 }
 
 /// A 1 MB bucket at 200 Mbit/s behind a 1 Gbit/s sender, each packet

@@ -184,6 +184,13 @@ impl Method {
         s.budget.max_streams = budget.max_streams.saturating_sub(2);
         let (report, size_bytes) = self.run_streams(&mut s, analysis, size)?;
         s.budget = budget;
+        // A strategy that checked during its streams (see
+        // `shaper_train::early_shaper_check`) has its answer already.
+        if report.stop == Stop::Shaped
+            || shaper_train::ruled_out_for(&s, report.available_bandwidth_bps)
+        {
+            return Ok(report);
+        }
         shaper_train::after_shaper_train(&mut s, report, size_bytes)
     }
 
@@ -435,6 +442,9 @@ pub struct Session<'a> {
     checks: Vec<usize>,
     /// The last stream's truth, when the channel knows one.
     pub last_truth: Option<f64>,
+    /// The rate of a shaper check whose short train queued (no bucket
+    /// there), when one did.
+    pub shaper_ruled_out_bps: Option<f64>,
     progress: Progress<'a>,
     started: std::time::Instant,
 }
@@ -461,6 +471,7 @@ impl<'a> Session<'a> {
             truths: Vec::new(),
             checks: Vec::new(),
             last_truth: None,
+            shaper_ruled_out_bps: None,
             progress,
             started: std::time::Instant::now(),
         }
