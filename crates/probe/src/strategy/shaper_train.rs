@@ -177,10 +177,9 @@ const TAIL_UNDER_ANSWER: f64 = 0.95;
 
 /// Whether a shaper check the strategy ran during its streams ruled a
 /// bucket out (its short train queued) with a train fast enough for
-/// `answer_bps` too: at 1.5 times it
-/// or more (a bucket whose token rate is under the answer passes such a
-/// train's head at the rate it was sent). The check is then not sent
-/// again after the answer.
+/// `answer_bps` too: at 1.5 times it or more (a bucket whose token rate is
+/// under the answer passes such a train's head at the rate it was sent).
+/// The check is then not sent again after the answer.
 pub fn ruled_out_for(s: &Session, answer_bps: f64) -> bool {
     s.shaper_ruled_out_bps
         .is_some_and(|rate| rate >= 1.5 * answer_bps)
@@ -197,9 +196,9 @@ pub fn ruled_out_for(s: &Session, answer_bps: f64) -> bool {
 /// when their tails agree with the answer so far (up to 1.05 times it):
 /// the streams had emptied the bucket and read its token rate, but the
 /// waits for the trains refill it, and the streams after them pass on it
-/// again (on the simulator, a 1.5 MB bucket at 200 Mbit/s read 199, then
-/// answers up to 440 over 12 more streams before the check at the end
-/// found it).
+/// again (on the simulator, before the check waited for lossless streams,
+/// a 1.5 MB bucket at 200 Mbit/s read 199, then answers up to 440 over 12
+/// more streams before the check at the end found it).
 pub fn early_shaper_check(
     s: &mut Session,
     method: super::Method,
