@@ -1,14 +1,20 @@
 //! TCPW BBE's loss discrimination and buffer estimate (\[TCPW\],
 //! sections 3.1 and 4).
 //!
-//! - RTTcong, the RTT expected when a packet is lost to congestion:
-//!   `RTTcong_j = (1 - a) RTTcong_(j-1) + a RTT_j` at loss event `j`, with
-//!   `RTT_j` the RTT before the event (the median of the last three
-//!   samples: one late ACK must not stand for the queue). The paper shields it
-//!   "with an adaptive moving average filter" without details; here only
-//!   events judged congestion update it (a random loss at a low RTT would
-//!   drag it down), and the first event sets it (losses are "mainly due to
-//!   congestion").
+//! - RTTcong, the RTT expected when a packet is lost to congestion. The
+//!   paper smooths the RTTs before congestion losses "with an adaptive
+//!   moving average filter" without details. Here it is the second-highest
+//!   RTT before a loss among the last `window` loss events (the highest
+//!   while only one is known; the first event sets it: losses are "mainly
+//!   due to congestion"). `RTT_j`, the RTT before event `j`, is the median
+//!   of the last three samples (one late ACK must not stand for the queue).
+//!   Why not a moving average of the congestion losses alone: a first loss
+//!   whose RTT a busy host inflated (slow start's overshoot) set it half
+//!   as high again as a full queue, every later overflow then read "random"
+//!   and nothing brought it down. A drop-tail queue overflows at the same
+//!   RTT each time, so the upper end of the recent loss RTTs is where it
+//!   stands; the second-highest lets one outlier go, and random losses
+//!   below it do not drag it down.
 //! - The congestion level `c = min((RTT - RTTmin) / (RTTcong - RTTmin), 1)`
 //!   with RTTmin the smallest RTT seen so far.
 //! - A loss is congestion when `c >= congested_level` at it (ours: the
@@ -17,12 +23,15 @@
 //!   median: the peak of the paper's Fig. 3 histogram) minus RTTmin, times
 //!   the capacity.
 
+use std::collections::VecDeque;
+
 use super::flow::Flow;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BbeParams {
-    /// RTTcong's smoothing factor `a` (ours: the paper does not give it).
-    pub smoothing: f64,
+    /// Loss events RTTcong looks back over (ours: the paper does not give
+    /// its filter).
+    pub window: usize,
     /// Congestion level from which a loss counts as congestion.
     pub congested_level: f64,
 }
@@ -30,7 +39,7 @@ pub struct BbeParams {
 impl Default for BbeParams {
     fn default() -> Self {
         BbeParams {
-            smoothing: 0.25,
+            window: 20,
             congested_level: 0.8,
         }
     }
@@ -113,11 +122,30 @@ fn level(rtt: f64, min: f64, cong: f64) -> f64 {
     ((rtt - min) / (cong - min)).clamp(0.0, 1.0)
 }
 
+/// RTTcong from the RTTs before the recent loss events: the second
+/// highest, the highest while there is only one, none before the first.
+fn rtt_cong(recent: &VecDeque<f64>) -> Option<f64> {
+    let mut top = [f64::NEG_INFINITY; 2];
+    for &r in recent {
+        if r > top[0] {
+            top = [r, top[0]];
+        } else if r > top[1] {
+            top[1] = r;
+        }
+    }
+    match recent.len() {
+        0 => None,
+        1 => Some(top[0]),
+        _ => Some(top[1]),
+    }
+}
+
 /// Replays the flow's RTT samples and loss events in time order.
 pub fn discriminate(flow: &Flow, p: BbeParams) -> Bbe {
     let mut out = Bbe::default();
     let mut min: Option<f64> = None;
-    let mut cong: Option<f64> = None;
+    let window = p.window.max(1);
+    let mut recent: VecDeque<f64> = VecDeque::with_capacity(window);
     let mut rtt_i = 0;
     // Takes in the RTT samples up to `until`: RTTmin and the level each
     // sample had against the RTTcong known then.
@@ -132,6 +160,7 @@ pub fn discriminate(flow: &Flow, p: BbeParams) -> Bbe {
         }
     };
     for loss in &flow.losses {
+        let cong = rtt_cong(&recent);
         take_samples(loss.t_ns, &mut min, cong, &mut out);
         let (lvl, class) = match (loss.rtt_before_ns, min, cong) {
             (Some(r), Some(m), Some(c)) => {
@@ -160,12 +189,14 @@ pub fn discriminate(flow: &Flow, p: BbeParams) -> Bbe {
             level: lvl,
             class,
         });
-        if class == LossClass::Congestion {
-            if let Some(r) = loss.rtt_before_ns {
-                cong = Some(cong.map_or(r, |c| (1.0 - p.smoothing) * c + p.smoothing * r));
+        if let Some(r) = loss.rtt_before_ns {
+            if recent.len() == window {
+                recent.pop_front();
             }
+            recent.push_back(r);
         }
     }
+    let cong = rtt_cong(&recent);
     take_samples(i64::MAX, &mut min, cong, &mut out);
     out.rtt_cong_ns = cong;
     out.rtt_min_ns = min;
@@ -197,38 +228,124 @@ mod tests {
         }
     }
 
-    /// RTTmin 100 (ms, say). Loss 1 at RTT 200 sets RTTcong = 200
-    /// (congestion). Loss 2 at 120: c = 20 / 100 = 0.2, random, RTTcong
-    /// stays. Loss 3 at 196: c = 0.96, congestion; RTTcong = 0.75 x 200 +
-    /// 0.25 x 196 = 199. Buffer delay: median of {196, 200} (the upper
-    /// of two) - 100 = 100.
+    /// RTTmin 100 (ms, say). Loss 1 at RTT 300 (a queue inflated by a
+    /// busy host) sets RTTcong = 300 (congestion). Loss 2 at 200 (the
+    /// full queue): c = 100 / 200 = 0.5, random. Loss 3 at 198: RTTcong is
+    /// now the second highest of {300, 200} = 200, c = 98 / 100 = 0.98,
+    /// congestion. Loss 4 at 140: RTTcong 200 (second of {300, 200, 198}),
+    /// c = 0.4, random. Loss 5 at 201: c = min(101 / 100, 1) = 1,
+    /// congestion; afterwards RTTcong = 201. A moving average of the
+    /// congestion losses alone would have stayed at 300 and called losses
+    /// 2-5 random. Buffer delay: median of {198, 201, 300} - 100 = 101.
     #[test]
     fn losses_by_hand() {
         let f = flow(
-            &[(0, 100.0), (10, 200.0), (20, 120.0), (30, 196.0)],
-            &[(15, 200.0), (25, 120.0), (35, 196.0)],
+            &[
+                (0, 100.0),
+                (10, 300.0),
+                (20, 200.0),
+                (30, 198.0),
+                (40, 140.0),
+                (50, 201.0),
+            ],
+            &[
+                (15, 300.0),
+                (25, 200.0),
+                (35, 198.0),
+                (45, 140.0),
+                (55, 201.0),
+            ],
         );
         let b = discriminate(&f, BbeParams::default());
         let classes: Vec<LossClass> = b.verdicts.iter().map(|v| v.class).collect();
+        use LossClass::{Congestion as C, Random as R};
+        assert_eq!(classes, vec![C, R, C, R, C]);
+        let cong: Vec<Option<f64>> = b.verdicts.iter().map(|v| v.rtt_cong_ns).collect();
         assert_eq!(
-            classes,
-            vec![
-                LossClass::Congestion,
-                LossClass::Random,
-                LossClass::Congestion
-            ]
+            cong,
+            vec![None, Some(300.0), Some(200.0), Some(200.0), Some(200.0)]
         );
-        assert!((b.verdicts[1].level - 0.2).abs() < 1e-12);
-        assert!((b.verdicts[2].level - 0.96).abs() < 1e-12);
-        assert_eq!(b.rtt_cong_ns, Some(199.0));
+        let levels: Vec<f64> = b.verdicts.iter().map(|v| v.level).collect();
+        for (got, want) in levels.iter().zip([1.0, 0.5, 0.98, 0.4, 1.0]) {
+            assert!((got - want).abs() < 1e-12, "{levels:?}");
+        }
+        assert_eq!(b.rtt_cong_ns, Some(201.0));
         assert_eq!(b.rtt_min_ns, Some(100.0));
-        assert_eq!(b.buffer_delay_ns(), Some(100.0));
-        // 100 ns of queue at 8 Gbit/s: 100 bytes.
-        assert_eq!(b.buffer_bytes(8e9), Some(100.0));
-        assert_eq!(b.count(LossClass::Congestion), (2, 2));
-        // Levels: none before the first loss, then against RTTcong 200.
-        assert_eq!(b.levels[0], (0, None));
-        assert_eq!(b.levels[2], (20, Some(0.2)));
+        assert_eq!(b.buffer_delay_ns(), Some(101.0));
+        // 101 ns of queue at 8 Gbit/s: 101 bytes.
+        assert_eq!(b.buffer_bytes(8e9), Some(101.0));
+        assert_eq!(b.count(LossClass::Congestion), (3, 3));
+        // Levels: none before the first loss, then against the RTTcong
+        // known at each sample (300 before loss 2, 200 before loss 3).
+        assert_eq!(b.levels[1], (10, None));
+        assert_eq!(b.levels[2], (20, Some(0.5)));
+        assert_eq!(b.levels[3], (30, Some(0.98)));
+    }
+
+    /// Two inflated losses hold RTTcong up only while they are in the
+    /// window: with a window of 3, losses at 300, 300, then 200 four
+    /// times (RTTmin 100): RTTcong 300, 300, 300, 300 (second of {300,
+    /// 300, 200}), then 200 (second of {300, 200, 200}) and 200, so the
+    /// last two losses read congestion.
+    #[test]
+    fn old_losses_leave_the_window() {
+        let losses = [
+            (15, 300.0),
+            (25, 300.0),
+            (35, 200.0),
+            (45, 200.0),
+            (55, 200.0),
+            (65, 200.0),
+        ];
+        let f = flow(&[(0, 100.0)], &losses);
+        let p = BbeParams {
+            window: 3,
+            ..BbeParams::default()
+        };
+        let b = discriminate(&f, p);
+        let cong: Vec<Option<f64>> = b.verdicts.iter().map(|v| v.rtt_cong_ns).collect();
+        let want = [
+            None,
+            Some(300.0),
+            Some(300.0),
+            Some(300.0),
+            Some(200.0),
+            Some(200.0),
+        ];
+        assert_eq!(cong, want);
+        let classes: Vec<LossClass> = b.verdicts.iter().map(|v| v.class).collect();
+        use LossClass::{Congestion as C, Random as R};
+        assert_eq!(classes, vec![C, C, R, R, C, C]);
+    }
+
+    proptest::proptest! {
+        /// Whatever came before, and however high one earlier loss's RTT
+        /// read: two losses in a row at an RTT no other loss in the window
+        /// exceeded, the second is called congestion (the queue overflows
+        /// at the same RTT each time).
+        #[test]
+        fn one_outlier_cannot_hide_a_full_queue(
+            before in proptest::collection::vec(110.0f64..200.0, 0..30),
+            outlier in 200.0f64..1e6,
+            at in 0usize..30,
+        ) {
+            let p = BbeParams::default();
+            let mut rtts = before.clone();
+            rtts.insert(at.min(rtts.len()), outlier);
+            // The last `window - 2` losses before the pair, so all sit in
+            // the window the second of the pair is judged against.
+            let keep = p.window - 2;
+            let rtts = rtts[rtts.len().saturating_sub(keep)..].to_vec();
+            let full = rtts.iter().copied().filter(|&r| r != outlier).fold(150.0, f64::max);
+            let mut losses: Vec<(i64, f64)> =
+                rtts.iter().enumerate().map(|(i, &r)| (10 + 10 * i as i64, r)).collect();
+            let n = losses.len() as i64;
+            losses.push((10 + 10 * n, full));
+            losses.push((20 + 10 * n, full));
+            let b = discriminate(&flow(&[(0, 100.0)], &losses), p);
+            let last = b.verdicts.last().unwrap();
+            proptest::prop_assert_eq!(last.class, LossClass::Congestion, "{:?}", b.verdicts);
+        }
     }
 
     #[test]
