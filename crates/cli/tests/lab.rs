@@ -226,7 +226,11 @@ fn lab_run_cbr30(name: &str, repeat: &str, methods: &str, output: &str) -> Vec<s
 /// the stalled tbf carried less than its rate: the available bandwidth
 /// was lower than rate minus cross by up to share x rate, i.e. 200/140 of
 /// the share relative to it, so the bound widens by that much for the
-/// most stolen run.
+/// most stolen run. A run whose sender fell behind its schedule in most
+/// of its streams (another process on the CPUs: the estimate warns it may
+/// read low) and that read low is left out of the median; at least two
+/// runs must remain. Three busy loops beside the test here read
+/// 8-17 % low, warned, in every run.
 #[test]
 fn cbr30_runs_end_to_end_within_the_bound() {
     if !may_run() {
@@ -239,7 +243,26 @@ fn cbr30_runs_end_to_end_within_the_bound() {
         assert_eq!(lines.len(), 2, "{lines:?}");
         for m in &lines {
             let name = m["method"].as_str().unwrap();
-            let med = m["median_rel_error"].as_f64().unwrap_or(f64::NAN);
+            let runs = m["per_run"].as_array().unwrap();
+            let busy_and_low = |r: &serde_json::Value| {
+                let late = r["sender_late_streams"].as_u64().unwrap_or(0);
+                let streams = r["streams"].as_u64().unwrap_or(0);
+                late >= 2 && late * 2 >= streams && r["rel_error"].as_f64().is_some_and(|e| e < 0.0)
+            };
+            let mut errors: Vec<f64> = runs
+                .iter()
+                .filter(|r| !busy_and_low(r))
+                .filter_map(|r| r["rel_error"].as_f64().map(f64::abs))
+                .collect();
+            if errors.len() < 2 {
+                return Err(format!(
+                    "{name}: the sender fell behind its schedule in {} of {} runs",
+                    runs.len() - errors.len(),
+                    runs.len()
+                ));
+            }
+            errors.sort_by(f64::total_cmp);
+            let med = errors[errors.len() / 2];
             let (secs, bytes) = (
                 m["median_duration_s"].as_f64().unwrap(),
                 m["median_probe_bytes"].as_f64().unwrap(),

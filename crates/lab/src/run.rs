@@ -84,6 +84,10 @@ pub struct RunRecord {
     pub low_bps: Option<f64>,
     pub high_bps: Option<f64>,
     pub stop: Option<String>,
+    /// tightlink: its streams, and those whose sender fell behind its
+    /// schedule (a busy host; the estimate then warns it may read low).
+    pub streams: Option<u64>,
+    pub sender_late_streams: Option<u64>,
     pub error: Option<String>,
 }
 
@@ -468,6 +472,8 @@ fn one_run(
         low_bps: None,
         high_bps: None,
         stop: None,
+        streams: None,
+        sender_late_streams: None,
         error: None,
     };
     let rates: Vec<f64> = lab.scenario.hops.iter().map(|h| h.rate_bps).collect();
@@ -522,6 +528,8 @@ fn one_run(
                 rec.low_bps = j["low_bps"].as_f64();
                 rec.high_bps = j["high_bps"].as_f64();
                 rec.stop = j["stop"].as_str().map(str::to_string);
+                rec.streams = j["streams"].as_u64();
+                rec.sender_late_streams = j["sender_late_streams"].as_u64();
                 let unix_window = |key: &str| Some((j[key][0].as_i64()?, j[key][1].as_i64()?));
                 window = unix_window("probe_window_unix_ns").unwrap_or(window);
                 answer_window = unix_window("answer_window_unix_ns");
@@ -875,6 +883,8 @@ mod tests {
             low_bps: None,
             high_bps: None,
             stop: None,
+            streams: None,
+            sender_late_streams: None,
             error: None,
         }
     }
@@ -919,6 +929,8 @@ mod tests {
             low_bps: Some(low),
             high_bps: Some(high),
             stop: Some(stop.into()),
+            streams: None,
+            sender_late_streams: None,
             ..rec(Some(0.0), 0.1)
         };
         let runs = vec![

@@ -583,6 +583,8 @@ struct Json<'a> {
     rate_layer: &'static str,
     host_limit_bps: Option<f64>,
     host_limited: bool,
+    /// Streams whose sender fell behind its schedule (real targets).
+    sender_late_streams: Option<usize>,
     probe_ceiling_bps: Option<f64>,
     sender_bottleneck_bps: Option<f64>,
     wall_s: f64,
@@ -634,6 +636,7 @@ impl Serialize for EstimateReport {
             rate_layer: self.rate_layer,
             host_limit_bps: self.host_limit_bps(),
             host_limited: self.capped == Some(Capped::HostLimited),
+            sender_late_streams: host.map(|h| h.late_streams),
             probe_ceiling_bps: self.probe_ceiling_bps,
             sender_bottleneck_bps: host.and_then(|h| h.own_link_bps),
             wall_s: e.cost.wall_s,
@@ -978,5 +981,12 @@ mod tests {
         assert_eq!(v["bound"], "at_least");
         assert_eq!(v["host_limited"], true);
         assert_eq!(v["host_limit_bps"], 1e9);
+        assert_eq!(v["sender_late_streams"], 0);
+        // The sender's late streams as the channel counted them; none
+        // known without a real sender (the simulator).
+        r.host.as_mut().unwrap().late_streams = 7;
+        assert_eq!(serde_json::to_value(&r).unwrap()["sender_late_streams"], 7);
+        r.host = None;
+        assert!(serde_json::to_value(&r).unwrap()["sender_late_streams"].is_null());
     }
 }
