@@ -213,6 +213,15 @@ pub fn result_samples(x: &mut Exposition, r: &Row) {
             v,
         );
     }
+    if let Some(n) = r.sender_late_streams {
+        x.sample(
+            "tightlink_sender_late_streams",
+            "gauge",
+            "Probe streams of the last measurement that this host sent behind their schedule (too busy to pace them); from half of the streams on it may read low.",
+            &l,
+            n as f64,
+        );
+    }
     if let Some(v) = r.host_stolen_share {
         x.sample(
             "tightlink_host_stolen_ratio",
@@ -419,6 +428,39 @@ mod tests {
         let plain = render("sim:");
         assert_eq!(value(&plain, "tightlink_path_shaped"), Some(0.0), "{plain}");
         assert_eq!(value(&plain, "tightlink_shaper_bucket_bytes"), None);
+    }
+
+    /// Streams the sender fell behind in are exported when the target is
+    /// real (the row has them) and absent on the simulator.
+    #[test]
+    fn late_streams_are_exported_for_real_targets_only() {
+        let t = tightlink_measure::Target::default_sim();
+        let o = crate::store::Origin {
+            name: "n",
+            target: &t,
+            method: "multirate",
+            origin: "schedule",
+            started_unix_ns: 0,
+            wall_s: 0.1,
+            seed: None,
+        };
+        let mut row = Row::failure(&o, "x");
+        row.ok = true;
+        row.available_bps = Some(1e9);
+        let mut x = Exposition::default();
+        result_samples(&mut x, &row);
+        assert!(!x.render().contains("tightlink_sender_late_streams"));
+        row.sender_late_streams = Some(9);
+        let mut x = Exposition::default();
+        result_samples(&mut x, &row);
+        let text = x.render();
+        assert!(
+            text.contains(
+                "# TYPE tightlink_sender_late_streams gauge
+tightlink_sender_late_streams{name=\"n\",target=\"sim:\",kind=\"sim\",method=\"multirate\"} 9\n"
+            ),
+            "{text}"
+        );
     }
 }
 

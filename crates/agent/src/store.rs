@@ -49,6 +49,8 @@ const MIGRATIONS: &[&str] = &[
     // (its burst rate) and its bytes.
     "ALTER TABLE results ADD COLUMN shaper_streams_bps REAL;
      ALTER TABLE results ADD COLUMN shaper_bucket_bytes REAL;",
+    // 4: real targets: streams whose sender fell behind its schedule.
+    "ALTER TABLE results ADD COLUMN sender_late_streams INTEGER;",
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -85,6 +87,10 @@ pub struct Row {
     /// bucket's bytes.
     pub shaper_streams_bps: Option<f64>,
     pub shaper_bucket_bytes: Option<f64>,
+    /// Real targets: streams this host sent behind their schedule (too
+    /// busy to pace them); from half of the streams on the answer may
+    /// read low.
+    pub sender_late_streams: Option<u64>,
     /// The simulated path's seed for this run.
     pub seed: Option<u64>,
     pub error: Option<String>,
@@ -136,6 +142,7 @@ impl Row {
             host_stolen_share: None,
             shaper_streams_bps: None,
             shaper_bucket_bytes: None,
+            sender_late_streams: None,
             seed: o.seed,
             error: None,
             report: None,
@@ -156,6 +163,7 @@ impl Row {
             host_stolen_share: r.host.as_ref().and_then(|h| h.stolen_share),
             shaper_streams_bps: e.shaper.map(|sh| sh.streams_bps),
             shaper_bucket_bytes: e.shaper.map(|sh| sh.bucket_bytes),
+            sender_late_streams: r.host.as_ref().map(|h| h.late_streams as u64),
             report: Some(serde_json::to_string(r).expect("a report serialises")),
             ..Row::base(o, true)
         }
@@ -263,9 +271,9 @@ impl Store {
             "INSERT INTO results (name, target, kind, method, origin, started_unix_ns, wall_s, ok,
                 available_bps, low_bps, high_bps, bound, truth_bps, probe_bytes, streams,
                 host_limited, seed, error, report, host_stolen_share, shaper_streams_bps,
-                shaper_bucket_bytes)
+                shaper_bucket_bytes, sender_late_streams)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-                ?21, ?22)",
+                ?21, ?22, ?23)",
             params![
                 r.name,
                 r.target,
@@ -289,6 +297,7 @@ impl Store {
                 r.host_stolen_share,
                 r.shaper_streams_bps,
                 r.shaper_bucket_bytes,
+                r.sender_late_streams.map(|n| n as i64),
             ],
         )?;
         let id = tx.last_insert_rowid();
@@ -382,6 +391,9 @@ fn row_from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         host_stolen_share: r.get("host_stolen_share")?,
         shaper_streams_bps: r.get("shaper_streams_bps")?,
         shaper_bucket_bytes: r.get("shaper_bucket_bytes")?,
+        sender_late_streams: r
+            .get::<_, Option<i64>>("sender_late_streams")?
+            .map(|n| n as u64),
         seed: r.get::<_, Option<i64>>("seed")?.map(|b| b as u64),
         error: r.get("error")?,
         report: r.get("report")?,
@@ -479,8 +491,8 @@ mod tests {
     }
 
     /// A history written by a tightlink of schema version 1 (no stolen
-    /// share, no shaper columns) is upgraded in place through versions 2
-    /// and 3: its rows stay, with neither.
+    /// share, no shaper or late-stream columns) is upgraded in place
+    /// through versions 2 to 4: its rows stay, with none of them.
     #[test]
     fn a_version_1_history_is_upgraded() {
         let path = temp("v1");
@@ -497,18 +509,23 @@ mod tests {
             .unwrap();
         }
         let mut s = Store::open(&path).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 3);
+        assert_eq!(s.schema_version().unwrap(), 4);
         let old = &s.rows(&Query::default()).unwrap()[0];
         assert_eq!((old.name.as_str(), old.host_stolen_share), ("old", None));
         assert_eq!(
-            (old.shaper_streams_bps, old.shaper_bucket_bytes),
-            (None, None)
+            (
+                old.shaper_streams_bps,
+                old.shaper_bucket_bytes,
+                old.sender_late_streams
+            ),
+            (None, None, None)
         );
         let t = Target::default_sim();
         let mut r = Row::failure(&origin(&t, 2_000), "y");
         r.host_stolen_share = Some(0.07);
         r.shaper_streams_bps = Some(9.27e9);
         r.shaper_bucket_bytes = Some(243e3);
+        r.sender_late_streams = Some(9);
         s.insert(&r).unwrap();
         let new = &s.rows(&Query::default()).unwrap()[1];
         assert_eq!(new.host_stolen_share, Some(0.07));
@@ -516,6 +533,7 @@ mod tests {
             (new.shaper_streams_bps, new.shaper_bucket_bytes),
             (Some(9.27e9), Some(243e3))
         );
+        assert_eq!(new.sender_late_streams, Some(9));
     }
 
     #[test]
