@@ -25,6 +25,11 @@
 //!   client in that session (UDP, or `Credit` padding over TCP, which
 //!   the client sends first).
 //!
+//! In reverse sessions the rate limit it answers is also the rate this
+//! host paces probes at (\[HOST\] section 3, as a client does for its own
+//! sends: one frame of the path's MTU per median send cost, 25 % slack),
+//! so a client's search never asks for streams the server would send late.
+//!
 //! Logs one line per session on stderr.
 
 use std::collections::{HashMap, VecDeque};
@@ -675,6 +680,14 @@ impl Session {
         };
         let local_ip = conn.local_addr()?.ip();
         let sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), 16 << 20)?;
+        let mut limits = limits;
+        if opened.direction == Direction::Reverse {
+            if let Some(pace) =
+                reverse_pacing_limit_bps(&sock, peer, u32::from(limits.max_packet_bytes))
+            {
+                limits.max_rate_bps = limits.max_rate_bps.min(pace);
+            }
+        }
         let udp_port = sock.local_addr()?.port();
         let session_id = u64::from_be_bytes(opened.nonce[..8].try_into().unwrap());
         send(
@@ -977,6 +990,32 @@ fn check_stream(
         }
     }
     Ok(())
+}
+
+/// The rate (bit/s, frame layer) at which this host paces probes of the
+/// largest payload the path to `peer` carries (its route MTU, at most
+/// `max_payload`): [`crate::host::pacing_limit_bps`] for the UDP backend,
+/// measured once per payload size and kept. `None` when it cannot be
+/// measured (no loopback in this namespace): the policy limit stands.
+fn reverse_pacing_limit_bps(sock: &ProbeSocket, peer: SocketAddr, max_payload: u32) -> Option<u64> {
+    static MEASURED: Mutex<Vec<(u32, f64)>> = Mutex::new(Vec::new());
+    let overhead = if peer.is_ipv4() { 42 } else { 62 };
+    let mtu = crate::udp::path_mtu(sock, peer).unwrap_or(1500).min(9000);
+    let payload = mtu.saturating_sub(overhead - 14).min(max_payload);
+    let mut m = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
+    let bps = match m.iter().find(|(p, _)| *p == payload) {
+        Some(&(_, bps)) => bps,
+        None => {
+            let bps = crate::host::pacing_limit_bps(
+                crate::backend::Backend::Udp,
+                payload,
+                payload + overhead,
+            );
+            m.push((payload, bps));
+            bps
+        }
+    };
+    (bps.is_finite() && bps >= 1e6).then_some(bps as u64)
 }
 
 /// Sends a reverse schedule to the client; returns each packet's kernel
