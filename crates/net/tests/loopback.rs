@@ -150,6 +150,32 @@ fn keyed_server(require_key: bool) -> std::net::SocketAddr {
     .0
 }
 
+/// A keyed session's policy allows 100 Gbit/s; in reverse the server
+/// sends, and the limit it answers is what its host paces (a few Gbit/s
+/// on any host that has a loopback send cost at all), so a client never
+/// asks it for streams it would send late. Forward keeps the policy.
+#[test]
+fn a_reverse_session_is_limited_to_what_the_server_paces() {
+    let _turn = turn();
+    let addr = keyed_server(false).to_string();
+    let open = |direction| {
+        UdpChannel::connect(
+            &addr,
+            &ClientOptions {
+                key: Some(b"correct horse".to_vec()),
+                direction,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    let forward = open(Direction::Forward);
+    assert_eq!(forward.limits().max_rate_bps, 100_000_000_000);
+    let reverse = open(Direction::Reverse);
+    let r = reverse.limits().max_rate_bps;
+    assert!(r < 100_000_000_000 && r > 1_000_000, "{r}");
+}
+
 #[test]
 fn the_right_key_authenticates_and_a_wrong_one_is_refused() {
     let _turn = turn();
