@@ -348,18 +348,24 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_failure_exports_no_numbers() {
-        let t = tightlink_measure::Target::default_sim();
-        let o = crate::store::Origin {
+    /// A scheduled `multirate` measurement of `t` named `n`, started 2 s
+    /// after the epoch.
+    fn origin(t: &tightlink_measure::Target) -> crate::store::Origin<'_> {
+        crate::store::Origin {
             name: "n",
-            target: &t,
+            target: t,
             method: "multirate",
             origin: "schedule",
             started_unix_ns: 2_000_000_000,
             wall_s: 0.25,
             seed: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_failure_exports_no_numbers() {
+        let t = tightlink_measure::Target::default_sim();
+        let o = origin(&t);
         let mut x = Exposition::default();
         result_samples(&mut x, &Row::failure(&o, "no reply"));
         let text = x.render();
@@ -435,16 +441,7 @@ mod tests {
     #[test]
     fn late_streams_are_exported_for_real_targets_only() {
         let t = tightlink_measure::Target::default_sim();
-        let o = crate::store::Origin {
-            name: "n",
-            target: &t,
-            method: "multirate",
-            origin: "schedule",
-            started_unix_ns: 0,
-            wall_s: 0.1,
-            seed: None,
-        };
-        let mut row = Row::failure(&o, "x");
+        let mut row = Row::failure(&origin(&t), "x");
         row.ok = true;
         row.available_bps = Some(1e9);
         let mut x = Exposition::default();

@@ -645,7 +645,10 @@ const BUCKET: f64 = 8.0;
 /// the second here: `--behind 16` read the 400 link `>=` 60-242 or
 /// `inconsistent` in 7 of 7 runs, `--behind 64` 394-396 in 3 of 3 (97 MB
 /// and 4-16 s a run instead of 25 MB and 2 s). The buckets were 3000 B
-/// until 2026-11-25, when a slower VM's tbf sent its bursts late.
+/// until 2026-11-25, when a slower VM's tbf sent its bursts late. Two
+/// attempts: a clean-clone CI run on 2026-11-29 (flood 463.7, another
+/// process briefly beside it) read the 200 link 172, 177 and 201, where
+/// five runs alone read medians of 195-202.
 #[test]
 fn per_hop_capacity_of_a_three_router_chain() {
     if !may_run() {
@@ -660,11 +663,18 @@ fn per_hop_capacity_of_a_three_router_chain() {
     let (ok, _, err) = tightlink(&["lab", "up", "chain3", "--name", &lab.name]);
     assert!(ok, "lab up: {err}");
     let snd = format!("tllab-{}-snd", lab.name);
-    // (status, capacity or at-least bps) per run, for links 2-4.
+    within_attempts(2, "chain3 hops", || {
+        judge_chain3_links(hops_on_chain3(&snd), host_bps)
+    });
+}
+
+/// (status, capacity or at-least bps) per run of `hops` from `snd`, three
+/// runs, for links 2-4 of chain3.
+fn hops_on_chain3(snd: &str) -> Vec<Vec<(String, f64)>> {
     let mut per_link: Vec<Vec<(String, f64)>> = vec![Vec::new(); 3];
     for seed in ["1", "2", "3"] {
         let out = Command::new("ip")
-            .args(["netns", "exec", &snd])
+            .args(["netns", "exec", snd])
             .arg(env!("CARGO_BIN_EXE_tightlink"))
             .args([
                 "hops",
@@ -706,35 +716,42 @@ fn per_hop_capacity_of_a_three_router_chain() {
             }
         }
     }
+    per_link
+}
+
+/// Each link's three runs judged by the flood `host_bps` (the bands in
+/// the doc of [`per_hop_capacity_of_a_three_router_chain`]).
+fn judge_chain3_links(per_link: Vec<Vec<(String, f64)>>, host_bps: f64) -> Result<(), String> {
     eprintln!("host floods at {host_bps:.0} bit/s; links 2-4: {per_link:?}");
     // Packets a head leaves queued behind an 8-packet bucket at `rate`.
     let beyond_bucket = |head: f64, rate: f64| head * (1.0 - rate / host_bps) - BUCKET;
     for (runs, rate) in per_link.into_iter().zip([600e6, 400e6, 200e6]) {
         assert_eq!(runs.len(), 3, "{rate}");
         let why = format!("link at {rate}, host {host_bps:.0}: {runs:?}");
-        if beyond_bucket(f64::from(HEAD), rate) >= BUCKET {
+        let ok = if beyond_bucket(f64::from(HEAD), rate) >= BUCKET {
             let mut v: Vec<f64> = runs
                 .iter()
                 .map(|r| if r.0 == "measured" { r.1 } else { 0.0 })
                 .collect();
             v.sort_by(f64::total_cmp);
-            assert!((v[1] / rate - 1.0).abs() < 0.10, "{why}");
+            (v[1] / rate - 1.0).abs() < 0.10
         } else if beyond_bucket(1.5 * f64::from(HEAD), rate) > 0.0 {
-            for (status, bps) in &runs {
-                let honest = match status.as_str() {
-                    "measured" => *bps > 0.9 * rate && *bps < 1.1 * host_bps,
-                    "at_least" => *bps < 1.1 * rate,
-                    "inconsistent" => true,
-                    _ => false,
-                };
-                assert!(honest, "{why}");
-            }
+            runs.iter().all(|(status, bps)| match status.as_str() {
+                "measured" => *bps > 0.9 * rate && *bps < 1.1 * host_bps,
+                "at_least" => *bps < 1.1 * rate,
+                "inconsistent" => true,
+                _ => false,
+            })
         } else {
             let mut v: Vec<f64> = runs.iter().map(|r| r.1).collect();
             v.sort_by(f64::total_cmp);
-            assert!(v[1] < 1.25 * rate, "{why}");
+            v[1] < 1.25 * rate
+        };
+        if !ok {
+            return Err(why);
         }
     }
+    Ok(())
 }
 
 /// `lab track step`: the cross traffic steps from 40 to 120 Mbit/s about
