@@ -607,6 +607,36 @@ fn a_bucket_larger_than_the_train_is_read_with_a_longer_one() {
     assert!((sh.bucket_bytes / 1e6 - 1.0).abs() < 0.2, "{sh:?}");
 }
 
+/// A 5 Gbit/s shaper with a 1 MB bucket behind a 10 Gbit/s sender: the
+/// streams pass on the bucket and answer "at least" the top rate, and the
+/// train at the top rate (1.5 MB: a head of 1 MB x 10 / 5 = 2 MB) passes
+/// whole, as it would on a free path. There the longer train goes (6 MB:
+/// a 2 MB head, then 5 Gbit/s), and a second confirms it: 5 within 2 %,
+/// `shaped`, where the answer was "at least 8.8". On the free path the
+/// longer train goes too and the answer stays "at least".
+#[test]
+fn an_answer_at_the_top_rate_sends_the_longer_train() {
+    let (r, streams) = run_recorded("sim:cross=none,shaper=5G/1MB,seed=1", "auto");
+    eprintln!("{:?} {:+.4} {} {:?}", r.bound, rel(&r), r.stop, r.shaper);
+    assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Shaped));
+    assert!(rel(&r).abs() <= 0.02, "{:+.3}", rel(&r));
+    let sh = r.shaper.expect("what the streams read");
+    assert!(sh.train_bytes > 5_000_000, "{sh:?}");
+    assert!((sh.bucket_bytes / 1e6 - 1.0).abs() < 0.2, "{sh:?}");
+    let n = streams.len();
+    // The train at the top rate answered nothing; the longer one and the
+    // one that confirmed it gave the answer.
+    assert_eq!(r.check_streams, vec![n - 3]);
+    let (free, streams) = run_recorded("sim:cross=none,seed=1", "auto");
+    assert_eq!(free.bound, Bound::AtLeast);
+    let last: u64 = streams[streams.len() - 1]
+        .packets
+        .iter()
+        .map(|p| u64::from(p.size_bytes))
+        .sum();
+    assert!(last > 5_000_000, "the longer train went: {last} bytes");
+}
+
 /// The same bucket under every closed-loop method: each ends with the
 /// shaper trains, so each answers 5 Gbit/s within 2 %, `shaped`, where
 /// its streams alone read 5.8 (pathload) to 9.3 (the bisections).
