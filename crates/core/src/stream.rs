@@ -714,28 +714,21 @@ pub(crate) mod tests {
         // 11 batches is under two a batch anyway; with 30 stalled of 40
         // (1 us apart, stamped together at 35.3) it is 40 in 11, over two
         // a batch, yet 10 of the 11 batches hold one packet.
-        let stalled: Vec<Option<i64>> = (0..20)
-            .map(|i| {
-                Some(if (5..15).contains(&i) {
-                    15_300
-                } else {
-                    i * 1000 + 300
+        let stalled = |n: i64, stall_end: i64| {
+            let send: Vec<i64> = (0..n).map(|i| i * 1000).collect();
+            let recv: Vec<Option<i64>> = (0..n)
+                .map(|i| {
+                    Some(if (5..stall_end).contains(&i) {
+                        stall_end * 1000 + 300
+                    } else {
+                        i * 1000 + 300
+                    })
                 })
-            })
-            .collect();
-        let s = ProbeStream::from_times(1, 1000, &send, &stalled);
-        assert_eq!(s.receive_batch_count(), None);
-        let send40: Vec<i64> = (0..40).map(|i| i * 1000).collect();
-        let stalled: Vec<Option<i64>> = (0..40)
-            .map(|i| {
-                Some(if (5..35).contains(&i) {
-                    35_300
-                } else {
-                    i * 1000 + 300
-                })
-            })
-            .collect();
-        let s = ProbeStream::from_times(1, 1000, &send40, &stalled);
+                .collect();
+            ProbeStream::from_times(1, 1000, &send, &recv)
+        };
+        assert_eq!(stalled(20, 15).receive_batch_count(), None);
+        let s = stalled(40, 35);
         assert_eq!(s.receive_batch_interval_ns(), None);
         assert_eq!(s.receive_batch_count(), None);
         assert!(s.has_batched_arrivals());

@@ -37,7 +37,7 @@ use crate::backend::{send_paced, Backend, Transmit};
 use crate::ledger::SendLedger;
 use crate::receiver::{collect_stream, Expect};
 use crate::stamps::Departures;
-use crate::udp::path_mtu;
+use crate::udp::probe_payload_and_frame;
 use crate::udp::{ProbeSocket, UdpTx};
 use crate::{auth, clock, host, packets};
 
@@ -252,9 +252,9 @@ impl UdpChannel {
         let sock = ProbeSocket::bind(SocketAddr::new(cs.local_ip, 0), 16 << 20)
             .map_err(io_err("probe socket"))?;
         let server_udp = SocketAddr::new(addr.ip(), cs.udp_port);
-        let overhead = if addr.is_ipv4() { 42 } else { 62 };
-        let mtu = path_mtu(&sock, server_udp).unwrap_or(1500).min(9000);
-        let mut payload = (mtu - (overhead - 14)).min(limits.max_packet_bytes as u32);
+        let (mut payload, frame) =
+            probe_payload_and_frame(&sock, server_udp, u32::from(limits.max_packet_bytes));
+        let overhead = frame - payload;
         if opts.backend == Backend::Xdp {
             payload = payload.min(xdp::MAX_PAYLOAD as u32);
         }

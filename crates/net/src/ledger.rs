@@ -30,17 +30,18 @@ pub struct DepartureVerdict {
 
 /// Judges a stream's departures. `late`: the 90th percentile of send
 /// lateness exceeds max(2 us, half the mean gap), so the host could not
-/// keep the rate; when the far end sent (no user-space times), lateness
-/// is the transmit stamp's lag behind the schedule over the lag of its
+/// keep the rate; when the far end sent (no user-space times), lateness is
+/// the transmit stamp's lag behind the schedule over the lag of its
 /// best-kept tenth, against max(20 us, half the mean gap): a sending
 /// server's kernel stamps lag its schedule by 5-17 us at the 90th
-/// percentile on the lab's veth path with nothing late (its sends carry
-/// the forwarding work of the hops behind them). `queued`: at least 90 % of packets have transmit stamps,
-/// their span exceeds the scheduled span by 5 % + 5 us, and the lag of the
-/// kernel stamp behind the user-space send grew by as much (last tenth of
-/// the stream against the first), which a stalled sender does not do (when
-/// the far end sent and gave no user-space times: a fifth of the transmit
-/// gaps or more stretched, where a stall stretches one).
+/// percentile on the lab's veth path with nothing late (its sends carry the
+/// forwarding work of the hops behind them). `queued`: at least 90 % of
+/// packets have transmit stamps, their span exceeds the scheduled span by
+/// 5 % + 5 us, and the lag of the kernel stamp behind the user-space send
+/// grew by as much (last tenth of the stream against the first), which a
+/// stalled sender does not do (when the far end sent and gave no user-space
+/// times: a fifth of the transmit gaps or more stretched, where a stall
+/// stretches one).
 pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
     let n = d.scheduled_ns.len();
     let tx_missing = d.tx_ns.iter().filter(|t| t.is_none()).count();

@@ -999,18 +999,12 @@ fn check_stream(
 /// measured (no loopback in this namespace): the policy limit stands.
 fn reverse_pacing_limit_bps(sock: &ProbeSocket, peer: SocketAddr, max_payload: u32) -> Option<u64> {
     static MEASURED: Mutex<Vec<(u32, f64)>> = Mutex::new(Vec::new());
-    let overhead = if peer.is_ipv4() { 42 } else { 62 };
-    let mtu = crate::udp::path_mtu(sock, peer).unwrap_or(1500).min(9000);
-    let payload = mtu.saturating_sub(overhead - 14).min(max_payload);
+    let (payload, frame) = crate::udp::probe_payload_and_frame(sock, peer, max_payload);
     let mut m = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
     let bps = match m.iter().find(|(p, _)| *p == payload) {
         Some(&(_, bps)) => bps,
         None => {
-            let bps = crate::host::pacing_limit_bps(
-                crate::backend::Backend::Udp,
-                payload,
-                payload + overhead,
-            );
+            let bps = crate::host::pacing_limit_bps(crate::backend::Backend::Udp, payload, frame);
             m.push((payload, bps));
             bps
         }

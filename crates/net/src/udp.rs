@@ -164,6 +164,22 @@ impl ProbeSource for &ProbeSocket {
         ProbeSocket::recv_batch(self, headers, out)
     }
 }
+/// The probe payload of a session with `peer` and the frame it makes at
+/// the Ethernet layer (IP packet + 14 B), bytes: the largest the route's
+/// MTU carries (1500 when unknown, 9000 at most), at most `max_payload`.
+/// The client sends such probes; a server sending in reverse measures
+/// its pacing with them.
+pub(crate) fn probe_payload_and_frame(
+    sock: &ProbeSocket,
+    peer: SocketAddr,
+    max_payload: u32,
+) -> (u32, u32) {
+    let overhead = if peer.is_ipv4() { 42 } else { 62 };
+    let mtu = path_mtu(sock, peer).unwrap_or(1500).min(9000);
+    let payload = mtu.saturating_sub(overhead - 14).min(max_payload);
+    (payload, payload + overhead)
+}
+
 /// IP_MTU of a connected UDP socket (the path MTU the kernel knows).
 pub(crate) fn path_mtu(sock: &ProbeSocket, to: SocketAddr) -> Option<u32> {
     // Connect a throw-away socket of the same family: connecting the probe
