@@ -664,13 +664,14 @@ fn per_hop_capacity_of_a_three_router_chain() {
     assert!(ok, "lab up: {err}");
     let snd = format!("tllab-{}-snd", lab.name);
     within_attempts(2, "chain3 hops", || {
-        judge_chain3_links(hops_on_chain3(&snd), host_bps)
+        judge_chain3_links(hops_on_chain3(&snd)?, host_bps)
     });
 }
 
 /// (status, capacity or at-least bps) per run of `hops` from `snd`, three
-/// runs, for links 2-4 of chain3.
-fn hops_on_chain3(snd: &str) -> Vec<Vec<(String, f64)>> {
+/// runs, for links 2-4 of chain3; an error where too few probes were
+/// answered (a crawling VM left 49-62 of 81 once).
+fn hops_on_chain3(snd: &str) -> Result<Vec<Vec<(String, f64)>>, String> {
     let mut per_link: Vec<Vec<(String, f64)>> = vec![Vec::new(); 3];
     for seed in ["1", "2", "3"] {
         let out = Command::new("ip")
@@ -699,11 +700,12 @@ fn hops_on_chain3(snd: &str) -> Vec<Vec<(String, f64)>> {
         // The lab lifts the routers' ICMP rate limits: nearly every
         // probe (5 per size and head, 81 with the discovery probe) is
         // answered; a few heads overflow a 100 KB tbf queue.
-        assert!(
-            hops.iter()
-                .all(|h| h["replies"].as_u64().unwrap() * 10 >= h["probes"].as_u64().unwrap() * 8),
-            "{j}"
-        );
+        if !hops
+            .iter()
+            .all(|h| h["replies"].as_u64().unwrap() * 10 >= h["probes"].as_u64().unwrap() * 8)
+        {
+            return Err(format!("under 80 % of the probes answered: {j}"));
+        }
         for l in j["links"].as_array().unwrap() {
             let ttl = l["ttl"].as_u64().unwrap() as usize;
             if (2..=4).contains(&ttl) {
@@ -716,7 +718,7 @@ fn hops_on_chain3(snd: &str) -> Vec<Vec<(String, f64)>> {
             }
         }
     }
-    per_link
+    Ok(per_link)
 }
 
 /// Each link's three runs judged by the flood `host_bps` (the bands in
