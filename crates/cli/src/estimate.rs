@@ -423,9 +423,13 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
         _ => {}
     }
     let c = &report.estimate.cost;
+    let resent = match c.resent_streams {
+        0 => String::new(),
+        n => format!(" (and {n} sent again: the sender fell behind)"),
+    };
     writeln!(
         out,
-        "cost        {} streams, {:.1} MB of probes, {:.3} s of path time, {:.2} s in all ({})",
+        "cost        {} streams{resent}, {:.1} MB of probes, {:.3} s of path time, {:.2} s in all ({})",
         c.streams,
         c.probe_bytes as f64 / 1e6,
         c.duration_s,

@@ -45,12 +45,36 @@ pub struct GroundTruth {
     pub max_bps: f64,
 }
 
+/// How far behind its schedule a sender must have fallen for a stream
+/// to be [`Probed::sender_late`]: a descheduled thread (whole scheduler
+/// ticks) lags its schedule by 0.2-4 ms, where a host pacing near its
+/// limit lags by 0.1-0.25 ms unloaded, and sending such streams again
+/// found them late again, at the same rates (the lab's 2-core VM).
+pub const STALL_TO_SEND_AGAIN_NS: i64 = 500_000;
+
 /// What came back for one stream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probed {
     pub stream: ProbeStream,
     /// Ground truth for this stream, when the channel knows one.
     pub truth: Option<GroundTruth>,
+    /// The sender stalled ([`STALL_TO_SEND_AGAIN_NS`] or more behind this
+    /// stream's schedule) with no queue of its own to explain it: its
+    /// packets left in catch-up bursts, so the send times the stream
+    /// carries (the schedule) are not what the path met. A strategy may
+    /// send it again.
+    pub sender_late: bool,
+}
+
+impl Probed {
+    /// What came back from a sender that kept its schedule.
+    pub fn on_time(stream: ProbeStream, truth: Option<GroundTruth>) -> Self {
+        Probed {
+            stream,
+            truth,
+            sender_late: false,
+        }
+    }
 }
 
 /// What a channel is, fixed once it is open.
@@ -183,6 +207,10 @@ pub trait Channel {
     fn side_report(&self) -> SideReport {
         SideReport::default()
     }
+    /// The strategy sends the last stream again: the one that came back
+    /// does not count (a recorder marks it so that a replay re-sends it
+    /// too).
+    fn supersede_last(&mut self) {}
 }
 
 impl<C: Channel + ?Sized> Channel for Box<C> {
@@ -204,6 +232,9 @@ impl<C: Channel + ?Sized> Channel for Box<C> {
     fn side_report(&self) -> SideReport {
         (**self).side_report()
     }
+    fn supersede_last(&mut self) {
+        (**self).supersede_last()
+    }
 }
 
 /// A channel that keeps a copy of every stream (and truth) that passed
@@ -213,6 +244,10 @@ pub struct Recorder<'a, C> {
     pub inner: C,
     pub streams: Vec<ProbeStream>,
     pub truths: Vec<Option<GroundTruth>>,
+    /// Per stream: its sender fell behind ([`Probed::sender_late`]), and
+    /// the strategy sent it again ([`Channel::supersede_last`]).
+    pub late: Vec<bool>,
+    pub superseded: Vec<bool>,
     observer: Option<Observer<'a>>,
 }
 
@@ -225,6 +260,8 @@ impl<'a, C: Channel> Recorder<'a, C> {
             inner,
             streams: Vec::new(),
             truths: Vec::new(),
+            late: Vec::new(),
+            superseded: Vec::new(),
             observer: None,
         }
     }
@@ -243,6 +280,8 @@ impl<C: Channel> Channel for Recorder<'_, C> {
         let p = self.inner.probe(request)?;
         self.streams.push(p.stream.clone());
         self.truths.push(p.truth);
+        self.late.push(p.sender_late);
+        self.superseded.push(false);
         if let Some(f) = &mut self.observer {
             f(&p);
         }
@@ -263,14 +302,53 @@ impl<C: Channel> Channel for Recorder<'_, C> {
     fn side_report(&self) -> SideReport {
         self.inner.side_report()
     }
+    fn supersede_last(&mut self) {
+        if let Some(last) = self.superseded.last_mut() {
+            *last = true;
+        }
+        self.inner.supersede_last()
+    }
+}
+
+impl<C> Recorder<'_, C> {
+    /// The streams the strategy kept (not sent again), with their
+    /// positions among all recorded.
+    pub fn kept(&self) -> impl Iterator<Item = (usize, &ProbeStream)> + Clone {
+        self.streams
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.superseded[*i])
+    }
+
+    /// Positions of the streams the strategy sent again, and of those
+    /// whose sender fell behind, as trace metadata values (`1,4`).
+    pub fn superseded_list(&self) -> String {
+        positions(&self.superseded)
+    }
+    pub fn late_list(&self) -> String {
+        positions(&self.late)
+    }
+}
+
+fn positions(flags: &[bool]) -> String {
+    flags
+        .iter()
+        .enumerate()
+        .filter(|(_, &f)| f)
+        .map(|(i, _)| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A recorded run played back: stream `i` of the trace answers the
 /// strategy's `i`-th request, which must have the same packets and send
 /// gaps (within 1 ns per gap); so a saved run can be re-estimated offline
-/// with the same strategy.
+/// with the same strategy. Streams whose sender fell behind in the live
+/// run come back marked late, so that the strategy decides the same
+/// (sends them again or keeps them) here too.
 pub struct TraceChannel {
     streams: Vec<ProbeStream>,
+    late: Vec<bool>,
     next: usize,
     max_rate_bps: f64,
     elapsed_ns: i64,
@@ -279,11 +357,22 @@ pub struct TraceChannel {
 impl TraceChannel {
     pub fn new(streams: Vec<ProbeStream>, max_rate_bps: f64) -> Self {
         TraceChannel {
+            late: vec![false; streams.len()],
             streams,
             next: 0,
             max_rate_bps,
             elapsed_ns: 0,
         }
+    }
+
+    /// Marks the streams at `positions` as sent late by the live run.
+    pub fn with_late_streams(mut self, positions: &[usize]) -> Self {
+        for &i in positions {
+            if let Some(f) = self.late.get_mut(i) {
+                *f = true;
+            }
+        }
+        self
     }
 }
 
@@ -322,6 +411,7 @@ impl Channel for TraceChannel {
         Ok(Probed {
             stream,
             truth: None,
+            sender_late: self.late[index],
         })
     }
 
@@ -436,6 +526,28 @@ mod tests {
         assert_eq!(ch.streams.len(), 1);
         assert_eq!(ch.truths, vec![None]);
         assert_eq!(ch.info().max_rate_bps, 1e9);
+    }
+
+    /// Three recorded streams, the second sent late: the replay says so;
+    /// the recorder marks what the strategy sent again and keeps the rest
+    /// with their positions.
+    #[test]
+    fn late_and_superseded_streams_are_recorded_and_replayed() {
+        let recorded = vec![stream(&[0, 10]), stream(&[0, 10]), stream(&[0, 20])];
+        let mut ch = Recorder::new(TraceChannel::new(recorded, 1e9).with_late_streams(&[1, 7]));
+        let req = StreamRequest::from_send_times(&[0, 10], 1500);
+        assert!(!ch.probe(&req).unwrap().sender_late);
+        assert!(ch.probe(&req).unwrap().sender_late);
+        ch.supersede_last();
+        assert!(
+            !ch.probe(&StreamRequest::from_send_times(&[0, 20], 1500))
+                .unwrap()
+                .sender_late
+        );
+        assert_eq!(ch.late_list(), "1");
+        assert_eq!(ch.superseded_list(), "1");
+        let kept: Vec<usize> = ch.kept().map(|(i, _)| i).collect();
+        assert_eq!(kept, vec![0, 2]);
     }
 
     #[test]

@@ -190,15 +190,17 @@ pub fn estimate(
         }
     };
     channel.close().context("closing the session")?;
+    // What the strategy used: the streams it did not send again.
+    let kept: Vec<ProbeStream> = channel.kept().map(|(_, s)| s.clone()).collect();
     let mut host = channel.side_report().host;
-    if let (Some(h), Some(w)) = (host.as_mut(), loss_at_the_lowest_rates(&channel.streams)) {
+    if let (Some(h), Some(w)) = (host.as_mut(), loss_at_the_lowest_rates(&kept)) {
         h.warnings.push(w);
     }
     let wall_s = started.elapsed().as_secs_f64();
     let ceiling = info.max_rate_bps;
     let answer_window_unix_ns = host
         .as_ref()
-        .and_then(|_| answer_window(&channel.streams, &report.check_streams));
+        .and_then(|_| answer_window(&kept, &report.check_streams));
     let mut r = EstimateReport {
         target: target.to_string(),
         estimate: Report {
@@ -218,13 +220,12 @@ pub fn estimate(
         warnings: Vec::new(),
     };
     if r.estimate.stop == Stop::Swings {
-        r.warnings
-            .push(swing_warning(&r.estimate, &channel.streams));
+        r.warnings.push(swing_warning(&r.estimate, &kept));
     }
-    if let Some(w) = coalesced_trend_streams(options.method, &options.analysis, &channel.streams) {
+    if let Some(w) = coalesced_trend_streams(options.method, &options.analysis, &kept) {
         r.warnings.push(w);
     }
-    if let Some(w) = jumbo_chirps(options.method, &channel.streams) {
+    if let Some(w) = jumbo_chirps(options.method, &kept) {
         r.warnings.push(w);
     }
     if let Some(w) = unsettled_budget_stop(&r.estimate) {
@@ -237,7 +238,7 @@ pub fn estimate(
         r.estimate.stop,
         Stop::NoUsableStream | Stop::NoUsableAdrTrain
     ) {
-        if let Some(why) = why_unusable(options.method, &options.analysis, &channel.streams) {
+        if let Some(why) = why_unusable(options.method, &options.analysis, &kept) {
             r.warnings.push(why);
         }
     }
@@ -245,12 +246,18 @@ pub fn estimate(
         apply_ceiling(&mut r, ceiling);
     }
     if let Some(path) = &options.save_trace {
-        let metadata = vec![
+        let mut metadata = vec![
             ("source".to_string(), "tightlink estimate".to_string()),
             ("path".to_string(), r.target.clone()),
             ("method".to_string(), options.method.to_string()),
             ("max_rate_bps".to_string(), format!("{ceiling:.0}")),
         ];
+        if channel.late.contains(&true) {
+            metadata.push(("late_streams".to_string(), channel.late_list()));
+        }
+        if channel.superseded.contains(&true) {
+            metadata.push(("superseded_streams".to_string(), channel.superseded_list()));
+        }
         save::write_trace(path, metadata, &channel.streams)?;
         if let Some(t) = &options.save_truth {
             save::write_truth(t, &channel.streams, &channel.truths)?;
@@ -577,6 +584,9 @@ struct Json<'a> {
     probe_bytes: u64,
     probe_packets: u64,
     streams: usize,
+    /// Streams sent again because their sender fell behind (their bytes
+    /// are in `probe_bytes`).
+    resent_streams: usize,
     duration_s: f64,
     truth_bps: Option<f64>,
     stop: &'static str,
@@ -630,6 +640,7 @@ impl Serialize for EstimateReport {
             probe_bytes: e.cost.probe_bytes,
             probe_packets: e.cost.probe_packets,
             streams: e.cost.streams,
+            resent_streams: e.cost.resent_streams,
             duration_s: e.cost.duration_s,
             truth_bps: e.truth_bps.filter(|t| t.is_finite()),
             stop: e.stop.as_str(),

@@ -462,17 +462,19 @@ impl UdpChannel {
         self.backend
     }
 
-    fn note(&mut self, d: &Departures, sizes: &[u32]) {
+    /// Judges a stream's departures; true where its sender fell behind
+    /// with no queue of its own to explain it.
+    fn note(&mut self, d: &Departures, sizes: &[u32]) -> bool {
         // xdp has no transmit stamps to miss (said once at connect).
         let stamps = self.backend != Backend::Xdp || self.direction == Direction::Reverse;
-        self.ledger.note(d, sizes, stamps);
+        self.ledger.note(d, sizes, stamps)
     }
 
     fn forward(
         &mut self,
         request: &StreamRequest,
         stream: u32,
-    ) -> Result<ProbeStream, ChannelError> {
+    ) -> Result<(ProbeStream, bool), ChannelError> {
         let n = request.offsets_ns.len();
         let payloads = self.payload_sizes(request)?;
         let duration = request.offsets_ns.last().copied().unwrap_or(0).max(0) as u64;
@@ -514,19 +516,19 @@ impl UdpChannel {
         write_message(&mut self.writer, &Message::StreamSent { stream })
             .map_err(io_err("stream sent"))?;
         let recv = self.read_records(stream, RecordKind::Receive, n)?;
-        self.note(&d, &request.sizes);
+        let late = self.note(&d, &request.sizes);
         let s = self
             .ledger
             .stream(stream, &request.sizes, &d.scheduled_ns, &recv);
         self.last_departures = Some(d);
-        Ok(s)
+        Ok((s, late))
     }
 
     fn reverse(
         &mut self,
         request: &StreamRequest,
         stream: u32,
-    ) -> Result<ProbeStream, ChannelError> {
+    ) -> Result<(ProbeStream, bool), ChannelError> {
         let n = request.offsets_ns.len();
         if n > MAX_SCHEDULE {
             return Err(ChannelError::Io(format!(
@@ -611,12 +613,12 @@ impl UdpChannel {
             user_ns: Vec::new(),
             tx_ns: tx,
         };
-        self.note(&d, &request.sizes);
+        let late = self.note(&d, &request.sizes);
         let s = self
             .ledger
             .stream(stream, &request.sizes, &d.scheduled_ns, &c.recv_ns);
         self.last_departures = Some(d);
-        Ok(s)
+        Ok((s, late))
     }
 }
 
@@ -624,7 +626,7 @@ impl Channel for UdpChannel {
     fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
         let stream = self.next_stream;
         self.next_stream += 1;
-        let s = match self.direction {
+        let (s, sender_late) = match self.direction {
             Direction::Forward => self.forward(request, stream)?,
             Direction::Reverse | Direction::Transfer | Direction::TransferReverse => {
                 self.reverse(request, stream)?
@@ -634,6 +636,7 @@ impl Channel for UdpChannel {
         Ok(Probed {
             stream: s,
             truth: None,
+            sender_late,
         })
     }
 

@@ -6,7 +6,7 @@
 //! session's tally of them (`SendLedger`), and the probe stream built
 //! from a schedule and receive stamps.
 
-use tightlink_core::channel::HostFindings;
+use tightlink_core::channel::{HostFindings, STALL_TO_SEND_AGAIN_NS};
 use tightlink_core::{ProbePacket, ProbeStream};
 pub use tightlink_sys::cpu_time::STOLEN_SHARE_WARNING;
 use tightlink_sys::cpu_time::{self, CpuTimes};
@@ -20,8 +20,10 @@ pub const RATE_LAYER: &str =
 /// One stream's departures, judged.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DepartureVerdict {
-    /// The sender fell behind its schedule.
+    /// The sender fell behind its schedule, and by how much at worst (ns;
+    /// 0 where it cannot tell).
     pub late: bool,
+    pub worst_lag_ns: i64,
     /// The sender's own interface queued the stream: the rate at which it
     /// left (bytes after the first stamped packet over the stamped span).
     pub queued_rate_bps: Option<f64>,
@@ -47,6 +49,7 @@ pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
     let tx_missing = d.tx_ns.iter().filter(|t| t.is_none()).count();
     let mut v = DepartureVerdict {
         late: false,
+        worst_lag_ns: 0,
         queued_rate_bps: None,
         tx_missing,
     };
@@ -65,6 +68,7 @@ pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
         late.sort_unstable();
         let p90 = late[(late.len() * 9) / 10];
         v.late = p90 as f64 > (mean_gap / 2.0).max(2_000.0);
+        v.worst_lag_ns = late[late.len() - 1].max(0);
     } else if tx_missing * 10 <= n {
         let mut lag: Vec<i64> = d
             .tx_ns
@@ -75,6 +79,7 @@ pub fn judge_departures(d: &Departures, sizes: &[u32]) -> DepartureVerdict {
         lag.sort_unstable();
         let p90 = lag[(lag.len() * 9) / 10] - lag[lag.len() / 10];
         v.late = p90 as f64 > (mean_gap / 2.0).max(20_000.0);
+        v.worst_lag_ns = (lag[lag.len() - 1] - lag[lag.len() / 10]).max(0);
     }
     if tx_missing * 10 <= n {
         let stamped: Vec<(usize, i64)> = d
@@ -161,7 +166,10 @@ impl SendLedger {
 
     /// Judges one stream's departures; `stamps_expected` is false where
     /// the backend gets no transmit stamps (said once, not per stream).
-    pub fn note(&mut self, d: &Departures, sizes: &[u32], stamps_expected: bool) {
+    /// True where the sender fell behind with no queue of its own to
+    /// explain it and stalled for [`STALL_TO_SEND_AGAIN_NS`] or more (a
+    /// stream worth sending again).
+    pub fn note(&mut self, d: &Departures, sizes: &[u32], stamps_expected: bool) -> bool {
         let v = judge_departures(d, sizes);
         self.streams += 1;
         self.late_streams += v.late as usize;
@@ -175,6 +183,7 @@ impl SendLedger {
         if let Some(r) = v.queued_rate_bps {
             self.own_link.push(r);
         }
+        v.late && v.queued_rate_bps.is_none() && v.worst_lag_ns >= STALL_TO_SEND_AGAIN_NS
     }
 
     /// The stream model of one probed stream (see [`probe_stream`]), with
@@ -314,6 +323,7 @@ mod tests {
             v,
             DepartureVerdict {
                 late: false,
+                worst_lag_ns: 500,
                 queued_rate_bps: None,
                 tx_missing: 0
             }
@@ -375,6 +385,43 @@ mod tests {
             *t = t.map(|t| t + [0, 15_000, 7_000][i % 3]);
         }
         assert!(!judge_departures(&jitter, &[1514; 100]).late);
+    }
+
+    /// 100 packets every 60.56 us; the sending thread stalls at packet
+    /// 30 and catches up 10 us a packet. A 400 us stall leaves packets
+    /// 30-37 late (400, 349.4, ... us): 8 of 100, not late; 600 us leaves
+    /// 12 late: late, by 600 us at worst, so worth sending again; 300 us
+    /// at packets 30 and 60 (12 late) is late too, but under 500 us.
+    #[test]
+    fn a_stall_of_half_a_millisecond_sends_the_stream_again() {
+        let stalled = |stalls: &[(usize, i64)]| {
+            let mut d = departures(60_560, 100, 0, 60_560);
+            for &(at, by) in stalls {
+                let mut lag = by;
+                for i in at..100 {
+                    if lag <= 0 {
+                        break;
+                    }
+                    d.user_ns[i] += lag;
+                    d.tx_ns[i] = d.tx_ns[i].map(|t| t + lag);
+                    lag -= 60_560 - 10_000;
+                }
+            }
+            d
+        };
+        let mut ledger = SendLedger::default();
+        let once = stalled(&[(30, 400_000)]);
+        assert!(!judge_departures(&once, &[1514; 100]).late);
+        assert!(!ledger.note(&once, &[1514; 100], true));
+        let long = stalled(&[(30, 600_000)]);
+        let v = judge_departures(&long, &[1514; 100]);
+        assert!(v.late && v.worst_lag_ns == 600_000, "{v:?}");
+        assert!(ledger.note(&long, &[1514; 100], true));
+        let short_twice = stalled(&[(30, 300_000), (60, 300_000)]);
+        let v = judge_departures(&short_twice, &[1514; 100]);
+        assert!(v.late && v.worst_lag_ns == 300_000, "{v:?}");
+        assert!(!ledger.note(&short_twice, &[1514; 100], true));
+        assert_eq!(ledger.late_streams, 2);
     }
 
     #[test]

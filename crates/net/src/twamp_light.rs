@@ -640,7 +640,7 @@ impl TwampChannel {
         tx_stamps: &[Option<NtpTimestamp>],
         held: &[Option<(u32, u32)>],
         here: &[Option<i64>],
-    ) -> ProbeStream {
+    ) -> (ProbeStream, bool) {
         let n = tx_stamps.len();
         // Probes lost on the way to the reflector were never sent back:
         // marked lost on the way back too (the analyses index packets by
@@ -672,11 +672,12 @@ impl TwampChannel {
         let late = (0..n)
             .filter(|&i| actual[i].is_some_and(|a| a - send_ns[i] > 20_000))
             .count();
-        if sent > 0 && late * 10 > sent {
-            self.reflector_late_streams += 1;
-        }
-        self.ledger
-            .stream(stream, &request.sizes, &send_ns, &recv_ns)
+        let reflector_late = sent > 0 && late * 10 > sent;
+        self.reflector_late_streams += reflector_late as usize;
+        let s = self
+            .ledger
+            .stream(stream, &request.sizes, &send_ns, &recv_ns);
+        (s, reflector_late)
     }
 
     /// Adds a stream's stamps to the session's judgement; refuses once a
@@ -738,7 +739,7 @@ impl TwampChannel {
         &mut self,
         request: &StreamRequest,
         stream: u32,
-    ) -> Result<ProbeStream, ChannelError> {
+    ) -> Result<(ProbeStream, bool), ChannelError> {
         let n = request.offsets_ns.len();
         let payloads = self.payload_sizes(request)?;
         let first_seq = self.sequence.wrapping_add(1); // after the warm-up
@@ -876,11 +877,13 @@ impl TwampChannel {
             prev = Some(t);
         }
         self.judge_stamps(stream, &sent_ns, &recv_ns, &deltas)?;
-        self.ledger
-            .note(&d, &request.sizes, self.backend != Backend::Xdp);
-        Ok(self
+        let late = self
             .ledger
-            .stream(stream, &request.sizes, &d.scheduled_ns, &recv_ns))
+            .note(&d, &request.sizes, self.backend != Backend::Xdp);
+        let s = self
+            .ledger
+            .stream(stream, &request.sizes, &d.scheduled_ns, &recv_ns);
+        Ok((s, late))
     }
 }
 
@@ -888,11 +891,12 @@ impl Channel for TwampChannel {
     fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
         let stream = self.next_stream;
         self.next_stream += 1;
-        let s = self.forward(request, stream)?;
+        let (s, sender_late) = self.forward(request, stream)?;
         self.elapsed_ns += s.send_span_ns() as i64;
         Ok(Probed {
             stream: s,
             truth: None,
+            sender_late,
         })
     }
 

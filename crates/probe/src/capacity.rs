@@ -505,6 +505,7 @@ fn report(
             probe_bytes: c.bytes,
             probe_packets: c.packets,
             streams: c.streams,
+            resent_streams: 0,
             duration_s: (c.channel.elapsed_ns() - c.start_ns) as f64 / 1e9,
             wall_s: c.started.elapsed().as_secs_f64(),
         },

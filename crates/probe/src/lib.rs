@@ -17,7 +17,10 @@ pub use strategy::{Budget, Report};
 pub struct Cost {
     pub probe_bytes: u64,
     pub probe_packets: u64,
+    /// Streams kept, and those sent again because their sender fell
+    /// behind its schedule (their bytes are in `probe_bytes`).
     pub streams: usize,
+    pub resent_streams: usize,
     /// Time on the path, s (simulated time on the simulator; a replay
     /// counts its streams' own spans).
     pub duration_s: f64,

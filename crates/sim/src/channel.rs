@@ -3,7 +3,7 @@
 
 use tightlink_core::channel::{
     Channel, ChannelError, ChannelInfo, HopChannel, HopReply, PathTruth, Probed, SideReport,
-    StreamRequest,
+    StreamRequest, STALL_TO_SEND_AGAIN_NS,
 };
 
 use crate::path::{PathSpec, SimPath, TtlPacket};
@@ -46,8 +46,8 @@ impl Channel for SimChannel {
             .send_stream(self.next_id, &request.offsets_ns, &request.sizes);
         self.next_id += 1;
         Ok(Probed {
-            stream: s.stream,
-            truth: s.truth,
+            sender_late: s.worst_lag_ns >= STALL_TO_SEND_AGAIN_NS as f64,
+            ..Probed::on_time(s.stream, s.truth)
         })
     }
 

@@ -145,6 +145,12 @@ pub struct PathSpec {
     pub random_loss: f64,
     /// Replies to TTL-limited probes (`tightlink hops`).
     pub icmp: IcmpSpec,
+    /// A sending host descheduled now and then (another process on its
+    /// CPUs): the share of streams in which the sender stalls once, and
+    /// for how long, ns. Packets due during the stall leave together at
+    /// its end.
+    pub stall_share: f64,
+    pub stall_ns: f64,
 }
 
 impl PathSpec {
@@ -187,6 +193,8 @@ pub struct SimStream {
     pub stream: ProbeStream,
     /// `None` when fewer than two packets crossed the path.
     pub truth: Option<GroundTruth>,
+    /// The most any packet left behind its schedule, ns.
+    pub worst_lag_ns: f64,
     /// Each part's available bandwidth at the tight link, bit/s
     /// ([`SimPath::send_stream_in_parts`]; empty otherwise). `None` for a
     /// part none of whose packets reached it.
@@ -292,10 +300,25 @@ impl SimPath {
         // Actual departures from the sender: never before schedule, never
         // overtaking (one NIC queue).
         let mut times: Vec<f64> = Vec::with_capacity(n);
+        // Drawn only where stalls are asked for, so other paths keep
+        // their seeds' streams.
+        let stall =
+            (self.spec.stall_share > 0.0 && self.rng.unit() < self.spec.stall_share).then(|| {
+                let span = offsets_ns.last().copied().unwrap_or(0) as f64;
+                let from = start + self.rng.unit() * span;
+                (from, from + self.spec.stall_ns)
+            });
+        let mut worst_lag_ns: f64 = 0.0;
         for &off in offsets_ns {
             let intended = start + off as f64;
             send_ns.push(intended.round() as i64 + self.spec.sender_offset_ns);
-            let t = (intended + self.lateness()).max(self.last_departure_ns);
+            let mut t = (intended + self.lateness()).max(self.last_departure_ns);
+            if let Some((from, to)) = stall {
+                if (from..to).contains(&t) {
+                    t = to;
+                }
+            }
+            worst_lag_ns = worst_lag_ns.max(t - intended);
             self.last_departure_ns = t;
             times.push(t);
         }
@@ -330,6 +353,7 @@ impl SimPath {
         SimStream {
             stream: ProbeStream::new(id, packets),
             truth,
+            worst_lag_ns,
             part_truths_bps,
         }
     }

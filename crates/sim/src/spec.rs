@@ -19,6 +19,7 @@
 //! | `drift` | receiver clock drift (`20ppm`) | `0ppm` |
 //! | `idle` | idle time after each stream | `10ms` |
 //! | `loss` | share of probe packets lost at random after the last hop (`1%`, `0.01`) | `0` |
+//! | `stalls` | a sender descheduled now and then: the share of streams in which it stalls once, and for how long (`30%:2ms`); packets due meanwhile leave together after it | none |
 //! | `seed` | integer | `1` |
 //!
 //! Rates take `G`, `M`, `K` suffixes (bit/s), times `ns`, `us`, `ms`, `s`,
@@ -217,6 +218,8 @@ impl Default for PathSpec {
             idle_ns: 10e6,
             truth_splits: 4,
             random_loss: 0.0,
+            stall_share: 0.0,
+            stall_ns: 0.0,
             icmp: IcmpSpec::default(),
         }
     }
@@ -287,6 +290,26 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
                         _ => return err(format!("loss={value}: expected a share below 1, like 1% or 0.01")),
                     };
                 }
+                "stalls" => {
+                    let parsed = value.split_once(':').and_then(|(share, dur)| {
+                        let share = match share.strip_suffix('%') {
+                            Some(p) => p.trim().parse::<f64>().ok()? / 100.0,
+                            None => share.parse::<f64>().ok()?,
+                        };
+                        Some((share, parse_time_ns(dur).ok()?))
+                    });
+                    match parsed {
+                        Some((share, ns)) if (0.0..=1.0).contains(&share) && ns > 0.0 => {
+                            spec.stall_share = share;
+                            spec.stall_ns = ns;
+                        }
+                        _ => {
+                            return err(format!(
+                                "stalls={value}: expected the share of streams in which the sender stalls and for how long, like 30%:2ms"
+                            ))
+                        }
+                    }
+                }
                 "seed" => {
                     spec.seed = value
                         .parse()
@@ -294,7 +317,7 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
                 }
                 _ => {
                     return err(format!(
-                        "unknown key '{key}' (known: hops, capacity, cross, shaper, buffer, delay, coalescence, quantum, jitter, drift, idle, loss, seed)"
+                        "unknown key '{key}' (known: hops, capacity, cross, shaper, buffer, delay, coalescence, quantum, jitter, drift, idle, loss, stalls, seed)"
                     ))
                 }
             }
@@ -486,6 +509,27 @@ mod tests {
         ] {
             let e = parse_sim_target(bad).unwrap_err();
             assert!(e.0.contains(needle), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn stalls_key() {
+        let s = parse_sim_target("sim:stalls=30%:2ms").unwrap();
+        assert_eq!((s.stall_share, s.stall_ns), (0.3, 2e6));
+        let s = parse_sim_target("sim:stalls=1:500us").unwrap();
+        assert_eq!((s.stall_share, s.stall_ns), (1.0, 5e5));
+        assert_eq!(parse_sim_target("sim:").unwrap().stall_share, 0.0);
+        for bad in [
+            "sim:stalls=30%",
+            "sim:stalls=150%:1ms",
+            "sim:stalls=0.3:0ms",
+            "sim:stalls=a:1ms",
+        ] {
+            let e = parse_sim_target(bad).unwrap_err();
+            assert!(
+                e.0.contains("stalls=") && e.0.contains("like 30%:2ms"),
+                "{bad}: {e}"
+            );
         }
     }
 

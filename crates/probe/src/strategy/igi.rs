@@ -215,10 +215,10 @@ mod tests {
                 })
                 .collect();
             self.now_ns += 10_000_000;
-            Ok(Probed {
-                stream: ProbeStream::from_times(0, size, &send, &recv),
-                truth: None,
-            })
+            Ok(Probed::on_time(
+                ProbeStream::from_times(0, size, &send, &recv),
+                None,
+            ))
         }
         fn info(&self) -> ChannelInfo {
             ChannelInfo {

@@ -445,8 +445,42 @@ pub struct Session<'a> {
     /// The rate of a shaper check whose short train queued (no bucket
     /// there), when one did.
     pub shaper_ruled_out_bps: Option<f64>,
+    /// Streams sent again because their sender fell behind, and those
+    /// of them that came back late again.
+    pub resent: usize,
+    resent_late_again: usize,
     progress: Progress<'a>,
     started: std::time::Instant,
+}
+
+/// Most times one stream goes again after its sender fell behind.
+pub const MAX_RESENDS_PER_STREAM: usize = 2;
+
+/// What decides whether a stream whose sender fell behind goes again.
+/// Counts only, so that a replay (which knows which streams were late)
+/// decides the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resends {
+    /// Times this stream went again already.
+    pub attempt: usize,
+    /// Streams sent again so far, and those of them that came back late
+    /// again.
+    pub resent: usize,
+    pub late_again: usize,
+    /// Streams kept so far.
+    pub kept: usize,
+}
+
+impl Resends {
+    /// At most [`MAX_RESENDS_PER_STREAM`] times a stream, at most two plus
+    /// half the streams kept in all, and no more once over three quarters
+    /// of at least three resends came back late as well: a host late on
+    /// nearly every stream is not helped by sending again (the warning
+    /// says so).
+    pub fn allowed(&self) -> bool {
+        let futile = self.late_again >= 3 && self.late_again * 4 > self.resent * 3;
+        self.attempt < MAX_RESENDS_PER_STREAM && self.resent < 2 + self.kept / 2 && !futile
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -472,6 +506,8 @@ impl<'a> Session<'a> {
             checks: Vec::new(),
             last_truth: None,
             shaper_ruled_out_bps: None,
+            resent: 0,
+            resent_late_again: 0,
             progress,
             started: std::time::Instant::now(),
         }
@@ -526,13 +562,15 @@ impl<'a> Session<'a> {
     /// streams gave: its truth (simulated targets) is returned, not
     /// counted in the report's, and the report lists it among the
     /// [`Report::check_streams`], unless [`Session::count_check`] counts
-    /// it (when the check changed the answer).
+    /// it (when the check changed the answer). A check is never sent
+    /// again: what it reads depends on what the path held before it (a
+    /// shaper train's second copy meets the bucket the first emptied).
     pub fn send_check(
         &mut self,
         request: &StreamRequest,
     ) -> Result<(ProbeStream, Option<f64>), StrategyError> {
         let before = self.truths.len();
-        let stream = self.send(request)?;
+        let stream = self.send_once_or_again(request, false)?;
         let truth = (self.truths.len() > before)
             .then(|| self.truths.pop())
             .flatten();
@@ -547,10 +585,40 @@ impl<'a> Session<'a> {
         self.truths.extend(truth);
     }
 
+    /// Sends `request` and keeps what came back; a stream whose sender
+    /// fell behind its schedule goes again while [`Resends::allowed`]
+    /// (its bytes count, the stream does not).
     pub fn send(&mut self, request: &StreamRequest) -> Result<ProbeStream, StrategyError> {
-        let p = self.channel.probe(request)?;
-        self.bytes += request.bytes();
-        self.packets += request.sizes.len() as u64;
+        self.send_once_or_again(request, true)
+    }
+
+    fn send_once_or_again(
+        &mut self,
+        request: &StreamRequest,
+        may_send_again: bool,
+    ) -> Result<ProbeStream, StrategyError> {
+        let mut attempt = 0;
+        let p = loop {
+            let p = self.channel.probe(request)?;
+            self.bytes += request.bytes();
+            self.packets += request.sizes.len() as u64;
+            if attempt > 0 && p.sender_late {
+                self.resent_late_again += 1;
+            }
+            let room = self.bytes + request.bytes() <= self.budget.max_bytes;
+            let again = Resends {
+                attempt,
+                resent: self.resent,
+                late_again: self.resent_late_again,
+                kept: self.streams.len(),
+            };
+            if !(may_send_again && p.sender_late && room && again.allowed()) {
+                break p;
+            }
+            self.channel.supersede_last();
+            self.resent += 1;
+            attempt += 1;
+        };
         self.last_truth = p.truth.map(|t| t.available_bps);
         if let Some(t) = self.last_truth {
             self.truths.push(t);
@@ -588,6 +656,7 @@ impl<'a> Session<'a> {
                 probe_bytes: self.bytes,
                 probe_packets: self.packets,
                 streams: self.streams.len(),
+                resent_streams: self.resent,
                 duration_s: self.channel.elapsed_ns() as f64 / 1e9,
                 wall_s: self.started.elapsed().as_secs_f64(),
             },
@@ -606,5 +675,36 @@ pub fn single_rate_request(rate_bps: f64, n: usize, size: u32) -> StreamRequest 
     StreamRequest {
         offsets_ns: (0..n).map(|i| (i as f64 * gap).round() as i64).collect(),
         sizes: vec![size; n],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Resends;
+
+    /// By hand: a stream goes again twice at most; in all, two plus half
+    /// the streams kept; not after three of three, or four of five,
+    /// resends came back late again (three of four still may).
+    #[test]
+    fn when_a_late_stream_goes_again() {
+        let r = |attempt, resent, late_again, kept| {
+            Resends {
+                attempt,
+                resent,
+                late_again,
+                kept,
+            }
+            .allowed()
+        };
+        assert!(r(0, 0, 0, 0));
+        assert!(r(1, 1, 1, 0));
+        assert!(!r(2, 2, 0, 10));
+        assert!(!r(0, 2, 0, 1));
+        assert!(r(0, 2, 0, 2));
+        assert!(!r(0, 3, 3, 10));
+        assert!(r(0, 4, 3, 10));
+        assert!(!r(0, 5, 4, 10));
+        assert!(r(0, 8, 6, 20));
+        assert!(!r(0, 8, 7, 20));
     }
 }
