@@ -222,6 +222,15 @@ pub fn result_samples(x: &mut Exposition, r: &Row) {
             n as f64,
         );
     }
+    if let Some(n) = r.resent_streams {
+        x.sample(
+            "tightlink_resent_streams",
+            "gauge",
+            "Probe streams of the last measurement sent again because their sender stalled (0.5 ms or more behind their schedule).",
+            &l,
+            n as f64,
+        );
+    }
     if let Some(v) = r.host_stolen_share {
         x.sample(
             "tightlink_host_stolen_ratio",
@@ -447,7 +456,9 @@ mod tests {
         let mut x = Exposition::default();
         result_samples(&mut x, &row);
         assert!(!x.render().contains("tightlink_sender_late_streams"));
+        assert!(!x.render().contains("tightlink_resent_streams"));
         row.sender_late_streams = Some(9);
+        row.resent_streams = Some(2);
         let mut x = Exposition::default();
         result_samples(&mut x, &row);
         let text = x.render();
@@ -455,6 +466,12 @@ mod tests {
             text.contains(
                 "# TYPE tightlink_sender_late_streams gauge
 tightlink_sender_late_streams{name=\"n\",target=\"sim:\",kind=\"sim\",method=\"multirate\"} 9\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "tightlink_resent_streams{name=\"n\",target=\"sim:\",kind=\"sim\",method=\"multirate\"} 2\n"
             ),
             "{text}"
         );

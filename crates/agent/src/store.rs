@@ -51,6 +51,8 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE results ADD COLUMN shaper_bucket_bytes REAL;",
     // 4: real targets: streams whose sender fell behind its schedule.
     "ALTER TABLE results ADD COLUMN sender_late_streams INTEGER;",
+    // 5: streams sent again because their sender stalled.
+    "ALTER TABLE results ADD COLUMN resent_streams INTEGER;",
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -91,6 +93,9 @@ pub struct Row {
     /// busy to pace them); from half of the streams on the answer may
     /// read low.
     pub sender_late_streams: Option<u64>,
+    /// Streams sent again because their sender stalled (their bytes are
+    /// in `probe_bytes`).
+    pub resent_streams: Option<u64>,
     /// The simulated path's seed for this run.
     pub seed: Option<u64>,
     pub error: Option<String>,
@@ -143,6 +148,7 @@ impl Row {
             shaper_streams_bps: None,
             shaper_bucket_bytes: None,
             sender_late_streams: None,
+            resent_streams: None,
             seed: o.seed,
             error: None,
             report: None,
@@ -164,6 +170,7 @@ impl Row {
             shaper_streams_bps: e.shaper.map(|sh| sh.streams_bps),
             shaper_bucket_bytes: e.shaper.map(|sh| sh.bucket_bytes),
             sender_late_streams: r.host.as_ref().map(|h| h.late_streams as u64),
+            resent_streams: Some(e.cost.resent_streams as u64),
             report: Some(serde_json::to_string(r).expect("a report serialises")),
             ..Row::base(o, true)
         }
@@ -271,9 +278,9 @@ impl Store {
             "INSERT INTO results (name, target, kind, method, origin, started_unix_ns, wall_s, ok,
                 available_bps, low_bps, high_bps, bound, truth_bps, probe_bytes, streams,
                 host_limited, seed, error, report, host_stolen_share, shaper_streams_bps,
-                shaper_bucket_bytes, sender_late_streams)
+                shaper_bucket_bytes, sender_late_streams, resent_streams)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-                ?21, ?22, ?23)",
+                ?21, ?22, ?23, ?24)",
             params![
                 r.name,
                 r.target,
@@ -298,6 +305,7 @@ impl Store {
                 r.shaper_streams_bps,
                 r.shaper_bucket_bytes,
                 r.sender_late_streams.map(|n| n as i64),
+                r.resent_streams.map(|n| n as i64),
             ],
         )?;
         let id = tx.last_insert_rowid();
@@ -394,6 +402,7 @@ fn row_from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         sender_late_streams: r
             .get::<_, Option<i64>>("sender_late_streams")?
             .map(|n| n as u64),
+        resent_streams: r.get::<_, Option<i64>>("resent_streams")?.map(|n| n as u64),
         seed: r.get::<_, Option<i64>>("seed")?.map(|b| b as u64),
         error: r.get("error")?,
         report: r.get("report")?,
@@ -491,8 +500,8 @@ mod tests {
     }
 
     /// A history written by a tightlink of schema version 1 (no stolen
-    /// share, no shaper or late-stream columns) is upgraded in place
-    /// through versions 2 to 4: its rows stay, with none of them.
+    /// share, no shaper, late-stream or resent-stream columns) is upgraded
+    /// in place through versions 2 to 5: its rows stay, with none of them.
     #[test]
     fn a_version_1_history_is_upgraded() {
         let path = temp("v1");
@@ -509,16 +518,17 @@ mod tests {
             .unwrap();
         }
         let mut s = Store::open(&path).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 4);
+        assert_eq!(s.schema_version().unwrap(), 5);
         let old = &s.rows(&Query::default()).unwrap()[0];
         assert_eq!((old.name.as_str(), old.host_stolen_share), ("old", None));
         assert_eq!(
             (
                 old.shaper_streams_bps,
                 old.shaper_bucket_bytes,
-                old.sender_late_streams
+                old.sender_late_streams,
+                old.resent_streams
             ),
-            (None, None, None)
+            (None, None, None, None)
         );
         let t = Target::default_sim();
         let mut r = Row::failure(&origin(&t, 2_000), "y");
@@ -526,6 +536,7 @@ mod tests {
         r.shaper_streams_bps = Some(9.27e9);
         r.shaper_bucket_bytes = Some(243e3);
         r.sender_late_streams = Some(9);
+        r.resent_streams = Some(4);
         s.insert(&r).unwrap();
         let new = &s.rows(&Query::default()).unwrap()[1];
         assert_eq!(new.host_stolen_share, Some(0.07));
@@ -534,6 +545,7 @@ mod tests {
             (Some(9.27e9), Some(243e3))
         );
         assert_eq!(new.sender_late_streams, Some(9));
+        assert_eq!(new.resent_streams, Some(4));
     }
 
     #[test]

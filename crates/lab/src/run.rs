@@ -84,10 +84,12 @@ pub struct RunRecord {
     pub low_bps: Option<f64>,
     pub high_bps: Option<f64>,
     pub stop: Option<String>,
-    /// tightlink: its streams, and those whose sender fell behind its
-    /// schedule (a busy host; the estimate then warns it may read low).
+    /// tightlink: its streams, those whose sender fell behind its
+    /// schedule (a busy host; the estimate then warns it may read low),
+    /// and those sent again because their sender stalled.
     pub streams: Option<u64>,
     pub sender_late_streams: Option<u64>,
+    pub resent_streams: Option<u64>,
     pub error: Option<String>,
 }
 
@@ -474,6 +476,7 @@ fn one_run(
         stop: None,
         streams: None,
         sender_late_streams: None,
+        resent_streams: None,
         error: None,
     };
     let rates: Vec<f64> = lab.scenario.hops.iter().map(|h| h.rate_bps).collect();
@@ -530,6 +533,7 @@ fn one_run(
                 rec.stop = j["stop"].as_str().map(str::to_string);
                 rec.streams = j["streams"].as_u64();
                 rec.sender_late_streams = j["sender_late_streams"].as_u64();
+                rec.resent_streams = j["resent_streams"].as_u64();
                 let unix_window = |key: &str| Some((j[key][0].as_i64()?, j[key][1].as_i64()?));
                 window = unix_window("probe_window_unix_ns").unwrap_or(window);
                 answer_window = unix_window("answer_window_unix_ns");
@@ -885,6 +889,7 @@ mod tests {
             stop: None,
             streams: None,
             sender_late_streams: None,
+            resent_streams: None,
             error: None,
         }
     }
@@ -931,6 +936,7 @@ mod tests {
             stop: Some(stop.into()),
             streams: None,
             sender_late_streams: None,
+            resent_streams: None,
             ..rec(Some(0.0), 0.1)
         };
         let runs = vec![
