@@ -125,7 +125,8 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         KindArg::Chirp => Some(StreamKind::Chirp),
         KindArg::Pairs => Some(StreamKind::Pairs),
     };
-    let results = analyze_trace(&trace, kind, methods, &params);
+    let results = analyze_trace(&trace, kind, methods, &params)
+        .with_context(|| args.trace.display().to_string())?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     report::write(

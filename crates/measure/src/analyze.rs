@@ -4,7 +4,7 @@
 
 use std::str::FromStr;
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 use tightlink_core::analysis::analyze_tracked;
 use tightlink_core::decision::bart::BartTracker;
@@ -202,20 +202,49 @@ impl StreamAnalyzer {
 }
 
 /// Analyses a trace: stream kinds from `kind`, else the trace's
-/// `# stream_kinds=` metadata, else each stream's send gaps.
+/// `# stream_kinds=` metadata, else each stream's send gaps. Streams the
+/// trace lists as late (`# late_streams=`: their sender stalled) carry a
+/// note that says so, and whether the estimate sent them again.
 pub fn analyze_trace(
     trace: &Trace,
     kind: Option<StreamKind>,
     methods: Methods,
     params: &AnalysisParams,
-) -> Vec<Analysis> {
-    analyze_streams(
+) -> Result<Vec<Analysis>> {
+    let late = trace
+        .stream_positions("late_streams")
+        .map_err(|e| anyhow!(e))?;
+    let superseded = trace
+        .stream_positions("superseded_streams")
+        .map_err(|e| anyhow!(e))?;
+    let mut results = analyze_streams(
         &trace.streams,
         kind.or_else(|| trace.declared_kind()),
         methods,
         params,
-    )
+    );
+    for &i in &late {
+        let id = trace.streams[i].id;
+        let note = if superseded.contains(&i) {
+            STALLED_AND_SENT_AGAIN
+        } else {
+            STALLED
+        };
+        for a in results.iter_mut().filter(|a| a.stream_id == id) {
+            a.reason = Some(match a.reason.take() {
+                Some(r) => format!("{note}; {r}"),
+                None => note.to_string(),
+            });
+        }
+    }
+    Ok(results)
 }
+
+/// Notes on the streams a trace lists as late.
+const STALLED: &str =
+    "its sender stalled (0.5 ms or more behind schedule): the path met a burst these send times do not show";
+const STALLED_AND_SENT_AGAIN: &str =
+    "its sender stalled (0.5 ms or more behind schedule): the path met a burst these send times do not show; the estimate sent it again and did not read it";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PerRate {
@@ -350,6 +379,44 @@ mod tests {
         assert_eq!(
             Methods::All.for_kind(StreamKind::SingleRate).len(),
             Method::ALL.len()
+        );
+    }
+
+    /// A trace of three streams (ids 3, 4, 5) whose second and third were
+    /// late, the second sent again: their results say so, the first's
+    /// do not; a position past the end is an error.
+    #[test]
+    fn late_streams_of_a_trace_carry_a_note() {
+        let send = single_rate_schedule(5e9, 50, 9000, 0);
+        let recv: Vec<Option<i64>> = send.iter().map(|t| Some(t + 1000)).collect();
+        let mut trace = Trace {
+            metadata: vec![
+                ("late_streams".into(), "1,2".into()),
+                ("superseded_streams".into(), "1".into()),
+            ],
+            streams: (3..6)
+                .map(|id| ProbeStream::from_times(id, 9000, &send, &recv))
+                .collect(),
+        };
+        let p = AnalysisParams::default();
+        let rows = analyze_trace(&trace, None, Methods::One(Method::PrcmtBass), &p).unwrap();
+        let notes: Vec<(u64, Option<&str>)> = rows
+            .iter()
+            .map(|a| (a.stream_id, a.reason.as_deref()))
+            .collect();
+        assert_eq!(
+            notes,
+            vec![
+                (3, None),
+                (4, Some(STALLED_AND_SENT_AGAIN)),
+                (5, Some(STALLED))
+            ]
+        );
+        trace.metadata[0].1 = "1,3".into();
+        let e = analyze_trace(&trace, None, Methods::One(Method::PrcmtBass), &p).unwrap_err();
+        assert!(
+            e.to_string().contains("stream 3 is not in the trace"),
+            "{e}"
         );
     }
 

@@ -178,45 +178,17 @@ fn open_trace(path: &Path) -> Result<Box<dyn Channel>> {
     };
     // Streams whose sender fell behind in the live run: marked late here
     // too, so that the strategy sends again the ones it sent again.
-    let late = match trace.meta("late_streams") {
-        Some(v) => positions(v, trace.streams.len())
-            .map_err(|why| anyhow::anyhow!("{file}: metadata late_streams={v}: {why}"))?,
-        None => Vec::new(),
-    };
+    let late = trace
+        .stream_positions("late_streams")
+        .map_err(|why| anyhow::anyhow!("{file}: {why}"))?;
     Ok(Box::new(
         TraceChannel::new(trace.streams, max_rate_bps).with_late_streams(&late),
     ))
 }
 
-/// Stream positions written as `1,4,7` (empty for none), each under `n`.
-fn positions(v: &str, n: usize) -> Result<Vec<usize>, String> {
-    v.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| match p.trim().parse::<usize>() {
-            Ok(i) if i < n => Ok(i),
-            Ok(i) => Err(format!("stream {i} is not in the trace ({n} streams)")),
-            Err(_) => Err(format!("`{p}` is not a stream position")),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stream_positions_in_metadata() {
-        assert_eq!(positions("1,4, 7", 8), Ok(vec![1, 4, 7]));
-        assert_eq!(positions("", 8), Ok(vec![]));
-        assert_eq!(
-            positions("1,9", 8),
-            Err("stream 9 is not in the trace (8 streams)".to_string())
-        );
-        assert_eq!(
-            positions("1,x", 8),
-            Err("`x` is not a stream position".to_string())
-        );
-    }
 
     #[test]
     fn the_grammar_users_type() {

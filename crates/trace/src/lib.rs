@@ -48,6 +48,29 @@ impl Trace {
         }
     }
 
+    /// Stream positions (0-based, in file order) listed by the metadata
+    /// `key` (`# late_streams=1,4`); none when the key is absent. An
+    /// entry that is not a position in this trace is an error that says
+    /// which.
+    pub fn stream_positions(&self, key: &str) -> Result<Vec<usize>, String> {
+        let Some(v) = self.meta(key) else {
+            return Ok(Vec::new());
+        };
+        let n = self.streams.len();
+        v.split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| match p.trim().parse::<usize>() {
+                Ok(i) if i < n => Ok(i),
+                Ok(i) => Err(format!(
+                    "metadata {key}={v}: stream {i} is not in the trace ({n} streams)"
+                )),
+                Err(_) => Err(format!(
+                    "metadata {key}={v}: `{p}` is not a stream position"
+                )),
+            })
+            .collect()
+    }
+
     pub fn packet_count(&self) -> usize {
         self.streams.iter().map(|s| s.len()).sum()
     }
@@ -337,6 +360,28 @@ pub fn write<W: Write>(mut w: W, trace: &Trace) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_positions_in_metadata() {
+        let with = |v: &str| Trace {
+            metadata: vec![("late_streams".into(), v.into())],
+            streams: (0..8).map(|i| ProbeStream::new(i, Vec::new())).collect(),
+        };
+        assert_eq!(
+            with("1,4, 7").stream_positions("late_streams"),
+            Ok(vec![1, 4, 7])
+        );
+        assert_eq!(with("").stream_positions("late_streams"), Ok(vec![]));
+        assert_eq!(with("1").stream_positions("superseded_streams"), Ok(vec![]));
+        assert_eq!(
+            with("1,9").stream_positions("late_streams"),
+            Err("metadata late_streams=1,9: stream 9 is not in the trace (8 streams)".to_string())
+        );
+        assert_eq!(
+            with("1,x").stream_positions("late_streams"),
+            Err("metadata late_streams=1,x: `x` is not a stream position".to_string())
+        );
+    }
 
     #[test]
     fn write_path_round_trips_plain_and_gzip() {
