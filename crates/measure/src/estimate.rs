@@ -234,6 +234,9 @@ pub fn estimate(
     if let Some(w) = shaper_warning(&r.estimate) {
         r.warnings.push(w);
     }
+    if let Some(w) = whole_at_top_warning(&r.estimate) {
+        r.warnings.push(w);
+    }
     if matches!(
         r.estimate.stop,
         Stop::NoUsableStream | Stop::NoUsableAdrTrain
@@ -301,6 +304,25 @@ pub fn shaper_warning(e: &Report) -> Option<String> {
         sh.train_bytes as f64 / 1e3,
         format_rate(sh.head_bps),
         format_rate(sh.tail_bps),
+    ))
+}
+
+/// An answer "at least" the top rate whose longest shaper train passed
+/// whole at it: a free path and a token bucket larger than what that
+/// train drained look alike there, so say how large such a bucket would
+/// be (at 90 % of the top rate, for a figure).
+pub fn whole_at_top_warning(e: &Report) -> Option<String> {
+    let bytes = e.whole_at_top_bytes? as f64;
+    let top = format_rate(e.available_bandwidth_bps);
+    Some(format!(
+        "a back-to-back train of {:.0} KB passed whole at {top}: a token bucket (shaper or \
+         policer) with a sustained rate r under that would have passed it too if it held \
+         more than {:.0} KB x (1 - r / {top}), e.g. {:.0} KB at {}; the answer is what \
+         bursts of that size met, and a longer measurement would tell the two apart",
+        bytes / 1e3,
+        bytes / 1e3,
+        0.1 * bytes / 1e3,
+        format_rate(0.9 * e.available_bandwidth_bps),
     ))
 }
 
@@ -707,6 +729,24 @@ mod tests {
         assert_eq!(answer_window(&streams, &[0, 1, 2]), Some([0, 50]));
     }
 
+    /// "At least 8 Gbit/s" after a 6 MB train passed whole at it: a
+    /// bucket of 6 MB x (1 - 0.9) = 600 KB at 7.2 Gbit/s would have passed
+    /// it too; no such train, nothing said.
+    #[test]
+    fn a_train_whole_at_the_top_rate_says_what_bucket_it_cannot_rule_out() {
+        let mut e = report(8e9, Bound::AtLeast, 10e9).estimate;
+        assert_eq!(whole_at_top_warning(&e), None);
+        e.whole_at_top_bytes = Some(6_000_000);
+        let w = whole_at_top_warning(&e).unwrap();
+        assert!(
+            w.starts_with(&format!(
+                "a back-to-back train of 6000 KB passed whole at {}",
+                format_rate(8e9)
+            )) && w.contains(&format!("e.g. 600 KB at {}", format_rate(7.2e9))),
+            "{w}"
+        );
+    }
+
     /// A multirate run stopped on its budget after 20 streams and 12.5 MB
     /// says so, with its range's ends; the same run stopped as stable, and
     /// PTR (which always ends on its budget), say nothing.
@@ -753,6 +793,7 @@ mod tests {
                 stop: Stop::Stable,
                 shaper: None,
                 check_streams: Vec::new(),
+                whole_at_top_bytes: None,
             },
             rate_layer: "x",
             host: Some(HostFindings {

@@ -875,3 +875,19 @@ fn a_stalling_sender_still_finds_the_bucket() {
     }
     assert!(right >= 8, "{right} of 10 read 200 Mbit/s");
 }
+
+/// An "at least" the top rate whose longer train passed whole says so
+/// (the bytes a bucket would have to hold), whether the path is free or
+/// holds a 1 MB bucket at 8.5 Gbit/s, which it cannot tell apart; a
+/// bucket the trains found (5 Gbit/s) leaves nothing to say.
+#[test]
+fn a_train_whole_at_the_top_rate_is_reported() {
+    for target in ["sim:cross=none", "sim:cross=none,shaper=8.5G/1MB"] {
+        let r = run(target, "auto");
+        assert_eq!(r.bound, Bound::AtLeast, "{target}: {r:?}");
+        let bytes = r.whole_at_top_bytes.expect(target);
+        assert!(bytes >= 4_000_000, "{target}: {bytes}");
+    }
+    let r = run("sim:cross=none,shaper=5G/1MB", "auto");
+    assert_eq!((r.stop, r.whole_at_top_bytes), (Stop::Shaped, None));
+}

@@ -407,6 +407,11 @@ pub struct Report {
     /// left it as it was (the shaper trains): not in the truth, as the
     /// answer did not come from them.
     pub check_streams: Vec<usize>,
+    /// Where the answer is "at least" the top rate: the bytes of the
+    /// longest shaper train that passed whole at it. A token bucket
+    /// holding more than these bytes times (1 - r / top), at a sustained
+    /// rate r under the top, would have passed it too.
+    pub whole_at_top_bytes: Option<u64>,
 }
 
 /// A back-to-back train (at twice the answer, or the top rate if less) whose head passed on a
@@ -665,6 +670,7 @@ impl<'a> Session<'a> {
             stop,
             shaper: None,
             check_streams: self.checks.clone(),
+            whole_at_top_bytes: None,
         }
     }
 }

@@ -371,7 +371,11 @@ fn shaper_check(
         first = longer;
     }
     if !answers(&first) {
-        return Ok(unchanged(s));
+        let mut r = unchanged(s);
+        if whole_at_the_top && first.recv_bps >= 0.9 * first.send_bps {
+            r.whole_at_top_bytes = Some(first.bytes);
+        }
+        return Ok(r);
     }
     // Twice what the bucket needs to refill at the token rate.
     s.idle((2.0 * first.shape.burst_bytes * 8e9 / first.shape.tail_rate_bps) as i64);
