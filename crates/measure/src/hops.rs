@@ -11,7 +11,7 @@ use serde::Serialize;
 use tightlink_core::capacity::{LinkCapacity, LinkEstimate};
 use tightlink_core::channel::HopChannel;
 use tightlink_net::ttl::UdpTtlChannel;
-use tightlink_probe::hops::{run_hops, HopsParams, HopsReport};
+use tightlink_probe::hops::{run_hops, HeadFit, HopsParams, HopsReport};
 use tightlink_sim::SimHopChannel;
 
 use crate::target::Target;
@@ -96,6 +96,13 @@ impl HopsResult {
     /// What the reader should know beyond the numbers: where a link may
     /// be a shaped hop that hid behind its bucket.
     pub fn warnings(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .report
+            .head_fit
+            .as_ref()
+            .and_then(|f| head_fit_warning(f, &self.params.head_packets))
+            .into_iter()
+            .collect();
         let links: Vec<(u8, u8, Option<bool>)> = self
             .report
             .links
@@ -108,14 +115,15 @@ impl HopsResult {
             self.params.head_packets.iter().max(),
             hidden.is_empty(),
         ) else {
-            return Vec::new();
+            return out;
         };
         let ttls: Vec<String> = hidden.iter().map(u8::to_string).collect();
-        vec![format!(
+        out.push(format!(
             "link(s) {} passed heads of up to {longest} packets that a later link queued: a shaped hop whose bucket outlasts the head's excess over its rate looks the same; --behind {} sends heads four times as long",
             ttls.join(", "),
             shortest.saturating_mul(4)
-        )]
+        ));
+        out
     }
 
     /// `lone` (pathchar) or `behind-head`.
@@ -126,6 +134,35 @@ impl HopsResult {
             "behind-head"
         }
     }
+}
+
+/// Why the heads are not the ones asked for, if they are not.
+fn head_fit_warning(fit: &HeadFit, used: &[u32]) -> Option<String> {
+    if !fit.shrunk() {
+        return None;
+    }
+    let tried: Vec<String> = fit
+        .tries
+        .iter()
+        .map(|(head, sent, answered)| format!("behind {head} packets {answered} of {sent}"))
+        .collect();
+    let asked = fit.asked.iter().max().copied().unwrap_or(0);
+    Some(if fit.gave_up {
+        format!(
+            "probes to the destination came back seldom behind heads ({}) where {} of {} lone probes did: a queue on the path is shorter than even the shortest head, and these figures may be far off; lone probes (no --behind) cannot see shapers",
+            tried.join(", "),
+            fit.lone_answered,
+            fit.lone_sent
+        )
+    } else {
+        format!(
+            "heads of {asked} packets overflowed a queue on the path (probes to the destination came back {}, lone {} of {}): the hops were probed behind heads of {} packets instead, and a shaped hop whose bucket outlasts their excess over its rate reads '>=' or 'passed'",
+            tried.join(", "),
+            fit.lone_answered,
+            fit.lone_sent,
+            used.iter().map(u32::to_string).collect::<Vec<_>>().join(" and ")
+        )
+    })
 }
 
 /// The links (`(from_ttl, ttl, queued_behind_head)`) past the first that
@@ -190,6 +227,9 @@ pub fn hops(
         params.head_packets = vec![n, n + n.div_ceil(2)];
     }
     let report = run_hops(&mut *ch, &params, progress)?;
+    // The heads the hops were probed behind (fewer packets where the
+    // asked ones overflowed a queue); `head_fit` keeps what was asked.
+    params.head_packets = report.head_packets.clone();
     if let Some(path) = &options.save_samples {
         let mut out = String::from("ttl,size_bytes,head_bytes,rtt_ns\n");
         for s in &report.samples {
