@@ -64,6 +64,13 @@ pub const HUNDRED_GIG: PathCase = PathCase {
     length_scale: 10,
 };
 
+/// 100 Gbit/s with the load smoothed (S-CT scaled to 25 Gbit/s).
+pub const HUNDRED_GIG_SMOOTHED: PathCase = PathCase {
+    name: "100G, smoothed 25G, 125 us coalescence",
+    target: "sim:hops=100G+100G,cross=smoothed:25G,coalescence=125us",
+    length_scale: 10,
+};
+
 /// The bursty 10 Gbit/s path with 1 % of the probe packets lost at random
 /// (a lossy link: the loss says nothing about the available bandwidth).
 pub const LOSSY: PathCase = PathCase {
@@ -79,7 +86,21 @@ pub const HUNDRED_GIG_UNCOALESCED: PathCase = PathCase {
     length_scale: 10,
 };
 
+/// Single-rate stream lengths of the decision tables at 10 Gbit/s.
 pub const LENGTHS: [usize; 4] = [32, 64, 128, 320];
+
+/// The decision tables' stream lengths on `case`: [`LENGTHS`] scaled, and
+/// at 100 Gbit/s also 64 packets, a stream that lasts 46 us and so
+/// arrives inside one or two 125 us receive batches (the length a
+/// 10 Gbit/s tool would send).
+pub fn decision_lengths(case: &PathCase) -> Vec<usize> {
+    let scaled = LENGTHS.iter().map(|l| l * case.length_scale);
+    if case.length_scale > 1 {
+        std::iter::once(64).chain(scaled).collect()
+    } else {
+        scaled.collect()
+    }
+}
 
 /// The same 2.5 Gbit/s ON/OFF mean at other burst time scales: more,
 /// slower sources, or shorter ON periods (the paper's B-CT is web traffic
@@ -232,7 +253,8 @@ pub struct DecisionCell {
 }
 
 /// Fig. 6/8/11: single-rate streams at rates drawn uniformly over 0.67 to
-/// 1.2 times the path's nominal available bandwidth (5-9 Gbit/s at 10G).
+/// 1.2 times the path's nominal available bandwidth (5-9 Gbit/s at 10G),
+/// `lengths` packets long (as given: not scaled).
 pub fn decision_error(
     base_seed: u64,
     case: &PathCase,
@@ -244,7 +266,6 @@ pub fn decision_error(
     let params = AnalysisParams::default();
     let mut out = Vec::new();
     for &len in lengths {
-        let len = len * case.length_scale;
         let label = format!("single/{}/{len}", case.target);
         let samples = simulate(base_seed, &label, case.target, n, 0, |u| {
             let r = nominal * (0.67 + 0.53 * u);

@@ -8,14 +8,15 @@ pub mod plots;
 
 use experiments::{
     ChirpRow, DecisionCell, ErrorDist, GapExample, OutOfRange, PathCase, Scale, SensitivityCell,
-    StrategyRow, HUNDRED_GIG, LENGTHS, LOSSY, TEN_GIG,
+    StrategyRow, HUNDRED_GIG, HUNDRED_GIG_SMOOTHED, LOSSY, TEN_GIG,
 };
 
 /// Everything one `tightlink eval` run measured.
 pub struct Results {
     pub scale: Scale,
     pub seed: u64,
-    /// Per 10 Gbit/s path (TEN_GIG order), then 100 Gbit/s.
+    /// Per 10 Gbit/s path (TEN_GIG order), then 100 Gbit/s bursty and
+    /// smoothed, then the lossy path.
     pub decisions: Vec<(PathCase, Vec<DecisionCell>)>,
     pub multirate: Vec<(PathCase, Vec<ErrorDist>)>,
     pub sensitivity: Vec<SensitivityCell>,
@@ -43,21 +44,20 @@ pub struct Results {
 pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
     let start = std::time::Instant::now();
     let mut decisions = Vec::new();
-    for case in TEN_GIG.iter().cloned() {
+    let decision_cases = TEN_GIG
+        .iter()
+        .map(|c| (c.clone(), scale.single_streams))
+        .chain([
+            (HUNDRED_GIG, scale.hundred_gig_streams),
+            (HUNDRED_GIG_SMOOTHED, scale.hundred_gig_streams),
+            (LOSSY, scale.single_streams),
+        ]);
+    for (case, n) in decision_cases {
         progress(&format!("decision error vs length: {}", case.name));
-        let cells = experiments::decision_error(seed, &case, scale.single_streams, &LENGTHS);
+        let lengths = experiments::decision_lengths(&case);
+        let cells = experiments::decision_error(seed, &case, n, &lengths);
         decisions.push((case, cells));
     }
-    progress("decision error vs length: 100 Gbit/s");
-    decisions.push((
-        HUNDRED_GIG,
-        experiments::decision_error(seed, &HUNDRED_GIG, scale.hundred_gig_streams, &LENGTHS),
-    ));
-    progress(&format!("decision error vs length: {}", LOSSY.name));
-    decisions.push((
-        LOSSY,
-        experiments::decision_error(seed, &LOSSY, scale.single_streams, &LENGTHS),
-    ));
     let mut multirate = Vec::new();
     for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
         progress(&format!("multi-rate error distribution: {}", case.name));
@@ -229,7 +229,7 @@ pub fn markdown(r: &Results) -> String {
     );
     for (case, cells) in &r.decisions {
         let _ = writeln!(s, "### {}\n", case.name);
-        let lengths: Vec<usize> = LENGTHS.iter().map(|l| l * case.length_scale).collect();
+        let lengths = experiments::decision_lengths(case);
         let head: Vec<String> = lengths.iter().map(|l| l.to_string()).collect();
         let _ = writeln!(
             s,

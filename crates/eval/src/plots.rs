@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use tightlink_plot::{draw_bins, draw_key, line_key, register_font, slug, Bins, Res, COLOURS};
 
-use crate::experiments::{DecisionCell, ErrorDist, LENGTHS, PER_RATE, RANGES};
+use crate::experiments::{decision_lengths, DecisionCell, ErrorDist, PER_RATE, RANGES};
 use crate::Results;
 
 /// Draws every plot into `dir` (created if missing); returns the files.
@@ -27,7 +27,7 @@ pub fn draw_all(r: &Results, dir: &Path) -> Res<Vec<PathBuf>> {
     files.push(f);
     for (case, cells) in &r.decisions {
         let f = dir.join(format!("decision-error-{}.png", slug(case.name)));
-        decision_bars(case.name, case.length_scale, cells, &f)?;
+        decision_bars(case.name, &decision_lengths(case), cells, &f)?;
         files.push(f);
     }
     for (case, dists) in &r.multirate {
@@ -171,8 +171,7 @@ fn gap_example(r: &Results, file: &Path) -> Res<()> {
     Ok(())
 }
 
-fn decision_bars(name: &str, scale: usize, cells: &[DecisionCell], file: &Path) -> Res<()> {
-    let lengths: Vec<usize> = LENGTHS.iter().map(|l| l * scale).collect();
+fn decision_bars(name: &str, lengths: &[usize], cells: &[DecisionCell], file: &Path) -> Res<()> {
     let root = BitMapBackend::new(file, (1000, 500)).into_drawing_area();
     root.fill(&WHITE)?;
     let methods = tightlink_core::Method::SINGLE_RATE;
@@ -184,13 +183,13 @@ fn decision_bars(name: &str, scale: usize, cells: &[DecisionCell], file: &Path) 
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(55)
-        .build_cartesian_2d(0.0..LENGTHS.len() as f64, 0.0..100.0)?;
+        .build_cartesian_2d(0.0..lengths.len() as f64, 0.0..100.0)?;
     c.configure_mesh()
         .disable_x_mesh()
-        .x_labels(LENGTHS.len() * 2 + 1)
+        .x_labels(lengths.len() * 2 + 1)
         .x_label_formatter(&|x| {
             let i = (x - 0.5).round();
-            if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < LENGTHS.len() {
+            if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < lengths.len() {
                 format!("{} packets", lengths[i as usize])
             } else {
                 String::new()
