@@ -604,13 +604,26 @@ impl UdpChannel {
             )));
         }
         let tx = self.read_records(stream, RecordKind::Transmit, n)?;
+        let lags = self.read_records(stream, RecordKind::SendLag, n)?;
         // Schedule on the server's clock, anchored at its first stamp.
         let first_stamped = tx.iter().position(|t| t.is_some()).unwrap_or(0);
         let anchor = tx.get(first_stamped).copied().flatten().unwrap_or(0)
             - request.offsets_ns.get(first_stamped).copied().unwrap_or(0);
+        let scheduled_ns: Vec<i64> = request.offsets_ns.iter().map(|o| anchor + o).collect();
+        // The server's send calls on that schedule, late by what it said
+        // (every packet has one, or none is used).
+        let user_ns = if lags.iter().all(Option::is_some) {
+            scheduled_ns
+                .iter()
+                .zip(&lags)
+                .map(|(s, l)| s + l.unwrap_or(0))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let d = Departures {
-            scheduled_ns: request.offsets_ns.iter().map(|o| anchor + o).collect(),
-            user_ns: Vec::new(),
+            scheduled_ns,
+            user_ns,
             tx_ns: tx,
         };
         let late = self.note(&d, &request.sizes);

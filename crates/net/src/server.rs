@@ -827,7 +827,17 @@ impl Session {
         o.packets += schedule.len() as u64;
         o.bytes += bytes;
         send(w, &Message::StreamSent { stream })?;
-        send_records(w, stream, RecordKind::Transmit, &d)?;
+        send_records(w, stream, RecordKind::Transmit, &d.tx_ns)?;
+        // How late each send call was: a stalled session thread is late by
+        // exactly this, where the kernel stamps also carry the forwarding
+        // work behind the sends.
+        let lags: Vec<Option<i64>> = d
+            .user_ns
+            .iter()
+            .zip(&d.scheduled_ns)
+            .map(|(u, s)| Some(u - s))
+            .collect();
+        send_records(w, stream, RecordKind::SendLag, &lags)?;
         Ok(())
     }
 
@@ -1012,8 +1022,8 @@ fn reverse_pacing_limit_bps(sock: &ProbeSocket, peer: SocketAddr, max_payload: u
     (bps.is_finite() && bps >= 1e6).then_some(bps as u64)
 }
 
-/// Sends a reverse schedule to the client; returns each packet's kernel
-/// transmit time.
+/// Sends a reverse schedule to the client; returns its departures
+/// (scheduled and user-space send times, kernel transmit stamps).
 fn send_schedule(
     sock: &mut ProbeSocket,
     to: SocketAddr,
@@ -1021,18 +1031,17 @@ fn send_schedule(
     stream: u32,
     schedule: &[Scheduled],
     sequence: &mut u32,
-) -> io::Result<Vec<Option<i64>>> {
+) -> io::Result<crate::stamps::Departures> {
     let offsets: Vec<i64> = schedule.iter().map(|s| s.offset_ns as i64).collect();
     let sizes: Vec<u32> = schedule.iter().map(|s| s.size_bytes as u32).collect();
     let (warm, mut pk) = packets::build(session, stream, &offsets, &sizes, sequence);
-    let d = send_paced(
+    send_paced(
         &mut UdpTx { sock, to },
         &warm,
         &mut pk,
         &offsets,
         clock::monotonic_ns() + 200_000,
-    )?;
-    Ok(d.tx_ns)
+    )
 }
 
 /// Sends per-packet timestamps as `Records` frames: a base (the earliest

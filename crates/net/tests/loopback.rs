@@ -68,6 +68,22 @@ fn paced_stream_arrives(direction: Direction) {
             std::thread::sleep(Duration::from_millis(20));
         }
         let p = ch.probe(&request(100e6, 200, 1042)).unwrap();
+        // Whoever sent, the send calls' times are known: this host's own
+        // (forward) or the lags the server gave for its (reverse).
+        let d = ch.last_departures().unwrap();
+        assert_eq!(d.user_ns.len(), 200, "{direction:?}");
+        assert!(
+            d.user_ns
+                .iter()
+                .zip(&d.scheduled_ns)
+                .all(|(u, s)| (0..500_000_000).contains(&(u - s))),
+            "send lags of a 200-packet stream: {:?}",
+            d.user_ns
+                .iter()
+                .zip(&d.scheduled_ns)
+                .map(|(u, s)| u - s)
+                .collect::<Vec<_>>()
+        );
         let s = p.stream;
         assert_eq!(s.len(), 200);
         assert_eq!(

@@ -18,6 +18,7 @@
 //!                                   <-     Records {receive stamps}...  (last = true)
 //! reverse:  Reverse {schedule}      ->     <- Ready; server sends UDP; <- StreamSent
 //!                                   <-     Records {transmit stamps}... (last = true)
+//!                                   <-     Records {send lags}...       (last = true)
 //! Credit {padding}                  ->     (reverse without a key: see server)
 //! transfer: Transfer {max_bytes}    ->     <- TransferReady {window}
 //!           client sends data packets ([`crate::data`]), StreamSent -> after each stream
@@ -38,10 +39,12 @@ use std::io::{self, Read, Write};
 use crate::{DropCounters, DropReason};
 
 pub const MAGIC: [u8; 4] = *b"TLCP";
-/// Version 2 of this protocol (probes in the STAMP layout of
-/// [`crate::twamp`]; version 1 sent them in the RFC 5357 padding); a
+/// Version 3 of this protocol (a reverse stream's records include how
+/// late the server's send calls were, [`RecordKind::SendLag`]; version 2
+/// gave its kernel transmit stamps only; version 1 sent the probes in the
+/// RFC 5357 padding instead of the STAMP layout of [`crate::twamp`]); a
 /// server refuses any other.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Largest frame (type + body), either direction.
 pub const MAX_FRAME: usize = 65_536;
 /// Timestamp records per `Records` frame (8 bytes each).
@@ -98,6 +101,11 @@ pub enum RecordKind {
     Receive,
     /// Kernel transmit timestamps (after the sender's qdisc).
     Transmit,
+    /// How far each packet's send call came after its scheduled time on
+    /// the sender's clock, ns (`base_ns` may then be negative): a sender
+    /// that stalled is late by exactly this, where its kernel stamps lag
+    /// the schedule by the forwarding work behind them too.
+    SendLag,
 }
 
 /// One packet's timestamp: `base_ns + offset_ns`.
@@ -460,6 +468,7 @@ impl Message {
                 out.push(match kind {
                     RecordKind::Receive => 0,
                     RecordKind::Transmit => 1,
+                    RecordKind::SendLag => 2,
                 });
                 out.extend_from_slice(&base_ns.to_be_bytes());
                 out.push(*last as u8);
@@ -683,6 +692,7 @@ impl Message {
                 let kind = match b.u8()? {
                     0 => RecordKind::Receive,
                     1 => RecordKind::Transmit,
+                    2 => RecordKind::SendLag,
                     v => return Err(malformed(what, format!("record kind {v}"))),
                 };
                 let base_ns = b.u64()? as i64;
@@ -888,6 +898,16 @@ mod tests {
                         offset_ns: 99,
                     },
                 ],
+            },
+            Message::Records {
+                stream: 5,
+                kind: RecordKind::SendLag,
+                base_ns: -300,
+                last: true,
+                records: vec![Record {
+                    position: 1,
+                    offset_ns: 4_000_000,
+                }],
             },
             Message::Close,
             Message::Bye { drops },
