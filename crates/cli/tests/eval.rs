@@ -45,34 +45,26 @@ fn quick_eval_prints_tables_and_draws_plots() {
     }
     // prcmt+bass at 64 packets, bursty + 125 us: the target is <= 10 %,
     // and 1 % random loss must not change that (random loss is not
-    // congestion).
+    // congestion). At 100 Gbit/s a 64-packet stream lasts 46 us, inside
+    // one or two receive batches: prcmt+bass must not guess there either
+    // (it leaves such streams undecided).
     for path in [
         "### bursty, 125 us coalescence\n",
         "### bursty, 125 us coalescence, 1 % random loss\n",
-    ] {
-        let table = out.split(path).nth(1).unwrap();
-        let row = table
-            .lines()
-            .find(|l| l.starts_with("| prcmt+bass |"))
-            .expect("prcmt+bass row");
-        let cell = row.split('|').nth(3).unwrap().trim();
-        let wrong: f64 = cell.split(' ').next().unwrap().parse().unwrap();
-        assert!(wrong <= 10.0, "prcmt+bass at 64 packets, {path}: {cell}");
-    }
-    // At 100 Gbit/s a 64-packet stream lasts 46 us, inside one or two
-    // receive batches: prcmt+bass must not guess (the goal: <= 10 %
-    // wrong; it leaves such streams undecided).
-    for path in [
         "### 100G, bursty 25G, 125 us coalescence\n",
         "### 100G, smoothed 25G, 125 us coalescence\n",
     ] {
         let table = out.split(path).nth(1).unwrap();
-        assert!(table.contains("| method | 64 | 320 |"), "{path}");
+        let head = table.lines().find(|l| l.starts_with("| method |")).unwrap();
+        let column = head
+            .split('|')
+            .position(|c| c.trim() == "64")
+            .unwrap_or_else(|| panic!("no 64-packet column, {path}: {head}"));
         let row = table
             .lines()
             .find(|l| l.starts_with("| prcmt+bass |"))
             .expect("prcmt+bass row");
-        let cell = row.split('|').nth(2).unwrap().trim();
+        let cell = row.split('|').nth(column).unwrap().trim();
         let wrong: f64 = cell.split(' ').next().unwrap().parse().unwrap();
         assert!(wrong <= 10.0, "prcmt+bass at 64 packets, {path}: {cell}");
     }

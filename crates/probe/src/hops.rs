@@ -453,18 +453,24 @@ mod tests {
         );
     }
 
+    /// `run_hops` on a simulated `target` behind `heads`, `repeats` probes
+    /// a cell; the report and the parameters it ran with.
+    fn behind_heads(target: &str, heads: Vec<u32>, repeats: usize) -> (HopsReport, HopsParams) {
+        let mut params = HopsParams::for_mtu(1500);
+        params.head_packets = heads;
+        params.repeats = repeats;
+        let mut ch =
+            SimHopChannel::new(parse_sim_target(target).unwrap(), 1_000_000, 1_000_000_000);
+        (run_hops(&mut ch, &params, |_, _, _| {}).unwrap(), params)
+    }
+
     /// Shapers at 600, 400 and 200 Mbit/s on 10 Gbit/s links (the lab's
     /// chain): behind a head each shaped hop reads its own rate within
     /// 2 % (the head's packets follow each other at the token rate).
     #[test]
     fn behind_a_head_shaped_hops_read_their_rates() {
         let target = "sim:hops=10G+10G+10G+10G,shaper=none+600M/3000B+400M/3000B+200M/3000B,cross=none,seed=7";
-        let mut params = HopsParams::for_mtu(1500);
-        params.head_packets = vec![16, 24];
-        params.repeats = 6;
-        let mut ch =
-            SimHopChannel::new(parse_sim_target(target).unwrap(), 1_000_000, 1_000_000_000);
-        let report = run_hops(&mut ch, &params, |_, _, _| {}).unwrap();
+        let (report, mut params) = behind_heads(target, vec![16, 24], 6);
         let links = &report.links;
         assert_eq!(links.len(), 4);
         // The head queues on the first 10 Gbit/s link too (the sender
@@ -509,12 +515,7 @@ mod tests {
     fn heads_that_overflow_a_queue_are_shrunk() {
         let target =
             "sim:hops=10G+600M+400M+200M,cross=none,buffer=10MB+100KB+100KB+100KB,coalescence=off";
-        let mut params = HopsParams::for_mtu(1500);
-        params.head_packets = vec![64, 96];
-        params.repeats = 5;
-        let mut ch =
-            SimHopChannel::new(parse_sim_target(target).unwrap(), 1_000_000, 1_000_000_000);
-        let report = run_hops(&mut ch, &params, |_, _, _| {}).unwrap();
+        let (report, _) = behind_heads(target, vec![64, 96], 5);
         assert_eq!(report.head_packets, vec![43, 64]);
         let fit = report.head_fit.as_ref().unwrap();
         assert!(fit.shrunk() && !fit.gave_up, "{fit:?}");
