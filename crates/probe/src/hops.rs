@@ -127,6 +127,7 @@ const FIT_PROBES: usize = 6;
 const FIT_ANSWERED: usize = 5;
 /// Lone probes: the destination answers at all (two of three).
 const FIT_LONE: usize = 3;
+const FIT_LONE_ANSWERED: usize = 2;
 /// Heads shrink no further than this (longest head, packets).
 const FIT_MIN_HEAD: u32 = 4;
 
@@ -158,12 +159,16 @@ fn fit_heads<C: HopChannel + ?Sized>(
         tries: Vec::new(),
         gave_up: false,
     };
-    for _ in 0..FIT_LONE {
+    // Stop once the verdict is known: each lost probe waits a timeout.
+    while fit.lone_sent < FIT_LONE
+        && fit.lone_answered < FIT_LONE_ANSWERED
+        && fit.lone_sent - fit.lone_answered <= FIT_LONE - FIT_LONE_ANSWERED
+    {
         fit.lone_sent += 1;
         fit.lone_answered += usize::from(send(0)?);
     }
     let mut heads = heads.to_vec();
-    if fit.lone_answered * 3 < FIT_LONE * 2 {
+    if fit.lone_answered < FIT_LONE_ANSWERED {
         return Ok((heads, fit));
     }
     loop {
@@ -520,7 +525,7 @@ mod tests {
         let fit = report.head_fit.as_ref().unwrap();
         assert!(fit.shrunk() && !fit.gave_up, "{fit:?}");
         assert_eq!(fit.asked, vec![64, 96]);
-        assert_eq!((fit.lone_sent, fit.lone_answered), (3, 3));
+        assert_eq!((fit.lone_sent, fit.lone_answered), (2, 2));
         assert_eq!(fit.tries.len(), 2, "{fit:?}");
         assert!(fit.tries[0].0 == 96 && fit.tries[0].2 < FIT_ANSWERED);
         assert_eq!(fit.tries[1], (64, 5, 5));
@@ -614,7 +619,7 @@ mod tests {
         let report = run_hops(&mut silent, &params, |_, _, _| {}).unwrap();
         assert_eq!(report.head_packets, vec![64, 96]);
         let fit = report.head_fit.unwrap();
-        assert_eq!((fit.lone_sent, fit.lone_answered), (3, 0));
+        assert_eq!((fit.lone_sent, fit.lone_answered), (2, 0));
         assert!(fit.tries.is_empty() && !fit.shrunk());
 
         let mut heads_lost = Lossy {
