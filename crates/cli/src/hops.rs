@@ -18,6 +18,8 @@ pub struct HopsArgs {
     /// Send each probe behind a head of N full-size packets (and of 1.5 N:
     /// two lengths tell where the head queued): makes token-bucket shapers
     /// visible, which lone probes pass on a full bucket. Loads the path.
+    /// Heads whose probes a queue on the path drops are shrunk by a third
+    /// until they fit (said in a warning).
     #[arg(long, value_name = "N")]
     pub behind: Option<u32>,
     /// Probe sizes at the IP layer, `LOW:HIGH:COUNT` (default 600 B to the
