@@ -237,32 +237,47 @@ fn a_reflector_that_answers_only_warmups_is_an_error_not_an_estimate() {
     assert!(r.is_err(), "{r:?}");
 }
 
+/// The first train that the reflector stamps late is warned of, and the
+/// session refused within five. Three attempts, each on a fresh session:
+/// beside two busy loops the reflector's thread, stalled once more near
+/// a train's end, stamped its last packets late too, and the train's
+/// span no longer looked compressed (a single attempt failed 2 times in
+/// 6 there, even with a 6 ms lag; once in a CI run that lost a quarter
+/// of its CPU time to the hypervisor).
 #[test]
 fn lagging_user_space_stamps_are_refused() {
     let _t = turn();
     let d = spawn_double(Kind::Lagging);
-    let mut ch = connect(d.addr);
-    std::thread::sleep(Duration::from_millis(10));
-    let first = ch.probe(&request(100e6, 200, 1042));
-    assert!(first.is_ok(), "{first:?}");
-    let w = warnings(&ch);
-    assert!(
-        w.iter().any(
-            |w| w.contains("1 of 1 trains arrived at the reflector faster than they were sent")
-        ),
-        "{w:?}"
-    );
-    let mut refused = None;
-    for _ in 0..4 {
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let mut ch = connect(d.addr);
         std::thread::sleep(Duration::from_millis(10));
-        if let Err(e) = ch.probe(&request(100e6, 200, 1042)) {
-            refused = Some(e.to_string());
-            break;
+        let first = ch.probe(&request(100e6, 200, 1042));
+        assert!(first.is_ok(), "{first:?}");
+        let w = warnings(&ch);
+        if !w.iter().any(|w| {
+            w.contains("1 of 1 trains arrived at the reflector faster than they were sent")
+        }) {
+            seen.push(format!("first train not warned of: {w:?}"));
+            continue;
         }
+        let mut refused = None;
+        for _ in 0..4 {
+            std::thread::sleep(Duration::from_millis(10));
+            if let Err(e) = ch.probe(&request(100e6, 200, 1042)) {
+                refused = Some(e.to_string());
+                break;
+            }
+        }
+        let Some(err) = refused else {
+            seen.push("not refused within 5 streams".into());
+            continue;
+        };
+        assert!(err.contains("cannot measure toward"), "{err}");
+        assert!(err.contains("faster than they were sent"), "{err}");
+        return;
     }
-    let err = refused.expect("refused within 5 streams");
-    assert!(err.contains("cannot measure toward"), "{err}");
-    assert!(err.contains("faster than they were sent"), "{err}");
+    panic!("{seen:?}");
 }
 
 fn our_reflector(config: ReflectorConfig) -> ReflectorHandle {
