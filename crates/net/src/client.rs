@@ -612,15 +612,12 @@ impl UdpChannel {
         let scheduled_ns: Vec<i64> = request.offsets_ns.iter().map(|o| anchor + o).collect();
         // The server's send calls on that schedule, late by what it said
         // (every packet has one, or none is used).
-        let user_ns = if lags.iter().all(Option::is_some) {
-            scheduled_ns
-                .iter()
-                .zip(&lags)
-                .map(|(s, l)| s + l.unwrap_or(0))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let user_ns = scheduled_ns
+            .iter()
+            .zip(&lags)
+            .map(|(s, l)| l.map(|l| s + l))
+            .collect::<Option<Vec<i64>>>()
+            .unwrap_or_default();
         let d = Departures {
             scheduled_ns,
             user_ns,

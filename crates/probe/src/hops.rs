@@ -147,9 +147,7 @@ fn fit_heads<C: HopChannel + ?Sized>(
 ) -> Result<(Vec<u32>, HeadFit), ChannelError> {
     let mut send = |head: u32| {
         let r = channel.probe_hop(ttl, size, head, mtu)?;
-        cost.streams += 1;
-        cost.probe_packets += 1 + head as u64;
-        cost.probe_bytes += size as u64 + head as u64 * mtu as u64;
+        count_probe(cost, size, head, mtu);
         Ok::<_, ChannelError>(r.rtt_ns.is_some())
     };
     let mut fit = HeadFit {
@@ -159,40 +157,55 @@ fn fit_heads<C: HopChannel + ?Sized>(
         tries: Vec::new(),
         gave_up: false,
     };
-    // Stop once the verdict is known: each lost probe waits a timeout.
-    while fit.lone_sent < FIT_LONE
-        && fit.lone_answered < FIT_LONE_ANSWERED
-        && fit.lone_sent - fit.lone_answered <= FIT_LONE - FIT_LONE_ANSWERED
-    {
-        fit.lone_sent += 1;
-        fit.lone_answered += usize::from(send(0)?);
-    }
+    (fit.lone_sent, fit.lone_answered) = until_known(FIT_LONE, FIT_LONE_ANSWERED, || send(0))?;
     let mut heads = heads.to_vec();
     if fit.lone_answered < FIT_LONE_ANSWERED {
         return Ok((heads, fit));
     }
     loop {
         let longest = heads.iter().copied().max().unwrap_or(0);
-        let (mut sent, mut answered) = (0, 0);
-        // Stop once the verdict is known either way.
-        while sent < FIT_PROBES
-            && answered < FIT_ANSWERED
-            && sent - answered <= FIT_PROBES - FIT_ANSWERED
-        {
-            sent += 1;
-            answered += usize::from(send(longest)?);
-        }
+        let (sent, answered) = until_known(FIT_PROBES, FIT_ANSWERED, || send(longest))?;
         fit.tries.push((longest, sent, answered));
         if answered >= FIT_ANSWERED {
             return Ok((heads, fit));
         }
-        let shorter: Vec<u32> = heads.iter().map(|&h| (h * 2).div_ceil(3)).collect();
-        if shorter.iter().copied().max().unwrap_or(0) < FIT_MIN_HEAD || shorter == heads {
+        let Some(shorter) = shrink(&heads) else {
             fit.gave_up = true;
             return Ok((heads, fit));
-        }
+        };
         heads = shorter;
     }
+}
+
+/// Sends with `probe` (true: answered) until `need` of up to `most` are
+/// answered or can no longer be: each lost probe waits out the timeout.
+/// Returns (sent, answered).
+fn until_known(
+    most: usize,
+    need: usize,
+    mut probe: impl FnMut() -> Result<bool, ChannelError>,
+) -> Result<(usize, usize), ChannelError> {
+    let (mut sent, mut answered) = (0, 0);
+    while sent < most && answered < need && sent - answered <= most - need {
+        sent += 1;
+        answered += usize::from(probe()?);
+    }
+    Ok((sent, answered))
+}
+
+/// Every head a third shorter; `None` once the longest would fall under
+/// [`FIT_MIN_HEAD`] or nothing shrinks.
+fn shrink(heads: &[u32]) -> Option<Vec<u32>> {
+    let shorter: Vec<u32> = heads.iter().map(|&h| (h * 2).div_ceil(3)).collect();
+    (shorter.iter().copied().max().unwrap_or(0) >= FIT_MIN_HEAD && shorter != heads)
+        .then_some(shorter)
+}
+
+/// Counts one probe behind a head of `head` packets in `cost`.
+fn count_probe(cost: &mut Cost, size: u32, head: u32, mtu: u32) {
+    cost.streams += 1;
+    cost.probe_packets += 1 + head as u64;
+    cost.probe_bytes += size as u64 + head as u64 * mtu as u64;
 }
 
 /// Fisher-Yates with a xorshift: the cell order of one hop.
@@ -249,7 +262,7 @@ pub fn run_hops<C: HopChannel + ?Sized>(
         report.head_packets = heads;
         report.head_fit = Some(fit);
     }
-    let heads: Vec<u32> = if report.head_packets.is_empty() {
+    let mut heads: Vec<u32> = if report.head_packets.is_empty() {
         vec![0]
     } else {
         report.head_packets.clone()
@@ -258,7 +271,6 @@ pub fn run_hops<C: HopChannel + ?Sized>(
     // hop while the shortest's come back, the heads overflow a queue the
     // destination probes did not find full: shrink them and start again.
     let mut restarts = 0;
-    let mut heads = heads;
     loop {
         report.hops.clear();
         report.samples.clear();
@@ -275,15 +287,11 @@ pub fn run_hops<C: HopChannel + ?Sized>(
         let Some(tried) = overflow else { break };
         let fit = report.head_fit.as_mut().expect("heads were fitted");
         fit.tries.push(tried);
-        let shorter: Vec<u32> = heads.iter().map(|&h| (h * 2).div_ceil(3)).collect();
-        if restarts >= MAX_RESTARTS
-            || shorter.iter().copied().max().unwrap_or(0) < FIT_MIN_HEAD
-            || shorter == heads
-        {
+        let Some(shorter) = shrink(&heads).filter(|_| restarts < MAX_RESTARTS) else {
             fit.gave_up = true;
             // The run stands as probed: its links say what they can.
             break;
-        }
+        };
         restarts += 1;
         heads = shorter;
         report.head_packets = heads.clone();
@@ -329,9 +337,7 @@ fn probe_each_hop<C: HopChannel + ?Sized>(
             let r = channel.probe_hop(ttl, size, head, mtu)?;
             rec.probes += 1;
             report.probes += 1;
-            report.cost.streams += 1;
-            report.cost.probe_packets += 1 + head as u64;
-            report.cost.probe_bytes += size as u64 + head as u64 * mtu as u64;
+            count_probe(&mut report.cost, size, head, mtu);
             if r.rtt_ns.is_some() {
                 rec.replies += 1;
                 rec.destination |= r.destination;
