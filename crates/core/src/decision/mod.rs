@@ -5,6 +5,7 @@
 
 pub mod bart;
 pub mod bisection;
+pub mod burst;
 pub mod chirp;
 pub mod igi;
 pub mod multirate;

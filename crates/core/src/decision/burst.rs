@@ -1,0 +1,141 @@
+//! Cross-traffic bursts a stream met: queue growth faster than any probe
+//! rate the strategies send could cause, on the fluid FIFO model of
+//! \[BASS\] section II.
+//!
+//! While a FIFO of capacity `C` stays busy, probes sent at `r` beside
+//! cross traffic arriving at `x` leave it `(r + x) / C` times as far apart
+//! as they were sent. A receive span more than twice its send span needs
+//! `r + x > 2C`; with `r` at most the link's capacity, `x > C`: cross
+//! traffic arriving faster than the link carries it, which only a burst
+//! does, and only for a while. A stream that met one read the moment the
+//! burst came (its crossing lands where the queue jumped), not the
+//! available bandwidth over its own span: on the lab's ON/OFF source
+//! (peaks four times the link) five streams in a row read 149 Mbit/s,
+//! the rate at which a burst happened to arrive, over 110 free.
+//!
+//! The measure: the largest `(recv_j - recv_i) - 2 (send_j - send_i)`
+//! over received packets `i < j`, the queue rise beyond what the probes
+//! themselves explain. A coalescing receiver stamps a batch at once, which
+//! shifts one stamp by up to a batch interval. A sender that stalls and
+//! then catches up looks the same (its packets leave later than their
+//! send times say): streams whose sender fell behind are judged by that
+//! instead (the strategies send them again).
+
+use crate::stream::{GapTolerance, ProbeStream};
+
+/// Receive span over send span beyond which only a burst explains the
+/// queue (see the module notes).
+pub const BURST_SPREAD: f64 = 2.0;
+
+/// A stream's largest queue rise beyond its own probes' (ns; 0 when the
+/// receive spans never exceeded twice the send spans, or fewer than two
+/// packets came back). Only a burst where the stream's rates stay under
+/// twice the tight link's capacity ([`met_burst`] checks).
+pub fn burst_rise_ns(stream: &ProbeStream) -> f64 {
+    let mut lowest: Option<f64> = None;
+    let mut rise = 0.0f64;
+    for p in &stream.packets {
+        let Some(recv) = p.recv_ns else { continue };
+        // Relative to the first packet: i64 stamps lose nothing as f64
+        // differences over a stream's milliseconds.
+        let t0 = stream.packets[0].send_ns;
+        let u =
+            crate::stream::diff_ns(recv, t0) - BURST_SPREAD * crate::stream::diff_ns(p.send_ns, t0);
+        if let Some(l) = lowest {
+            rise = rise.max(u - l);
+        }
+        lowest = Some(lowest.map_or(u, |l| l.min(u)));
+    }
+    rise
+}
+
+/// The queue rise of a burst the stream met, large enough to move its
+/// reading (ns): a twentieth of its send span (a quarter of one of five
+/// sub-streams, which a rate 15 % under the available bandwidth on a
+/// half-used link drains in no less than three sub-streams) and two
+/// receive batches (one batch's stamp shift is no burst). `None` when it
+/// met none, or when the stream was sent faster than twice
+/// `capacity_at_least_bps` at any rate (its own packets could then spread
+/// that far; an exact reading of the stream is such a floor).
+pub fn met_burst(stream: &ProbeStream, capacity_at_least_bps: f64) -> Option<f64> {
+    let fastest = stream
+        .sub_streams(GapTolerance::default())
+        .iter()
+        .map(|s| s.rate_bps)
+        .fold(0.0, f64::max);
+    if !(fastest > 0.0 && fastest <= BURST_SPREAD * capacity_at_least_bps) {
+        return None;
+    }
+    let batches = stream.receive_batch_interval_ns().unwrap_or(0.0);
+    let least = (stream.send_span_ns() / 20.0).max(2.0 * batches);
+    let rise = burst_rise_ns(stream);
+    (least > 0.0 && rise >= least).then_some(rise)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(send_ns: &[i64], recv_ns: &[Option<i64>]) -> ProbeStream {
+        ProbeStream::from_times(0, 1500, send_ns, recv_ns)
+    }
+
+    #[test]
+    fn a_queue_the_probes_build_is_no_burst() {
+        // Sent 100 us apart, received 150 us apart (a rate half again the
+        // available bandwidth): spans 1.5x, never 2x.
+        let send: Vec<i64> = (0..40).map(|i| i * 100_000).collect();
+        let recv: Vec<Option<i64>> = (0..40).map(|i| Some(5_000 + i * 150_000)).collect();
+        let s = stream(&send, &recv);
+        assert_eq!(burst_rise_ns(&s), 0.0);
+        assert_eq!(met_burst(&s, 100e6), None);
+    }
+
+    #[test]
+    fn a_burst_by_hand() {
+        // 40 packets 100 us apart (span 3.9 ms). Packets 0-9 pass with a
+        // 10 us delay; a burst then holds packet 10 for 1 ms, the queue
+        // drains at 10 us a packet after it.
+        let send: Vec<i64> = (0..40).map(|i| i * 100_000).collect();
+        let recv: Vec<Option<i64>> = (0..40)
+            .map(|i| {
+                let delay = if i < 10 {
+                    10_000
+                } else {
+                    (1_010_000 - (i - 10) * 10_000).max(10_000)
+                };
+                Some(i * 100_000 + delay)
+            })
+            .collect();
+        let s = stream(&send, &recv);
+        // u = recv - 2 send = delay - send: lowest at packet 9 (10 us -
+        // 900 us = -890 us); highest after it at packet 10 (1010 - 1000
+        // = 10 us): a rise of 900 us.
+        assert_eq!(burst_rise_ns(&s), 900_000.0);
+        // A twentieth of 3.9 ms is 195 us: a burst, on a link of at
+        // least 61 Mbit/s (sent at 120: 1500 B every 100 us).
+        assert_eq!(met_burst(&s, 61e6), Some(900_000.0));
+        // Sent over twice a 50 Mbit/s floor: the probes could do it.
+        assert_eq!(met_burst(&s, 50e6), None);
+    }
+
+    #[test]
+    fn lost_packets_are_skipped_and_small_rises_are_not_bursts() {
+        // Packet 5 lost; packet 6 held 300 us over its 10 us neighbours.
+        let send: Vec<i64> = (0..40).map(|i| i * 100_000).collect();
+        let recv: Vec<Option<i64>> = (0..40)
+            .map(|i| match i {
+                5 => None,
+                6 => Some(i * 100_000 + 310_000),
+                _ => Some(i * 100_000 + 10_000),
+            })
+            .collect();
+        let s = stream(&send, &recv);
+        // u: packet 4: 10 - 400 = -390 us; packet 6: 310 - 600 = -290
+        // us; packet 0 (10 us) came before and lies higher: 100 us.
+        assert_eq!(burst_rise_ns(&s), 100_000.0);
+        assert_eq!(met_burst(&s, 100e6), None, "100 us < 195 us");
+        assert_eq!(burst_rise_ns(&stream(&[0], &[Some(5)])), 0.0);
+        assert_eq!(met_burst(&stream(&[0, 1], &[None, None]), 100e6), None);
+    }
+}
