@@ -243,16 +243,22 @@ pub fn analyze_trace(
             continue;
         }
         for a in results.iter_mut().filter(|a| a.stream_id == s.id) {
-            let reading = match (a.kind, a.bound, a.abw_bps) {
-                (StreamKind::MultiRate, Bound::Exact | Bound::AtLeast, Some(r)) => r,
-                _ => continue,
-            };
-            if let Some(rise_ns) = met_burst(s, reading) {
+            if let Some(rise_ns) = burst_under_reading(s, a) {
                 add_note(a, &met_a_burst(rise_ns));
             }
         }
     }
     Ok(results)
+}
+
+/// The queue rise of a burst faster than the link that multi-rate stream
+/// `s` met ([`met_burst`]), with its analysis `a` as the capacity floor
+/// the test needs: an exact or "at least" reading.
+pub fn burst_under_reading(s: &ProbeStream, a: &Analysis) -> Option<f64> {
+    match (a.kind, a.bound, a.abw_bps) {
+        (StreamKind::MultiRate, Bound::Exact | Bound::AtLeast, Some(r)) => met_burst(s, r),
+        _ => None,
+    }
 }
 
 /// Puts `note` before what the analysis already said.
