@@ -454,6 +454,8 @@ pub struct Session<'a> {
     /// of them that came back late again.
     pub resent: usize,
     resent_late_again: usize,
+    /// Whether the last stream kept was one whose sender fell behind.
+    last_late: bool,
     progress: Progress<'a>,
     started: std::time::Instant,
 }
@@ -513,6 +515,7 @@ impl<'a> Session<'a> {
             shaper_ruled_out_bps: None,
             resent: 0,
             resent_late_again: 0,
+            last_late: false,
             progress,
             started: std::time::Instant::now(),
         }
@@ -624,6 +627,7 @@ impl<'a> Session<'a> {
             self.resent += 1;
             attempt += 1;
         };
+        self.last_late = p.sender_late;
         self.last_truth = p.truth.map(|t| t.available_bps);
         if let Some(t) = self.last_truth {
             self.truths.push(t);
@@ -638,6 +642,12 @@ impl<'a> Session<'a> {
         ];
         (self.progress)(used.into_iter().fold(0.0, f64::max).min(1.0));
         Ok(s)
+    }
+
+    /// Whether the sender fell behind in the last stream kept (a burst
+    /// of its own then looks like one of cross traffic).
+    pub fn last_late(&self) -> bool {
+        self.last_late
     }
 
     /// Builds the report.
