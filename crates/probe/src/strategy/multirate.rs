@@ -292,8 +292,10 @@ pub fn after_scan(
         let bursty = bursts >= 2 && 4 * bursts >= after_scan;
         let enough = exact.len() >= params.swing_min_answers
             || answers.len() >= 2 * params.swing_min_answers;
-        if let (true, true, Some(w)) = (bursty, enough, Swing::of(&answers)) {
-            return Ok(w.report(s, method));
+        if bursty && enough {
+            if let Some(w) = Swing::of(&answers) {
+                return Ok(w.report(s, method));
+            }
         }
         if exact.len() >= params.min_estimates && !bursty {
             let (m, lo, hi) = median_interval(&exact);
