@@ -181,7 +181,7 @@ pub fn after_scan(
     let mut scan = Some(scan);
     // Streams after the scan, and those of them that met a burst of
     // cross traffic faster than the link (`met_burst`).
-    let (mut after_scan, mut bursts) = (0usize, 0usize);
+    let (mut centred, mut bursts) = (0usize, 0usize);
     loop {
         let (bound, abw, request_bytes) = match scan.take() {
             Some(None) => break,
@@ -211,7 +211,7 @@ pub fn after_scan(
                 // An exact or "at least" reading is the capacity floor
                 // the burst test needs; a late sender leaves the same
                 // signature.
-                after_scan += 1;
+                centred += 1;
                 if let (Bound::Exact | Bound::AtLeast, Some(r)) = (a.bound, a.abw_bps) {
                     if !s.last_late() {
                         bursts += usize::from(met_burst(&stream, r).is_some());
@@ -289,7 +289,7 @@ pub fn after_scan(
         // fell between them: no `stable` stop, and the answer is what
         // every stream met, its bound where it gave one (see the
         // module notes).
-        let bursty = bursts >= 2 && 4 * bursts >= after_scan;
+        let bursty = bursts >= 2 && 4 * bursts >= centred;
         let enough = exact.len() >= params.swing_min_answers
             || answers.len() >= 2 * params.swing_min_answers;
         if bursty && enough {
