@@ -15,27 +15,8 @@ use crate::stamps::{Received, HEADER_COPY};
 use crate::udp::ProbeSocket;
 use tightlink_sys::clock;
 
-/// The longest wait for stragglers once the sender says it is done.
+/// How long to wait for stragglers once the sender says it is done.
 pub const DRAIN_NS: i64 = 20_000_000;
-
-/// The shortest wait for stragglers.
-pub const MIN_DRAIN_NS: i64 = 2_000_000;
-
-/// How long to wait for the stream's missing packets after the sender's
-/// "done" came: twice the most queueing its packets met (receive time
-/// less scheduled offset, over its lowest: the clocks' offset cancels),
-/// between [`MIN_DRAIN_NS`] and [`DRAIN_NS`]. The control message
-/// crosses the same path, and behind a FIFO it comes after every probe
-/// sent before it; a per-flow queue (fq_codel) can let it pass probes
-/// that still wait there, for about as long as they waited. A fixed
-/// 20 ms spent itself after every stream that lost a packet: on a
-/// 200 Mbit/s path whose queue holds 4 ms, a gap of 25 ms between
-/// streams that no stream sampled.
-pub fn drain_ns(queueing_ns: Option<i64>) -> i64 {
-    queueing_ns.map_or(DRAIN_NS, |q| {
-        q.saturating_mul(2).clamp(MIN_DRAIN_NS, DRAIN_NS)
-    })
-}
 
 /// What the receiver expects.
 #[derive(Debug, Clone, Copy)]
@@ -66,14 +47,13 @@ pub struct Collected {
 }
 
 /// Sorts one datagram: returns `Some((position, stamp))` for an expected
-/// probe (the stamp with the packet's scheduled offset in the stream),
-/// else counts why not.
+/// probe, else counts why not.
 fn classify(
     header: &[u8],
     r: &Received,
     e: &Expect,
     c: &mut Collected,
-) -> Option<(usize, Option<(i64, u64)>)> {
+) -> Option<(usize, Option<i64>)> {
     let copied = &header[..r.len.min(HEADER_COPY)];
     let view = match SenderPacket::new_checked(copied) {
         Ok(v) => v,
@@ -119,13 +99,13 @@ fn classify(
         c.drops.count(DropReason::Duplicate);
         return None;
     }
-    Some((i, r.kernel_ns.map(|t| (t, p.offset_ns))))
+    Some((i, r.kernel_ns))
 }
 
 /// Receives one stream. `control` is the control connection's fd (or
 /// none): when it turns readable, `on_control` reads one message and
 /// returns whether the sender has finished. Stops once every packet is in
-/// and the sender has finished, [`drain_ns`] after the sender finished, or
+/// and the sender has finished, [`DRAIN_NS`] after the sender finished, or
 /// at `deadline_ns` (CLOCK_MONOTONIC), whichever comes first.
 pub fn collect_stream(
     sock: &mut dyn ProbeSource,
@@ -142,8 +122,6 @@ pub fn collect_stream(
     let mut got = [None; 32];
     let mut sender_done = control.is_none();
     let mut drain_until = i64::MAX;
-    // Lowest and highest receive time less scheduled offset.
-    let mut delay_span: Option<(i64, i64)> = None;
     loop {
         let now = clock::monotonic_ns();
         let complete = c.received == e.packets;
@@ -182,13 +160,9 @@ pub fn collect_stream(
                     };
                     if let Some((i, stamp)) = classify(&headers[k], &r, e, &mut c) {
                         match stamp {
-                            Some((t, offset_ns)) => {
+                            Some(t) => {
                                 c.recv_ns[i] = Some(t);
                                 c.received += 1;
-                                let d = t.saturating_sub(offset_ns.min(i64::MAX as u64) as i64);
-                                delay_span = Some(
-                                    delay_span.map_or((d, d), |(lo, hi)| (lo.min(d), hi.max(d))),
-                                );
                             }
                             None => c.unstamped += 1,
                         }
@@ -202,8 +176,7 @@ pub fn collect_stream(
         if !sender_done && fds[1].revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
             sender_done = on_control()?;
             if sender_done {
-                let queueing = delay_span.map(|(lo, hi)| hi.saturating_sub(lo));
-                drain_until = clock::monotonic_ns() + drain_ns(queueing);
+                drain_until = clock::monotonic_ns() + DRAIN_NS;
             }
         }
     }
@@ -244,23 +217,5 @@ pub fn discard(sock: &ProbeSocket) -> io::Result<usize> {
         if n < 32 {
             return Ok(total);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_wait_for_stragglers_follows_the_queueing_seen() {
-        // Nothing received: the whole 20 ms.
-        assert_eq!(drain_ns(None), 20_000_000);
-        // 0.5 ms of queueing: twice is 1 ms, under the 2 ms floor.
-        assert_eq!(drain_ns(Some(500_000)), 2_000_000);
-        // A 100 KB queue at 200 Mbit/s holds 4 ms: wait 8.
-        assert_eq!(drain_ns(Some(4_000_000)), 8_000_000);
-        // 15 ms: capped at 20.
-        assert_eq!(drain_ns(Some(15_000_000)), 20_000_000);
-        assert_eq!(drain_ns(Some(i64::MAX)), 20_000_000);
     }
 }
