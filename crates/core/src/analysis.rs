@@ -1985,6 +1985,40 @@ mod tests {
     /// Rates 1-5: an onset at sub-stream 2 after a quiet one brackets
     /// 2-3 (an answer of 3.5 becomes 3, 1.2 becomes 2, 2.5 stays); one
     /// after a sub-stream that grew too, or at the first, brackets nothing.
+    /// A 200 Mbit/s link behind a token bucket that passes a 32-packet
+    /// sub-stream at 245 whole: 1250 B packets, 32 at each of 140, 170,
+    /// 245, 280 and 320 Mbit/s; the first three arrive 10 us after they
+    /// leave, the last two queue and leave 50 us apart (200 Mbit/s). The
+    /// delay floors put the queue's start at 280 (245 passed); the gaps'
+    /// crossing at the 245 | 280 boundary is capped at the 200 the run
+    /// was delivered at, and the floors no longer lift it to 245.
+    #[test]
+    fn a_bucket_that_hid_a_queue_does_not_lift_the_cap() {
+        let rates = [140e6, 170e6, 245e6, 280e6, 320e6];
+        let send = crate::schedule::multi_rate_schedule(&rates, 32, 1250);
+        let mut recv: Vec<Option<i64>> = Vec::new();
+        let mut last = i64::MIN;
+        for (i, &t) in send.iter().enumerate() {
+            let r = if i < 96 {
+                t + 10_000
+            } else {
+                (t + 10_000).max(last + 50_000)
+            };
+            last = r;
+            recv.push(Some(r));
+        }
+        let s = ProbeStream::from_times(0, 1250, &send, &recv);
+        let a = analyze(
+            &s,
+            StreamKind::MultiRate,
+            Method::Multirate,
+            &AnalysisParams::default(),
+        );
+        assert_eq!(a.bound, Bound::Exact, "{a:?}");
+        let e = a.abw_bps.unwrap();
+        assert!((e / 200e6 - 1.0).abs() < 0.03, "{e}");
+    }
+
     #[test]
     fn steady_delivery_by_hand() {
         // 40 packets of 1250 B (10 kbit) sent 40 us apart; sub-streams of
