@@ -8,10 +8,10 @@ use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 use tightlink_core::analysis::analyze_tracked;
 use tightlink_core::decision::bart::BartTracker;
-use tightlink_core::decision::burst::met_burst;
+use tightlink_core::decision::burst::met_burst_under_reading;
 use tightlink_core::decision::multirate::Consistency;
 use tightlink_core::smoothing::imr::ImrWindow;
-use tightlink_core::{Analysis, AnalysisParams, Bound, Method, ProbeStream, StreamKind};
+use tightlink_core::{Analysis, AnalysisParams, Method, ProbeStream, StreamKind};
 use tightlink_trace::Trace;
 
 /// Which per-stream methods run.
@@ -252,13 +252,12 @@ pub fn analyze_trace(
 }
 
 /// The queue rise of a burst faster than the link that multi-rate stream
-/// `s` met ([`met_burst`]), with its analysis `a` as the capacity floor
+/// `s` met ([`met_burst_under_reading`]), with its analysis `a` as the capacity floor
 /// the test needs: an exact or "at least" reading.
 pub fn burst_under_reading(s: &ProbeStream, a: &Analysis) -> Option<f64> {
-    match (a.kind, a.bound, a.abw_bps) {
-        (StreamKind::MultiRate, Bound::Exact | Bound::AtLeast, Some(r)) => met_burst(s, r),
-        _ => None,
-    }
+    (a.kind == StreamKind::MultiRate)
+        .then(|| met_burst_under_reading(s, a.bound, a.abw_bps))
+        .flatten()
 }
 
 /// Puts `note` before what the analysis already said.
@@ -361,6 +360,7 @@ impl From<&Analysis> for AnalysisRow {
 mod tests {
     use super::*;
     use tightlink_core::schedule::single_rate_schedule;
+    use tightlink_core::Bound;
 
     #[test]
     fn settings_are_checked_with_the_caller_s_names() {

@@ -414,7 +414,7 @@ pub fn burst_warning(
         );
         rises.extend(crate::analyze::burst_under_reading(s, &a));
     }
-    if rises.len() < 2 || 4 * rises.len() < multi {
+    if !tightlink_core::decision::burst::bursts_swing(rises.len(), multi) {
         return None;
     }
     let most_ms = rises.iter().copied().fold(0.0, f64::max) / 1e6;

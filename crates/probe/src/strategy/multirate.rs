@@ -41,7 +41,7 @@
 //! budget answering bounds up and down.
 //!
 //! Bursts faster than the link: where two streams or more, a quarter of
-//! those after the scan at least, met one ([`met_burst`]: the queue rose
+//! those after the scan at least, met one ([`met_burst_under_reading`]: the queue rose
 //! past twice the probes' own spreading), the streams that agree did so
 //! between bursts, and each burst-hit one read the moment its burst
 //! came, or a bound. The run then never stops `stable`; from
@@ -75,7 +75,7 @@
 use super::Method as Strategy;
 use super::{shaper_train, Ceiling, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::StreamRequest;
-use tightlink_core::decision::burst::met_burst;
+use tightlink_core::decision::burst::{bursts_swing, met_burst_under_reading};
 use tightlink_core::schedule::{equal_time_schedule, multi_rate_schedule, rates_around};
 use tightlink_core::stats;
 use tightlink_core::{analyze, AnalysisParams, Bound, Method, StreamKind};
@@ -212,10 +212,9 @@ pub fn after_scan(
                 // the burst test needs; a late sender leaves the same
                 // signature.
                 centred += 1;
-                if let (Bound::Exact | Bound::AtLeast, Some(r)) = (a.bound, a.abw_bps) {
-                    if !s.last_late() {
-                        bursts += usize::from(met_burst(&stream, r).is_some());
-                    }
+                if !s.last_late() {
+                    bursts +=
+                        usize::from(met_burst_under_reading(&stream, a.bound, a.abw_bps).is_some());
                 }
                 (a.bound, a.abw_bps, request.bytes())
             }
@@ -289,7 +288,7 @@ pub fn after_scan(
         // fell between them: no `stable` stop, and the answer is what
         // every stream met, its bound where it gave one (see the
         // module notes).
-        let bursty = bursts >= 2 && 4 * bursts >= centred;
+        let bursty = bursts_swing(bursts, centred);
         let enough = exact.len() >= params.swing_min_answers
             || answers.len() >= 2 * params.swing_min_answers;
         if bursty && enough {
