@@ -414,10 +414,15 @@ mod tests {
     use super::*;
     use tightlink_measure::{estimate, EstimateOptions};
 
-    fn temp(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("tightlink-store-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d.join("h.db")
+    /// A history file in a fresh directory that goes when the first
+    /// value drops.
+    fn temp(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let d = tempfile::Builder::new()
+            .prefix(&format!("tl-store-{name}-"))
+            .tempdir()
+            .unwrap();
+        let path = d.path().join("h.db");
+        (d, path)
     }
 
     fn origin<'a>(t: &'a Target, at: i64) -> Origin<'a> {
@@ -434,7 +439,7 @@ mod tests {
 
     #[test]
     fn rows_go_in_and_come_back_whole() {
-        let path = temp("roundtrip");
+        let (_dir, path) = temp("roundtrip");
         let mut s = Store::open(&path).unwrap();
         let t = Target::parse("sim:seed=3").unwrap();
         let report = estimate(&t, &EstimateOptions::default(), &mut |_| {}).unwrap();
@@ -481,7 +486,7 @@ mod tests {
 
     #[test]
     fn the_schema_is_versioned() {
-        let path = temp("version");
+        let (_dir, path) = temp("version");
         drop(Store::open(&path).unwrap());
         // Opening again applies nothing twice.
         let s = Store::open(&path).unwrap();
@@ -504,8 +509,7 @@ mod tests {
     /// in place through versions 2 to 5: its rows stay, with none of them.
     #[test]
     fn a_version_1_history_is_upgraded() {
-        let path = temp("v1");
-        let _ = std::fs::create_dir_all(path.parent().unwrap());
+        let (_dir, path) = temp("v1");
         {
             let c = Connection::open(&path).unwrap();
             c.execute_batch(MIGRATIONS[0]).unwrap();
@@ -550,7 +554,7 @@ mod tests {
 
     #[test]
     fn a_success_without_its_number_is_refused() {
-        let path = temp("check");
+        let (_dir, path) = temp("check");
         let mut s = Store::open(&path).unwrap();
         let t = Target::default_sim();
         let mut r = Row::failure(&origin(&t, 1), "x");

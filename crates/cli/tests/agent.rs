@@ -16,14 +16,7 @@ use std::time::{Duration, Instant};
 use tightlink_agent::{Query, Store};
 
 mod common;
-use common::tightlink_text;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tightlink-agent-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{scratch, tightlink_text};
 
 /// Writes `agent.toml` in `dir`: listening on a free loopback port, the
 /// history in `dir/h.db`, then `body`. Returns (history, config).
@@ -216,9 +209,9 @@ fn rows(db: &Path) -> Vec<tightlink_agent::Row> {
 
 #[test]
 fn the_agent_measures_on_schedule_stores_every_result_and_exports_the_last() {
-    let dir = temp_dir("schedule");
+    let dir = scratch("agent-schedule");
     let (db, cfg) = agent_config(
-        &dir,
+        dir.path(),
         r#"interval = "1s"
 jitter = 0.2
 
@@ -337,7 +330,7 @@ target = "sim:capacity=1G,cross=poisson:300M,seed=7"
         "{table}"
     );
     for plot in ["h.png", "h.svg"] {
-        let f = dir.join(plot);
+        let f = dir.path().join(plot);
         let (ok, _, err) =
             tightlink_text(&["history", "--database", d, "--plot", f.to_str().unwrap()]);
         assert!(ok, "{err}");
@@ -356,8 +349,8 @@ target = "sim:capacity=1G,cross=poisson:300M,seed=7"
 
 #[test]
 fn bad_configs_are_refused_with_file_and_line() {
-    let dir = temp_dir("badcfg");
-    let cfg = dir.join("agent.toml");
+    let dir = scratch("agent-badcfg");
+    let cfg = dir.path().join("agent.toml");
     std::fs::write(
         &cfg,
         "interval = \"1m\"\n[[target]]\ntarget = \"sim:\"\nintervall = \"5m\"\n",
@@ -405,7 +398,7 @@ fn free_port() -> u16 {
 
 #[test]
 fn kill_9_in_the_middle_of_a_measurement_leaves_a_sound_history_and_the_agent_resumes() {
-    let dir = temp_dir("kill9");
+    let dir = scratch("agent-kill9");
     let port = free_port();
     let server = Reaped(
         Command::new(env!("CARGO_BIN_EXE_tightlink"))
@@ -416,7 +409,7 @@ fn kill_9_in_the_middle_of_a_measurement_leaves_a_sound_history_and_the_agent_re
     );
     std::thread::sleep(Duration::from_millis(300));
     let (db, cfg) = agent_config(
-        &dir,
+        dir.path(),
         &format!("interval = \"1s\"\njitter = 0\n\n[[target]]\nname = \"loopback\"\ntarget = \"127.0.0.1:{port}\"\n\n[[target]]\nname = \"sim\"\ntarget = \"sim:\"\n"),
     );
     let mut killed_mid = 0;
@@ -477,9 +470,9 @@ fn kill_9_in_the_middle_of_a_measurement_leaves_a_sound_history_and_the_agent_re
 
 #[test]
 fn probe_is_bounded_under_a_flood_and_only_for_allowed_targets() {
-    let dir = temp_dir("probe");
+    let dir = scratch("agent-probe");
     let (db, cfg) = agent_config(
-        &dir,
+        dir.path(),
         r#"interval = "1h"
 
 [probe]
@@ -637,14 +630,14 @@ fn prometheus_scrapes_the_agent() {
         eprintln!("skipped: no prometheus (Debian package `prometheus`)");
         return;
     }
-    let dir = temp_dir("prometheus");
+    let dir = scratch("agent-prometheus");
     let (db, cfg) = agent_config(
-        &dir,
+        dir.path(),
         "interval = \"1s\"\n[probe]\nallow = [\"sim:*\"]\nmin_interval = \"1s\"\n[[target]]\nname = \"default\"\ntarget = \"sim:\"\n",
     );
     let agent = AgentProc::start(&cfg);
     let prom_port = free_port();
-    let prom_cfg = dir.join("prometheus.yml");
+    let prom_cfg = dir.path().join("prometheus.yml");
     // The scrape config shipped in deploy/, pointed at this agent.
     let shipped = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -662,11 +655,11 @@ fn prometheus_scrapes_the_agent() {
         .arg(format!("--config.file={}", prom_cfg.display()))
         .arg(format!(
             "--storage.tsdb.path={}",
-            dir.join("tsdb").display()
+            dir.path().join("tsdb").display()
         ))
         .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap())
         .spawn()
         .expect("start prometheus");
     let prom = Reaped(prom);
@@ -696,7 +689,7 @@ fn prometheus_scrapes_the_agent() {
         }
     }
     drop(prom);
-    let plog = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+    let plog = std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
     let scheduled =
         scheduled.unwrap_or_else(|| panic!("Prometheus never had the gauge; its log:\n{plog}"));
     let probed = probed.unwrap_or_else(|| panic!("Prometheus never probed; its log:\n{plog}"));

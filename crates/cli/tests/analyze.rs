@@ -127,9 +127,8 @@ fn kind_can_be_forced() {
 
 #[test]
 fn bad_input_names_file_line_and_reason() {
-    let dir = std::env::temp_dir().join(format!("tightlink-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join("bad.csv");
+    let dir = scratch("cli");
+    let f = dir.path().join("bad.csv");
     std::fs::write(
         &f,
         "# x=1\nstream_id,seq,size_bytes,send_ns,recv_ns\n0,0,9000,10,20\n0,1,9000,20\n",
@@ -143,13 +142,12 @@ fn bad_input_names_file_line_and_reason() {
         "{err}"
     );
 
-    let o = tightlink(&["analyze", dir.join("missing.csv").to_str().unwrap()]);
+    let o = tightlink(&["analyze", dir.path().join("missing.csv").to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read"));
     let o = tightlink(&["analyze", f.to_str().unwrap(), "--method", "nope"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--method nope"));
     let o = tightlink(&["analyze", f.to_str().unwrap(), "--spike-up", "-1"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--spike-up"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -182,8 +180,8 @@ fn reads_standard_input() {
 #[test]
 fn queue_fit_reads_simulated_streams_given_the_capacity_and_asks_for_it_otherwise() {
     let dir = scratch("queue-fit");
-    let trace = dir.join("m.trace");
-    let truth = dir.join("t.csv");
+    let trace = dir.path().join("m.trace");
+    let truth = dir.path().join("t.csv");
     // Smoothed cross traffic (2.5 of 10 Gbit/s): rates 5.25-9.75 around 7.5.
     stdout(&tightlink(&[
         "simulate",

@@ -7,12 +7,13 @@ use tightlink_capture::write::{pcap, Tcp4};
 mod common;
 use common::tightlink_text as tightlink;
 
-fn file(name: &str, bytes: &[u8]) -> String {
-    let dir = std::env::temp_dir().join(format!("tl-atcp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+/// Writes `bytes` to `name` in a fresh scratch directory: (the directory,
+/// removed when it drops; the file's path).
+fn file(name: &str, bytes: &[u8]) -> (tempfile::TempDir, String) {
+    let dir = common::scratch("atcp");
+    let p = dir.path().join(name);
     std::fs::write(&p, bytes).unwrap();
-    p.to_string_lossy().into_owned()
+    (dir, p.to_string_lossy().into_owned())
 }
 
 fn seg(t_us: u64, data: bool, seq: u32, ack: u32, len: u16) -> Tcp4 {
@@ -59,7 +60,7 @@ fn a_hand_made_flow() {
     pkts.push(seg(1000, true, 1000 + 1000 * 50, 1, 1000));
     pkts.push(seg(1100, false, 1, 1000 + 1000 * 100, 0));
     pkts.sort_by_key(|p| p.t_ns);
-    let f = file("flow.pcap", &pcap(&pkts));
+    let (_dir, f) = file("flow.pcap", &pcap(&pkts));
     let (ok, out, err) = tightlink(&["analyze-tcp", &f, "--format", "json"]);
     assert!(ok, "{err}");
     let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -110,20 +111,20 @@ fn broken_or_empty_captures_are_refused_with_reasons() {
     let good = seg(0, true, 1, 1, 100);
     let mut bytes = pcap(&[good, good]);
     bytes.truncate(bytes.len() - 10);
-    let f = file("cut.pcap", &bytes);
+    let (_dir, f) = file("cut.pcap", &bytes);
     let (ok, _, err) = tightlink(&["analyze-tcp", &f]);
     assert!(!ok && err.contains("cut.pcap: packet 2"), "{err}");
     // An IPv4 packet that is UDP: no TCP flow.
     let mut frame = tightlink_capture::write::frame(&good);
     frame[14 + 9] = 17;
     let mut w = pcap_file_write(&frame);
-    let f = file("udp.pcap", &std::mem::take(&mut w));
+    let (_dir, f) = file("udp.pcap", &std::mem::take(&mut w));
     let (ok, _, err) = tightlink(&["analyze-tcp", &f]);
     assert!(
         !ok && err.contains("no TCP flow in 1 packets (1 not TCP)"),
         "{err}"
     );
-    let f = file("junk.pcap", b"this is not a capture");
+    let (_dir, f) = file("junk.pcap", b"this is not a capture");
     let (ok, _, err) = tightlink(&["analyze-tcp", &f]);
     assert!(
         !ok && err.contains("junk.pcap") && err.contains("neither pcap nor pcapng"),
@@ -131,7 +132,7 @@ fn broken_or_empty_captures_are_refused_with_reasons() {
     );
     let (ok, _, err) = tightlink(&["analyze-tcp", "/nonexistent.pcap"]);
     assert!(!ok && err.contains("/nonexistent.pcap"), "{err}");
-    let f = file("one.pcap", &pcap(&[good]));
+    let (_dir, f) = file("one.pcap", &pcap(&[good]));
     let (ok, _, err) = tightlink(&["analyze-tcp", &f, "--flow", "7"]);
     assert!(
         !ok && err.contains("--flow 7") && err.contains("10.0.0.1:40000"),

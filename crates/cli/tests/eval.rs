@@ -3,15 +3,16 @@
 //! are drawn with the shipped font, and the headline figure holds.
 
 mod common;
+use common::scratch;
 
 use std::process::Command;
 
 #[test]
 fn quick_eval_prints_tables_and_draws_plots() {
-    let dir = std::env::temp_dir().join(format!("tl-eval-{}", std::process::id()));
+    let dir = scratch("eval");
     let o = Command::new(env!("CARGO_BIN_EXE_tightlink"))
         .args(["eval", "--quick", "--jobs", "2", "--plots"])
-        .arg(&dir)
+        .arg(dir.path())
         .env_remove("FONTCONFIG_PATH")
         .output()
         .expect("run tightlink eval");
@@ -84,7 +85,6 @@ fn quick_eval_prints_tables_and_draws_plots() {
         assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{p}");
         assert!(bytes.len() > 10_000, "{p}: {} bytes", bytes.len());
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

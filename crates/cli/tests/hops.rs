@@ -2,6 +2,7 @@
 //! object, a sample file, and flag errors that name the flag.
 
 mod common;
+use common::scratch;
 use common::{tightlink, tightlink_text};
 
 /// The default path (1G, 155M, 45M, 100M): every link measured, each
@@ -31,9 +32,8 @@ fn default_path_json_has_every_link() {
 
 #[test]
 fn samples_file_holds_every_answered_probe() {
-    let dir = std::env::temp_dir().join(format!("tl-hops-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("s.csv");
+    let dir = scratch("hops");
+    let path = dir.path().join("s.csv");
     let (ok, out, err) = tightlink_text(&[
         "hops",
         "sim:hops=100M+50M,cross=none",
@@ -49,7 +49,6 @@ fn samples_file_holds_every_answered_probe() {
     assert_eq!(lines.next(), Some("ttl,size_bytes,head_bytes,rtt_ns"));
     // Two hops, 8 sizes x 3 repeats each (discovery probes not kept).
     assert_eq!(lines.count(), 2 * 8 * 3);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -30,6 +30,7 @@ fn may_run() -> bool {
 }
 
 mod common;
+use common::scratch;
 use common::tightlink_text as tightlink;
 use common::within_attempts;
 
@@ -148,9 +149,8 @@ fn a_hop_delay_adds_what_was_asked() {
         return;
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("tl-delay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("d15.toml");
+    let dir = scratch("delay");
+    let file = dir.path().join("d15.toml");
     std::fs::write(
         &file,
         "[[hop]]\nrate = \"200M\"\nbuffer = \"750KB\"\ndelay = \"15ms\"\n[cross]\ntraffic = \"cbr:150M\"\n",
@@ -198,7 +198,6 @@ fn a_hop_delay_adds_what_was_asked() {
         }
     };
     within_attempts(3, "hop delay", one);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `lab run cbr30` with `output` (`--json` or `--json-stream`), one
@@ -355,9 +354,8 @@ fn bad_scenarios_and_names_are_refused_with_reasons() {
     let (ok, _, err) = tightlink(&["lab", "status", "quiet", "--name", "Bad Name"]);
     assert!(!ok);
     assert!(err.contains("Bad Name"), "{err}");
-    let dir = std::env::temp_dir().join(format!("tl-lab-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join("typo.toml");
+    let dir = scratch("lab");
+    let f = dir.path().join("typo.toml");
     std::fs::write(&f, "[[hop]]\nrate = \"200M\"\nbuffr = \"10KB\"\n").unwrap();
     let (ok, _, err) = tightlink(&["lab", "status", f.to_str().unwrap()]);
     assert!(!ok);
@@ -988,9 +986,8 @@ fn a_transfer_through_a_lossy_hop_arrives_intact() {
     let lab = Down::new("lossy", 't');
     let (ok, _, err) = tightlink(&["lab", "up", "lossy", "--name", &lab.name]);
     assert!(ok, "lab up: {err}");
-    let dir = std::env::temp_dir().join(format!("tl-transfer-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let key = dir.join("key");
+    let dir = scratch("transfer");
+    let key = dir.path().join("key");
     std::fs::write(&key, "a lab key of enough length for the server\n").unwrap();
     let key = key.to_string_lossy().into_owned();
     {
@@ -1085,7 +1082,6 @@ fn a_transfer_through_a_lossy_hop_arrives_intact() {
     assert!(!o.status.success(), "the transfer went on: {err}");
     assert!(err.contains("server"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(15), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `lab cc` on `rtt30-bursty` (200 Mbit/s, 30 ms RTT through the delay

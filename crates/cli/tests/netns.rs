@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod common;
+use common::scratch;
 
 static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -578,9 +579,8 @@ fn a_wrong_key_is_refused() {
     if !may_run() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("tightlink-keys-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (good, bad) = (dir.join("good"), dir.join("bad"));
+    let dir = scratch("keys");
+    let (good, bad) = (dir.path().join("good"), dir.path().join("bad"));
     std::fs::write(&good, "s3cret-key\n").unwrap();
     std::fs::write(&bad, "guess\n").unwrap();
     let mut lab = Lab::up(Some("rate 200mbit burst 3000 limit 100000"), None, None);
@@ -591,7 +591,6 @@ fn a_wrong_key_is_refused() {
     assert!(!ok && err.contains("requires a key"), "{err}");
     let v = lab.estimate_json(&["--key-file", good.to_str().unwrap()]);
     assert!(holds(&v, 200e6), "{v}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn rss_kb(pid: u32) -> u64 {

@@ -12,8 +12,8 @@ fn ok(o: &std::process::Output) -> String {
 #[test]
 fn simulate_writes_a_trace_and_truth_that_analyze_reads() {
     let d = scratch("sim");
-    let trace = d.join("t.csv.gz");
-    let truth = d.join("truth.csv");
+    let trace = d.path().join("t.csv.gz");
+    let truth = d.path().join("truth.csv");
     ok(&tightlink(&[
         "simulate",
         "sim:capacity=10G,cross=cbr:3G,coalescence=off,seed=4",
@@ -62,14 +62,13 @@ fn simulate_writes_a_trace_and_truth_that_analyze_reads() {
         assert!((rate / want - 1.0).abs() < 0.01, "{l}");
         assert_eq!(f[4], if i % 2 == 0 { "below" } else { "above" }, "{l}");
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn a_saved_estimate_replays_to_the_same_answer() {
     let d = scratch("replay");
-    let trace = d.join("run.csv");
-    let truth = d.join("truth.csv");
+    let trace = d.path().join("run.csv");
+    let truth = d.path().join("truth.csv");
     let first = ok(&tightlink(&[
         "estimate",
         "sim:seed=3",
@@ -101,13 +100,12 @@ fn a_saved_estimate_replays_to_the_same_answer() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("diverges") || err.contains("stream"), "{err}");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn bad_simulate_flags_say_which() {
     let d = scratch("bad");
-    let out = d.join("x.csv");
+    let out = d.path().join("x.csv");
     let o = out.to_str().unwrap();
     for (args, needle) in [
         (
@@ -130,5 +128,4 @@ fn bad_simulate_flags_say_which() {
         let err = String::from_utf8_lossy(&r.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// A fresh directory for one test's files, under the system's temporary
-/// directory.
-pub fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tl-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// directory; it is removed when the value drops, pass or fail.
+pub fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("tl-{name}-"))
+        .tempdir()
+        .expect("create a scratch directory")
 }
 
 /// Runs `tightlink ARGS` to completion.
