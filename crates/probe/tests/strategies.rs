@@ -68,6 +68,23 @@ fn quiet_path_with_cbr_every_strategy_within_5_percent() {
     }
 }
 
+/// The lab's shape on the simulator: a 1 Gbit/s sender link before a
+/// 200 Mbit/s tight link with 60 Mbit/s of CBR. BART's prior took the
+/// sender's link as the capacity and read 114-117 for 140; the scan's
+/// delivery bounds the capacity now (its top rate came out at about
+/// 200).
+#[test]
+fn bart_reads_a_tight_link_far_under_the_sender_s() {
+    for seed in 1..=2 {
+        let r = run(
+            &format!("sim:hops=1G+200M,cross=none+cbr:60M,coalescence=off,seed={seed}"),
+            "bart",
+        );
+        assert_eq!(r.bound, Bound::Exact, "{r:?}");
+        assert!(rel(&r).abs() <= 0.05, "{:.3} ({r:?})", rel(&r));
+    }
+}
+
 /// IGI/PTR and Spruce read single receive gaps; a receiver that stamps
 /// in 125 us batches leaves them none, and they answer nothing rather
 /// than a number made of batches.

@@ -126,6 +126,16 @@ impl BartTracker {
         }
     }
 
+    /// Lowers the capacity hint to `capacity_bps` before the prior is
+    /// drawn (a path shown slower than the sender's link); no effect
+    /// after it, or without a hint, or where it would raise it.
+    pub fn cap_capacity_hint(&mut self, capacity_bps: f64) {
+        let c = capacity_bps / RATE_UNIT_BPS;
+        if let (false, Some(h), true) = (self.started, self.capacity_hint, c > 0.0) {
+            self.capacity_hint = Some(h.min(c));
+        }
+    }
+
     /// Takes in one stream's points (increasing offered rate) and returns
     /// the estimate after it; `None` before any usable point.
     pub fn update(&mut self, points: &[ToppPoint]) -> Option<BartEstimate> {
@@ -275,6 +285,17 @@ impl BartTracker {
     }
 }
 
+/// The most capacity a FIFO can have that delivered a train sent at
+/// `offered_bps` at only `delivered_bps`: it leaves at `C u / (u + x)`
+/// with `x` the cross traffic it met, at most `C` on average, so
+/// `C <= d u / (u - d)`. `None` where nothing queued. A scan's top
+/// rate of 900 Mbit/s delivered at 176 bounds a 200 Mbit/s tbf by 219;
+/// 9 Gbit/s delivered at 7.8 bounds a 10 Gbit/s link by 58.
+pub fn capacity_ceiling_bps(offered_bps: f64, delivered_bps: f64) -> Option<f64> {
+    let (u, d) = (offered_bps, delivered_bps);
+    (d > 0.0 && d < u).then(|| d * u / (u - d))
+}
+
 /// The capacity the prior takes from a hint `hint` (Gbit/s: the
 /// sender's link, an upper bound) and the first stream's strained rates
 /// `(offered, strain)`: the slope of their line where two or more give
@@ -368,6 +389,28 @@ mod tests {
         // met at 0.05: never under the 0.21 / 1.05 = 0.2 delivered.
         let steep = [(0.21, 0.05), (0.25, 0.85)];
         assert!((prior_capacity(&steep, 1.0) - 0.2).abs() < 1e-12);
+    }
+
+    /// 900 Mbit/s delivered at 176: C <= 176 x 900 / 724 = 218.78; 9
+    /// Gbit/s at 7.8: 58.5; nothing queued, nothing to bound.
+    #[test]
+    fn the_capacity_ceiling_by_hand() {
+        let c = capacity_ceiling_bps(900e6, 176e6).unwrap();
+        assert!((c - 176e6 * 900.0 / 724.0).abs() < 1.0, "{c}");
+        assert!((c / 1e6 - 218.78).abs() < 0.01, "{c}");
+        let c = capacity_ceiling_bps(9e9, 7.8e9).unwrap();
+        assert!((c / 1e9 - 58.5).abs() < 1e-9, "{c}");
+        assert_eq!(capacity_ceiling_bps(9e9, 9e9), None);
+        assert_eq!(capacity_ceiling_bps(9e9, 0.0), None);
+        // The hint only comes down, and only before the prior.
+        let mut t = BartTracker::with_capacity_hint(BartParams::default(), 1e9);
+        t.cap_capacity_hint(2e9);
+        assert_eq!(t.capacity_hint, Some(1.0));
+        t.cap_capacity_hint(0.25e9);
+        assert_eq!(t.capacity_hint, Some(0.25));
+        t.update(&fluid(0.2e9, 0.0, &[0.15e9, 0.25e9, 0.3e9]));
+        t.cap_capacity_hint(0.1e9);
+        assert_eq!(t.capacity_hint, Some(0.25));
     }
 
     /// The lab's shape: the sender's 1 Gbit/s link as the hint, a 200

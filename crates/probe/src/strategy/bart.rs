@@ -12,10 +12,13 @@
 //! estimate; the interval is the answer's range. Within one measurement
 //! the path is taken as steady, so the filter allows its line's zero to
 //! drift 0.2 % of the capacity per stream (when following a path for
-//! minutes: 2 %), and its prior takes the sender's link rate as the
-//! capacity's upper bound, the first strained stream's slope under it
-//! (on the lab, a 1 Gbit/s sender before a 200 Mbit/s link, the sender's
-//! rate as the capacity read every scenario about 10 % low). An estimate that falls under half the
+//! minutes: 2 %), and its prior takes as the capacity the first strained
+//! stream's slope, at most the lesser of the sender's link rate and what
+//! the streams' fastest rate was delivered at allows
+//! (`capacity_ceiling_bps`). On the lab, a 1 Gbit/s sender before a 200
+//! Mbit/s link, the sender's rate as the capacity read every scenario
+//! about 10 % low, and cbr60 15 %: its streams strain one rate each,
+//! which leaves the filter no slope to learn from. An estimate that falls under half the
 //! lowest rate the stream probed is a line drawn through a burst that
 //! saturated the link (every rate strained, steeply): the next stream
 //! scans wide again (+-80 %) around that lowest rate, so the filter can
@@ -44,8 +47,9 @@ use super::multirate::{per_rate_for_batches, swing, MultirateParams};
 use super::{Ceiling, Method as Strategy, Report, Session, Stop, StrategyError};
 use tightlink_core::analysis::{analyze, analyze_tracked};
 use tightlink_core::channel::StreamRequest;
-use tightlink_core::decision::bart::{BartParams, BartTracker};
+use tightlink_core::decision::bart::{capacity_ceiling_bps, BartParams, BartTracker};
 use tightlink_core::schedule::{multi_rate_schedule, rates_around};
+use tightlink_core::ProbeStream;
 use tightlink_core::{AnalysisParams, Bound, Method, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -139,6 +143,7 @@ pub fn run_with_updates(
     loop {
         let rates = rates_around(centre, range, sp.rates);
         let sched = multi_rate_schedule(&rates, per_rate, sp.size_bytes);
+        let per_rate_sent = per_rate;
         let request = StreamRequest::from_send_times(&sched, sp.size_bytes);
         if !s.fits(request.bytes()) {
             break;
@@ -150,6 +155,13 @@ pub fn run_with_updates(
         }
         if let Some(interval_ns) = stream.receive_batch_interval_ns() {
             per_rate = per_rate_for_batches(&sp, interval_ns, centre * (1.0 + range));
+        }
+        // The fastest rate's delivery bounds the capacity from above:
+        // the prior's slope then need not be the sender's link's.
+        if let Some(c) = top_delivered_bps(&stream, per_rate_sent)
+            .and_then(|d| capacity_ceiling_bps(rates[rates.len() - 1], d))
+        {
+            tracker.cap_capacity_hint(c);
         }
         let a = analyze_tracked(
             &stream,
@@ -249,4 +261,22 @@ pub fn run_with_updates(
         r.truth_bps = s.last_truth.or(r.truth_bps);
     }
     Ok(r)
+}
+
+/// The rate the last `per_rate` packets of `stream` (its fastest
+/// sub-stream) were delivered at: bits after the first received over
+/// its receive span; `None` with fewer than 8 received.
+fn top_delivered_bps(stream: &ProbeStream, per_rate: usize) -> Option<f64> {
+    let tail = &stream.packets[stream.packets.len().saturating_sub(per_rate)..];
+    let got: Vec<_> = tail
+        .iter()
+        .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
+        .collect();
+    if got.len() < 8 {
+        return None;
+    }
+    let first = got.iter().map(|g| g.0).min()?;
+    let last = got.iter().map(|g| g.0).max()?;
+    let bits: f64 = got.iter().skip(1).map(|g| 8.0 * g.1 as f64).sum();
+    (last > first).then(|| bits / ((last - first) as f64 * 1e-9))
 }
