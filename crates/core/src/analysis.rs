@@ -1121,12 +1121,7 @@ fn steady_delivery_bps(stream: &ProbeStream, subs: &[crate::stream::SubStream]) 
     if arrived.len() < 33 {
         return None;
     }
-    // Bits after the first packet over the receive span.
-    let rate = |part: &[(i64, u32)]| {
-        let span = crate::stream::diff_ns(part.last()?.0, part.first()?.0);
-        let bits: f64 = part[1..].iter().map(|&(_, b)| 8.0 * b as f64).sum();
-        (span > 0.0).then(|| bits / span * 1e9)
-    };
+    let rate = crate::stream::arrival_rate_bps;
     let mid = arrived.len() / 2;
     let (all, first, second) = (
         rate(&arrived)?,

@@ -143,6 +143,15 @@ pub(crate) fn min_send_gap_ns(packets: &[ProbePacket]) -> Option<f64> {
         .map(|g| g as f64)
 }
 
+/// The rate packets `(recv_ns, size_bytes)`, in send order, arrived at:
+/// the bits after the first over the span from the first to the last;
+/// `None` without a span.
+pub fn arrival_rate_bps(arrived: &[(i64, u32)]) -> Option<f64> {
+    let span = diff_ns(arrived.last()?.0, arrived.first()?.0);
+    let bits: f64 = arrived[1..].iter().map(|&(_, b)| 8.0 * b as f64).sum();
+    (span > 0.0).then(|| bits / span * 1e9)
+}
+
 /// Difference of two clock readings in ns, exact for any `i64` inputs.
 #[inline]
 pub fn diff_ns(later: i64, earlier: i64) -> f64 {

@@ -38,6 +38,7 @@
 
 use super::topp::ToppPoint;
 use super::Bound;
+use crate::stream::{arrival_rate_bps, ProbeStream};
 
 /// Rates inside the filter are in this unit (Gbit/s).
 const RATE_UNIT_BPS: f64 = 1e9;
@@ -294,6 +295,25 @@ impl BartTracker {
 pub fn capacity_ceiling_bps(offered_bps: f64, delivered_bps: f64) -> Option<f64> {
     let (u, d) = (offered_bps, delivered_bps);
     (d > 0.0 && d < u).then(|| d * u / (u - d))
+}
+
+/// [`capacity_ceiling_bps`] from a stream's last `per_rate` packets (its
+/// fastest sub-stream, sent at `offered_bps`); `None` with fewer than 8
+/// of them received.
+pub fn top_rate_capacity_ceiling_bps(
+    stream: &ProbeStream,
+    per_rate: usize,
+    offered_bps: f64,
+) -> Option<f64> {
+    let tail = &stream.packets[stream.packets.len().saturating_sub(per_rate)..];
+    let arrived: Vec<(i64, u32)> = tail
+        .iter()
+        .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
+        .collect();
+    if arrived.len() < 8 {
+        return None;
+    }
+    capacity_ceiling_bps(offered_bps, arrival_rate_bps(&arrived)?)
 }
 
 /// The capacity the prior takes from a hint `hint` (Gbit/s: the

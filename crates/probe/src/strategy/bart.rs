@@ -47,9 +47,8 @@ use super::multirate::{per_rate_for_batches, swing, MultirateParams};
 use super::{Ceiling, Method as Strategy, Report, Session, Stop, StrategyError};
 use tightlink_core::analysis::{analyze, analyze_tracked};
 use tightlink_core::channel::StreamRequest;
-use tightlink_core::decision::bart::{capacity_ceiling_bps, BartParams, BartTracker};
+use tightlink_core::decision::bart::{top_rate_capacity_ceiling_bps, BartParams, BartTracker};
 use tightlink_core::schedule::{multi_rate_schedule, rates_around};
-use tightlink_core::ProbeStream;
 use tightlink_core::{AnalysisParams, Bound, Method, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -158,8 +157,8 @@ pub fn run_with_updates(
         }
         // The fastest rate's delivery bounds the capacity from above:
         // the prior's slope then need not be the sender's link's.
-        if let Some(c) = top_delivered_bps(&stream, per_rate_sent)
-            .and_then(|d| capacity_ceiling_bps(rates[rates.len() - 1], d))
+        if let Some(c) =
+            top_rate_capacity_ceiling_bps(&stream, per_rate_sent, rates[rates.len() - 1])
         {
             tracker.cap_capacity_hint(c);
         }
@@ -261,22 +260,4 @@ pub fn run_with_updates(
         r.truth_bps = s.last_truth.or(r.truth_bps);
     }
     Ok(r)
-}
-
-/// The rate the last `per_rate` packets of `stream` (its fastest
-/// sub-stream) were delivered at: bits after the first received over
-/// its receive span; `None` with fewer than 8 received.
-fn top_delivered_bps(stream: &ProbeStream, per_rate: usize) -> Option<f64> {
-    let tail = &stream.packets[stream.packets.len().saturating_sub(per_rate)..];
-    let got: Vec<_> = tail
-        .iter()
-        .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
-        .collect();
-    if got.len() < 8 {
-        return None;
-    }
-    let first = got.iter().map(|g| g.0).min()?;
-    let last = got.iter().map(|g| g.0).max()?;
-    let bits: f64 = got.iter().skip(1).map(|g| 8.0 * g.1 as f64).sum();
-    (last > first).then(|| bits / ((last - first) as f64 * 1e-9))
 }

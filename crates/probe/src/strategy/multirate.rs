@@ -169,10 +169,10 @@ pub fn after_scan(
     let mut centre = 0.5 * max;
     let mut range = 0.8;
     let mut exact: Vec<f64> = Vec::new();
-    // Every stream's answer, the scan's too, bounds at their bound.
-    let mut answers: Vec<f64> = Vec::new();
-    // The same with their bounds, for the mean a swinging path answers.
-    let mut bounded: Vec<(Bound, f64)> = Vec::new();
+    // Every stream's answer, the scan's too, with its bound.
+    let mut answers: Vec<(Bound, f64)> = Vec::new();
+    // The same at their bound, for the swing tests.
+    let values = |a: &[(Bound, f64)]| a.iter().map(|&(_, e)| e).collect::<Vec<f64>>();
     // Whether a stream found the path below the ceiling
     // (an exact answer or an "at most" under it; "at least" answers
     // climbing towards it say nothing against it).
@@ -235,8 +235,7 @@ pub fn after_scan(
             }
         };
         if let (Bound::Exact | Bound::AtLeast | Bound::AtMost, Some(e)) = (bound, abw) {
-            answers.push(e);
-            bounded.push((bound, e));
+            answers.push((bound, e));
             let near = Ceiling::default().reached(e, bound, max);
             found_below_ceiling |= bound != Bound::AtLeast && !near;
             at_ceiling = if near { at_ceiling + 1 } else { 0 };
@@ -246,7 +245,7 @@ pub fn after_scan(
                 }
                 // At the ceiling now, below it before: the path swings,
                 // or the streams go on until they agree.
-                if let Some(w) = swing(&answers, params.stable_tolerance, 0, 4) {
+                if let Some(w) = swing(&values(&answers), params.stable_tolerance, 0, 4) {
                     return Ok(w.report(s, method));
                 }
             }
@@ -306,15 +305,14 @@ pub fn after_scan(
         // module notes). Calm streams that come later do not undo it:
         // on an ON/OFF source they are one long OFF period.
         swung |= bursts_swing(bursts, centred);
-        let bursty = swung;
         let enough = exact.len() >= params.swing_min_answers
             || answers.len() >= 2 * params.swing_min_answers;
-        if bursty && enough {
-            if let Some(w) = Swing::of(&informative(&bounded)) {
+        if swung && enough {
+            if let Some(w) = Swing::of(&informative(&answers)) {
                 return Ok(w.report(s, method));
             }
         }
-        if exact.len() >= params.min_estimates && !bursty {
+        if exact.len() >= params.min_estimates && !swung {
             let (m, lo, hi) = median_interval(&exact);
             if (hi - lo) / 2.0 <= params.stable_tolerance * m {
                 let (lo, hi) = answer_range(&exact, &params);
@@ -329,7 +327,7 @@ pub fn after_scan(
         // test used to apply, and such a run could spend the budget in
         // silence).
         if futile.is_none() && exact.len() < params.swing_min_answers {
-            futile = swing(&answers, tol, left, 2 * params.swing_min_answers);
+            futile = swing(&values(&answers), tol, left, 2 * params.swing_min_answers);
         }
         if let Some(w) = futile {
             return Ok(w.report(s, method));
