@@ -422,10 +422,12 @@ mod tests {
 
     /// Two multi-rate streams over a 10 Gbit/s hop with 5 Gbit/s of fluid
     /// cross traffic (3.5 to 6.5 Gbit/s, 64 packets a rate, 4.6 ms): the
-    /// second meets 10 Mbit of cross traffic at once 1.5 ms in, in its
-    /// second sub-stream (a queue of 1 ms that its rates under 5 Gbit/s
-    /// drain at most 0.15 ms a ms): it reads "at least" that rate, and
-    /// its note says why; the first has none.
+    /// second meets 10 Mbit of cross traffic at 20 Gbit/s (twice the
+    /// link) 1.5 ms in, in its second sub-stream (4.25 Gbit/s: probes
+    /// then leave (4.25 + 25) / 10 times as far apart as sent, 0.925
+    /// more than twice, for 0.5 ms: 0.45 ms in the whole gaps it spans):
+    /// it reads "at least" that rate, and its note says why; the first
+    /// has none.
     #[test]
     fn a_stream_that_met_a_burst_carries_a_note() {
         use tightlink_core::schedule::{multi_rate_schedule, rates_around};
@@ -433,7 +435,7 @@ mod tests {
         let send = multi_rate_schedule(&rates_around(5e9, 0.3, 5), 64, 9000);
         let calm = SynthPath::ten_gig(5e9);
         let mut burst = calm.clone();
-        burst.bursts = vec![(1.5e6, 10e6)];
+        burst.rate_steps = vec![(1.5e6, 20e9), (2.0e6, 0.0)];
         let trace = Trace {
             metadata: Vec::new(),
             streams: vec![calm.stream(1, &send, 9000), burst.stream(2, &send, 9000)],
@@ -456,7 +458,7 @@ mod tests {
         let note = rows[1].reason.as_deref().unwrap_or("");
         assert!(
             note.starts_with(
-                "met a burst of cross traffic faster than the link (the queue rose 0.9"
+                "met a burst of cross traffic faster than the link (the queue rose 0.45"
             ),
             "{note}"
         );

@@ -598,10 +598,12 @@ mod tests {
 
     /// A 10 Gbit/s hop with 5 Gbit/s of fluid cross traffic (no receive
     /// batches); the streams `hit` picks by their index (the scan is 0)
-    /// meet 10 Mbit of cross traffic at once 40 % into them (a 1 ms
-    /// queue).
+    /// meet 10 Mbit of cross traffic at 20 Gbit/s 40 % into them (twice
+    /// the link for 0.5 ms).
     struct BurstyHop {
         hit: fn(usize) -> bool,
+        /// The 10 Mbit comes at once instead (a pause of the path).
+        at_once: bool,
         sent: usize,
         now_ns: i64,
     }
@@ -615,7 +617,11 @@ mod tests {
             let mut path = tightlink_core::synth::SynthPath::ten_gig(5e9);
             let span = req.offsets_ns.last().copied().unwrap_or(0) as f64;
             if (self.hit)(self.sent) {
-                path.bursts = vec![(0.4 * span, 10e6)];
+                if self.at_once {
+                    path.bursts = vec![(0.4 * span, 10e6)];
+                } else {
+                    path.rate_steps = vec![(0.4 * span, 20e9), (0.4 * span + 0.5e6, 0.0)];
+                }
             }
             self.sent += 1;
             let send: Vec<i64> = req.offsets_ns.iter().map(|o| self.now_ns + o).collect();
@@ -641,8 +647,13 @@ mod tests {
     }
 
     fn run_on(hit: fn(usize) -> bool) -> Report {
+        run_on_hop(hit, false)
+    }
+
+    fn run_on_hop(hit: fn(usize) -> bool, at_once: bool) -> Report {
         let mut hop = BurstyHop {
             hit,
+            at_once,
             sent: 0,
             now_ns: 0,
         };
@@ -693,6 +704,20 @@ mod tests {
         assert!(
             (after.available_bandwidth_bps / 5e9 - 1.0).abs() < 0.05,
             "{after:?}"
+        );
+    }
+
+    /// Every second stream is held 1 ms at once (10 Mbit in one step):
+    /// a pause, not a burst, so the run may stop `stable` (those streams
+    /// read lower, and the median of all lands between).
+    #[test]
+    fn pauses_do_not_make_the_path_swing() {
+        let calm = run_on(|_| false);
+        let paused = run_on_hop(|i| i % 2 == 1, true);
+        assert_eq!(paused.stop, Stop::Stable, "{paused:?}");
+        assert!(
+            (paused.available_bandwidth_bps / calm.available_bandwidth_bps - 1.0).abs() < 0.1,
+            "{paused:?} {calm:?}"
         );
     }
 
