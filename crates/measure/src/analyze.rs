@@ -8,7 +8,7 @@ use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 use tightlink_core::analysis::analyze_tracked;
 use tightlink_core::decision::bart::BartTracker;
-use tightlink_core::decision::burst::met_burst_under_reading;
+use tightlink_core::decision::burst::{held_under_reading, Held};
 use tightlink_core::decision::multirate::Consistency;
 use tightlink_core::smoothing::imr::ImrWindow;
 use tightlink_core::{Analysis, AnalysisParams, Method, ProbeStream, StreamKind};
@@ -243,20 +243,22 @@ pub fn analyze_trace(
             continue;
         }
         for a in results.iter_mut().filter(|a| a.stream_id == s.id) {
-            if let Some(rise_ns) = burst_under_reading(s, a) {
-                add_note(a, &met_a_burst(rise_ns));
+            match held_by(s, a) {
+                Some(Held::Burst { rise_ns }) => add_note(a, &met_a_burst(rise_ns)),
+                Some(Held::Pause { rise_ns }) => add_note(a, &held_at_once(rise_ns)),
+                None => {}
             }
         }
     }
     Ok(results)
 }
 
-/// The queue rise of a burst faster than the link that multi-rate stream
-/// `s` met ([`met_burst_under_reading`]), with its analysis `a` as the capacity floor
-/// the test needs: an exact or "at least" reading.
-pub fn burst_under_reading(s: &ProbeStream, a: &Analysis) -> Option<f64> {
+/// A burst faster than the link, or a pause, that multi-rate stream `s`
+/// met ([`held_under_reading`]), with its analysis `a` as the capacity
+/// floor the test needs: an exact or "at least" reading.
+pub fn held_by(s: &ProbeStream, a: &Analysis) -> Option<Held> {
     (a.kind == StreamKind::MultiRate)
-        .then(|| met_burst_under_reading(s, a.bound, a.abw_bps))
+        .then(|| held_under_reading(s, a.bound, a.abw_bps))
         .flatten()
 }
 
@@ -273,6 +275,14 @@ fn add_note(a: &mut Analysis, note: &str) {
 fn met_a_burst(rise_ns: f64) -> String {
     format!(
         "met a burst of cross traffic faster than the link (the queue rose {:.2} ms beyond what the stream's rates explain): the reading is where it came, not the stream's average",
+        rise_ns / 1e6
+    )
+}
+
+/// The note on a multi-rate stream the path held at once.
+fn held_at_once(rise_ns: f64) -> String {
+    format!(
+        "held at once (the queue rose {:.2} ms in one step, beyond what the stream's rates explain): a pause of the path (the host, or a shaper's timer) or a batch of cross traffic that came at once; the reading counts it as cross traffic",
         rise_ns / 1e6
     )
 }
@@ -460,6 +470,28 @@ mod tests {
             note.starts_with(
                 "met a burst of cross traffic faster than the link (the queue rose 0.45"
             ),
+            "{note}"
+        );
+    }
+
+    /// The same second stream, but its 10 Mbit comes at once (a 1 ms
+    /// hole in one step): noted as held at once, not as a burst.
+    #[test]
+    fn a_stream_held_at_once_carries_its_note() {
+        use tightlink_core::schedule::{multi_rate_schedule, rates_around};
+        use tightlink_core::synth::SynthPath;
+        let send = multi_rate_schedule(&rates_around(5e9, 0.3, 5), 64, 9000);
+        let mut held = SynthPath::ten_gig(5e9);
+        held.bursts = vec![(1.5e6, 10e6)];
+        let trace = Trace {
+            metadata: Vec::new(),
+            streams: vec![held.stream(2, &send, 9000)],
+        };
+        let p = AnalysisParams::default();
+        let rows = analyze_trace(&trace, None, Methods::One(Method::Multirate), &p).unwrap();
+        let note = rows[0].reason.as_deref().unwrap_or("");
+        assert!(
+            note.starts_with("held at once (the queue rose 0.9"),
             "{note}"
         );
     }
