@@ -368,6 +368,17 @@ pub fn unsettled_budget_stop(e: &Report) -> Option<String> {
 
 /// What a `swings` stop means, with the time scale the streams probed.
 pub fn swing_warning(e: &Report, streams: &[ProbeStream]) -> String {
+    if let Some(b) = e.busy {
+        return format!(
+            "the streams read the tight link idle ({}), but {} of {} lone probes over {:.0} ms found it busy (queued or lost): it swings between idle and saturated, the estimate is the idle rate times the idle share, and the range ({} to {}) that share's 90 % interval",
+            format_rate(b.idle_bps),
+            b.busy,
+            b.probes,
+            b.span_ns as f64 / 1e6,
+            format_rate(e.low_bps),
+            format_rate(e.high_bps)
+        );
+    }
     let spans: Vec<f64> = streams.iter().map(|s| s.send_span_ns()).collect();
     let span_ms = tightlink_core::stats::median(&spans).unwrap_or(f64::NAN) / 1e6;
     let (low, high) = (format_rate(e.low_bps), format_rate(e.high_bps));
@@ -897,6 +908,7 @@ mod tests {
                 shaper: None,
                 check_streams: Vec::new(),
                 whole_at_top_bytes: None,
+                busy: None,
             },
             rate_layer: "x",
             host: Some(HostFindings {

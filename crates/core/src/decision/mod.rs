@@ -6,6 +6,7 @@
 pub mod bart;
 pub mod bisection;
 pub mod burst;
+pub mod busy;
 pub mod chirp;
 pub mod igi;
 pub mod multirate;

@@ -412,6 +412,23 @@ pub struct Report {
     /// holding more than these bytes times (1 - r / top), at a sustained
     /// rate r under the top, would have passed it too.
     pub whole_at_top_bytes: Option<u64>,
+    /// Where lone probes found a link the streams read idle busy part
+    /// of the time: what they found (the answer is then the idle rate
+    /// times the idle share).
+    pub busy: Option<BusyWatch>,
+}
+
+/// Lone probes at Poisson-spaced moments after streams that read the
+/// tight link idle (`multirate`'s idle check).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BusyWatch {
+    /// The rate the streams read, the link's when idle.
+    pub idle_bps: f64,
+    /// Probes delayed past the threshold, or lost, of those sent.
+    pub busy: usize,
+    pub probes: usize,
+    /// From the first probe sent to the last.
+    pub span_ns: i64,
 }
 
 /// A back-to-back train (at twice the answer, or the top rate if less) whose head passed on a
@@ -681,6 +698,7 @@ impl<'a> Session<'a> {
             shaper: None,
             check_streams: self.checks.clone(),
             whole_at_top_bytes: None,
+            busy: None,
         }
     }
 }
