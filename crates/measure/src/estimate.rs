@@ -742,6 +742,19 @@ struct Json<'a> {
     probe_window_unix_ns: Option<[i64; 2]>,
     answer_window_unix_ns: Option<[i64; 2]>,
     shaper: Option<JsonShaper>,
+    busy: Option<JsonBusy>,
+}
+
+/// The idle check's lone probes, where they found the link busy (`null`
+/// otherwise).
+#[derive(Serialize)]
+struct JsonBusy {
+    /// The rate the streams read, the link's when idle.
+    idle_bps: f64,
+    /// Probes that waited or were lost, of those sent, over `span_ns`.
+    busy: usize,
+    probes: usize,
+    span_ns: i64,
 }
 
 /// A token bucket the shaper trains showed (`null` when none).
@@ -807,6 +820,12 @@ impl Serialize for EstimateReport {
                 tail_bps: sh.tail_bps,
                 bucket_bytes: sh.bucket_bytes,
                 train_bytes: sh.train_bytes,
+            }),
+            busy: e.busy.map(|b| JsonBusy {
+                idle_bps: b.idle_bps,
+                busy: b.busy,
+                probes: b.probes,
+                span_ns: b.span_ns,
             }),
         }
         .serialize(s)
@@ -1220,5 +1239,32 @@ mod tests {
         assert_eq!(serde_json::to_value(&r).unwrap()["sender_late_streams"], 7);
         r.host = None;
         assert!(serde_json::to_value(&r).unwrap()["sender_late_streams"].is_null());
+    }
+
+    /// The idle check in the JSON and in the swing warning.
+    #[test]
+    fn a_busy_idle_check_is_reported() {
+        let mut r = report(140e6, Bound::Exact, 1e9);
+        assert!(serde_json::to_value(&r).unwrap()["busy"].is_null());
+        r.estimate.stop = Stop::Swings;
+        r.estimate.low_bps = 120e6;
+        r.estimate.high_bps = 160e6;
+        r.estimate.busy = Some(tightlink_probe::strategy::BusyWatch {
+            idle_bps: 200e6,
+            busy: 45,
+            probes: 150,
+            span_ns: 301_000_000,
+        });
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["busy"]["idle_bps"], 200e6);
+        assert_eq!(v["busy"]["busy"], 45);
+        assert_eq!(v["busy"]["probes"], 150);
+        assert_eq!(v["busy"]["span_ns"], 301_000_000);
+        let w = swing_warning(&r.estimate, &[]);
+        assert!(
+            w.starts_with("the streams read the tight link idle (200"),
+            "{w}"
+        );
+        assert!(w.contains("45 of 150 lone probes over 301 ms"), "{w}");
     }
 }
