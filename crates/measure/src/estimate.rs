@@ -370,11 +370,11 @@ pub fn unsettled_budget_stop(e: &Report) -> Option<String> {
 pub fn swing_warning(e: &Report, streams: &[ProbeStream]) -> String {
     if let Some(b) = e.busy {
         return format!(
-            "the streams read the tight link idle ({}), but {} of {} lone probes over {:.0} ms found it busy (queued or lost): it swings between idle and saturated, the estimate is the idle rate times the idle share, and the range ({} to {}) that share's 90 % interval",
-            format_rate(b.idle_bps),
+            "{} of {} lone probes over {:.0} ms found the tight link busy (queued or lost), where the streams read it idle at {}: it swings between idle and saturated; the estimate is the idle rate times the idle share, and the range ({} to {}) that share's 90 % interval",
             b.busy,
             b.probes,
             b.span_ns as f64 / 1e6,
+            format_rate(b.idle_bps),
             format_rate(e.low_bps),
             format_rate(e.high_bps)
         );
@@ -1262,9 +1262,9 @@ mod tests {
         assert_eq!(v["busy"]["span_ns"], 301_000_000);
         let w = swing_warning(&r.estimate, &[]);
         assert!(
-            w.starts_with("the streams read the tight link idle (200"),
+            w.starts_with("45 of 150 lone probes over 301 ms found the tight link busy"),
             "{w}"
         );
-        assert!(w.contains("45 of 150 lone probes over 301 ms"), "{w}");
+        assert!(w.contains("idle at 200.0 Mbit/s"), "{w}");
     }
 }

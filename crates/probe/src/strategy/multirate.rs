@@ -95,7 +95,7 @@ use super::Method as Strategy;
 use super::{shaper_train, BusyWatch, Ceiling, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::StreamRequest;
 use tightlink_core::decision::burst::{bursts_swing, met_burst_under_reading};
-use tightlink_core::decision::busy::busy_share;
+use tightlink_core::decision::busy::{busy_share, BusyShare};
 use tightlink_core::schedule::{equal_time_schedule, multi_rate_schedule, rates_around};
 use tightlink_core::stats;
 use tightlink_core::stream::{arrival_rate_bps, GapTolerance};
@@ -407,19 +407,16 @@ fn fastest_delivery_bps(streams: &[tightlink_core::ProbeStream]) -> f64 {
 }
 
 /// After streams that agree on the idle link (`idle_bps`, as fast as any
-/// sub-stream was delivered): lone probes at Poisson-spaced moments over
-/// 300 ms (`tightlink_core::decision::busy`). Where more than `tol` of
-/// them found a queue (two probes' service at `idle_bps`, 20 us at
-/// least) or were lost, the streams fell in idle stretches of a link
-/// that is busy that share of the time: the answer is the idle rate
-/// times the idle share, stop `swings`, its range from the share's 90 %
-/// interval. `None` (the stable answer stands) otherwise, or where the
-/// budget has no room. On the lab's ON/OFF source 57 of 58 `stable`
-/// runs read the idle link, most 15-35 % over the truth; lone probes
-/// over 0.7-0.9 s (Spruce's pairs' first packets, six runs) found it
-/// busy 13-38 % of the time against 17-39 % the counters showed, and
-/// `quiet` at most 1 %, a tbf under CBR at 60 % (whose bucket lets a
-/// lone probe through) 0-10 %.
+/// sub-stream was delivered): lone probes ([`lone_probes`]). Where more
+/// than `tol` of them found a queue or were lost, the streams fell in
+/// idle stretches of a link that is busy that share of the time: the
+/// answer is [`busy_report`]. `None` (the stable answer stands)
+/// otherwise, or where the budget has no room. On the lab's ON/OFF
+/// source 57 of 58 `stable` runs read the idle link, most 15-35 % over
+/// the truth; lone probes over 0.7-0.9 s (Spruce's pairs' first
+/// packets, six runs) found it busy 13-38 % of the time against 17-39 %
+/// the counters showed, and `quiet` at most 1 %, a tbf under CBR at 60 %
+/// (whose bucket lets a lone probe through) 0-10 %.
 fn idle_watch(
     s: &mut Session,
     method: Strategy,
@@ -427,6 +424,21 @@ fn idle_watch(
     size_bytes: u32,
     tol: f64,
 ) -> Result<Option<Report>, StrategyError> {
+    let Some((b, span_ns)) = lone_probes(s, idle_bps, size_bytes)? else {
+        return Ok(None);
+    };
+    Ok((b.share() > tol).then(|| busy_report(s, method, idle_bps, b, span_ns)))
+}
+
+/// 150 lone probes at exponential gaps of 2 ms mean
+/// (`tightlink_core::decision::busy`): their busy share (a queue of two
+/// probes' service at `line_bps`, 20 us at least, or lost) and their
+/// span. `None` where the budget has no room or too few came back.
+fn lone_probes(
+    s: &mut Session,
+    line_bps: f64,
+    size_bytes: u32,
+) -> Result<Option<(BusyShare, i64)>, StrategyError> {
     let mut rng = tightlink_core::rng::Rng::new(0x1d1e);
     let mut t = 0.0f64;
     let mut times = Vec::with_capacity(WATCH_PROBES);
@@ -435,24 +447,25 @@ fn idle_watch(
         t += rng.exp(WATCH_MEAN_GAP_NS);
     }
     let request = StreamRequest::from_send_times(&times, size_bytes);
-    if !s.fits(request.bytes()) {
+    if !(line_bps > 0.0 && s.fits(request.bytes())) {
         return Ok(None);
     }
     let stream = s.send(&request)?;
-    let threshold_ns = (2.0 * 8e9 * size_bytes as f64 / idle_bps).max(WATCH_LEAST_THRESHOLD_NS);
-    let Some(b) = busy_share(&stream, threshold_ns) else {
-        return Ok(None);
-    };
-    if b.share() <= tol {
-        return Ok(None);
-    }
+    let threshold_ns = (2.0 * 8e9 * size_bytes as f64 / line_bps).max(WATCH_LEAST_THRESHOLD_NS);
+    let span_ns = times.last().copied().unwrap_or(0);
+    Ok(busy_share(&stream, threshold_ns).map(|b| (b, span_ns)))
+}
+
+/// The idle rate times the idle share, stop `swings`, its range from the
+/// share's 90 % interval.
+fn busy_report(s: &Session, method: Strategy, idle_bps: f64, b: BusyShare, span_ns: i64) -> Report {
     let (lo, hi) = b.interval(1.645);
-    Ok(Some(Report {
+    Report {
         busy: Some(BusyWatch {
             idle_bps,
             busy: b.busy,
             probes: b.samples,
-            span_ns: times.last().copied().unwrap_or(0),
+            span_ns,
         }),
         ..s.report(
             method,
@@ -462,7 +475,7 @@ fn idle_watch(
             idle_bps * (1.0 - lo),
             Stop::Swings,
         )
-    }))
+    }
 }
 
 /// The answers a swinging path's mean takes, bounds at their bound:
