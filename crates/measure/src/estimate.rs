@@ -227,12 +227,10 @@ pub fn estimate(
         .kept()
         .map(|(i, _)| channel.late.get(i).copied().unwrap_or(false))
         .collect();
-    if let Some(w) = burst_warning(&options.analysis, &kept, &kept_late) {
-        r.warnings.push(w);
-    }
-    if let Some(w) = pause_warning(&options.analysis, &kept, &kept_late) {
-        r.warnings.push(w);
-    }
+    // Each stream is analysed once for both.
+    let held = held_streams(&options.analysis, &kept, &kept_late);
+    r.warnings.extend(held.burst_warning());
+    r.warnings.extend(held.pause_warning());
     if let Some(w) = coalesced_trend_streams(options.method, &options.analysis, &kept) {
         r.warnings.push(w);
     }
@@ -411,22 +409,7 @@ pub fn burst_warning(
     streams: &[ProbeStream],
     late: &[bool],
 ) -> Option<String> {
-    let (multi, held) = held_streams(analysis, streams, late);
-    let rises: Vec<f64> = held
-        .iter()
-        .filter_map(|h| match *h {
-            Held::Burst { rise_ns } => Some(rise_ns),
-            Held::Pause { .. } => None,
-        })
-        .collect();
-    if !bursts_swing(rises.len(), multi) {
-        return None;
-    }
-    let most_ms = rises.iter().copied().fold(0.0, f64::max) / 1e6;
-    Some(format!(
-        "{} of {multi} multi-rate streams met bursts of cross traffic faster than the link (the queue rose up to {most_ms:.2} ms beyond what their rates explain): the available bandwidth swings within a stream's time, and over longer times it may be lower than streams between the bursts read",
-        rises.len()
-    ))
+    held_streams(analysis, streams, late).burst_warning()
 }
 
 /// Multi-rate streams the path held at once (`analyze`'s note: one step
@@ -440,31 +423,45 @@ pub fn pause_warning(
     streams: &[ProbeStream],
     late: &[bool],
 ) -> Option<String> {
-    let (multi, held) = held_streams(analysis, streams, late);
-    let rises: Vec<f64> = held
-        .iter()
-        .filter_map(|h| match *h {
-            Held::Pause { rise_ns } => Some(rise_ns),
-            Held::Burst { .. } => None,
-        })
-        .collect();
-    if !bursts_swing(rises.len(), multi) {
-        return None;
+    held_streams(analysis, streams, late).pause_warning()
+}
+
+/// The multi-rate streams of a run, and what held those of them whose
+/// sender kept to schedule.
+struct HeldStreams {
+    multi: usize,
+    held: Vec<Held>,
+}
+
+impl HeldStreams {
+    /// How many were held `how` (the rise where they were), and the
+    /// largest rise in ms, where the count says the path swings.
+    fn counted(&self, how: fn(Held) -> Option<f64>) -> Option<(usize, f64)> {
+        let rises: Vec<f64> = self.held.iter().filter_map(|&h| how(h)).collect();
+        bursts_swing(rises.len(), self.multi)
+            .then(|| (rises.len(), rises.iter().copied().fold(0.0, f64::max) / 1e6))
     }
-    let most_ms = rises.iter().copied().fold(0.0, f64::max) / 1e6;
-    Some(format!(
-        "{} of {multi} multi-rate streams were held at once (the queue rose up to {most_ms:.2} ms in one step): a pause of the path (the measuring hosts, a hypervisor taking their CPUs, or a shaper's timer) or batches of cross traffic that came at once; those streams read the pause as cross traffic",
-        rises.len()
-    ))
+
+    fn burst_warning(&self) -> Option<String> {
+        let (n, most_ms) = self.counted(Held::burst_rise_ns)?;
+        Some(format!(
+            "{n} of {} multi-rate streams met bursts of cross traffic faster than the link (the queue rose up to {most_ms:.2} ms beyond what their rates explain): the available bandwidth swings within a stream's time, and over longer times it may be lower than streams between the bursts read",
+            self.multi
+        ))
+    }
+
+    fn pause_warning(&self) -> Option<String> {
+        let (n, most_ms) = self.counted(Held::pause_rise_ns)?;
+        Some(format!(
+            "{n} of {} multi-rate streams were held at once (the queue rose up to {most_ms:.2} ms in one step): a pause of the path (the measuring hosts, a hypervisor taking their CPUs, or a shaper's timer) or batches of cross traffic that came at once; those streams read the pause as cross traffic",
+            self.multi
+        ))
+    }
 }
 
 /// The multi-rate streams among `streams`, and what held those of them
 /// whose sender kept to schedule (`late` flags the others).
-fn held_streams(
-    analysis: &AnalysisParams,
-    streams: &[ProbeStream],
-    late: &[bool],
-) -> (usize, Vec<Held>) {
+fn held_streams(analysis: &AnalysisParams, streams: &[ProbeStream], late: &[bool]) -> HeldStreams {
     let mut held = Vec::new();
     let mut multi = 0usize;
     for (k, s) in streams.iter().enumerate() {
@@ -483,7 +480,7 @@ fn held_streams(
         );
         held.extend(crate::analyze::held_by(s, &a));
     }
-    (multi, held)
+    HeldStreams { multi, held }
 }
 
 /// Pathload's trend tests on streams a coalescing receiver stamped in

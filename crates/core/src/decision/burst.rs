@@ -93,6 +93,24 @@ pub enum Held {
     Pause { rise_ns: f64 },
 }
 
+impl Held {
+    /// The rise, where it was a burst.
+    pub fn burst_rise_ns(self) -> Option<f64> {
+        match self {
+            Held::Burst { rise_ns } => Some(rise_ns),
+            Held::Pause { .. } => None,
+        }
+    }
+
+    /// The rise, where it was a pause.
+    pub fn pause_rise_ns(self) -> Option<f64> {
+        match self {
+            Held::Pause { rise_ns } => Some(rise_ns),
+            Held::Burst { .. } => None,
+        }
+    }
+}
+
 /// The queue rise a stream met beyond its own probes', large enough to
 /// move its reading: a twentieth of its send span (a quarter of one of
 /// five sub-streams, which a rate 15 % under the available bandwidth on
@@ -137,10 +155,7 @@ pub fn held(stream: &ProbeStream, capacity_at_least_bps: f64) -> Option<Held> {
 /// The rise of a burst faster than the link the stream met ([`held`];
 /// `None` for a pause).
 pub fn met_burst(stream: &ProbeStream, capacity_at_least_bps: f64) -> Option<f64> {
-    match held(stream, capacity_at_least_bps)? {
-        Held::Burst { rise_ns } => Some(rise_ns),
-        Held::Pause { .. } => None,
-    }
+    held(stream, capacity_at_least_bps)?.burst_rise_ns()
 }
 
 /// [`held`] with the stream's own multi-rate reading as the capacity
@@ -163,10 +178,7 @@ pub fn met_burst_under_reading(
     bound: Bound,
     reading_bps: Option<f64>,
 ) -> Option<f64> {
-    match held_under_reading(stream, bound, reading_bps)? {
-        Held::Burst { rise_ns } => Some(rise_ns),
-        Held::Pause { .. } => None,
-    }
+    held_under_reading(stream, bound, reading_bps)?.burst_rise_ns()
 }
 
 /// Whether `bursts` of `streams` say the path swings on the streams'
@@ -183,6 +195,13 @@ mod tests {
 
     fn stream(send_ns: &[i64], recv_ns: &[Option<i64>]) -> ProbeStream {
         ProbeStream::from_times(0, 1500, send_ns, recv_ns)
+    }
+
+    /// 40 packets sent 100 us apart, packet `i` delayed `delay_ns(i)`.
+    fn delayed(delay_ns: impl Fn(i64) -> i64) -> ProbeStream {
+        let send: Vec<i64> = (0..40).map(|i| i * 100_000).collect();
+        let recv: Vec<Option<i64>> = (0..40).map(|i| Some(i * 100_000 + delay_ns(i))).collect();
+        stream(&send, &recv)
     }
 
     #[test]
@@ -204,18 +223,11 @@ mod tests {
         // packets 10-19 leave (120 + 300) / 150 = 2.8 times as far apart
         // as sent, each 180 us later than the one before; after it the
         // link drains the queue 20 us a packet.
-        let send: Vec<i64> = (0..40).map(|i| i * 100_000).collect();
-        let recv: Vec<Option<i64>> = (0..40)
-            .map(|i| {
-                let delay = match i {
-                    0..=9 => 10_000,
-                    10..=19 => 10_000 + (i - 9) * 180_000,
-                    _ => 1_810_000 - (i - 19) * 20_000,
-                };
-                Some(i * 100_000 + delay)
-            })
-            .collect();
-        let s = stream(&send, &recv);
+        let s = delayed(|i| match i {
+            0..=9 => 10_000,
+            10..=19 => 10_000 + (i - 9) * 180_000,
+            _ => 1_810_000 - (i - 19) * 20_000,
+        });
         // u = recv - 2 send = delay - send: lowest at packet 9 (10 us -
         // 900 us = -890 us), then +80 us a packet to packet 19 (1810 -
         // 1900 = -90 us): a rise of 800 us in ten steps of 80.
@@ -238,18 +250,13 @@ mod tests {
     fn a_pause_is_no_burst() {
         // The same stream, but the path holds packet 10 for 1 ms at once
         // (a host's stall), and the queue drains at 10 us a packet.
-        let send: Vec<i64> = (0..40).map(|i| i * 100_000).collect();
-        let recv: Vec<Option<i64>> = (0..40)
-            .map(|i| {
-                let delay = if i < 10 {
-                    10_000
-                } else {
-                    (1_010_000 - (i - 10) * 10_000).max(10_000)
-                };
-                Some(i * 100_000 + delay)
-            })
-            .collect();
-        let s = stream(&send, &recv);
+        let s = delayed(|i| {
+            if i < 10 {
+                10_000
+            } else {
+                (1_010_000 - (i - 10) * 10_000).max(10_000)
+            }
+        });
         // From packet 9 (-890 us) to packet 10 (1010 - 1000 = 10 us) in
         // one step: a 900 us rise, all of it one gap.
         assert_eq!(

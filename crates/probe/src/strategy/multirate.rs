@@ -756,17 +756,22 @@ mod tests {
             ))
         }
         fn info(&self) -> tightlink_core::channel::ChannelInfo {
-            tightlink_core::channel::ChannelInfo {
-                description: "bursty hop".into(),
-                max_rate_bps: 10e9,
-                probe_size_bytes: None,
-                byte_limit: None,
-                stream_packet_limit: None,
-                stream_span_limit_ns: None,
-            }
+            hop_info("bursty hop")
         }
         fn elapsed_ns(&self) -> i64 {
             self.now_ns
+        }
+    }
+
+    /// A test hop behind a 10 Gbit/s sender, no other limits.
+    fn hop_info(description: &str) -> tightlink_core::channel::ChannelInfo {
+        tightlink_core::channel::ChannelInfo {
+            description: description.into(),
+            max_rate_bps: 10e9,
+            probe_size_bytes: None,
+            byte_limit: None,
+            stream_packet_limit: None,
+            stream_span_limit_ns: None,
         }
     }
 
@@ -881,14 +886,7 @@ mod tests {
             ))
         }
         fn info(&self) -> tightlink_core::channel::ChannelInfo {
-            tightlink_core::channel::ChannelInfo {
-                description: "idle hop".into(),
-                max_rate_bps: 10e9,
-                probe_size_bytes: None,
-                byte_limit: None,
-                stream_packet_limit: None,
-                stream_span_limit_ns: None,
-            }
+            hop_info("idle hop")
         }
         fn elapsed_ns(&self) -> i64 {
             self.now_ns
