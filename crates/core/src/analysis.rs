@@ -810,7 +810,10 @@ fn multi_rate(
                 };
             }
         }
-        return a;
+        if method == Method::Bart {
+            return a;
+        }
+        return at_most_the_top_delivered(stream, &subs, a);
     }
     let Some(lowest_bps) = subs
         .iter()
@@ -1121,15 +1124,102 @@ fn steady_delivery_bps(stream: &ProbeStream, subs: &[crate::stream::SubStream]) 
     if arrived.len() < 33 {
         return None;
     }
+    steady_rate_bps(&arrived)
+}
+
+/// The rate `arrived` (`(recv_ns, size_bytes)`, in send order) came at,
+/// when its two halves came within 5 % of each other's rate.
+fn steady_rate_bps(arrived: &[(i64, u32)]) -> Option<f64> {
     let rate = crate::stream::arrival_rate_bps;
     let mid = arrived.len() / 2;
     let (all, first, second) = (
-        rate(&arrived)?,
+        rate(arrived)?,
         rate(&arrived[..=mid])?,
         rate(&arrived[mid..])?,
     );
     ((first - second).abs() <= 0.05 * first.max(second)).then_some(all)
 }
+
+/// A queued sub-stream delivered at `d` bounds the available bandwidth
+/// from above (a FIFO of capacity C with cross traffic X delivers probes
+/// sent at r > C - X at r C / (r + X) >= C - X; a token bucket at its
+/// rate). An exact answer above where the top sub-stream's second half
+/// was delivered is moved down to it: a bucket took the sub-streams under
+/// the top one whole, and its head too, so the gaps' run began late or
+/// not at a queue (the lab's chain3, 12 KB buckets at 200 Mbit/s:
+/// 32-packet sub-streams at 239 passed whole, the one at 270 was
+/// delivered at 200 from its middle on, the gaps answered 208 or 244).
+/// Not under the lowest rate probed: a top sub-stream that met a long
+/// burst is delivered at the burst's share, far under the mean.
+fn at_most_the_top_delivered(
+    stream: &ProbeStream,
+    subs: &[crate::stream::SubStream],
+    a: Analysis,
+) -> Analysis {
+    let (Bound::Exact, Some(e)) = (a.bound, a.abw_bps) else {
+        return a;
+    };
+    // Quarters of a sub-stream stamped in receive batches are a batch
+    // each or less: no steadiness to read (on the simulator's 125 us
+    // batches the rule cost a point within +-10 %).
+    if stream.receive_batch_interval_ns().is_some() {
+        return a;
+    }
+    let (Some(lowest), Some(top)) = (subs.first(), subs.last().filter(|_| rates_increase(subs)))
+    else {
+        return a;
+    };
+    // A burst faster than the link (or a pause of the path) leaves a
+    // steady tail at its share, not at the path's mean (the simulator's
+    // single ON/OFF source: a wide first stream's top sub-stream at 9
+    // Gbit/s met a 25 Gbit/s peak and arrived at 2.6 for a truth of 8).
+    if crate::decision::burst::held_under_reading(stream, a.bound, a.abw_bps).is_some() {
+        return a;
+    }
+    // From the packet before the top sub-stream: its first gap is at the
+    // top rate.
+    let from = top.start.saturating_sub(1);
+    let Some(d) = queued_tail_bps(&stream.packets[from..top.end]) else {
+        return a;
+    };
+    let queued = d < (1.0 - TOP_QUEUED_SHARE) * top.rate_bps;
+    if !queued || d >= e || d <= lowest.rate_bps {
+        return a;
+    }
+    Analysis {
+        abw_bps: Some(d),
+        reason: Some(format!(
+            "the top sub-stream's second half was delivered steadily at {:.3} \
+             Gbit/s, under the gaps' {:.3}",
+            d / 1e9,
+            e / 1e9
+        )),
+        ..a
+    }
+}
+
+/// The rate the second half of `packets` arrived at, when 33 or more came,
+/// the quarters of that half within 5 % of each other's rate, and the
+/// first half no slower (within 5 %): a queue that held from the middle
+/// on, or a bucket's head passing first; not a burst that ended on the way
+/// (a slower first half) or began in the second half (unequal quarters).
+fn queued_tail_bps(packets: &[crate::stream::ProbePacket]) -> Option<f64> {
+    let arrived: Vec<(i64, u32)> = packets
+        .iter()
+        .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
+        .collect();
+    if arrived.len() < 33 {
+        return None;
+    }
+    let mid = arrived.len() / 2;
+    let first = crate::stream::arrival_rate_bps(&arrived[..=mid])?;
+    let tail = steady_rate_bps(&arrived[mid..])?;
+    (first >= 0.95 * tail).then_some(tail)
+}
+
+/// How much slower than it was sent a top sub-stream must arrive to count
+/// as queued (a FIFO delivers the top rate r at r C / (r + X)).
+const TOP_QUEUED_SHARE: f64 = 0.05;
 
 /// Where a multi-rate stream's queue began to grow for good.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1987,6 +2077,119 @@ mod tests {
     /// delay floors put the queue's start at 280 (245 passed); the gaps'
     /// crossing at the 245 | 280 boundary is capped at the 200 the run
     /// was delivered at, and the floors no longer lift it to 245.
+    /// The lab's chain3 (12 KB buckets, 200 Mbit/s): 32 packets of 1514 B
+    /// at 145, 177, 208, 239 and 270 Mbit/s; the four lower sub-streams
+    /// pass whole 5 us after they were sent, the top one's first two
+    /// packets too, then one every `top_gap_ns`. From the packet before
+    /// the top sub-stream, 33 arrivals: the first half (16 gaps: 2 of
+    /// 44.86 us, 14 of 60.56) at 206.7 Mbit/s, the second (16 of 60.56)
+    /// at 12112 bits / 60.56 us = 200.0, its quarters alike. The gaps
+    /// alone answer 207.8.
+    fn chain3_stream(top_gap_ns: i64) -> ProbeStream {
+        let rates = [145.4e6, 176.5e6, 207.7e6, 238.8e6, 270.0e6];
+        let send = crate::schedule::multi_rate_schedule(&rates, 32, 1514);
+        let mut recv: Vec<Option<i64>> = send.iter().map(|t| Some(t + 5_000)).collect();
+        for i in 130..send.len() {
+            recv[i] = Some(recv[i - 1].unwrap() + top_gap_ns);
+        }
+        ProbeStream::from_times(0, 1514, &send, &recv)
+    }
+
+    #[test]
+    fn a_bucket_that_passed_the_lower_sub_streams_is_read_at_the_top_delivery() {
+        let a = analyze(
+            &chain3_stream(60_560),
+            StreamKind::MultiRate,
+            Method::Multirate,
+            &AnalysisParams::default(),
+        );
+        assert_eq!(a.bound, Bound::Exact, "{a:?}");
+        let e = a.abw_bps.unwrap();
+        assert!((e - 200.0e6).abs() < 0.1e6, "{e}");
+        assert!(a.reason.unwrap().contains("delivered steadily"));
+    }
+
+    /// The same stream whose top sub-stream met a long burst: delivered
+    /// at 125 Mbit/s (96.9 us a packet), under the lowest rate probed: it
+    /// does not move the answer.
+    #[test]
+    fn a_top_sub_stream_far_under_the_answer_does_not_cap_it() {
+        let params = AnalysisParams::default();
+        let s = chain3_stream(96_900);
+        let a = analyze(&s, StreamKind::MultiRate, Method::Multirate, &params);
+        assert!(
+            !a.reason
+                .as_deref()
+                .unwrap_or("")
+                .contains("delivered steadily"),
+            "{a:?}"
+        );
+        // Stamped in receive batches, the same delivery is not read.
+        let mut batched = chain3_stream(60_560);
+        for p in &mut batched.packets {
+            p.recv_ns = p.recv_ns.map(|r| (r / 250_000 + 1) * 250_000);
+        }
+        let b = analyze(&batched, StreamKind::MultiRate, Method::Multirate, &params);
+        assert!(
+            !b.reason
+                .as_deref()
+                .unwrap_or("")
+                .contains("delivered steadily"),
+            "{b:?}"
+        );
+    }
+
+    mod top_delivery_props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// The top sub-stream's delivery only ever lowers an exact
+            /// answer, never under the lowest rate probed, and leaves the
+            /// bound as it was.
+            #[test]
+            fn the_top_delivery_only_lowers_an_answer(
+                base in 100e6f64..1e9,
+                step in 0.05f64..0.3,
+                top_gap in 0.8f64..3.0,
+                jitter in proptest::collection::vec(0i64..20_000, 160),
+                e_share in 0.5f64..2.0,
+            ) {
+                let rates: Vec<f64> = (0..5).map(|k| base * (1.0 + step * k as f64)).collect();
+                let send = multi_rate_schedule(&rates, 32, 1514);
+                let gap_ns = (1514.0 * 8e9 / rates[4] * top_gap) as i64;
+                let mut recv: Vec<Option<i64>> = Vec::new();
+                for (i, &t) in send.iter().enumerate() {
+                    let r = if i < 130 { t + 5_000 + jitter[i] } else {
+                        recv[i - 1].unwrap() + gap_ns + jitter[i] / 10
+                    };
+                    recv.push(Some(r));
+                }
+                let stream = ProbeStream::from_times(0, 1514, &send, &recv);
+                let (subs, _) = stream.sub_streams_with_delay_floors(GapTolerance::default());
+                let e = base * 1.6 * e_share;
+                let a = Analysis {
+                    stream_id: 0,
+                    method: Method::Multirate,
+                    kind: StreamKind::MultiRate,
+                    packets: send.len(),
+                    received: send.len(),
+                    avg_rate_bps: None,
+                    decision: None,
+                    abw_bps: Some(e),
+                    bound: Bound::Exact,
+                    reason: None,
+                    detail: Detail::default(),
+                };
+                let b = at_most_the_top_delivered(&stream, &subs, a);
+                let out = b.abw_bps.unwrap();
+                prop_assert_eq!(b.bound, Bound::Exact);
+                prop_assert!(out <= e);
+                prop_assert!(out == e || out > subs[0].rate_bps);
+            }
+        }
+    }
+
     #[test]
     fn a_bucket_that_hid_a_queue_does_not_lift_the_cap() {
         let rates = [140e6, 170e6, 245e6, 280e6, 320e6];

@@ -498,8 +498,9 @@ fn auto_follows_the_receiver() {
 
 /// A 5 Gbit/s token bucket with a 256 KB bucket on the 10 Gbit/s link,
 /// nothing else: a 64-packet stream (576 KB) at 9.3 Gbit/s passes
-/// unqueued, so the streams read the bursts (9.27 Gbit/s "exact" under
-/// receive batches, 5.95-6.54 with each packet stamped). The shaper
+/// unqueued, so under receive batches the streams read the bursts (9.27
+/// Gbit/s "exact"); with each packet stamped the last stream's top
+/// sub-stream drained the bucket and its tail arrived at 5. The shaper
 /// trains' heads pass at the sender's rate and their tails at 5: the
 /// answer is 5 within 2 %, said as `shaped`, with what the streams read
 /// and a bucket near 256 KB. On the default path no run of seeds 1-8 is
@@ -521,15 +522,27 @@ fn a_bucket_larger_than_the_streams_reads_its_sustained_rate() {
         assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Shaped), "{target}");
         assert!(rel(&r).abs() <= 0.02, "{target}: {:+.3}", rel(&r));
         let sh = r.shaper.expect("what the streams read");
-        assert!(sh.streams_bps > 1.15 * 5e9, "{target}: {sh:?}");
+        if target.contains("coalescence=off") {
+            assert!(
+                (sh.streams_bps / 5e9 - 1.0).abs() < 0.02,
+                "{target}: {sh:?}"
+            );
+        } else {
+            assert!(sh.streams_bps > 1.15 * 5e9, "{target}: {sh:?}");
+        }
         assert!(
             (sh.bucket_bytes / 256e3 - 1.0).abs() < 0.2,
             "{target}: {sh:?}"
         );
         assert!(r.low_bps <= 5e9 && 5e9 <= r.high_bps, "{target}");
-        // Both trains gave the answer: neither is left out of it.
-        assert!(
-            r.check_streams.is_empty(),
+        // Both trains gave the answer: neither is left out of it. Stamped
+        // one by one, the streams read 5, so the check went at the top
+        // rate, twice that, with the short train first: it passed whole
+        // (a bucket's head), left out; the two full trains answered.
+        let left_out = usize::from(target.contains("coalescence=off"));
+        assert_eq!(
+            r.check_streams.len(),
+            left_out,
             "{target}: {:?}",
             r.check_streams
         );
@@ -578,10 +591,13 @@ fn a_fifo_path_is_checked_with_the_short_train_alone() {
 
 /// A 256 KB bucket at 200 Mbit/s behind a 1 Gbit/s sender, each packet
 /// stamped: the multi-rate streams pass on the bucket and read 237-290
-/// Mbit/s. The shaper check at the first exact answer after the scan
-/// (the fourth stream) finds the bucket, and the run ends there with the
-/// trains' 200 within 2 %, `shaped`: four streams and three trains, 7.1
-/// MB (with the check only after the answer: eight streams, 12.9 MB).
+/// Mbit/s, but the fourth (the first exact answer after the scan) read
+/// 200 from its top sub-stream's tail, having carried 248 whole. The
+/// shaper check there goes at twice 248 (at twice 200 its trains passed
+/// the bucket whole, and the run took 23 streams and 29.2 MB), finds the
+/// bucket, and the run ends with the trains' 200 within 2 %, `shaped`:
+/// four streams and three trains, 7.1 MB (with the check only after the
+/// answer: eight streams, 12.9 MB).
 #[test]
 fn a_bucket_found_between_the_streams_ends_the_run() {
     let (r, streams) = run_recorded(
@@ -595,7 +611,7 @@ fn a_bucket_found_between_the_streams_ends_the_run() {
     // the two full ones; nothing after them.
     assert_eq!(sizes, vec![180, 160, 160, 160, 16, 57, 57]);
     let sh = r.shaper.expect("what the streams read");
-    assert!(sh.streams_bps > 1.15 * 200e6, "{sh:?}");
+    assert!((sh.streams_bps / 200e6 - 1.0).abs() < 0.02, "{sh:?}");
 }
 
 /// A 1 MB bucket at 200 Mbit/s behind a 1 Gbit/s sender, each packet

@@ -300,8 +300,16 @@ pub fn after_scan(
         {
             if 2.0 * e <= max && lossless() {
                 shaper_checked = true;
+                // A sub-stream the path carried whole above the answer
+                // passed on a bucket (or a lull): the trains go at twice
+                // that rate, where a bucket the answer's own rate would
+                // not drain shows (a 256 KB bucket at 200 Mbit/s whose
+                // stream read 200 from its top sub-stream's tail had
+                // carried 248 whole; trains at 400 passed it whole).
+                let whole = s.streams.last().and_then(fastest_carried_whole_bps);
+                let reference = whole.map_or(e, |w| w.max(e));
                 if let Some(shaped) =
-                    shaper_train::early_shaper_check(s, method, e, params.size_bytes)?
+                    shaper_train::early_shaper_check(s, method, e, reference, params.size_bytes)?
                 {
                     return Ok(shaped);
                 }
@@ -390,6 +398,29 @@ const WATCH_LEAST_THRESHOLD_NS: f64 = 20_000.0;
 /// The fastest any sub-stream of `streams` was delivered at (8 packets
 /// received at least): the tight link's capacity where one crossed it in
 /// an idle moment, under it otherwise.
+/// The fastest sub-stream of `stream` the path carried whole: no packet
+/// lost, and arrived (from the packet before it, whose gap is at its
+/// rate) at 0.99 of its rate or faster. A FIFO queues every sub-stream
+/// over its available bandwidth, so such a sub-stream lies under it, or
+/// passed on a token bucket or in a lull.
+fn fastest_carried_whole_bps(stream: &tightlink_core::ProbeStream) -> Option<f64> {
+    stream
+        .sub_streams(GapTolerance::default())
+        .iter()
+        .filter(|sub| {
+            let from = sub.start.saturating_sub(1);
+            let pk = &stream.packets[from..sub.end];
+            let arrived: Vec<(i64, u32)> = pk
+                .iter()
+                .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
+                .collect();
+            arrived.len() == pk.len()
+                && arrival_rate_bps(&arrived).is_some_and(|d| d >= 0.99 * sub.rate_bps)
+        })
+        .map(|sub| sub.rate_bps)
+        .reduce(f64::max)
+}
+
 fn fastest_delivery_bps(streams: &[tightlink_core::ProbeStream]) -> f64 {
     let mut fastest = 0.0f64;
     for st in streams {

@@ -203,6 +203,7 @@ pub fn early_shaper_check(
     s: &mut Session,
     method: super::Method,
     answer_bps: f64,
+    reference_bps: f64,
     size_bytes: u32,
 ) -> Result<Option<Report>, StrategyError> {
     let so_far = s.report(
@@ -214,7 +215,7 @@ pub fn early_shaper_check(
         Stop::Stable,
     );
     let bytes_before = s.bytes;
-    let checked = shaper_check(s, so_far, size_bytes, EARLY_TAIL_SHARE)?;
+    let checked = shaper_check(s, so_far, reference_bps, size_bytes, EARLY_TAIL_SHARE)?;
     if checked.stop == Stop::Shaped {
         return Ok(Some(checked));
     }
@@ -247,14 +248,17 @@ pub fn after_shaper_train(
     report: Report,
     size_bytes: u32,
 ) -> Result<Report, StrategyError> {
-    shaper_check(s, report, size_bytes, TAIL_UNDER_ANSWER)
+    let reference_bps = report.available_bandwidth_bps;
+    shaper_check(s, report, reference_bps, size_bytes, TAIL_UNDER_ANSWER)
 }
 
-/// The check, where trains answer when their tails are `tail_share` of
-/// the answer or less.
+/// The check, with trains at twice `reference_bps` (the answer, or a
+/// faster rate the path carried whole), which answer when their tails
+/// are `tail_share` of the answer or less.
 fn shaper_check(
     s: &mut Session,
     report: Report,
+    reference_bps: f64,
     size_bytes: u32,
     tail_share: f64,
 ) -> Result<Report, StrategyError> {
@@ -278,7 +282,7 @@ fn shaper_check(
     // sender's whole rate.
     let answer = report.available_bandwidth_bps;
     let top = s.max_rate_bps();
-    let rate = (2.0 * answer).min(top);
+    let rate = (2.0 * reference_bps.max(answer)).min(top);
     let mut train_bytes = shaper_train_bytes(rate);
     // The streams just sent may have emptied the bucket: time for one
     // as large as the train to refill at half the answer's rate (on the
