@@ -143,6 +143,15 @@ pub(crate) fn min_send_gap_ns(packets: &[ProbePacket]) -> Option<f64> {
         .map(|g| g as f64)
 }
 
+/// The received ones of `packets`, as `(recv_ns, size_bytes)` in send
+/// order: what [`arrival_rate_bps`] reads.
+pub fn arrivals(packets: &[ProbePacket]) -> Vec<(i64, u32)> {
+    packets
+        .iter()
+        .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
+        .collect()
+}
+
 /// The rate packets `(recv_ns, size_bytes)`, in send order, arrived at:
 /// the bits after the first over the span from the first to the last;
 /// `None` without a span.
@@ -253,6 +262,18 @@ impl ProbeStream {
 
     pub fn received_count(&self) -> usize {
         self.packets.iter().filter(|p| p.recv_ns.is_some()).count()
+    }
+
+    /// Whether the path carried sub-stream `sub` whole: no packet lost,
+    /// and its packets (from the one before it, whose gap is at its
+    /// rate) arrived at 0.99 of its rate or faster. A FIFO queues every
+    /// rate over its available bandwidth, so such a sub-stream lies under
+    /// it, or passed on a token bucket or in a lull.
+    pub fn carried_whole(&self, sub: &SubStream) -> bool {
+        let packets = &self.packets[sub.start.saturating_sub(1)..sub.end];
+        let arrived = arrivals(packets);
+        arrived.len() == packets.len()
+            && arrival_rate_bps(&arrived).is_some_and(|d| d >= 0.99 * sub.rate_bps)
     }
 
     /// Share of packets lost, 0 for an empty stream.

@@ -208,11 +208,7 @@ pub fn size_scaling(samples: &[PairSample]) -> Option<SizeScaling> {
 /// this is the usual dispersion rate over all but the last packet.
 /// `None` with fewer than three batches or no span.
 pub fn train_dispersion_bps(stream: &ProbeStream, batch_gap_ns: f64) -> Option<f64> {
-    let arrived: Vec<(i64, u32)> = stream
-        .packets
-        .iter()
-        .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
-        .collect();
+    let arrived = crate::stream::arrivals(&stream.packets);
     // (first stamp of the batch, bytes of the batch)
     let mut batches: Vec<(i64, u64)> = Vec::new();
     let mut prev: Option<i64> = None;

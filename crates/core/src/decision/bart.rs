@@ -306,10 +306,7 @@ pub fn top_rate_capacity_ceiling_bps(
     offered_bps: f64,
 ) -> Option<f64> {
     let tail = &stream.packets[stream.packets.len().saturating_sub(per_rate)..];
-    let arrived: Vec<(i64, u32)> = tail
-        .iter()
-        .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
-        .collect();
+    let arrived = crate::stream::arrivals(tail);
     if arrived.len() < 8 {
         return None;
     }

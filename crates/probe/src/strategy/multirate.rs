@@ -98,7 +98,7 @@ use tightlink_core::decision::burst::{bursts_swing, met_burst_under_reading};
 use tightlink_core::decision::busy::{busy_share, BusyShare};
 use tightlink_core::schedule::{equal_time_schedule, multi_rate_schedule, rates_around};
 use tightlink_core::stats;
-use tightlink_core::stream::{arrival_rate_bps, GapTolerance};
+use tightlink_core::stream::{arrival_rate_bps, arrivals, GapTolerance};
 use tightlink_core::{analyze, AnalysisParams, Bound, Method, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -302,10 +302,12 @@ pub fn after_scan(
                 shaper_checked = true;
                 // A sub-stream the path carried whole above the answer
                 // passed on a bucket (or a lull): the trains go at twice
-                // that rate, where a bucket the answer's own rate would
-                // not drain shows (a 256 KB bucket at 200 Mbit/s whose
-                // stream read 200 from its top sub-stream's tail had
-                // carried 248 whole; trains at 400 passed it whole).
+                // that rate. A stream that read a bucket's token rate
+                // from its top sub-stream's tail carried such a rate, and
+                // trains at twice the token rate pass a bucket longer
+                // than their head whole (a 256 KB bucket at 200 Mbit/s
+                // whose stream read 200, having carried 248 whole: trains
+                // at 400 found nothing, and the run took 29.2 MB for 7.1).
                 let whole = s.streams.last().and_then(fastest_carried_whole_bps);
                 let reference = whole.map_or(e, |w| w.max(e));
                 if let Some(shaped) =
@@ -398,25 +400,13 @@ const WATCH_LEAST_THRESHOLD_NS: f64 = 20_000.0;
 /// The fastest any sub-stream of `streams` was delivered at (8 packets
 /// received at least): the tight link's capacity where one crossed it in
 /// an idle moment, under it otherwise.
-/// The fastest sub-stream of `stream` the path carried whole: no packet
-/// lost, and arrived (from the packet before it, whose gap is at its
-/// rate) at 0.99 of its rate or faster. A FIFO queues every sub-stream
-/// over its available bandwidth, so such a sub-stream lies under it, or
-/// passed on a token bucket or in a lull.
+/// The fastest sub-stream of `stream` the path carried whole
+/// ([`tightlink_core::ProbeStream::carried_whole`]).
 fn fastest_carried_whole_bps(stream: &tightlink_core::ProbeStream) -> Option<f64> {
     stream
         .sub_streams(GapTolerance::default())
         .iter()
-        .filter(|sub| {
-            let from = sub.start.saturating_sub(1);
-            let pk = &stream.packets[from..sub.end];
-            let arrived: Vec<(i64, u32)> = pk
-                .iter()
-                .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
-                .collect();
-            arrived.len() == pk.len()
-                && arrival_rate_bps(&arrived).is_some_and(|d| d >= 0.99 * sub.rate_bps)
-        })
+        .filter(|sub| stream.carried_whole(sub))
         .map(|sub| sub.rate_bps)
         .reduce(f64::max)
 }
@@ -425,10 +415,7 @@ fn fastest_delivery_bps(streams: &[tightlink_core::ProbeStream]) -> f64 {
     let mut fastest = 0.0f64;
     for st in streams {
         for sub in st.sub_streams(GapTolerance::default()) {
-            let arrived: Vec<(i64, u32)> = st.packets[sub.start..sub.end]
-                .iter()
-                .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
-                .collect();
+            let arrived = arrivals(&st.packets[sub.start..sub.end]);
             if arrived.len() >= 8 {
                 fastest = fastest.max(arrival_rate_bps(&arrived).unwrap_or(0.0));
             }
