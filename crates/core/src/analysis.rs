@@ -261,6 +261,9 @@ pub struct Detail {
     pub per_rate: Vec<(f64, Option<Decision>)>,
     /// TOPP and BART: the tight link's capacity from the line's slope.
     pub capacity_bps: Option<f64>,
+    /// Multi-rate: the rate the top sub-stream's second half arrived at,
+    /// where it bounded the answer (a token bucket's rate).
+    pub top_tail_bps: Option<f64>,
 }
 
 fn none_with(base: Analysis, reason: impl Into<String>) -> Analysis {
@@ -1205,6 +1208,8 @@ fn at_most_the_top_delivered(
     if !(passed_whole || alike) {
         return a;
     }
+    let mut a = a;
+    a.detail.top_tail_bps = Some(d);
     Analysis {
         abw_bps: Some(d),
         reason: Some(format!(

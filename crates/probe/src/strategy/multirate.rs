@@ -209,12 +209,12 @@ pub fn after_scan(
     // point: the path swings then, however calm the streams after.
     let mut swung = false;
     loop {
-        let (bound, abw, request_bytes) = match scan.take() {
+        let (bound, abw, request_bytes, at_tail) = match scan.take() {
             Some(None) => break,
             Some(Some(w)) => {
                 per_rate = w.per_rate;
                 one_by_one = w.batch_interval_ns.is_none();
-                (w.bound, w.abw_bps, w.bytes)
+                (w.bound, w.abw_bps, w.bytes, false)
             }
             None => {
                 let rates = rates_around(centre, range, params.rates);
@@ -242,7 +242,8 @@ pub fn after_scan(
                     bursts +=
                         usize::from(met_burst_under_reading(&stream, a.bound, a.abw_bps).is_some());
                 }
-                (a.bound, a.abw_bps, request.bytes())
+                let at_tail = a.detail.top_tail_bps.is_some();
+                (a.bound, a.abw_bps, request.bytes(), at_tail)
             }
         };
         if let (Bound::Exact | Bound::AtLeast | Bound::AtMost, Some(e)) = (bound, abw) {
@@ -300,16 +301,18 @@ pub fn after_scan(
         {
             if 2.0 * e <= max && lossless() {
                 shaper_checked = true;
-                // A sub-stream the path carried whole above the answer
-                // passed on a bucket (or a lull): the trains go at twice
-                // that rate. A stream that read a bucket's token rate
-                // from its top sub-stream's tail carried such a rate, and
-                // trains at twice the token rate pass a bucket longer
-                // than their head whole (a 256 KB bucket at 200 Mbit/s
-                // whose stream read 200, having carried 248 whole: trains
-                // at 400 found nothing, and the run took 29.2 MB for 7.1).
+                // A stream that read a bucket's token rate from its top
+                // sub-stream's tail carried a faster rate whole on the
+                // bucket: the trains go at twice that rate, since at
+                // twice the token rate they pass a bucket longer than
+                // their head whole (a 256 KB bucket at 200 Mbit/s whose
+                // stream read 200, having carried 248 whole: trains at
+                // 400 found nothing, and the run took 29.2 MB for 7.1).
                 let whole = s.streams.last().and_then(fastest_carried_whole_bps);
-                let reference = whole.map_or(e, |w| w.max(e));
+                let reference = match whole {
+                    Some(w) if at_tail => w.max(e),
+                    _ => e,
+                };
                 if let Some(shaped) =
                     shaper_train::early_shaper_check(s, method, e, reference, params.size_bytes)?
                 {
