@@ -2160,6 +2160,63 @@ mod tests {
         );
     }
 
+    /// An exact multi-rate answer of `e_bps` for `stream`, as the gaps'
+    /// rules would give it.
+    fn exact_answer(stream: &ProbeStream, e_bps: f64) -> Analysis {
+        Analysis {
+            stream_id: stream.id,
+            method: Method::Multirate,
+            kind: StreamKind::MultiRate,
+            packets: stream.packets.len(),
+            received: stream.received_count(),
+            avg_rate_bps: None,
+            decision: None,
+            abw_bps: Some(e_bps),
+            bound: Bound::Exact,
+            reason: None,
+            detail: Detail::default(),
+        }
+    }
+
+    /// 32 packets of 1514 B at 171.4, 208.1, 244.8, 281.6 and 318.3
+    /// Mbit/s; the first three sub-streams arrive 5 us after they were
+    /// sent, then from packet 97 on one every `gap_from_97_ns`. The top
+    /// one's second half: 16 gaps of 60.56 us, 200.0 Mbit/s. The one under
+    /// it, from packet 95: a gap of 43.01 us (its rate), then 31 of
+    /// `gap_from_97_ns`.
+    fn two_queued_stream(gap_from_97_ns: i64, top_gap_ns: i64) -> ProbeStream {
+        let rates = [171.4e6, 208.1e6, 244.8e6, 281.6e6, 318.3e6];
+        let send = multi_rate_schedule(&rates, 32, 1514);
+        let mut recv: Vec<Option<i64>> = send.iter().map(|t| Some(t + 5_000)).collect();
+        for i in 97..send.len() {
+            let gap = if i < 128 { gap_from_97_ns } else { top_gap_ns };
+            recv[i] = Some(recv[i - 1].unwrap() + gap);
+        }
+        ProbeStream::from_times(0, 1514, &send, &recv)
+    }
+
+    /// A bucket that queued the sub-stream under the top one too: both
+    /// arrive at its token rate (the one under at 32 x 12112 bits over
+    /// 43.01 + 31 x 60.56 us = 201.8 Mbit/s, within 2 % of the tail's
+    /// 200.0), so an answer of 208.1 moves to 200.0. A FIFO whose top
+    /// tail met a burst (the one under arriving at 12112 bits / 49.5 us
+    /// = 244.7 Mbit/s, 22 % over that tail, and not at its own 281.6)
+    /// keeps the answer.
+    #[test]
+    fn two_sub_streams_at_one_rate_are_a_bucket_s() {
+        let (subs, _) = two_queued_stream(60_560, 60_560)
+            .sub_streams_with_delay_floors(GapTolerance::default());
+        assert_eq!(subs.len(), 5);
+        let s = two_queued_stream(60_560, 60_560);
+        let b = at_most_the_top_delivered(&s, &subs, exact_answer(&s, 208.1e6));
+        assert!((b.abw_bps.unwrap() - 200.0e6).abs() < 0.1e6, "{b:?}");
+        assert_eq!(b.detail.top_tail_bps, b.abw_bps);
+        let f = two_queued_stream(49_500, 60_560);
+        let c = at_most_the_top_delivered(&f, &subs, exact_answer(&f, 208.1e6));
+        assert_eq!(c.abw_bps, Some(208.1e6), "{c:?}");
+        assert_eq!(c.detail.top_tail_bps, None);
+    }
+
     mod top_delivery_props {
         use super::*;
         use proptest::prelude::*;
