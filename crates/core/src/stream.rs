@@ -270,10 +270,24 @@ impl ProbeStream {
     /// rate over its available bandwidth, so such a sub-stream lies under
     /// it, or passed on a token bucket or in a lull.
     pub fn carried_whole(&self, sub: &SubStream) -> bool {
+        self.sub_stream_arrival_bps(sub)
+            .is_some_and(|d| self.carried_whole_at(sub, d))
+    }
+
+    /// [`ProbeStream::carried_whole`] where `sub` arrived at `arrived_bps`
+    /// ([`ProbeStream::sub_stream_arrival_bps`]).
+    pub fn carried_whole_at(&self, sub: &SubStream, arrived_bps: f64) -> bool {
         let packets = &self.packets[sub.start.saturating_sub(1)..sub.end];
-        let arrived = arrivals(packets);
-        arrived.len() == packets.len()
-            && arrival_rate_bps(&arrived).is_some_and(|d| d >= 0.99 * sub.rate_bps)
+        packets.iter().all(|p| p.recv_ns.is_some()) && arrived_bps >= 0.99 * sub.rate_bps
+    }
+
+    /// The rate sub-stream `sub` arrived at, from the packet before it
+    /// (whose gap to its first is at its rate); `None` without two
+    /// arrivals apart.
+    pub fn sub_stream_arrival_bps(&self, sub: &SubStream) -> Option<f64> {
+        arrival_rate_bps(&arrivals(
+            &self.packets[sub.start.saturating_sub(1)..sub.end],
+        ))
     }
 
     /// Share of packets lost, 0 for an empty stream.
