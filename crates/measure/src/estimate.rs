@@ -304,6 +304,18 @@ pub fn shaper_warning(e: &Report) -> Option<String> {
         Bound::AtLeast => format!("at least {}", format_rate(sh.streams_bps)),
         _ => format_rate(sh.streams_bps),
     };
+    if !sh.head_seen {
+        return Some(format!(
+            "two back-to-back trains of {:.0} KB arrived at {} where the probe streams read \
+             {streams}; a FIFO path delivers a train sent faster than its available bandwidth \
+             at no less than that, so the streams' answer was too high: a token bucket \
+             (shaper or policer) whose head hid in one receive batch passed them at its burst \
+             rate, or they misread the path (or cross traffic rose for both trains). The \
+             answer is the trains' rate",
+            sh.train_bytes as f64 / 1e3,
+            format_rate(sh.tail_bps),
+        ));
+    }
     Some(format!(
         "a token bucket (shaper or policer) of about {:.0} KB on the path: a back-to-back \
          train of {:.0} KB arrived at {} while the bucket lasted and at {} after; the probe \
@@ -765,6 +777,9 @@ struct JsonShaper {
     tail_bps: f64,
     bucket_bytes: f64,
     train_bytes: u64,
+    /// False where the trains' tails alone refuted the streams (a head
+    /// hidden in one receive batch).
+    head_seen: bool,
 }
 
 impl Serialize for EstimateReport {
@@ -817,6 +832,7 @@ impl Serialize for EstimateReport {
                 tail_bps: sh.tail_bps,
                 bucket_bytes: sh.bucket_bytes,
                 train_bytes: sh.train_bytes,
+                head_seen: sh.head_seen,
             }),
             busy: e.busy.map(|b| JsonBusy {
                 idle_bps: b.idle_bps,

@@ -342,7 +342,10 @@ pub enum Stop {
     NoUsableAdrTrain,
     /// The streams read a token bucket's bursts; the answer is the rate
     /// two back-to-back trains' tails kept after its bucket ran out
-    /// ([`Report::shaper`] says what the streams read).
+    /// ([`Report::shaper`] says what the streams read). Under receive
+    /// batches, which can hide a small bucket's head, also two trains
+    /// whose tails alone showed the streams' answer too high
+    /// ([`ShaperSeen::head_seen`] false).
     Shaped,
 }
 
@@ -433,7 +436,10 @@ pub struct BusyWatch {
 
 /// A back-to-back train (at twice the answer, or the top rate if less) whose head passed on a
 /// token bucket faster than its tail: streams shorter than that head read
-/// the bucket's burst rate, and the answer is the tail's.
+/// the bucket's burst rate, and the answer is the tail's. Under receive
+/// batches, where a head can hide in the first batch, two trains whose
+/// tails arrived well under the streams' answer (a FIFO path delivers
+/// them at no less than its available bandwidth).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ShaperSeen {
     /// What the strategy's streams had answered.
@@ -445,6 +451,9 @@ pub struct ShaperSeen {
     pub bucket_bytes: f64,
     /// The train's bytes.
     pub train_bytes: u64,
+    /// Both trains showed the head; `false` where their tails alone,
+    /// under receive batches that hide a head, refuted the streams.
+    pub head_seen: bool,
 }
 
 /// Progress as a share of the budget or of the convergence (0..1).

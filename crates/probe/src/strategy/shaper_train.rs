@@ -97,13 +97,73 @@ struct ShaperTrain {
     truth: Option<f64>,
     /// The train's stream id in the session.
     id: u64,
+    /// Stamped in receive batches (interrupt coalescence).
+    batched: bool,
 }
 
 impl ShaperTrain {
+    /// The train `train` (`bytes` sent) as it came back; `None` where
+    /// its shape cannot be read ([`train_shape_batched`]).
+    fn read(train: &ProbeStream, bytes: u64, truth: Option<f64>) -> Option<ShaperTrain> {
+        let send_bps = train.avg_rate_bps().unwrap_or(0.0);
+        // Bytes after the first received packet over their span.
+        let mut received = train
+            .packets
+            .iter()
+            .filter_map(|k| k.recv_ns.map(|r| (r, k.size_bytes)));
+        let recv_bps = received.next().map_or(0.0, |(r0, _)| {
+            let (last, bytes) = received.fold((r0, 0.0), |(_, b), (r, size)| (r, b + size as f64));
+            stream::rate_bps(bytes, (last - r0) as f64).unwrap_or(0.0)
+        });
+        train_shape_batched(train).map(|shape| ShaperTrain {
+            shape,
+            send_bps,
+            recv_bps,
+            median_gap_bps: median_gap_bps(train).unwrap_or(0.0),
+            bytes,
+            truth,
+            id: train.id,
+            batched: train.receive_batch_interval_ns().is_some(),
+        })
+    }
+
     fn looks_shaped(&self) -> bool {
         looks_shaped(&self.shape, self.send_bps)
     }
+
+    /// Under receive batches: sent as asked (`rate_bps`), and its tail
+    /// arrived at [`HIDDEN_HEAD_TAIL_SHARE`] of `answer_bps` or less.
+    fn tail_refutes(&self, answer_bps: f64, rate_bps: f64) -> bool {
+        let share = self.shape.tail_rate_bps / answer_bps;
+        self.batched
+            && self.send_bps >= 0.9 * rate_bps
+            && (HIDDEN_HEAD_LEAST_SHARE..=HIDDEN_HEAD_TAIL_SHARE).contains(&share)
+    }
 }
+
+/// A bucket's head can hide in a train's first receive batch: a 64 KB
+/// bucket at 5 Gbit/s passes 128 KB of a 10 Gbit/s train ahead of its
+/// tail, 48 KB more than the tail's rate brings in one 125 us batch,
+/// under the 16 packets [`looks_shaped`] asks for, and the multi-rate
+/// streams, whose sub-streams up to 5.6 Gbit/s it passes whole, read
+/// 5.7. A FIFO path delivers a train sent at r over its available
+/// bandwidth A at r C / (r + C - A), never under A: two batched trains
+/// whose tails both arrived at this share of the answer or less (and
+/// within 10 % of each other) refute it without a head, as a bucket's
+/// or a burst's. The share leaves room for cross traffic that rose
+/// during both trains: on the simulator's bursty path (A 7.5 of 10
+/// Gbit/s) a tail under 0.9 A needs 4.8 Gbit/s of it through a 1.2 ms
+/// train, against 2.5 on average.
+const HIDDEN_HEAD_TAIL_SHARE: f64 = 0.9;
+/// ... and no less than this share: a bucket whose head fits in one
+/// batch is small, and streams that pass it whole read little over its
+/// token rate (a 64 KB one at 5 Gbit/s: 5.7), while a train that meets
+/// an ON period of a source whose peaks exceed the link arrives at the
+/// share that period leaves any train (the simulator's single ON/OFF
+/// source, 25 Gbit/s peaks on 10: tails at 2.9 where the streams had
+/// read "at least 8.8" in an OFF period; two trains 2.7 ms apart met the
+/// same period, seed 391).
+const HIDDEN_HEAD_LEAST_SHARE: f64 = 0.5;
 
 /// Size over the median receive gap of consecutive packets both
 /// received (`None`: fewer than two such pairs, or a median gap of zero).
@@ -135,25 +195,7 @@ fn shaper_train(
         return Ok(None);
     }
     let (train, truth) = s.send_check(&req)?;
-    let send_bps = train.avg_rate_bps().unwrap_or(0.0);
-    // Bytes after the first received packet over their span.
-    let mut received = train
-        .packets
-        .iter()
-        .filter_map(|k| k.recv_ns.map(|r| (r, k.size_bytes)));
-    let recv_bps = received.next().map_or(0.0, |(r0, _)| {
-        let (last, bytes) = received.fold((r0, 0.0), |(_, b), (r, size)| (r, b + size as f64));
-        stream::rate_bps(bytes, (last - r0) as f64).unwrap_or(0.0)
-    });
-    Ok(train_shape_batched(&train).map(|shape| ShaperTrain {
-        shape,
-        send_bps,
-        recv_bps,
-        median_gap_bps: median_gap_bps(&train).unwrap_or(0.0),
-        bytes: req.bytes(),
-        truth,
-        id: train.id,
-    }))
+    Ok(ShaperTrain::read(&train, req.bytes(), truth))
 }
 
 /// How much longer the train sent again is when the first passed whole.
@@ -340,8 +382,9 @@ fn shaper_check(
     let Some(mut first) = shaper_train(s, size_bytes, rate, train_bytes)? else {
         return Ok(unchanged(s));
     };
-    let answers =
+    let head_seen =
         |t: &ShaperTrain| t.looks_shaped() && t.shape.tail_rate_bps <= tail_share * answer;
+    let answers = |t: &ShaperTrain| head_seen(t) || t.tail_refutes(answer, rate);
     // A train at twice the answer that cannot answer itself but arrived
     // faster than a FIFO path with that answer could pass it
     // contradicts the answer. A bucket larger than the train's head
@@ -381,17 +424,31 @@ fn shaper_check(
         }
         return Ok(r);
     }
-    // Twice what the bucket needs to refill at the token rate.
-    s.idle((2.0 * first.shape.burst_bytes * 8e9 / first.shape.tail_rate_bps) as i64);
+    let first_head = head_seen(&first);
+    // Twice what the bucket needs to refill at the token rate; where
+    // no head showed, as long as before the first, so that the two
+    // trains meet cross traffic apart.
+    s.idle(if first_head {
+        (2.0 * first.shape.burst_bytes * 8e9 / first.shape.tail_rate_bps) as i64
+    } else {
+        refill_ns(train_bytes)
+    });
     let Some(second) = shaper_train(s, size_bytes, rate, train_bytes)? else {
         return Ok(unchanged(s));
     };
     let (t1, t2) = (first.shape.tail_rate_bps, second.shape.tail_rate_bps);
-    if !second.looks_shaped() || (t2 / t1 - 1.0).abs() > 0.1 {
+    let heads = first_head && second.looks_shaped();
+    let agrees = heads || (second.looks_shaped() || second.tail_refutes(answer, rate));
+    if !agrees || (t2 / t1 - 1.0).abs() > 0.1 {
         return Ok(unchanged(s));
     }
     let tail = 0.5 * (t1 + t2);
-    if tail > tail_share * answer {
+    let share = if heads {
+        tail_share
+    } else {
+        tail_share.min(HIDDEN_HEAD_TAIL_SHARE)
+    };
+    if tail > share * answer {
         return Ok(unchanged(s));
     }
     // The answer is now the trains': their moments count in the truth.
@@ -405,6 +462,7 @@ fn shaper_check(
             tail_bps: tail,
             bucket_bytes: 0.5 * (first.shape.burst_bytes + second.shape.burst_bytes),
             train_bytes: first.bytes,
+            head_seen: heads,
         }),
         ..s.report(
             report.method,
@@ -453,5 +511,67 @@ mod tests {
         // Fewer than two gaps: nothing to take a median of.
         let two = ProbeStream::new(1, train.packets[..2].to_vec());
         assert_eq!(median_gap_bps(&two), None);
+    }
+
+    /// A 10 Gbit/s train of 200 9000-byte packets (7.2 us apart) through
+    /// a 5 Gbit/s bucket that passes its first 15 packets as sent (a
+    /// 64 KB bucket's head: 15 x 9000 B less what 5 Gbit/s drains in
+    /// 14 x 7.2 us, 72 KB) and the rest 14.4 us apart; `batch_ns`
+    /// stamps each packet at the end of its receive batch (0: each as it
+    /// arrived).
+    fn bucket_train(batch_ns: i64) -> ProbeStream {
+        let packets = (0..200i64)
+            .map(|k| {
+                let arrived = if k < 15 {
+                    k * 7200
+                } else {
+                    14 * 7200 + (k - 14) * 14_400
+                };
+                let stamp = if batch_ns > 0 {
+                    (arrived / batch_ns + 1) * batch_ns
+                } else {
+                    arrived
+                };
+                ProbePacket {
+                    size_bytes: 9000,
+                    send_ns: k * 7200,
+                    recv_ns: Some(stamp),
+                }
+            })
+            .collect();
+        ProbeStream::new(0, packets)
+    }
+
+    /// Under 125 us batches 16 packets arrived by the first batch's end
+    /// (the 16th at 115.2 us), when is hidden, so nothing passes ahead
+    /// that the tail does not explain (8 KB, under a packet: no head);
+    /// the tail, one point per batch of 8 or 9 packets, reads 4.99
+    /// Gbit/s, which refutes streams that read 5.7 (0.9 x 5.7 = 5.13)
+    /// but not 5.5 (4.95) nor 10.5 (under half). Stamped one by one the head shows, 15 packets
+    /// at the send rate with 63 KB ahead of a 5 Gbit/s tail (under the
+    /// 16 packets a head needs), and a tail never answers alone there.
+    #[test]
+    fn a_tail_under_the_answer_refutes_it_where_batches_hide_the_head() {
+        let batched = ShaperTrain::read(&bucket_train(125_000), 1_800_000, None).unwrap();
+        assert!(batched.batched);
+        assert!(!batched.looks_shaped(), "{:?}", batched.shape);
+        let tail = batched.shape.tail_rate_bps;
+        assert!((tail / 5e9 - 1.0).abs() < 0.01, "{tail}");
+        assert!(batched.tail_refutes(5.7e9, 10e9));
+        assert!(!batched.tail_refutes(5.5e9, 10e9));
+        // Under half the answer: an ON period's share, not a small
+        // bucket's (4.99 of 10.5).
+        assert!(!batched.tail_refutes(10.5e9, 10e9));
+        // A train the sender sent at 8 of the 10 Gbit/s asked for: its
+        // tail says nothing of a train at 10.
+        assert!(!batched.tail_refutes(5.7e9, 12e9));
+        let stamped = ShaperTrain::read(&bucket_train(0), 1_800_000, None).unwrap();
+        assert!(!stamped.batched);
+        let sh = stamped.shape;
+        assert_eq!(sh.head_rate_bps, Some(10e9), "{sh:?}");
+        assert!((sh.tail_rate_bps / 5e9 - 1.0).abs() < 1e-9, "{sh:?}");
+        assert!((sh.burst_bytes - 63_000.0).abs() < 1.0, "{sh:?}");
+        assert!(!stamped.looks_shaped());
+        assert!(!stamped.tail_refutes(5.7e9, 10e9));
     }
 }
