@@ -684,8 +684,13 @@ fn a_flood_leaves_the_server_serving_with_bounded_memory() {
         rss_after < rss_before + 20_000,
         "server memory grew from {rss_before} kB to {rss_after} kB"
     );
-    let v = lab.estimate_json(&[]);
-    assert!(holds(&v, 200e6), "{v}");
+    // The next clients are served and read the path as the forward test
+    // does, the median of three: one estimate on this lab, flood or no
+    // flood, read `swings` at 164-191 Mbit/s in 10 of 42 (2026-12-02).
+    let runs: Vec<serde_json::Value> = (0..3).map(|_| lab.estimate_json(&[])).collect();
+    if let Err(e) = median_within(&runs, 200e6) {
+        panic!("{e}");
+    }
 }
 
 /// tbf on the sender's own interface: the kernel's transmit stamps are
