@@ -316,11 +316,19 @@ pub fn shaper_warning(e: &Report) -> Option<String> {
             format_rate(sh.tail_bps),
         ));
     }
+    let answer = match sh.shared_bucket {
+        Some((token, cross)) => format!(
+            "A third train at a lower rate puts the bucket's rate at {} and the cross \
+             traffic that shares it at {}: the answer is what that leaves",
+            format_rate(token),
+            format_rate(cross),
+        ),
+        None => "The answer is the sustained rate".to_string(),
+    };
     Some(format!(
         "a token bucket (shaper or policer) of about {:.0} KB on the path: a back-to-back \
          train of {:.0} KB arrived at {} while the bucket lasted and at {} after; the probe \
-         streams, shorter than that head, read {streams}, the rate of its bursts. The answer \
-         is the sustained rate",
+         streams, shorter than that head, read {streams}, the rate of its bursts. {answer}",
         sh.bucket_bytes / 1e3,
         sh.train_bytes as f64 / 1e3,
         format_rate(sh.head_bps),
@@ -780,6 +788,10 @@ struct JsonShaper {
     /// False where the trains' tails alone refuted the streams (a head
     /// hidden in one receive batch).
     head_seen: bool,
+    /// Where cross traffic shares the bucket (a third train at a lower
+    /// rate): the bucket's rate and the cross traffic's; `null` otherwise.
+    token_bps: Option<f64>,
+    cross_bps: Option<f64>,
 }
 
 impl Serialize for EstimateReport {
@@ -833,6 +845,8 @@ impl Serialize for EstimateReport {
                 bucket_bytes: sh.bucket_bytes,
                 train_bytes: sh.train_bytes,
                 head_seen: sh.head_seen,
+                token_bps: sh.shared_bucket.map(|(t, _)| t),
+                cross_bps: sh.shared_bucket.map(|(_, c)| c),
             }),
             busy: e.busy.map(|b| JsonBusy {
                 idle_bps: b.idle_bps,

@@ -454,6 +454,10 @@ pub struct ShaperSeen {
     /// Both trains showed the head; `false` where their tails alone,
     /// under receive batches that hide a head, refuted the streams.
     pub head_seen: bool,
+    /// Cross traffic that shares the bucket: its token rate and the
+    /// cross traffic's rate, from a third train at a lower rate; the
+    /// answer is then their difference, not the tail.
+    pub shared_bucket: Option<(f64, f64)>,
 }
 
 /// Progress as a share of the budget or of the convergence (0..1).

@@ -461,6 +461,28 @@ fn shaper_check(
     // The answer is now the trains': their moments count in the truth.
     s.count_check(first.id, first.truth);
     s.count_check(second.id, second.truth);
+    // Cross traffic that shares the bucket: where the two tails agree
+    // closely (steady cross traffic), a third train at a lower rate.
+    let mut shared = None;
+    if (t2 / t1 - 1.0).abs() <= STEADY_TAILS {
+        let rate3 = (SHARED_SECOND_RATE * rate).max(SHARED_OVER_TAIL * tail);
+        if rate3 < 0.9 * rate {
+            s.idle(refill_ns(SHARED_TRAIN_BYTES * train_bytes));
+            if let Some(third) =
+                shaper_train(s, size_bytes, rate3, SHARED_TRAIN_BYTES * train_bytes)?
+            {
+                let sent3 = third.send_bps;
+                let fit = (sent3 >= 0.9 * rate3)
+                    .then(|| shared_bucket(rate, tail, sent3, third.shape.tail_rate_bps))
+                    .flatten();
+                if let Some((token_bps, cross_bps)) = fit {
+                    s.count_check(third.id, third.truth);
+                    shared = Some((token_bps, cross_bps));
+                }
+            }
+        }
+    }
+    let answer_bps = shared.map_or(tail, |(token, cross)| token - cross);
     Ok(Report {
         shaper: Some(ShaperSeen {
             streams_bps: answer,
@@ -470,16 +492,57 @@ fn shaper_check(
             bucket_bytes: 0.5 * (first.shape.burst_bytes + second.shape.burst_bytes),
             train_bytes: first.bytes,
             head_seen: heads,
+            shared_bucket: shared,
         }),
         ..s.report(
             report.method,
-            tail,
+            answer_bps,
             Bound::Exact,
-            0.95 * tail,
-            1.05 * tail,
+            0.95 * answer_bps,
+            1.05 * answer_bps,
             Stop::Shaped,
         )
     })
+}
+
+/// Two trains' tails within this share of each other: the cross traffic
+/// was steady enough for a third train to fit it.
+const STEADY_TAILS: f64 = 0.02;
+/// The third train goes at this share of the first two's rate, and over
+/// [`SHARED_OVER_TAIL`] times their tail (the bucket must still empty
+/// under it), with [`SHARED_TRAIN_BYTES`] times their bytes (a slower
+/// train's head is longer: B r / (r + x - token rate)).
+const SHARED_SECOND_RATE: f64 = 0.6;
+const SHARED_OVER_TAIL: f64 = 1.15;
+const SHARED_TRAIN_BYTES: f64 = 2.0;
+/// Cross traffic under this share of the token rate is none.
+const SHARED_LEAST_CROSS: f64 = 0.05;
+
+/// A token bucket of rate R that cross traffic X shares (it enters the
+/// bucket's queue beside the train) passes a train sent at r over its
+/// rate at a tail of r R / (r + X): TOPP's line, 1 / t = 1 / R + (X / R)
+/// / r. From tails `tail1_bps` at `rate1_bps` and `tail2_bps` at
+/// `rate2_bps` (a lower rate): `Some((R, X))` where X is at least
+/// [`SHARED_LEAST_CROSS`] of R and R - X, the available bandwidth, lies
+/// between half the faster train's tail and that tail; `None` otherwise
+/// (no cross traffic in the bucket, or tails that do not fit the line).
+pub fn shared_bucket(
+    rate1_bps: f64,
+    tail1_bps: f64,
+    rate2_bps: f64,
+    tail2_bps: f64,
+) -> Option<(f64, f64)> {
+    let inv = |v: f64| 1.0 / v;
+    let slope = (inv(tail2_bps) - inv(tail1_bps)) / (inv(rate2_bps) - inv(rate1_bps));
+    let inv_token = inv(tail1_bps) - slope / rate1_bps;
+    if !(slope.is_finite() && inv_token > 0.0) {
+        return None;
+    }
+    let token = 1.0 / inv_token;
+    let cross = slope * token;
+    let available = token - cross;
+    (cross >= SHARED_LEAST_CROSS * token && available >= 0.5 * tail1_bps && available <= tail1_bps)
+        .then_some((token, cross))
 }
 
 #[cfg(test)]
@@ -580,5 +643,28 @@ mod tests {
         assert!((sh.burst_bytes - 63_000.0).abs() < 1.0, "{sh:?}");
         assert!(!stamped.looks_shaped());
         assert!(!stamped.tail_refutes(5.7e9, 10e9));
+    }
+
+    /// A 6 Gbit/s bucket that 2 Gbit/s of cross traffic shares: a train
+    /// at 10 arrives at 10 x 6 / 12 = 5.0, one at 6 at 6 x 6 / 8 = 4.5.
+    /// 1/t against 1/r: slope (1/4.5 - 1/5) / (1/6 - 1/10) = 0.3333 =
+    /// X / R, 1/R = 1/5 - 0.3333 / 10: R = 6, X = 2, 4 free. A bucket
+    /// alone gives equal tails (no cross traffic: none); tails that rise
+    /// as the rate falls fit no bucket; a fit whose free rate leaves
+    /// half to all of the faster tail is refused.
+    #[test]
+    fn a_shared_bucket_by_hand() {
+        let (token, cross) = shared_bucket(10e9, 5e9, 6e9, 4.5e9).unwrap();
+        assert!((token / 6e9 - 1.0).abs() < 1e-9, "{token}");
+        assert!((cross / 2e9 - 1.0).abs() < 1e-9, "{cross}");
+        assert_eq!(shared_bucket(10e9, 6e9, 6e9, 6e9), None);
+        // 3 % of the token rate: under the 5 % that counts.
+        assert_eq!(
+            shared_bucket(10e9, 6e9 * 10.0 / 10.18, 6e9, 6e9 * 6.0 / 6.18),
+            None
+        );
+        assert_eq!(shared_bucket(10e9, 5e9, 6e9, 5.2e9), None);
+        // R 6, X 4: 2 free, under half the faster tail (10 x 6 / 14 = 4.29).
+        assert_eq!(shared_bucket(10e9, 60e9 / 14.0, 6e9, 3.6e9), None);
     }
 }
