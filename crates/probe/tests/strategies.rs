@@ -582,11 +582,13 @@ fn a_bucket_larger_than_the_streams_reads_its_sustained_rate() {
             "{target}: {sh:?}"
         );
         assert!(r.low_bps <= 5e9 && 5e9 <= r.high_bps, "{target}");
-        // Both trains gave the answer: neither is left out of it. Stamped
-        // one by one, the streams read 5, so the check went at the top
-        // rate, twice that, with the short train first: it passed whole
-        // (a bucket's head), left out; the two full trains answered.
-        let left_out = usize::from(target.contains("coalescence=off"));
+        // Both trains gave the answer: neither is left out of it; the
+        // third, at 0.6 of their rate, found no cross traffic in the
+        // bucket (equal tails) and is left out. Stamped one by one, the
+        // streams read 5, so the check went at the top rate, twice that,
+        // with the short train first: it passed whole (a bucket's head),
+        // left out; the two full trains answered.
+        let left_out = 1 + usize::from(target.contains("coalescence=off"));
         assert_eq!(
             r.check_streams.len(),
             left_out,
@@ -640,8 +642,9 @@ fn a_fifo_path_is_checked_with_the_short_train_alone() {
 /// stamped: the multi-rate streams pass on the bucket and read 237-290
 /// Mbit/s. The shaper check at the first exact answer after the scan
 /// (the fourth stream) finds the bucket, and the run ends there with the
-/// trains' 200 within 2 %, `shaped`: four streams and three trains, 7.1
-/// MB (with the check only after the answer: eight streams, 12.9 MB).
+/// trains' 200 within 2 %, `shaped`: four streams and four trains (the
+/// last at 0.6 of their rate, for cross traffic in the bucket; with the
+/// check only after the answer it took eight streams).
 #[test]
 fn a_bucket_found_between_the_streams_ends_the_run() {
     let (r, streams) = run_recorded(
@@ -651,9 +654,11 @@ fn a_bucket_found_between_the_streams_ends_the_run() {
     assert_eq!((r.bound, r.stop), (Bound::Exact, Stop::Shaped));
     assert!(rel(&r).abs() <= 0.02, "{:+.3}", rel(&r));
     let sizes: Vec<usize> = streams.iter().map(|s| s.packets.len()).collect();
-    // The scan (180 packets), three streams, then the short train and
-    // the two full ones; nothing after them.
-    assert_eq!(sizes, vec![180, 160, 160, 160, 16, 57, 57]);
+    // The scan (180 packets), three streams, then the short train, the
+    // two full ones and a third at 0.6 of their rate with twice their
+    // bytes (no cross traffic in the bucket: the tails answer); nothing
+    // after them.
+    assert_eq!(sizes, vec![180, 160, 160, 160, 16, 57, 57, 114]);
     let sh = r.shaper.expect("what the streams read");
     assert!(sh.streams_bps > 1.15 * 200e6, "{sh:?}");
 }

@@ -464,7 +464,10 @@ fn shaper_check(
     // Cross traffic that shares the bucket: where the two tails agree
     // closely (steady cross traffic), a third train at a lower rate.
     let mut shared = None;
-    if (t2 / t1 - 1.0).abs() <= STEADY_TAILS {
+    // Not after the longer train: a bucket longer than a train is rare,
+    // and its third train would be twice that long (12 MB at 10 Gbit/s).
+    let longer = train_bytes > shaper_train_bytes(rate) * 1.5;
+    if !longer && (t2 / t1 - 1.0).abs() <= STEADY_TAILS {
         let rate3 = (SHARED_SECOND_RATE * rate).max(SHARED_OVER_TAIL * tail);
         if rate3 < 0.9 * rate {
             s.idle(refill_ns(SHARED_TRAIN_BYTES * train_bytes));
@@ -523,7 +526,7 @@ const SHARED_LEAST_CROSS: f64 = 0.05;
 /// rate at a tail of r R / (r + X): TOPP's line, 1 / t = 1 / R + (X / R)
 /// / r. From tails `tail1_bps` at `rate1_bps` and `tail2_bps` at
 /// `rate2_bps` (a lower rate): `Some((R, X))` where X is at least
-/// [`SHARED_LEAST_CROSS`] of R and R - X, the available bandwidth, lies
+/// a twentieth of R and R - X, the available bandwidth, lies
 /// between half the faster train's tail and that tail; `None` otherwise
 /// (no cross traffic in the bucket, or tails that do not fit the line).
 pub fn shared_bucket(
