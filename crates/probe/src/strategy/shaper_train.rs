@@ -414,9 +414,9 @@ fn shaper_check(
     let whole_at_the_top = report.bound == Bound::AtLeast
         && rate >= 0.99 * top
         && first.recv_bps >= 0.9 * first.send_bps;
-    if !answers(&first)
-        && ((rate >= 2.0 * answer && faster_than_fifo(first.recv_bps)) || whole_at_the_top)
-    {
+    let longer = !answers(&first)
+        && ((rate >= 2.0 * answer && faster_than_fifo(first.recv_bps)) || whole_at_the_top);
+    if longer {
         train_bytes *= LONGER_TRAIN;
         s.idle(refill_ns(train_bytes));
         let Some(longer) = shaper_train(s, size_bytes, rate, train_bytes)? else {
@@ -444,9 +444,10 @@ fn shaper_check(
         return Ok(unchanged(s));
     };
     let (t1, t2) = (first.shape.tail_rate_bps, second.shape.tail_rate_bps);
+    let spread = (t2 / t1 - 1.0).abs();
     let heads = first_head && second.looks_shaped();
     let agrees = second.looks_shaped() || second.tail_refutes(answer, rate);
-    if !agrees || (t2 / t1 - 1.0).abs() > 0.1 {
+    if !agrees || spread > 0.1 {
         return Ok(unchanged(s));
     }
     let tail = 0.5 * (t1 + t2);
@@ -462,29 +463,15 @@ fn shaper_check(
     s.count_check(first.id, first.truth);
     s.count_check(second.id, second.truth);
     // Cross traffic that shares the bucket: where the two tails agree
-    // closely (steady cross traffic), a third train at a lower rate.
-    let mut shared = None;
-    // Not after the longer train: a bucket longer than a train is rare,
-    // and its third train would be twice that long (12 MB at 10 Gbit/s).
-    let longer = train_bytes > shaper_train_bytes(rate) * 1.5;
-    if !longer && (t2 / t1 - 1.0).abs() <= STEADY_TAILS {
-        let rate3 = (SHARED_SECOND_RATE * rate).max(SHARED_OVER_TAIL * tail);
-        if rate3 < 0.9 * rate {
-            s.idle(refill_ns(SHARED_TRAIN_BYTES * train_bytes));
-            if let Some(third) =
-                shaper_train(s, size_bytes, rate3, SHARED_TRAIN_BYTES * train_bytes)?
-            {
-                let sent3 = third.send_bps;
-                let fit = (sent3 >= 0.9 * rate3)
-                    .then(|| shared_bucket(rate, tail, sent3, third.shape.tail_rate_bps))
-                    .flatten();
-                if let Some((token_bps, cross_bps)) = fit {
-                    s.count_check(third.id, third.truth);
-                    shared = Some((token_bps, cross_bps));
-                }
-            }
-        }
-    }
+    // closely (steady cross traffic), a third train at a lower rate. Not
+    // after the longer train: a bucket longer than a train is rare, and
+    // its third train would be twice that long (12 MB at 10 Gbit/s).
+    let shared = if !longer && spread <= STEADY_TAILS {
+        let bytes3 = SHARED_TRAIN_BYTES * train_bytes;
+        third_train(s, size_bytes, rate, tail, bytes3, refill_ns(bytes3))?
+    } else {
+        None
+    };
     let answer_bps = shared.map_or(tail, |(token, cross)| token - cross);
     Ok(Report {
         shaper: Some(ShaperSeen {
@@ -506,6 +493,37 @@ fn shaper_check(
             Stop::Shaped,
         )
     })
+}
+
+/// The third train after two at `rate_bps` whose tails read `tail_bps`
+/// ([`SHARED_SECOND_RATE`], `bytes` after `refill_ns` of idle): the
+/// bucket's rate and the cross traffic's that shares it
+/// ([`shared_bucket`]), or `None` (no room, a rate too near the first,
+/// a sender that fell behind, or no cross traffic in the bucket).
+fn third_train(
+    s: &mut Session,
+    size_bytes: u32,
+    rate_bps: f64,
+    tail_bps: f64,
+    bytes: f64,
+    refill_ns: i64,
+) -> Result<Option<(f64, f64)>, StrategyError> {
+    let rate3 = (SHARED_SECOND_RATE * rate_bps).max(SHARED_OVER_TAIL * tail_bps);
+    if rate3 >= 0.9 * rate_bps {
+        return Ok(None);
+    }
+    s.idle(refill_ns);
+    let Some(third) = shaper_train(s, size_bytes, rate3, bytes)? else {
+        return Ok(None);
+    };
+    let sent = third.send_bps;
+    let fit = (sent >= 0.9 * rate3)
+        .then(|| shared_bucket(rate_bps, tail_bps, sent, third.shape.tail_rate_bps))
+        .flatten();
+    if fit.is_some() {
+        s.count_check(third.id, third.truth);
+    }
+    Ok(fit)
 }
 
 /// Two trains' tails within this share of each other: the cross traffic
