@@ -35,6 +35,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("lossy", include_str!("../scenarios/lossy.toml")),
     ("shaper500", include_str!("../scenarios/shaper500.toml")),
     ("bucket256k", include_str!("../scenarios/bucket256k.toml")),
+    (
+        "bucket-cbr60",
+        include_str!("../scenarios/bucket-cbr60.toml"),
+    ),
     ("chain3", include_str!("../scenarios/chain3.toml")),
     ("rtt5-bursty", include_str!("../scenarios/rtt5-bursty.toml")),
     (

@@ -643,8 +643,8 @@ fn a_fifo_path_is_checked_with_the_short_train_alone() {
 /// Mbit/s. The shaper check at the first exact answer after the scan
 /// (the fourth stream) finds the bucket, and the run ends there with the
 /// trains' 200 within 2 %, `shaped`: four streams and four trains (the
-/// last at 0.6 of their rate, for cross traffic in the bucket; with the
-/// check only after the answer it took eight streams).
+/// last faster, for cross traffic in the bucket; with the check only
+/// after the answer it took eight streams).
 #[test]
 fn a_bucket_found_between_the_streams_ends_the_run() {
     let (r, streams) = run_recorded(
@@ -655,10 +655,10 @@ fn a_bucket_found_between_the_streams_ends_the_run() {
     assert!(rel(&r).abs() <= 0.02, "{:+.3}", rel(&r));
     let sizes: Vec<usize> = streams.iter().map(|s| s.packets.len()).collect();
     // The scan (180 packets), three streams, then the short train, the
-    // two full ones and a third at 0.6 of their rate with twice their
-    // bytes (no cross traffic in the bucket: the tails answer); nothing
-    // after them.
-    assert_eq!(sizes, vec![180, 160, 160, 160, 16, 57, 57, 114]);
+    // two full ones and a third at their rate over 0.6 with its head and
+    // their tail, 48 packets (no cross traffic in the bucket: the tails
+    // answer); nothing after them.
+    assert_eq!(sizes, vec![180, 160, 160, 160, 16, 57, 57, 48]);
     let sh = r.shaper.expect("what the streams read");
     assert!(sh.streams_bps > 1.15 * 200e6, "{sh:?}");
 }
@@ -942,9 +942,10 @@ fn a_stalling_sender_still_reads_the_default_path() {
 }
 
 /// A 1 MB bucket at 200 Mbit/s behind a sender stalled 1 ms in 30 % of
-/// its streams: the shaper trains are never sent again (a second copy
-/// meets the bucket the first emptied), and 9 of seeds 1-10 read the
-/// sustained rate (when the trains went again too, 1 of seeds 1-6 did).
+/// its streams: a late shaper train goes again only after the wait for
+/// the bucket to refill (a copy sent at once meets the bucket the first
+/// emptied: when the trains went again so, 1 of seeds 1-6 read the
+/// sustained rate), and 9 of seeds 1-10 read it.
 #[test]
 fn a_stalling_sender_still_finds_the_bucket() {
     let mut right = 0;
