@@ -534,6 +534,7 @@ fn raw_estimate(stream: &ProbeStream, params: &AnalysisParams) -> (Option<f64>, 
         gaps: stream.gaps(),
         passes: 0,
         robust: false,
+        batched: false,
     };
     if raw.gaps.len() < 2 {
         return (None, Bound::None);

@@ -131,6 +131,28 @@ fn stamped_in_batches(arrivals: usize, batches: usize, singles: usize) -> bool {
     arrivals >= 2 * batches && 2 * singles <= batches
 }
 
+/// [`ProbeStream::receive_batch_count`]'s test on a stream's gaps, each
+/// against its own send gap: a gap whose receive time is under half its
+/// send time lies inside a batch, every other one starts a batch (a
+/// batch of one where the gap after it starts one too). One pass, no
+/// allocation: the multi-rate estimate asks it of every stream.
+pub fn gaps_stamped_in_batches(gaps: &[Gap]) -> bool {
+    let starts = |g: &Gap| g.recv_ns >= 0.5 * g.send_ns;
+    let Some(first) = gaps.first() else {
+        return false;
+    };
+    let (mut batches, mut singles) = (1usize, usize::from(starts(first)));
+    for w in gaps.windows(2) {
+        let (a, b) = (starts(&w[0]), starts(&w[1]));
+        batches += usize::from(a);
+        singles += usize::from(a && b);
+    }
+    let last = starts(&gaps[gaps.len() - 1]);
+    batches += usize::from(last);
+    singles += usize::from(last);
+    stamped_in_batches(gaps.len() + 1, batches, singles)
+}
+
 /// The smallest positive gap between consecutive send times, ns; `None`
 /// when send times never advance. Arrivals closer than half of it were
 /// stamped together: the sender spaced no two packets that closely.

@@ -9,7 +9,7 @@ use tightlink_core::smoothing::bass::{bass_events, bass_smooth, BassParams};
 use tightlink_core::smoothing::multipass::{
     multipass_passes, window_average, Multipass, MultipassParams,
 };
-use tightlink_core::stream::{Gap, SubStream};
+use tightlink_core::stream::{gaps_stamped_in_batches, Gap, SubStream};
 use tightlink_core::synth::SynthPath;
 use tightlink_core::Bound;
 use tightlink_core::{
@@ -310,6 +310,7 @@ proptest! {
             Just(Consistency::Cumulative),
             Just(Consistency::Bracket),
         ],
+        batched in any::<bool>(),
     ) {
         // Five sub-streams of 20 gaps, 1000-byte packets, send gaps 100,
         // 90, ... 60 ns.
@@ -334,7 +335,7 @@ proptest! {
             }
         }
         subs[0].start = 0;
-        let m = Multipass { gaps: window_average(&gaps, 16), passes: 1, robust: true };
+        let m = Multipass { gaps: window_average(&gaps, 16), passes: 1, robust: true, batched };
         if let Some(e) = estimate_from_smoothed(&m, &subs, rule, 0.005, 8) {
             prop_assert!(e.abw_bps.is_finite());
             if e.bound == Bound::Exact {
@@ -473,5 +474,36 @@ proptest! {
         let stretched = gaps(&vec![1000.0 * stretch; recv.len()]);
         let (o, _) = prcmt_after_bass(&stretched, BassParams::default(), DEFAULT_TOLERANCE).unwrap();
         prop_assert_eq!(o.decision, Decision::Above);
+    }
+}
+
+proptest! {
+    /// The gaps' batch test says what the stream's does: packets sent
+    /// 1000 ns apart, stamped in batches of 1 to `most` packets each
+    /// (every packet of a batch at its last one's arrival), no loss.
+    #[test]
+    fn the_gaps_batch_test_agrees_with_the_streams(
+        sizes in prop::collection::vec(1usize..8, 2..60),
+        most in 1usize..8,
+    ) {
+        let mut recv = Vec::new();
+        let mut k = 0i64;
+        for s in &sizes {
+            let n = (*s).min(most) as i64;
+            let at = 1000 * (k + n - 1) + 500;
+            recv.extend((0..n).map(|_| at));
+            k += n;
+        }
+        let stream = ProbeStream::new(
+            0,
+            recv.iter()
+                .enumerate()
+                .map(|(i, &r)| ProbePacket { size_bytes: 1000, send_ns: 1000 * i as i64, recv_ns: Some(r) })
+                .collect(),
+        );
+        prop_assert_eq!(
+            gaps_stamped_in_batches(&stream.gaps()),
+            stream.receive_batch_count().is_some()
+        );
     }
 }

@@ -22,7 +22,7 @@
 use super::bass::{
     any_spike, average_ranges, bass_smooth, find_events, mean_send_gap_ns, BassParams,
 };
-use crate::stream::Gap;
+use crate::stream::{gaps_stamped_in_batches, Gap};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MultipassParams {
@@ -63,6 +63,9 @@ pub struct Multipass {
     pub passes: usize,
     /// Whether the stopping rule saw a robust signature.
     pub robust: bool,
+    /// Whether the receiver stamped the gaps' packets in batches
+    /// (interrupt coalescence; [`crate::stream::gaps_stamped_in_batches`]).
+    pub batched: bool,
 }
 
 /// Centred sliding-window average over send and receive gaps and bytes:
@@ -169,6 +172,7 @@ pub fn single_pass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
     let windowed = window_average(&smoothed, params.window);
     let robust = is_robust(&windowed, params.exceed_tolerance);
     Multipass {
+        batched: gaps_stamped_in_batches(gaps),
         gaps: windowed,
         passes: 1,
         robust,
@@ -179,6 +183,7 @@ pub fn single_pass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
 pub fn multipass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
     let (_, windowed, passes, robust) = run_passes(gaps, params);
     Multipass {
+        batched: gaps_stamped_in_batches(gaps),
         gaps: windowed,
         passes,
         robust,
