@@ -535,6 +535,7 @@ fn raw_estimate(stream: &ProbeStream, params: &AnalysisParams) -> (Option<f64>, 
         passes: 0,
         robust: false,
         batched: false,
+        first_batch_gaps: 0,
     };
     if raw.gaps.len() < 2 {
         return (None, Bound::None);

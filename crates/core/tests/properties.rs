@@ -335,7 +335,7 @@ proptest! {
             }
         }
         subs[0].start = 0;
-        let m = Multipass { gaps: window_average(&gaps, 16), passes: 1, robust: true, batched };
+        let m = Multipass { gaps: window_average(&gaps, 16), passes: 1, robust: true, batched, first_batch_gaps: 0 };
         if let Some(e) = estimate_from_smoothed(&m, &subs, rule, 0.005, 8) {
             prop_assert!(e.abw_bps.is_finite());
             if e.bound == Bound::Exact {

@@ -1238,3 +1238,54 @@ pub fn congestion_control(seed: u64, duration_ns: f64) -> Vec<CcCell> {
     }
     out
 }
+
+#[cfg(test)]
+mod dump_tmp {
+    use super::*;
+    use tightlink_core::smoothing::multipass::multipass_smooth;
+
+    #[test]
+    #[ignore]
+    fn dump_100g_cumulative() {
+        let case = HUNDRED_GIG;
+        let samples = multi_samples(1, case.target, 20, 0.3, 640);
+        let params = params_for(case.target);
+        for s in samples.iter().take(4) {
+            let gaps = s.stream.gaps();
+            let m = multipass_smooth(&gaps, params.multipass_smoothing());
+            let tol = params.multipass.exceed_tolerance;
+            let mut p = 0.0;
+            let mut praw = 0.0;
+            let mut line = String::new();
+            let mut rawline = String::new();
+            for (i, g) in m.gaps.iter().enumerate() {
+                p += g.recv_ns - g.send_ns * (1.0 + tol);
+                if i % 160 == 0 {
+                    line += &format!("{:.0} ", p / 1e3);
+                }
+            }
+            for (i, g) in gaps.iter().enumerate() {
+                praw += g.recv_ns - g.send_ns * (1.0 + tol);
+                if i % 160 == 0 {
+                    rawline += &format!("{:.0} ", praw / 1e3);
+                }
+            }
+            eprintln!("truth {:.1} batched {} smoothed {} raw {}\n  P(us) smoothed: {line}\n  P(us) raw:      {rawline}", s.truth_bps / 1e9, m.batched, m.gaps.len(), gaps.len());
+            eprintln!(
+                "  first raw gaps recv/send: {:?}",
+                gaps.iter()
+                    .take(6)
+                    .map(|g| (g.recv_ns as i64, g.send_ns as i64))
+                    .collect::<Vec<_>>()
+            );
+            eprintln!(
+                "  first smoothed: {:?}",
+                m.gaps
+                    .iter()
+                    .take(4)
+                    .map(|g| (g.recv_ns as i64, g.send_ns as i64, g.end_packet))
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+}
