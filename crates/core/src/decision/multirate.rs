@@ -210,24 +210,22 @@ pub fn estimate_from_smoothed(
             // (left out, a few of those streams crossed a few gaps into
             // the lowest sub-stream and answered it exact: 96.2 -> 94.7 %
             // of such streams bounded right on the bursty path).
-            let from_start = if skip > 0 {
-                one(Consistency::Cumulative, 0)
-            } else {
-                cumulative
-            };
+            // (Read only where it can decide: the every-gap run starts in
+            // the lowest sub-stream.)
+            let from_start = (skip > 0
+                && every.is_some_and(|e| e.bound == Bound::Exact)
+                && every_gap_run_starts_in_first_sub_stream(
+                    &smoothed.gaps,
+                    subs,
+                    exceed_tolerance,
+                ))
+            .then(|| one(Consistency::Cumulative, 0))
+            .flatten()
+            .filter(|c| c.bound == Bound::AtMost);
+            if from_start.is_some() {
+                return from_start;
+            }
             match (every, cumulative) {
-                (Some(e), _)
-                    if skip > 0
-                        && e.bound == Bound::Exact
-                        && from_start.is_some_and(|c| c.bound == Bound::AtMost)
-                        && every_gap_run_starts_in_first_sub_stream(
-                            &smoothed.gaps,
-                            subs,
-                            exceed_tolerance,
-                        ) =>
-                {
-                    from_start
-                }
                 (Some(e), Some(c)) if e.bound == Bound::Exact && c.bound == Bound::Exact => {
                     Some(Estimate {
                         abw_bps: {
