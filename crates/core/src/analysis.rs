@@ -1319,6 +1319,7 @@ fn multi_rate_gaps(
             let min_suffix = (mp_params.window / 2).max(1);
             match estimate_from_smoothed(
                 &smoothed,
+                &gaps,
                 subs,
                 params.consistency,
                 mp_params.exceed_tolerance,

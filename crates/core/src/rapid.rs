@@ -535,7 +535,6 @@ fn raw_estimate(stream: &ProbeStream, params: &AnalysisParams) -> (Option<f64>, 
         passes: 0,
         robust: false,
         batched: false,
-        first_batch_gaps: 0,
     };
     if raw.gaps.len() < 2 {
         return (None, Bound::None);
@@ -543,6 +542,7 @@ fn raw_estimate(stream: &ProbeStream, params: &AnalysisParams) -> (Option<f64>, 
     let min_suffix = (params.multipass.window / 2).max(1);
     match estimate_from_smoothed(
         &raw,
+        &raw.gaps,
         &subs,
         params.consistency,
         params.multipass.exceed_tolerance,

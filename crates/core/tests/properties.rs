@@ -9,7 +9,9 @@ use tightlink_core::smoothing::bass::{bass_events, bass_smooth, BassParams};
 use tightlink_core::smoothing::multipass::{
     multipass_passes, window_average, Multipass, MultipassParams,
 };
-use tightlink_core::stream::{gaps_stamped_in_batches, Gap, SubStream};
+use tightlink_core::stream::{
+    batch_level_gaps, gaps_stamped_in_batches, starts_batch, Gap, SubStream,
+};
 use tightlink_core::synth::SynthPath;
 use tightlink_core::Bound;
 use tightlink_core::{
@@ -335,8 +337,8 @@ proptest! {
             }
         }
         subs[0].start = 0;
-        let m = Multipass { gaps: window_average(&gaps, 16), passes: 1, robust: true, batched, first_batch_gaps: 0 };
-        if let Some(e) = estimate_from_smoothed(&m, &subs, rule, 0.005, 8) {
+        let m = Multipass { gaps: window_average(&gaps, 16), passes: 1, robust: true, batched };
+        if let Some(e) = estimate_from_smoothed(&m, &gaps, &subs, rule, 0.005, 8) {
             prop_assert!(e.abw_bps.is_finite());
             if e.bound == Bound::Exact {
                 let (lo, hi) = (subs[0].rate_bps * (1.0 - 1e-9), subs[4].rate_bps * (1.0 + 1e-9));
@@ -505,5 +507,48 @@ proptest! {
             gaps_stamped_in_batches(&stream.gaps()),
             stream.receive_batch_count().is_some()
         );
+    }
+}
+
+proptest! {
+    /// Read once a batch, a stream keeps its send time, bytes and
+    /// packets up to its last batch's start, and its receive time from
+    /// the first batch start to the last's; every item ends where a
+    /// batch ends (the next gap starts one).
+    #[test]
+    fn batch_level_gaps_keep_the_stream_up_to_its_last_batch(
+        g in prop::collection::vec((1.0f64..10_000.0, 0.0f64..20_000.0), 0..200),
+    ) {
+        let gaps: Vec<Gap> = g
+            .iter()
+            .enumerate()
+            .map(|(i, &(send_ns, recv_ns))| Gap {
+                send_ns,
+                recv_ns,
+                sent_bytes: 1000.0,
+                recv_bytes: 1000.0,
+                end_packet: i as u32 + 1,
+            })
+            .collect();
+        let items: Vec<Gap> = batch_level_gaps(&gaps).collect();
+        let last_start = gaps.iter().rposition(starts_batch).unwrap_or(0);
+        let kept = if items.is_empty() { 0 } else { last_start };
+        let send: f64 = gaps[..kept].iter().map(|x| x.send_ns).sum();
+        prop_assert!((items.iter().map(|x| x.send_ns).sum::<f64>() - send).abs() <= 1e-6 * send.max(1.0));
+        prop_assert_eq!(items.iter().map(|x| x.recv_bytes).sum::<f64>(), 1000.0 * kept as f64);
+        // Each item is received between two batches' first stamps, so
+        // all of them from the first packet's stamp to the last kept
+        // batch's first stamp.
+        let starts: Vec<usize> = (0..gaps.len()).filter(|&i| starts_batch(&gaps[i])).collect();
+        let recv: f64 = match starts.len() {
+            0 | 1 => 0.0,
+            n => gaps[..=starts[n - 2]].iter().map(|x| x.recv_ns).sum(),
+        };
+        let got: f64 = items.iter().map(|x| x.recv_ns).sum();
+        prop_assert!((got - recv).abs() <= 1e-6 * recv.max(1.0), "{} vs {}", got, recv);
+        for it in &items {
+            let next = it.end_packet as usize;
+            prop_assert!(starts_batch(&gaps[next]));
+        }
     }
 }

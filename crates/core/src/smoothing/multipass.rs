@@ -66,43 +66,6 @@ pub struct Multipass {
     /// Whether the receiver stamped the gaps' packets in batches
     /// (interrupt coalescence; [`crate::stream::gaps_stamped_in_batches`]).
     pub batched: bool,
-    /// Where `batched` and the first packet was stamped alone: the
-    /// smoothed gaps that end in the batch after it.
-    pub first_batch_gaps: usize,
-}
-
-/// Stamping a batch's packets one after another takes this share of the
-/// receive time or more: the last stamps of a batch come later the
-/// larger the batch, so the delays grow with the rate without a queue
-/// (the simulator's 300 ns a packet: about 3 % at 10 Gbit/s with 9000-byte
-/// packets, 31 % at 100 Gbit/s).
-const HEAVY_STAMPING_SHARE: f64 = 0.1;
-
-/// [`Multipass::first_batch_gaps`] of `smoothed` from the raw `gaps`:
-/// none where the stamps inside batches take [`HEAVY_STAMPING_SHARE`]
-/// of the receive time (there the cumulative rule, whose level would
-/// be the first packet's, says "at most" from the start and the bracket
-/// answers the every-gap crossing, as before the first batch was left
-/// out: taken after it, the cumulative crossing read 100 Gbit/s streams
-/// 23 % low, median).
-fn first_batch_gaps(gaps: &[Gap], smoothed: &[Gap], batched: bool) -> usize {
-    let starts = |g: &Gap| g.recv_ns >= 0.5 * g.send_ns;
-    if !batched || !gaps.first().is_some_and(starts) {
-        return 0;
-    }
-    let (inside_ns, all_ns) = gaps.iter().fold((0.0, 0.0), |(i, a), g| {
-        (if starts(g) { i } else { i + g.recv_ns }, a + g.recv_ns)
-    });
-    if inside_ns >= HEAVY_STAMPING_SHARE * all_ns {
-        return 0;
-    }
-    let Some(next) = gaps[1..].iter().find(|g| starts(g)) else {
-        return 0;
-    };
-    smoothed
-        .iter()
-        .take_while(|g| g.end_packet < next.end_packet)
-        .count()
 }
 
 /// Centred sliding-window average over send and receive gaps and bytes:
@@ -210,7 +173,6 @@ pub fn single_pass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
     let robust = is_robust(&windowed, params.exceed_tolerance);
     let batched = gaps_stamped_in_batches(gaps);
     Multipass {
-        first_batch_gaps: first_batch_gaps(gaps, &windowed, batched),
         batched,
         gaps: windowed,
         passes: 1,
@@ -223,7 +185,6 @@ pub fn multipass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
     let (_, windowed, passes, robust) = run_passes(gaps, params);
     let batched = gaps_stamped_in_batches(gaps);
     Multipass {
-        first_batch_gaps: first_batch_gaps(gaps, &windowed, batched),
         batched,
         gaps: windowed,
         passes,
@@ -281,37 +242,6 @@ fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, Vec<Gap>, usi
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Packet 0 stamped at once, packets 1..=n in the next batch and
-    /// n + 1..=2n + 1 in the one after, 400 ns apart (under half the
-    /// 1000 ns send gap: inside a batch). Gaps ending at packets 1 and
-    /// n + 1 start batches, so the smoothed gaps ending at packets 1..=n
-    /// are the first batch's. With n = 5 the stamps inside batches take
-    /// 9 x 0.4 = 3.6 of 253.6 us, under a tenth: five gaps are left out.
-    /// With n = 101 they take 80.4 of 330.4 us: none is; nor where the
-    /// receiver did not batch.
-    #[test]
-    fn the_first_batch_by_hand() {
-        let gap = |recv_ns: f64, end: usize| Gap {
-            send_ns: 1000.0,
-            recv_ns,
-            sent_bytes: 1000.0,
-            recv_bytes: 1000.0,
-            end_packet: end as u32,
-        };
-        let stream = |n: usize| {
-            let mut g = vec![gap(125_000.0, 1)];
-            g.extend((2..=n).map(|p| gap(400.0, p)));
-            g.push(gap(125_000.0, n + 1));
-            g.extend((n + 2..=2 * n + 1).map(|p| gap(400.0, p)));
-            g
-        };
-        let g = stream(5);
-        assert_eq!(first_batch_gaps(&g, &g, true), 5);
-        assert_eq!(first_batch_gaps(&g, &g, false), 0);
-        let heavy = stream(101);
-        assert_eq!(first_batch_gaps(&heavy, &heavy, true), 0);
-    }
 
     fn gap(send: f64, recv: f64, i: u32) -> Gap {
         Gap {
