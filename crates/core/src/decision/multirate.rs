@@ -88,7 +88,7 @@ pub enum Consistency {
 /// crossing answered the rate before the queue's growth it read low (-5
 /// to -10 % median on `tightlink eval`'s 5 x 64 cells) and the every-gap
 /// one was weighted 0.7 where the receiver batched; placed by the next
-/// sub-stream's delivered rate ([`placed_by_delivery`]) and read once a
+/// sub-stream's delivered rate (`placed_by_delivery`) and read once a
 /// batch, it reads -3.4 to +0.8 %, and on `tightlink eval` 0.4 / 0.5 /
 /// 0.6 / 0.7 gave within +-10 % bursty 77.4 / 77.6 / 77.1 / 76.5 %,
 /// smoothed 92.3 / 92.3 / 92.3 / 92.2, 100 Gbit/s 77.0 / 75.8 / 73.2 /
