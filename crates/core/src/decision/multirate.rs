@@ -349,14 +349,11 @@ fn bracket_interior_crossing(g: &[Gap], k: usize, subs: &[SubStream], e: Estimat
 /// 1.2 points fewer of all streams within +-10 %). `None` where no
 /// sub-stream was probed faster or the delivery cannot be read.
 fn placed_by_delivery(raw: &[Gap], rate_bps: f64, subs: &[SubStream]) -> Option<Estimate> {
-    let j = subs
-        .iter()
-        .position(|s| s.rate_bps > rate_bps * (1.0 + SAME_RATE))?;
+    let (j, delivered) = next_delivery(raw, rate_bps, subs)?;
     if j == 0 {
         return None;
     }
     let (below, at) = (subs[j - 1].rate_bps, subs[j].rate_bps);
-    let delivered = delivered_between_batches_bps(raw, subs[j].start, subs[j].end)?;
     if j == 1 && delivered < below {
         return Some(Estimate::single(below, Bound::AtMost));
     }
@@ -366,6 +363,15 @@ fn placed_by_delivery(raw: &[Gap], rate_bps: f64, subs: &[SubStream]) -> Option<
         low_bps: below,
         high_bps: at,
     })
+}
+
+/// The first sub-stream probed faster than `rate_bps` and the rate it
+/// was delivered at, read between receive interrupts.
+fn next_delivery(raw: &[Gap], rate_bps: f64, subs: &[SubStream]) -> Option<(usize, f64)> {
+    let j = subs
+        .iter()
+        .position(|s| s.rate_bps > rate_bps * (1.0 + SAME_RATE))?;
+    delivered_between_batches_bps(raw, subs[j].start, subs[j].end).map(|d| (j, d))
 }
 
 /// The every-gap crossing after a gap probed at `rate_bps`, `e`, capped
@@ -385,13 +391,7 @@ fn capped_by_next_delivery(
     subs: &[SubStream],
     e: Estimate,
 ) -> Estimate {
-    let Some(j) = subs
-        .iter()
-        .position(|s| s.rate_bps > rate_bps * (1.0 + SAME_RATE))
-    else {
-        return e;
-    };
-    let Some(delivered) = delivered_between_batches_bps(raw, subs[j].start, subs[j].end) else {
+    let Some((_, delivered)) = next_delivery(raw, rate_bps, subs) else {
         return e;
     };
     if delivered >= e.abw_bps {
@@ -1140,6 +1140,38 @@ mod tests {
         assert_eq!(batch_level_crossing(&gaps, 0.005, 8), QueueStart::FromStart);
     }
 
+    /// Packets 0-19, 20-39 and 40-59 of 1000 bytes sent 100, 90 and 80 ns
+    /// apart: 80, 88.9 and 100 Gbit/s.
+    fn three_sub_streams() -> Vec<SubStream> {
+        [100.0, 90.0, 80.0]
+            .iter()
+            .enumerate()
+            .map(|(j, send)| SubStream {
+                start: 20 * j,
+                end: 20 * j + 20,
+                rate_bps: 8000.0 / send * 1e9,
+            })
+            .collect()
+    }
+
+    /// [`three_sub_streams`]' gaps, each stamped alone, received
+    /// `recv_ns(sub-stream, send gap)` apart.
+    fn three_sub_stream_gaps(recv_ns: impl Fn(usize, f64) -> f64) -> Vec<Gap> {
+        (1..60u32)
+            .map(|p| {
+                let j = p as usize / 20;
+                let send_ns = [100.0, 90.0, 80.0][j];
+                Gap {
+                    send_ns,
+                    recv_ns: recv_ns(j, send_ns),
+                    sent_bytes: 1000.0,
+                    recv_bytes: 1000.0,
+                    end_packet: p,
+                }
+            })
+            .collect()
+    }
+
     /// Three sub-streams of 20 packets of 1000 bytes, sent 100, 90 and 80
     /// ns apart (80, 88.9 and 100 Gbit/s), stamped one by one; no queue
     /// in the first, then every packet received 95 ns after the one
@@ -1153,28 +1185,9 @@ mod tests {
     /// (110 ns), under the lowest rate: at most 80.
     #[test]
     fn the_cumulative_crossing_is_placed_by_the_next_delivery() {
-        let subs: Vec<SubStream> = [100.0, 90.0, 80.0]
-            .iter()
-            .enumerate()
-            .map(|(j, send)| SubStream {
-                start: 20 * j,
-                end: 20 * j + 20,
-                rate_bps: 8000.0 / send * 1e9,
-            })
-            .collect();
+        let subs = three_sub_streams();
         let stream = |queued_recv_ns: f64, batched: bool| Multipass {
-            gaps: (1..60u32)
-                .map(|p| {
-                    let send_ns = [100.0, 90.0, 80.0][p as usize / 20];
-                    Gap {
-                        send_ns,
-                        recv_ns: if p < 20 { send_ns } else { queued_recv_ns },
-                        sent_bytes: 1000.0,
-                        recv_bytes: 1000.0,
-                        end_packet: p,
-                    }
-                })
-                .collect(),
+            gaps: three_sub_stream_gaps(|j, send_ns| if j == 0 { send_ns } else { queued_recv_ns }),
             passes: 1,
             robust: false,
             batched,
@@ -1219,28 +1232,9 @@ mod tests {
     /// own rate, the answer stands.
     #[test]
     fn an_every_gap_answer_is_capped_by_the_next_delivery() {
-        let subs: Vec<SubStream> = [100.0, 90.0, 80.0]
-            .iter()
-            .enumerate()
-            .map(|(j, send)| SubStream {
-                start: 20 * j,
-                end: 20 * j + 20,
-                rate_bps: 8000.0 / send * 1e9,
-            })
-            .collect();
-        let raw = |second_recv_ns: f64| -> Vec<Gap> {
-            (1..60u32)
-                .map(|p| {
-                    let send_ns = [100.0, 90.0, 80.0][p as usize / 20];
-                    Gap {
-                        send_ns,
-                        recv_ns: if p / 20 == 1 { second_recv_ns } else { send_ns },
-                        sent_bytes: 1000.0,
-                        recv_bytes: 1000.0,
-                        end_packet: p,
-                    }
-                })
-                .collect()
+        let subs = three_sub_streams();
+        let raw = |second_recv_ns: f64| {
+            three_sub_stream_gaps(|j, send_ns| if j == 1 { second_recv_ns } else { send_ns })
         };
         let e = Estimate::single(subs[1].rate_bps, Bound::Exact);
         let c = capped_by_next_delivery(&raw(95.0), 84e9, &subs, e);
