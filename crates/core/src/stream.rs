@@ -198,8 +198,13 @@ pub fn batch_level_gaps(gaps: &[Gap]) -> impl Iterator<Item = Gap> + '_ {
 /// gap over its span (read from its stamps, within a batch's wait).
 /// `None` with fewer than two such batches.
 pub fn delivered_between_batches_bps(gaps: &[Gap], start: usize, end: usize) -> Option<f64> {
+    // Items start at batch starts, so reading from the last batch start
+    // at or before the first gap that ends in `start..` yields the same
+    // items from there on (the first one's receive time is not summed).
+    let first = gaps.partition_point(|g| (g.end_packet as usize) < start);
+    let from = gaps[..first].iter().rposition(starts_batch).unwrap_or(0);
     let (mut bytes, mut ns, mut seen) = (0.0, 0.0, 0usize);
-    for b in batch_level_gaps(gaps) {
+    for b in batch_level_gaps(&gaps[from..]) {
         let p = b.end_packet as usize;
         if p >= end {
             break;
@@ -472,8 +477,28 @@ impl ProbeStream {
                 break;
             }
         }
+        let end = end.min(self.packets.len());
+        // Every packet from the one before `start` received (nearly every
+        // stream): each gap is one packet's, with no loss to account for.
+        let first = prev.map_or(start, |(j, _)| j);
+        if start < end && (start == 0 || first + 1 == start) {
+            let run = &self.packets[first..end];
+            if run.iter().all(|p| p.recv_ns.is_some()) {
+                out.extend(run.windows(2).enumerate().map(|(i, w)| Gap {
+                    send_ns: diff_ns(w[1].send_ns, w[0].send_ns),
+                    recv_ns: diff_ns(
+                        w[1].recv_ns.unwrap_or_default(),
+                        w[0].recv_ns.unwrap_or_default(),
+                    ),
+                    sent_bytes: w[1].size_bytes as f64,
+                    recv_bytes: w[1].size_bytes as f64,
+                    end_packet: (first + 1 + i) as u32,
+                }));
+                return;
+            }
+        }
         let mut sent_bytes = 0.0;
-        for k in start..end.min(self.packets.len()) {
+        for k in start..end {
             let p = self.packets[k];
             sent_bytes += p.size_bytes as f64;
             let Some(recv) = p.recv_ns else { continue };
@@ -534,8 +559,9 @@ impl ProbeStream {
         tol: GapTolerance,
     ) -> (Vec<SubStream>, Vec<Option<i64>>) {
         let n = self.packets.len();
-        let mut out = Vec::new();
-        let mut floors = Vec::new();
+        // Room for the usual multi-rate stream's steps without regrowing.
+        let mut out = Vec::with_capacity(8);
+        let mut floors = Vec::with_capacity(8);
         if n == 0 {
             return (out, floors);
         }
@@ -551,28 +577,31 @@ impl ProbeStream {
         };
         let mut start = 0usize;
         let mut bytes = 0u64;
-        let mut reference: Option<f64> = None;
+        // The run's first send gap and how far another may stray from it
+        // (set at the stream's first gap).
+        let mut reference = f64::NAN;
+        let mut slack = f64::NAN;
         // i64::MAX: no packet of the run received yet.
         let mut floor = i64::MAX;
         let as_floor = |f: i64| (f != i64::MAX).then_some(f);
-        for i in 1..n {
-            let p = self.packets[i];
-            let g = diff_ns(p.send_ns, self.packets[i - 1].send_ns);
-            match reference {
-                None => reference = Some(g),
-                Some(r) if (g - r).abs() > tol.abs_ns.max(tol.rel * r.abs()) => {
-                    out.push(SubStream {
-                        start,
-                        end: i,
-                        rate_bps: rate(start.saturating_sub(1), i, bytes),
-                    });
-                    floors.push(as_floor(floor));
-                    floor = i64::MAX;
-                    start = i;
-                    bytes = 0;
-                    reference = Some(g);
-                }
-                Some(_) => {}
+        for (i, w) in self.packets.windows(2).enumerate() {
+            let (i, p) = (i + 1, w[1]);
+            let g = diff_ns(p.send_ns, w[0].send_ns);
+            if i == 1 {
+                reference = g;
+                slack = tol.abs_ns.max(tol.rel * g.abs());
+            } else if (g - reference).abs() > slack {
+                out.push(SubStream {
+                    start,
+                    end: i,
+                    rate_bps: rate(start.saturating_sub(1), i, bytes),
+                });
+                floors.push(as_floor(floor));
+                floor = i64::MAX;
+                start = i;
+                bytes = 0;
+                reference = g;
+                slack = tol.abs_ns.max(tol.rel * g.abs());
             }
             bytes += p.size_bytes as u64;
             if let Some(r) = p.recv_ns {
@@ -1037,6 +1066,44 @@ pub(crate) mod tests {
         assert_eq!(g[0].sent_bytes, 2000.0);
         assert_eq!(g[0].recv_bytes, 1000.0);
         assert!((s.loss_fraction() - 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    proptest::proptest! {
+        /// A run's gaps, with or without losses, are the definition's:
+        /// from each received packet in the run back to the one received
+        /// before it, the bytes sent in between included.
+        #[test]
+        fn run_gaps_are_the_definitions(
+            pk in proptest::collection::vec((1u32..9000, 1i64..50_000, 0i64..90_000, 0u8..10), 0..60),
+            a in 0usize..65,
+            len in 0usize..65,
+        ) {
+            let (mut send, mut packets) = (0i64, Vec::new());
+            for &(size_bytes, gap, delay, lost) in &pk {
+                send += gap;
+                let recv_ns = (lost != 0).then_some(send + delay);
+                packets.push(ProbePacket { size_bytes, send_ns: send, recv_ns });
+            }
+            let s = ProbeStream::new(0, packets);
+            let (start, end) = (a, a + len);
+            let mut want = Vec::new();
+            for k in start..end.min(s.len()) {
+                let Some(recv) = s.packets[k].recv_ns else { continue };
+                let Some(j) = (0..k).rev().find(|&j| s.packets[j].recv_ns.is_some()) else {
+                    continue;
+                };
+                want.push(Gap {
+                    send_ns: (s.packets[k].send_ns - s.packets[j].send_ns) as f64,
+                    recv_ns: (recv - s.packets[j].recv_ns.unwrap()) as f64,
+                    sent_bytes: s.packets[j + 1..=k].iter().map(|p| p.size_bytes as f64).sum(),
+                    recv_bytes: s.packets[k].size_bytes as f64,
+                    end_packet: k as u32,
+                });
+            }
+            let mut got = Vec::new();
+            s.gaps_into(start, end, &mut got);
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]

@@ -10,7 +10,8 @@ use tightlink_core::smoothing::multipass::{
     multipass_passes, window_average, Multipass, MultipassParams,
 };
 use tightlink_core::stream::{
-    batch_level_gaps, gaps_stamped_in_batches, starts_batch, Gap, SubStream,
+    batch_level_gaps, delivered_between_batches_bps, gaps_stamped_in_batches, starts_batch, Gap,
+    SubStream,
 };
 use tightlink_core::synth::SynthPath;
 use tightlink_core::Bound;
@@ -550,5 +551,43 @@ proptest! {
             let next = it.end_packet as usize;
             prop_assert!(starts_batch(&gaps[next]));
         }
+    }
+
+    /// A sub-stream's delivery read from the batch start before it is the
+    /// one read from the stream's first gap, bit for bit.
+    #[test]
+    fn delivery_between_batches_reads_from_the_batch_before(
+        g in prop::collection::vec((1.0f64..10_000.0, 0.0f64..20_000.0), 0..120),
+        a in 0usize..130,
+        len in 0usize..130,
+    ) {
+        let gaps: Vec<Gap> = g
+            .iter()
+            .enumerate()
+            .map(|(i, &(send_ns, recv_ns))| Gap {
+                send_ns,
+                recv_ns,
+                sent_bytes: 1000.0,
+                recv_bytes: 1000.0 + i as f64,
+                end_packet: i as u32 + 1,
+            })
+            .collect();
+        let (start, end) = (a, a + len);
+        let (mut bytes, mut ns, mut seen) = (0.0, 0.0, 0usize);
+        for b in batch_level_gaps(&gaps) {
+            let p = b.end_packet as usize;
+            if p >= end {
+                break;
+            }
+            if p >= start {
+                if seen > 0 {
+                    bytes += b.recv_bytes;
+                    ns += b.recv_ns;
+                }
+                seen += 1;
+            }
+        }
+        let want = tightlink_core::stream::rate_bps(bytes, ns);
+        prop_assert_eq!(delivered_between_batches_bps(&gaps, start, end), want);
     }
 }

@@ -131,16 +131,54 @@ pub fn window_average_into(gaps: &[Gap], window: usize, out: &mut Vec<Gap>) {
         add(&mut acc, x);
     }
     emit(out, &acc, k, first.end_packet);
-    for j in 1..n {
+    let step = |out: &mut Vec<Gap>, acc: &mut [f64; 4], k: &mut usize, j: usize| {
         if j + ahead <= n {
-            add(&mut acc, &gaps[j + ahead - 1]);
-            k += 1;
+            add(acc, &gaps[j + ahead - 1]);
+            *k += 1;
         }
         if j > half {
-            sub(&mut acc, &gaps[j - half - 1]);
-            k -= 1;
+            sub(acc, &gaps[j - half - 1]);
+            *k -= 1;
         }
-        emit(out, &acc, k, gaps[j].end_packet);
+        emit(out, acc, *k, gaps[j].end_packet);
+    };
+    // Outputs whose window is full (one gap in, one out, the same sums in
+    // the same order as `step`) go without its branches.
+    let full_from = (half + 1).min(n);
+    let full_to = (n + 1).saturating_sub(ahead).max(full_from);
+    for j in 1..full_from {
+        step(out, &mut acc, &mut k, j);
+    }
+    if full_to > full_from {
+        let entering = &gaps[full_from + ahead - 1..full_to + ahead - 1];
+        let leaving = &gaps[full_from - half - 1..full_to - half - 1];
+        let ends = &gaps[full_from..full_to];
+        let mut slide = |scale: f64, divide: bool| {
+            for ((x, y), g) in entering.iter().zip(leaving).zip(ends) {
+                add(&mut acc, x);
+                sub(&mut acc, y);
+                let avg = if divide {
+                    acc.map(|a| a / scale)
+                } else {
+                    acc.map(|a| a * scale)
+                };
+                out.push(Gap {
+                    send_ns: avg[0],
+                    recv_ns: avg[1],
+                    sent_bytes: avg[2],
+                    recv_bytes: avg[3],
+                    end_packet: g.end_packet,
+                });
+            }
+        };
+        match full_inverse {
+            Some(inv) => slide(inv, false),
+            None => slide(window as f64, true),
+        }
+        k = window;
+    }
+    for j in full_to..n {
+        step(out, &mut acc, &mut k, j);
     }
 }
 
