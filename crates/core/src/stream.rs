@@ -199,8 +199,9 @@ pub fn batch_level_gaps(gaps: &[Gap]) -> impl Iterator<Item = Gap> + '_ {
 /// `None` with fewer than two such batches.
 pub fn delivered_between_batches_bps(gaps: &[Gap], start: usize, end: usize) -> Option<f64> {
     // Items start at batch starts, so reading from the last batch start
-    // at or before the first gap that ends in `start..` yields the same
-    // items from there on (the first one's receive time is not summed).
+    // before the first gap that ends in `start..` yields the same items
+    // from there on. Not from that gap itself: the item after it adds
+    // the receive time inside the batch before, all of it.
     let first = gaps.partition_point(|g| (g.end_packet as usize) < start);
     let from = gaps[..first].iter().rposition(starts_batch).unwrap_or(0);
     let (mut bytes, mut ns, mut seen) = (0.0, 0.0, 0usize);

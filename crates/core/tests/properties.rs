@@ -511,6 +511,21 @@ proptest! {
     }
 }
 
+/// Gaps of 1000-byte packets from (send, receive) pairs, numbered from
+/// packet 1, with `recv_bytes(i)` received at gap `i`.
+fn numbered_gaps(g: &[(f64, f64)], recv_bytes: impl Fn(usize) -> f64) -> Vec<Gap> {
+    g.iter()
+        .enumerate()
+        .map(|(i, &(send_ns, recv_ns))| Gap {
+            send_ns,
+            recv_ns,
+            sent_bytes: 1000.0,
+            recv_bytes: recv_bytes(i),
+            end_packet: i as u32 + 1,
+        })
+        .collect()
+}
+
 proptest! {
     /// Read once a batch, a stream keeps its send time, bytes and
     /// packets up to its last batch's start, and its receive time from
@@ -520,17 +535,7 @@ proptest! {
     fn batch_level_gaps_keep_the_stream_up_to_its_last_batch(
         g in prop::collection::vec((1.0f64..10_000.0, 0.0f64..20_000.0), 0..200),
     ) {
-        let gaps: Vec<Gap> = g
-            .iter()
-            .enumerate()
-            .map(|(i, &(send_ns, recv_ns))| Gap {
-                send_ns,
-                recv_ns,
-                sent_bytes: 1000.0,
-                recv_bytes: 1000.0,
-                end_packet: i as u32 + 1,
-            })
-            .collect();
+        let gaps = numbered_gaps(&g, |_| 1000.0);
         let items: Vec<Gap> = batch_level_gaps(&gaps).collect();
         let last_start = gaps.iter().rposition(starts_batch).unwrap_or(0);
         let kept = if items.is_empty() { 0 } else { last_start };
@@ -561,32 +566,15 @@ proptest! {
         a in 0usize..130,
         len in 0usize..130,
     ) {
-        let gaps: Vec<Gap> = g
-            .iter()
-            .enumerate()
-            .map(|(i, &(send_ns, recv_ns))| Gap {
-                send_ns,
-                recv_ns,
-                sent_bytes: 1000.0,
-                recv_bytes: 1000.0 + i as f64,
-                end_packet: i as u32 + 1,
-            })
-            .collect();
+        let gaps = numbered_gaps(&g, |i| 1000.0 + i as f64);
         let (start, end) = (a, a + len);
-        let (mut bytes, mut ns, mut seen) = (0.0, 0.0, 0usize);
-        for b in batch_level_gaps(&gaps) {
-            let p = b.end_packet as usize;
-            if p >= end {
-                break;
-            }
-            if p >= start {
-                if seen > 0 {
-                    bytes += b.recv_bytes;
-                    ns += b.recv_ns;
-                }
-                seen += 1;
-            }
-        }
+        // Every item that ends in `start..end`, read from the first gap;
+        // the first of them only opens the span.
+        let (bytes, ns) = batch_level_gaps(&gaps)
+            .take_while(|b| (b.end_packet as usize) < end)
+            .filter(|b| b.end_packet as usize >= start)
+            .skip(1)
+            .fold((0.0, 0.0), |(bytes, ns), b| (bytes + b.recv_bytes, ns + b.recv_ns));
         let want = tightlink_core::stream::rate_bps(bytes, ns);
         prop_assert_eq!(delivered_between_batches_bps(&gaps, start, end), want);
     }
