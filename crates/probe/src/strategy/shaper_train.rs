@@ -167,9 +167,9 @@ const HIDDEN_HEAD_TAIL_SHARE: f64 = 0.9;
 /// more off theirs): it tells a bucket from a FIFO link (see
 /// [`FLAT_TAILS`]), so the tails may lie nearer the answer. A 32 KB
 /// bucket at 5 Gbit/s, whose streams read 5.33 (tails at 0.94 of it):
-/// +6.5 -> +0.1 % in 195 of 200 `auto` runs; the FIFO paths where the
-/// third train can go said `shaped` in 2 more runs of 1000 (-0.4 and
-/// +1.5 %). Without the check, 0.95 took 15 more FIFO runs of 1400 for
+/// +6.5 -> -0.1 % in 195 of 200 `auto` runs; the 10 Gbit/s FIFO paths
+/// said `shaped` in 1 more run of 1000 (+6.1 -> -0.4 %). Without the
+/// check, 0.95 took 15 more FIFO runs of 1400 for
 /// buckets, 9 of them on the 100 Gbit/s smoothed path, where the
 /// budget leaves no room for a third 15 MB train.
 const HIDDEN_HEAD_CHECKED_SHARE: f64 = 0.95;
