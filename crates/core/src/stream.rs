@@ -305,6 +305,14 @@ pub struct GapTolerance {
     pub rel: f64,
 }
 
+impl GapTolerance {
+    /// How far a send gap may stray from a run's first, `gap_ns`, and
+    /// still belong to the run.
+    pub fn slack_ns(&self, gap_ns: f64) -> f64 {
+        self.abs_ns.max(self.rel * gap_ns.abs())
+    }
+}
+
 impl Default for GapTolerance {
     fn default() -> Self {
         GapTolerance {
@@ -590,7 +598,7 @@ impl ProbeStream {
             let g = diff_ns(p.send_ns, w[0].send_ns);
             if i == 1 {
                 reference = g;
-                slack = tol.abs_ns.max(tol.rel * g.abs());
+                slack = tol.slack_ns(g);
             } else if (g - reference).abs() > slack {
                 out.push(SubStream {
                     start,
@@ -602,7 +610,7 @@ impl ProbeStream {
                 start = i;
                 bytes = 0;
                 reference = g;
-                slack = tol.abs_ns.max(tol.rel * g.abs());
+                slack = tol.slack_ns(g);
             }
             bytes += p.size_bytes as u64;
             if let Some(r) = p.recv_ns {

@@ -425,7 +425,7 @@ fn shaper_check(
     let checked_share = |s: &Session, t: &ShaperTrain| {
         let rate3 = third_train_rate(rate, t.shape.tail_rate_bps, top);
         let room = s.fits(((1.0 + SHARED_TRAIN_BYTES) * train_bytes) as u64);
-        if room && (rate3 / rate - 1.0).abs() > THIRD_RATE_APART {
+        if room && third_rate_apart(rate, rate3) {
             HIDDEN_HEAD_CHECKED_SHARE
         } else {
             HIDDEN_HEAD_TAIL_SHARE
@@ -660,7 +660,7 @@ fn third_train(
     bytes: f64,
     refill_ns: i64,
 ) -> Result<Option<ShaperTrain>, StrategyError> {
-    if (rate3 / rate_bps - 1.0).abs() <= THIRD_RATE_APART {
+    if !third_rate_apart(rate_bps, rate3) {
         return Ok(None);
     }
     let third = shaper_train(s, size_bytes, rate3, bytes, refill_ns)?;
@@ -691,6 +691,12 @@ const SHARED_LEAST_CROSS: f64 = 0.05;
 const FLAT_TAILS: f64 = 0.05;
 /// A third train within this share of the first two's rate is not sent.
 const THIRD_RATE_APART: f64 = 0.1;
+
+/// Whether a third train at `rate3_bps` lies far enough from the first
+/// two's `rate_bps` to be sent ([`THIRD_RATE_APART`]).
+fn third_rate_apart(rate_bps: f64, rate3_bps: f64) -> bool {
+    (rate3_bps / rate_bps - 1.0).abs() > THIRD_RATE_APART
+}
 
 /// A token bucket of rate R that cross traffic X shares (it enters the
 /// bucket's queue beside the train) passes a train sent at r over its
