@@ -860,8 +860,8 @@ fn the_tracker_follows_a_step_on_the_lab() {
     }
 }
 
-/// One `lab track step`; Err when the tracker's figures miss (the lab's
-/// own truth and shape are asserted).
+/// One `lab track step`; Err when the tracker's figures or the lab's
+/// truth miss (the lab's shape is asserted).
 fn one_track_run(letter: char) -> Result<(), String> {
     let lab = Down::new("step", letter);
     let (ok, out, err) = tightlink(&[
@@ -893,8 +893,16 @@ fn one_track_run(letter: char) -> Result<(), String> {
         median_of(0.0, step - 0.5, "truth_bps"),
         median_of(step + 0.5, 100.0, "truth_bps"),
     );
-    assert!((before / 160e6 - 1.0).abs() < 0.1, "truth before {before}");
-    assert!((after / 80e6 - 1.0).abs() < 0.15, "truth after {after}");
+    // The lab's own truth misses when its cross traffic fell short on a
+    // slow host (one clean-clone CI run read 94.4 Mbit/s after the step
+    // for 80): that run is retried as the tracker's misses are, and a
+    // second miss fails the test.
+    if (before / 160e6 - 1.0).abs() >= 0.1 {
+        return Err(format!("truth before {before}"));
+    }
+    if (after / 80e6 - 1.0).abs() >= 0.15 {
+        return Err(format!("truth after {after}"));
+    }
     let (e_before, e_after) = (
         median_of(1.0, step, "estimate_bps"),
         median_of(step + 1.0, 100.0, "estimate_bps"),
