@@ -28,8 +28,9 @@ use common::{best_gap_error_ns, median, request, turn};
 
 /// 200 frames of 1042 bytes (1000-byte payload) at 100 Mbit/s (83.36 us
 /// apart): every packet arrives with a kernel stamp, receive gaps follow
-/// send gaps (median difference under 2 us), PRC-MT says "below", and
-/// the kernel's transmit stamps came back for every packet.
+/// the kernel's transmit gaps (median difference under 2 us, span within
+/// 1 %), and a stream that left on its schedule reads so in the channel's
+/// stream (send times are the schedule) and PRC-MT says "below".
 fn paced_stream_arrives(direction: Direction) {
     let (mut ch, _stats) = channel(&ClientOptions {
         direction,
@@ -38,30 +39,29 @@ fn paced_stream_arrives(direction: Direction) {
     .unwrap();
     // The VM sometimes takes the sending thread away for milliseconds
     // (BENCHMARKS: stalls of 5-50 us several times per stream, ~1 ms now
-    // and then); a stalled stream is the host's fault, not the stamps', so
-    // the best of three streams must meet the bound.
-    // In full-workspace runs the reverse case twice had all of 3 streams
-    // with receive gaps off by about one send gap (packets left in
-    // bursts), never when the binary ran alone: so up to 6 streams, 20 ms
-    // apart, the first within the bound counts, and a failure says how
-    // the gaps looked. A stall also stretches the receive span (once on
-    // a clean-clone CI run: median within the bound but 95.8 of
-    // 100 Mbit/s received, which PRC-MT rightly reads as congestion), so a
-    // stream counts when its receive span is also within 1 % of its send
-    // span.
-    let mut best: Option<(f64, tightlink_core::ProbeStream)> = None;
-    let mut seen = Vec::new();
-    let span_error = |s: &tightlink_core::ProbeStream| {
-        let (a, b) = (&s.packets[0], &s.packets[s.len() - 1]);
-        let send = (b.send_ns - a.send_ns) as f64;
-        let recv = (b.recv_ns.unwrap() - a.recv_ns.unwrap()) as f64;
-        (recv / send - 1.0).abs()
-    };
+    // and then), and in full-workspace and CI runs the reverse case had
+    // every one of 3, once of 6, streams leave in catch-up bursts or with
+    // a stall at one end (receive spans 3-20 % off the schedule's). The
+    // kernel's transmit stamps say when packets really left: the stamps
+    // are judged against them, the schedule against them too, so a host
+    // that could not keep its schedule is told apart from stamps or a
+    // path that moved the packets. Up to 6 streams, 20 ms apart; the
+    // first that kept its schedule end to end counts.
+    struct Seen {
+        stream: tightlink_core::ProbeStream,
+        /// Receive against kernel transmit stamps: (median |gap diff| ns,
+        /// span error).
+        stamps: (f64, f64),
+        /// Kernel transmit stamps against the schedule.
+        departures: (f64, f64),
+        /// Receive against the schedule (what the channel's stream says).
+        end_to_end: (f64, f64),
+        tx_ns: Vec<i64>,
+    }
+    let within = |(m, span): (f64, f64)| m < 2_000.0 && span < 0.01;
+    let mut seen: Vec<Seen> = Vec::new();
     for attempt in 0..6 {
-        if best
-            .as_ref()
-            .is_some_and(|(m, s)| *m < 2_000.0 && span_error(s) < 0.01)
-        {
+        if seen.iter().any(|x| within(x.end_to_end)) {
             break;
         }
         if attempt > 0 {
@@ -84,6 +84,11 @@ fn paced_stream_arrives(direction: Direction) {
                 .map(|(u, s)| u - s)
                 .collect::<Vec<_>>()
         );
+        let tx_ns: Vec<i64> = d
+            .tx_ns
+            .iter()
+            .map(|t| t.expect("a kernel transmit stamp for every probe"))
+            .collect();
         let s = p.stream;
         assert_eq!(s.len(), 200);
         assert_eq!(
@@ -93,51 +98,87 @@ fn paced_stream_arrives(direction: Direction) {
             ch.side_report().host
         );
         assert_eq!(s.packets[1].send_ns - s.packets[0].send_ns, 83_360);
-        let diffs: Vec<f64> = s
-            .packets
-            .windows(2)
-            .map(|w| {
-                let send = (w[1].send_ns - w[0].send_ns) as f64;
-                let recv = (w[1].recv_ns.unwrap() - w[0].recv_ns.unwrap()) as f64;
-                (recv - send).abs()
-            })
-            .collect();
-        let m = median(diffs);
-        let bunched = s
-            .packets
-            .windows(2)
-            .filter(|w| w[1].recv_ns.unwrap() - w[0].recv_ns.unwrap() < 1_000)
-            .count();
-        let span = span_error(&s);
-        seen.push(format!(
-            "median {m:.0} ns, {bunched}/199 gaps under 1 us, span off {:.2} %",
-            span * 100.0
-        ));
-        // Streams within the span bound first, then the smallest median.
-        let key = |m: f64, s: &tightlink_core::ProbeStream| (span_error(s) >= 0.01, m);
-        if best.as_ref().is_none_or(|(b, bs)| key(m, &s) < key(*b, bs)) {
-            best = Some((m, s));
+        let recv_ns: Vec<i64> = s.packets.iter().map(|p| p.recv_ns.unwrap()).collect();
+        let send_ns: Vec<i64> = s.packets.iter().map(|p| p.send_ns).collect();
+        seen.push(Seen {
+            stamps: gaps_apart(&tx_ns, &recv_ns),
+            departures: gaps_apart(&send_ns, &tx_ns),
+            end_to_end: gaps_apart(&send_ns, &recv_ns),
+            stream: s,
+            tx_ns,
+        });
+    }
+    let describe = |x: &Seen| {
+        let f = |(m, span): (f64, f64)| format!("median {m:.0} ns, span off {:.2} %", span * 100.0);
+        format!(
+            "stamps vs transmit: {}; transmit vs schedule: {}; receive vs schedule: {}",
+            f(x.stamps),
+            f(x.departures),
+            f(x.end_to_end)
+        )
+    };
+    let all: Vec<String> = seen.iter().map(describe).collect();
+    // Receive stamps follow what the kernel sent, whatever the pacing did.
+    assert!(
+        seen.iter().any(|x| within(x.stamps)),
+        "no stream's receive gaps followed its transmit gaps: {all:?}"
+    );
+    // A stream that left on its schedule arrives on it: a miss end to end
+    // is the sender's (its departures missed too), never the stamps'
+    // (twice the bound: a stream just inside it may land just outside).
+    for x in &seen {
+        let (m, span) = x.end_to_end;
+        assert!(
+            (m < 4_000.0 && span < 0.02) || !within(x.departures),
+            "left on its schedule, arrived off it: {}",
+            describe(x)
+        );
+    }
+    let below = |s: &tightlink_core::ProbeStream| {
+        analyze(
+            s,
+            StreamKind::SingleRate,
+            Method::PrcmtBass,
+            &AnalysisParams::default(),
+        )
+    };
+    match seen.iter().find(|x| within(x.end_to_end)) {
+        Some(x) => {
+            let a = below(&x.stream);
+            assert_eq!(a.decision, Some(Decision::Below), "{a:?}");
+        }
+        None => {
+            // No stream kept its schedule (the host's fault, as checked
+            // above): the path still reads uncongested at the times the
+            // packets really left.
+            eprintln!("{direction:?}: the sender missed its schedule in every stream: {all:?}");
+            let x = seen.iter().find(|x| within(x.stamps)).unwrap();
+            let mut s = x.stream.clone();
+            for (p, &t) in s.packets.iter_mut().zip(&x.tx_ns) {
+                p.send_ns = t;
+            }
+            let a = below(&s);
+            assert_eq!(a.decision, Some(Decision::Below), "{a:?}");
         }
     }
-    let (m, s) = best.unwrap();
-    let s = &s;
-    assert!(
-        m < 2_000.0 && span_error(s) < 0.01,
-        "median |recv - send| gap {m} (best of {} streams: {seen:?})",
-        seen.len()
-    );
-    let a = analyze(
-        s,
-        StreamKind::SingleRate,
-        Method::PrcmtBass,
-        &AnalysisParams::default(),
-    );
-    assert_eq!(a.decision, Some(Decision::Below), "{a:?}");
     let h = ch.side_report().host.unwrap();
     assert_eq!(h.tx_stamps_missing, 0, "{h:?}");
     assert_eq!(h.queued_streams, 0, "{h:?}");
     let drops = ch.close_session().unwrap();
     assert_eq!(drops.total(), 0, "{drops:?}");
+}
+
+/// How far the gaps of `b` are from those of `a` (same packets): the
+/// median |gap difference| in ns and the relative error of `b`'s span.
+fn gaps_apart(a: &[i64], b: &[i64]) -> (f64, f64) {
+    let diffs: Vec<f64> = a
+        .windows(2)
+        .zip(b.windows(2))
+        .map(|(x, y)| ((y[1] - y[0]) - (x[1] - x[0])).abs() as f64)
+        .collect();
+    let n = a.len() - 1;
+    let span = ((b[n] - b[0]) as f64 / (a[n] - a[0]) as f64 - 1.0).abs();
+    (median(diffs), span)
 }
 
 #[test]
