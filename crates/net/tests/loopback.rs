@@ -24,7 +24,7 @@ use tightlink_wire::twamp::{ProbeRepr, SenderPacket};
 use tightlink_wire::{DropReason, NtpTimestamp};
 
 mod common;
-use common::{best_gap_error_ns, median, request, turn};
+use common::{best_gap_error_ns, gaps_apart, request, turn};
 
 /// 200 frames of 1042 bytes (1000-byte payload) at 100 Mbit/s (83.36 us
 /// apart): every packet arrives with a kernel stamp, receive gaps follow
@@ -166,19 +166,6 @@ fn paced_stream_arrives(direction: Direction) {
     assert_eq!(h.queued_streams, 0, "{h:?}");
     let drops = ch.close_session().unwrap();
     assert_eq!(drops.total(), 0, "{drops:?}");
-}
-
-/// How far the gaps of `b` are from those of `a` (same packets): the
-/// median |gap difference| in ns and the relative error of `b`'s span.
-fn gaps_apart(a: &[i64], b: &[i64]) -> (f64, f64) {
-    let diffs: Vec<f64> = a
-        .windows(2)
-        .zip(b.windows(2))
-        .map(|(x, y)| ((y[1] - y[0]) - (x[1] - x[0])).abs() as f64)
-        .collect();
-    let n = a.len() - 1;
-    let span = ((b[n] - b[0]) as f64 / (a[n] - a[0]) as f64 - 1.0).abs();
-    (median(diffs), span)
 }
 
 #[test]

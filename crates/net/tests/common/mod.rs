@@ -35,17 +35,22 @@ pub fn best_gap_error_ns(ch: &mut TwampChannel, size: u32) -> f64 {
             s.packets[1].send_ns - s.packets[0].send_ns,
             req.offsets_ns[1]
         );
-        let e = median(
-            s.packets
-                .windows(2)
-                .map(|w| {
-                    let send = (w[1].send_ns - w[0].send_ns) as f64;
-                    let recv = (w[1].recv_ns.unwrap() - w[0].recv_ns.unwrap()) as f64;
-                    (recv - send).abs()
-                })
-                .collect(),
-        );
-        best = best.min(e);
+        let send_ns: Vec<i64> = s.packets.iter().map(|p| p.send_ns).collect();
+        let recv_ns: Vec<i64> = s.packets.iter().map(|p| p.recv_ns.unwrap()).collect();
+        best = best.min(gaps_apart(&send_ns, &recv_ns).0);
     }
     best
+}
+
+/// How far the gaps of `b` are from those of `a` (same packets): the
+/// median |gap difference| in ns and the relative error of `b`'s span.
+pub fn gaps_apart(a: &[i64], b: &[i64]) -> (f64, f64) {
+    let diffs: Vec<f64> = a
+        .windows(2)
+        .zip(b.windows(2))
+        .map(|(x, y)| ((y[1] - y[0]) - (x[1] - x[0])).abs() as f64)
+        .collect();
+    let n = a.len() - 1;
+    let span = ((b[n] - b[0]) as f64 / (a[n] - a[0]) as f64 - 1.0).abs();
+    (median(diffs), span)
 }

@@ -422,16 +422,13 @@ fn shaper_check(
         |t: &ShaperTrain| t.looks_shaped() && t.shape.tail_rate_bps <= tail_share * answer;
     // Where a third train could follow the two (not after the longer
     // train, which goes without one), a tail nearer the answer counts.
-    let checked_share = |s: &Session, t: &ShaperTrain| {
-        let rate3 = third_train_rate(rate, t.shape.tail_rate_bps, top);
-        let room = s.fits(((1.0 + SHARED_TRAIN_BYTES) * train_bytes) as u64);
-        if room && third_rate_apart(rate, rate3) {
-            HIDDEN_HEAD_CHECKED_SHARE
-        } else {
-            HIDDEN_HEAD_TAIL_SHARE
-        }
+    let third_rate_bps = third_train_rate(rate, first.shape.tail_rate_bps, top);
+    let room = s.fits(((1.0 + SHARED_TRAIN_BYTES) * train_bytes) as u64);
+    let most_share = if room && third_rate_apart(rate, third_rate_bps) {
+        HIDDEN_HEAD_CHECKED_SHARE
+    } else {
+        HIDDEN_HEAD_TAIL_SHARE
     };
-    let most_share = checked_share(s, &first);
     let answers = |t: &ShaperTrain, most: f64| head_seen(t) || t.tail_refutes(answer, rate, most);
     // A train at twice the answer that cannot answer itself but arrived
     // faster than a FIFO path with that answer could pass it
