@@ -225,10 +225,13 @@ fn lab_run_cbr30(name: &str, repeat: &str, methods: &str, output: &str) -> Vec<s
 /// the stalled tbf carried less than its rate: the available bandwidth
 /// was lower than rate minus cross by up to share x rate, i.e. 200/140 of
 /// the share relative to it, so the bound widens by that much for the
-/// most stolen run. A run whose sender fell behind its schedule in most
-/// of its streams (another process on the CPUs: the estimate warns it may
-/// read low) and that read low is left out of the median; at least two
-/// runs must remain. Three busy loops beside the test here read
+/// most stolen run. Where the median of all runs misses the bound, a run
+/// whose sender fell behind its schedule in most of its streams (another
+/// process on the CPUs: the estimate warns it may read low) and that read
+/// low is left out of it; at least two runs must remain. (Leaving them
+/// out always failed runs like one here on 2026-12-02: three multirate
+/// runs, each late in half its streams or more, read -4.8, -4.6 and
+/// -1.4 %.) Three busy loops beside the test here read
 /// 8-17 % low, warned, in every run.
 #[test]
 fn cbr30_runs_end_to_end_within_the_bound() {
@@ -248,20 +251,15 @@ fn cbr30_runs_end_to_end_within_the_bound() {
                 let streams = r["streams"].as_u64().unwrap_or(0);
                 late >= 2 && late * 2 >= streams && r["rel_error"].as_f64().is_some_and(|e| e < 0.0)
             };
-            let mut errors: Vec<f64> = runs
-                .iter()
-                .filter(|r| !busy_and_low(r))
-                .filter_map(|r| r["rel_error"].as_f64().map(f64::abs))
-                .collect();
-            if errors.len() < 2 {
-                return Err(format!(
-                    "{name}: the sender fell behind its schedule in {} of {} runs",
-                    runs.len() - errors.len(),
-                    runs.len()
-                ));
-            }
-            errors.sort_by(f64::total_cmp);
-            let med = errors[errors.len() / 2];
+            let median_error = |excuse_busy: bool| {
+                let mut errors: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| !(excuse_busy && busy_and_low(r)))
+                    .filter_map(|r| r["rel_error"].as_f64().map(f64::abs))
+                    .collect();
+                errors.sort_by(f64::total_cmp);
+                (errors.len() >= 2).then(|| errors[errors.len() / 2])
+            };
             let (secs, bytes) = (
                 m["median_duration_s"].as_f64().unwrap(),
                 m["median_probe_bytes"].as_f64().unwrap(),
@@ -273,6 +271,18 @@ fn cbr30_runs_end_to_end_within_the_bound() {
                 .filter_map(|r| r["truth"]["stolen_share"].as_f64())
                 .fold(0.0, f64::max);
             let bound = 0.08 + stolen * 200.0 / 140.0;
+            // Busy runs leave the median only where they spoil it: a busy
+            // run within the bound is evidence like any other.
+            let med = match median_error(false) {
+                Some(med) if med <= bound => med,
+                _ => median_error(true).ok_or_else(|| {
+                    format!(
+                        "{name}: the sender fell behind its schedule in most of {} runs, and the median of all read {:?} (bound {bound:.3})",
+                        runs.len(),
+                        median_error(false)
+                    )
+                })?,
+            };
             if m["answered_share"].as_f64() != Some(1.0)
                 || !(med <= bound && secs < 2.0 && bytes < 10e6)
             {
@@ -636,14 +646,15 @@ fn passive_transfers_hold(
     Ok(())
 }
 
-/// The per-hop test's shorter head as asked, and chain3's tbf buckets,
-/// in packets.
+/// The per-hop test's shorter head as asked, its chain's tbf rates (links
+/// 2-4) and buckets in packets.
 const HEAD: u32 = 64;
 const BUCKET: f64 = 8.0;
+const CHAIN_BPS: [f64; 3] = [300e6, 200e6, 100e6];
 
-/// The per-hop target: chain3 (tbf 600, 400 then 200 Mbit/s on
-/// routers 1-3, 12000 B buckets: 8 packets), `tightlink hops --behind 64
-/// --repeats 5` from the sender, three runs (26-36 s here). A head
+/// The per-hop target: chain3 at half its rates (tbf 300, 200 then 100
+/// Mbit/s on routers 1-3, 12000 B buckets: 8 packets), `tightlink hops
+/// --behind 64 --repeats 5` from the sender, three runs. A head
 /// queues at a shaped link only when it arrives faster than the link
 /// empties it *and* outlasts the bucket:
 /// N packets arriving at H (the host's rate, or a slower link's before
@@ -663,38 +674,53 @@ const BUCKET: f64 = 8.0;
 /// - slower hosts cannot queue the link: only bounded (median under
 ///   1.25 R).
 ///
-/// History: with `--behind 16` (heads of 16 and 24) the strict band
-/// began at H = 2 R. One VM (2026-11-24) flooded the chain at 403-440 and
-/// read the 400 link 304-333; clean-clone CI runs flooded at 453.7 and
-/// read it 0, 354.9, 435.7 (2026-11-27), at 504.3 and read it `null`
-/// twice (the hand-in CI of 2026-11-28), at 594.3 and read it 457, 421,
-/// 441 (the blend). A 504 Mbit/s tbf on the sender's own link reproduces
-/// the second here: `--behind 16` read the 400 link `>=` 60-242 or
-/// `inconsistent` in 7 of 7 runs, `--behind 64` 394-396 in 3 of 3 (97 MB
-/// and 4-16 s a run instead of 25 MB and 2 s). The buckets were 3000 B
-/// until 2026-11-25, when a slower VM's tbf sent its bursts late. Two
-/// attempts: a clean-clone CI run on 2026-11-29 (flood 463.7, another
-/// process briefly beside it) read the 200 link 172, 177 and 201, where
-/// five runs alone read medians of 195-202. A faster VM (2026-12-01:
-/// flood 569, heads leaving at 3.6-6.1 Gbit/s) overflowed r1's 100 KB
-/// queue with the 96-packet head: 48-57 of 81 probes answered past r1,
-/// the 400 link read `>=` 15 Mbit/s, 113-122 s a run; `hops` now shrinks
-/// such heads (43 and 64 there: every link within 1.5 %, 3-4 s a run).
+/// Why half of the shipped chain3 (600, 400, 200): on 2-core VMs whose
+/// routers forward the chain on two busy vCPUs the 600 and 400 Mbit/s
+/// hops drain heads at what the CPUs forward, not at the tbf's rate.
+/// 2026-12-02, one VM, five runs each in turn: chain3 read the 600 link
+/// `at_least` 11-17 twice and 474 and 593 (heads left the host at
+/// 490-1500 Mbit/s, its flood reached 424), the 400 link 299-361 or
+/// `at_least`, the 200 link 143-205; the half chain read 288-305, 189-199
+/// and 96-101 in all five. Three clean-clone CI runs on such VMs had
+/// failed on chain3 (the 400 link read 230-310 `measured`, the 200 link
+/// 209-449). Earlier history, with chain3: `--behind 16` (heads of 16 and
+/// 24) could not queue the 400 link from a host flooding at 400-500
+/// (`>=` 60-242 or `inconsistent` in 7 of 7 runs behind a 504 Mbit/s
+/// tbf on the sender's link, `--behind 64` 394-396 in 3 of 3); buckets
+/// of 3000 B sent their bursts late on a slow VM (the timer that ends a
+/// tbf's wait fired later than the bucket lasted); a fast VM's 96-packet
+/// heads overflowed r1's 100 KB queue, so `hops` shrinks such heads.
 #[test]
 fn per_hop_capacity_of_a_three_router_chain() {
     if !may_run() {
         return;
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let lab = Down::new("chain3", 'h');
-    let (ok, out, err) = tightlink(&["lab", "check", "chain3", "--name", &lab.name, "--json"]);
+    let dir = scratch("chain");
+    let file = dir.path().join("chain3-half.toml");
+    let hop = |rate: &str| {
+        format!("[[hop]]\nrate = \"{rate}\"\nburst = \"12000B\"\nbuffer = \"100KB\"\n")
+    };
+    std::fs::write(
+        &file,
+        format!(
+            "description = \"chain3 at half its rates\"\n{}{}{}",
+            hop("300M"),
+            hop("200M"),
+            hop("100M")
+        ),
+    )
+    .unwrap();
+    let scenario: &'static str = Box::leak(file.to_string_lossy().into_owned().into_boxed_str());
+    let lab = Down::new(scenario, 'h');
+    let (ok, out, err) = tightlink(&["lab", "check", scenario, "--name", &lab.name, "--json"]);
     assert!(ok, "lab check: {err}");
     let check: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let host_bps = check["saturated"][0][1].as_f64().unwrap();
-    let (ok, _, err) = tightlink(&["lab", "up", "chain3", "--name", &lab.name]);
+    let (ok, _, err) = tightlink(&["lab", "up", scenario, "--name", &lab.name]);
     assert!(ok, "lab up: {err}");
     let snd = format!("tllab-{}-snd", lab.name);
-    within_attempts(2, "chain3 hops", || {
+    within_attempts(2, "half chain3 hops", || {
         let runs = hops_on_chain3(&snd)?;
         judge_chain3_links(runs, host_bps)
     });
@@ -801,7 +827,7 @@ fn judge_chain3_links(runs: Chain3Runs, flood_bps: f64) -> Result<(), String> {
     // arriving at `arrival` (the host's rate, or a slower link's before).
     let beyond_bucket = |head: f64, rate: f64, arrival: f64| head * (1.0 - rate / arrival) - BUCKET;
     let mut arrival = host_bps;
-    for (runs, rate) in per_link.into_iter().zip([600e6, 400e6, 200e6]) {
+    for (runs, rate) in per_link.into_iter().zip(CHAIN_BPS) {
         assert_eq!(runs.len(), 3, "{rate}");
         let beyond_bucket = |head: f64, rate: f64| beyond_bucket(head, rate, arrival);
         let why = format!("link at {rate}, host {host_bps:.0}, head {head}: {runs:?}");
