@@ -315,6 +315,17 @@ pub fn run(args: LabArgs) -> Result<()> {
                     ),
                     None => println!("hop {}: no sender enters here, not saturated", k + 1),
                 }
+                if let Some(Some((bucket, bps))) = r.saturated_larger_bucket.get(k) {
+                    println!(
+                        "hop {} saturated again with a {bucket} B bucket: {:.2} Mbit/s ({:+.2} %)",
+                        k + 1,
+                        bps / 1e6,
+                        (bps / rate - 1.0) * 100.0
+                    );
+                }
+            }
+            for w in &r.warnings {
+                println!("warning: {w}");
             }
             if let Some((nominal, truth)) = r.cross_only {
                 println!(

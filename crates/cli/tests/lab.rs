@@ -85,6 +85,15 @@ impl Drop for Down {
 /// share (-1.0 % with 1.8 % stolen, -2.4 % with 3.9, -15.4 % with 15.4),
 /// so the rate may fall short by 3 % plus the stolen share; a flood or
 /// tbf that is broken falls short with nothing stolen.
+///
+/// On 2026-12-02 one VM read 177-193 of 200 in every attempt with nothing
+/// stolen, and 199.9-200.0 in three floods of three through a 6000 or
+/// 12000 B bucket: its tbf timer fired later than a 3000 B bucket lasts.
+/// `lab check` now floods again with a bucket four times as large where
+/// the first flood fell short and says so when that one sends the rate;
+/// such a check passes if the small bucket still sent 85 % (plus the
+/// stolen share) and the warning names the hop. A broken flood, counters
+/// or tbf fall short with either bucket.
 #[test]
 fn truth_checks_hold_on_quiet_and_cbr30() {
     if !may_run() {
@@ -107,9 +116,17 @@ fn one_truth_check(scenario: &'static str, letter: char) -> Result<(), String> {
         j["saturated"][0][1].as_f64().unwrap(),
     );
     let stolen = j["saturated_stolen_share"][0].as_f64().unwrap_or(0.0);
-    if got / rate - 1.0 >= 0.03 || 1.0 - got / rate >= 0.03 + stolen {
+    let larger = j["saturated_larger_bucket"][0][1].as_f64();
+    let timer_explains = larger.is_some_and(|bps| bps >= 0.98 * rate)
+        && got >= (0.85 - stolen) * rate
+        && j["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with("hop 1: saturated"));
+    if got / rate - 1.0 >= 0.03 || (1.0 - got / rate >= 0.03 + stolen && !timer_explains) {
         return Err(format!(
-            "saturated {got} for {rate} with {:.1} % of CPU time stolen",
+            "saturated {got} for {rate} with {:.1} % of CPU time stolen (with a larger bucket: {larger:?})",
             stolen * 100.0
         ));
     }

@@ -15,6 +15,7 @@ use regex::Regex;
 
 use crate::delay::{self, OneWayDelay};
 use crate::sampler::Sampler;
+use crate::scenario::Qdisc;
 use crate::topology::{Lab, LabError, RCV_IP, SND_IP, XR_IP};
 use crate::truth::{self, Sample, Truth};
 use tightlink_sys::clock::realtime_ns;
@@ -652,6 +653,10 @@ pub fn run(
         .collect())
 }
 
+/// How many times the configured bucket the check's second flood uses
+/// where the first fell short.
+const LARGER_BUCKET: u64 = 4;
+
 /// The truth checks: does each shaped hop deliver its configured rate
 /// when saturated, and does the truth equal rate minus the configured
 /// cross rate when only cross traffic runs?
@@ -668,6 +673,16 @@ pub struct CheckReport {
     /// With the scenario's cross traffic alone: (rate - configured cross,
     /// truth measured) over a 1 s window.
     pub cross_only: Option<(f64, f64)>,
+    /// Per hop whose flood fell 1 % or more short of a tbf's rate: the
+    /// same flood with a bucket four times as large (bytes, bit/s sent).
+    /// Where that sends the rate, the shortfall is the host's: the tbf's
+    /// dequeue timer fires later than the small bucket lasts and the
+    /// tokens of the wait overflow it. Anything else (a broken flood,
+    /// counters, or a host that cannot forward the rate) falls short with
+    /// either bucket.
+    pub saturated_larger_bucket: Vec<Option<(u64, f64)>>,
+    /// What the check found that the figures alone do not say.
+    pub warnings: Vec<String>,
     /// With random loss configured: (configured share, measured share of
     /// a 1 s CBR train from the sender that did not reach the receiver).
     pub loss: Option<(f64, f64)>,
@@ -718,25 +733,57 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
             floods.push((c.entry_hop, "xs", xr_sink.clone()));
         }
     }
+    let mut larger_bucket = vec![None; hops.len()];
     for (k, role, to) in floods {
-        let rate = format!("cbr:{}", (hops[k].rate_bps * 1.25).round());
-        let t0 = realtime_ns();
-        let out = run_child(
-            {
-                let mut c = in_ns(lab, role, exe);
-                c.args(["cross", &to, "--traffic", &rate, "--duration", "1500ms"]);
-                c
-            },
-            Duration::from_secs(10),
-        )
-        .map_err(err)?;
-        if !out.2 {
-            return Err(err(format!("flood from {role}: {}", out.1.trim())));
+        let flood = || -> Result<(Option<f64>, Option<f64>), LabError> {
+            let rate = format!("cbr:{}", (hops[k].rate_bps * 1.25).round());
+            let t0 = realtime_ns();
+            let out = run_child(
+                {
+                    let mut c = in_ns(lab, role, exe);
+                    c.args(["cross", &to, "--traffic", &rate, "--duration", "1500ms"]);
+                    c
+                },
+                Duration::from_secs(10),
+            )
+            .map_err(err)?;
+            if !out.2 {
+                return Err(err(format!("flood from {role}: {}", out.1.trim())));
+            }
+            let s = samples_until(&sampler, t0 + 1_300_000_000);
+            let (a, b) = (t0 + 500_000_000, t0 + 1_300_000_000);
+            std::thread::sleep(Duration::from_millis(100));
+            Ok((
+                truth::hop_send_rate(&s, k, a, b),
+                truth::stolen_share(&s, a, b),
+            ))
+        };
+        (saturated[k].1, saturated_stolen_share[k]) = flood()?;
+        let short = saturated[k]
+            .1
+            .is_some_and(|got| got < 0.99 * hops[k].rate_bps);
+        if short && hops[k].qdisc == Qdisc::Tbf {
+            let bucket = hops[k].burst_bytes * LARGER_BUCKET;
+            lab.set_tbf_bucket(k, bucket)?;
+            let with_larger = flood();
+            lab.set_tbf_bucket(k, hops[k].burst_bytes)?;
+            larger_bucket[k] = with_larger?.0.map(|bps| (bucket, bps));
         }
-        let s = samples_until(&sampler, t0 + 1_300_000_000);
-        saturated[k].1 = truth::hop_send_rate(&s, k, t0 + 500_000_000, t0 + 1_300_000_000);
-        saturated_stolen_share[k] = truth::stolen_share(&s, t0 + 500_000_000, t0 + 1_300_000_000);
-        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut warnings = Vec::new();
+    for (k, (&(rate, got), larger)) in saturated.iter().zip(&larger_bucket).enumerate() {
+        if let (Some(got), Some((bucket, bps))) = (got, larger) {
+            if *bps >= 0.98 * rate {
+                warnings.push(format!(
+                    "hop {}: saturated, its tbf sent {:.1} % of its rate with its {} B bucket and {:.1} % with {bucket} B: this host wakes the tbf's timer later than the small bucket lasts, so it loses tokens under a flood; probe streams, a lighter load, meet less of it, but where they do the truth reads up to {:.1} % high",
+                    k + 1,
+                    got / rate * 100.0,
+                    hops[k].burst_bytes,
+                    bps / rate * 100.0,
+                    (1.0 - got / rate) * 100.0
+                ));
+            }
+        }
     }
     let has_delay = hops.iter().any(|h| h.delay_ns > 0);
     let delay_probes = || {
@@ -825,6 +872,8 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         scenario: lab.scenario.name.clone(),
         saturated,
         saturated_stolen_share,
+        saturated_larger_bucket: larger_bucket,
+        warnings,
         cross_only,
         loss,
         one_way_delay,

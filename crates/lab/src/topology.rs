@@ -143,6 +143,19 @@ impl Lab {
     }
 
     /// (namespace, interface) of shaped hop `k`.
+    /// Sets hop `k`'s tbf bucket to `burst_bytes` (rate and queue as
+    /// configured), on a lab that is up.
+    pub fn set_tbf_bucket(&self, k: usize, burst_bytes: u64) -> Result<(), LabError> {
+        let (ns, dev) = self.hop_device(k);
+        let h = &self.scenario.hops[k];
+        sh(&format!(
+            "tc -n {ns} qdisc change dev {dev} root tbf rate {}bit burst {burst_bytes} limit {}",
+            h.rate_bps.round() as u64,
+            h.buffer_bytes
+        ))
+        .map(|_| ())
+    }
+
     pub fn hop_device(&self, k: usize) -> (String, &'static str) {
         (self.router(k), "to_next")
     }
