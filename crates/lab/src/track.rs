@@ -40,6 +40,13 @@ pub struct TrackPoint {
     pub stream_truth_bps: Option<f64>,
     /// Over [`TRUTH_WINDOW_NS`] centred on the stream.
     pub truth_bps: Option<f64>,
+    /// The cross traffic offered at its entry router over the stream's
+    /// window, and the frames the hops dropped then: what separates the
+    /// stream truth from the slower one (a stream that overflows a queue
+    /// drops cross traffic; a cross sender that shares the host's CPUs
+    /// with the probes falls behind during a stream and catches up after).
+    pub stream_offered_cross_bps: Option<f64>,
+    pub stream_hop_drops: Option<u64>,
 }
 
 /// How well the tracker followed, against the 500 ms truth.
@@ -186,18 +193,22 @@ pub fn track(lab: &Lab, opts: &TrackOptions) -> Result<TrackReport, LabError> {
             .ok()
             .map(|t| t.available_bps)
     };
+    let stream_truth = |a: i64, b: i64| truth::truth(&samples, &rates, a, b).ok();
     let secs = |ns: i64| (ns - t0) as f64 / 1e9;
     let points: Vec<TrackPoint> = updates
         .iter()
         .map(|(a, b, e, sd, bound)| {
             let mid = (a + b) / 2;
+            let st = stream_truth(*a, *b);
             TrackPoint {
                 t_s: secs(*a),
                 estimate_bps: *e,
                 sd_bps: *sd,
                 bound: bound.clone(),
-                stream_truth_bps: truth_at(*a, *b),
+                stream_truth_bps: st.as_ref().map(|t| t.available_bps),
                 truth_bps: truth_at(mid - TRUTH_WINDOW_NS / 2, mid + TRUTH_WINDOW_NS / 2),
+                stream_offered_cross_bps: st.as_ref().map(|t| t.offered_cross_bps),
+                stream_hop_drops: st.as_ref().map(|t| t.hop_drops.iter().sum()),
             }
         })
         .collect();
