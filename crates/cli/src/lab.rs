@@ -324,9 +324,6 @@ pub fn run(args: LabArgs) -> Result<()> {
                     );
                 }
             }
-            for w in &r.warnings {
-                println!("warning: {w}");
-            }
             if let Some((nominal, truth)) = r.cross_only {
                 println!(
                     "cross traffic alone: truth {:.2} Mbit/s for rate - cross = {:.2} ({:+.2} %)",
@@ -355,6 +352,14 @@ pub fn run(args: LabArgs) -> Result<()> {
                     d.received,
                     d.sent
                 );
+            }
+            if let Some((frames, late)) = r.delay_line_late {
+                println!(
+                    "delay lines meanwhile: {late} of {frames} frames toward the receiver left more than 100 us after their due time"
+                );
+            }
+            for w in &r.warnings {
+                println!("warning: {w}");
             }
             Ok(())
         }

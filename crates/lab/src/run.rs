@@ -653,6 +653,36 @@ pub fn run(
         .collect())
 }
 
+/// Summed over the lab's delay lines, toward the receiver: (frames
+/// forwarded, frames released more than 100 us late), read just after a
+/// line wrote its counters (each writes them every second), so that two
+/// reads bracket what happened between them. `None` without delay lines,
+/// or when a line wrote nothing new within 3.5 s (a host so busy that the
+/// line's status thread did not run).
+fn fresh_line_counters(lab: &Lab) -> Option<(u64, u64)> {
+    let paths: Vec<_> = (0..lab.scenario.hops.len())
+        .filter_map(|k| lab.delay_line(k))
+        .map(|ns| Lab::delay_status_path(&ns))
+        .collect();
+    let first = std::fs::read_to_string(paths.first()?).ok()?;
+    let deadline = Instant::now() + Duration::from_millis(3500);
+    while std::fs::read_to_string(&paths[0]).ok()? == first {
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut sum = (0, 0);
+    for p in &paths {
+        let text = std::fs::read_to_string(p).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let forward = &v["a_to_b"];
+        sum.0 += forward["forwarded_packets"].as_u64()?;
+        sum.1 += forward["late_over_100us"].as_u64()?;
+    }
+    Some(sum)
+}
+
 /// How many times the configured bucket the check's second flood uses
 /// where the first fell short.
 const LARGER_BUCKET: u64 = 4;
@@ -683,6 +713,12 @@ pub struct CheckReport {
     pub saturated_larger_bucket: Vec<Option<(u64, f64)>>,
     /// What the check found that the figures alone do not say.
     pub warnings: Vec<String>,
+    /// With a delay on some hop: (frames the delay lines forwarded toward
+    /// the receiver, of which released more than 100 us after their due
+    /// time) between the last counter writes around the one-way delay
+    /// measurement. The line's own account of being late: a delay that
+    /// reads long without it is the line's error, not the host's.
+    pub delay_line_late: Option<(u64, u64)>,
     /// With random loss configured: (configured share, measured share of
     /// a 1 s CBR train from the sender that did not reach the receiver).
     pub loss: Option<(f64, f64)>,
@@ -792,6 +828,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
     };
     let mut cross_only = None;
     let mut one_way_delay = None;
+    let lines_before = has_delay.then(|| fresh_line_counters(lab)).flatten();
     if let Some(c) = &lab.scenario.cross {
         let t0 = realtime_ns();
         let (out, probes) = std::thread::scope(|s| {
@@ -832,6 +869,17 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
     }
     if has_delay && one_way_delay.is_none() {
         one_way_delay = Some(delay_probes()?);
+    }
+    let delay_line_late = match (lines_before, has_delay.then(|| fresh_line_counters(lab))) {
+        (Some(a), Some(Some(b))) => Some((b.0 - a.0, b.1 - a.1)),
+        _ => None,
+    };
+    if let Some((frames, late)) = delay_line_late {
+        if late * 10 >= frames && frames > 0 {
+            warnings.push(format!(
+                "the delay lines released {late} of {frames} frames toward the receiver more than 100 us after their due time while the delay was measured: this host could not run them on time (busy or stolen CPUs), and the one-way delay reads long by that lateness"
+            ));
+        }
     }
     let mut loss = None;
     if lab.scenario.loss > 0.0 {
@@ -874,6 +922,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         saturated_stolen_share,
         saturated_larger_bucket: larger_bucket,
         warnings,
+        delay_line_late,
         cross_only,
         loss,
         one_way_delay,
