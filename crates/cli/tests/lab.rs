@@ -178,13 +178,11 @@ fn a_hop_delay_adds_what_was_asked() {
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("delay");
-    let file = dir.path().join("d15.toml");
-    std::fs::write(
-        &file,
+    let scenario = scenario_file(
+        &dir,
+        "d15.toml",
         "[[hop]]\nrate = \"200M\"\nbuffer = \"750KB\"\ndelay = \"15ms\"\n[cross]\ntraffic = \"cbr:150M\"\n",
-    )
-    .unwrap();
-    let scenario: &'static str = Box::leak(file.to_string_lossy().into_owned().into_boxed_str());
+    );
     let one = || {
         let lab = Down::new(scenario, 'd');
         let (ok, out, err) = tightlink(&["lab", "check", scenario, "--name", &lab.name, "--json"]);
@@ -367,6 +365,14 @@ fn cbr30_runs_end_to_end_within_the_bound() {
     assert_eq!(kinds, ["start", "run", "run", "end"], "{events:?}");
     assert!(events[1]["data"]["estimate_bps"].as_f64().unwrap() > 0.0);
     assert_eq!(events[3]["data"][0]["per_run"].as_array().unwrap().len(), 2);
+}
+
+/// Writes a scenario file `name` into `dir` and returns its path, for
+/// `lab` commands (and [`Down`], which outlives the borrow of `dir`).
+fn scenario_file(dir: &tempfile::TempDir, name: &str, text: &str) -> &'static str {
+    let file = dir.path().join(name);
+    std::fs::write(&file, text).unwrap();
+    Box::leak(file.to_string_lossy().into_owned().into_boxed_str())
 }
 
 /// A lab whose `lab run` process was killed keeps its namespaces and the
@@ -749,21 +755,20 @@ fn per_hop_capacity_of_a_three_router_chain() {
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch("chain");
-    let file = dir.path().join("chain3-half.toml");
-    let hop = |rate: &str| {
-        format!("[[hop]]\nrate = \"{rate}\"\nburst = \"12000B\"\nbuffer = \"100KB\"\n")
-    };
-    std::fs::write(
-        &file,
-        format!(
-            "description = \"chain3 at half its rates\"\n{}{}{}",
-            hop("300M"),
-            hop("200M"),
-            hop("100M")
-        ),
-    )
-    .unwrap();
-    let scenario: &'static str = Box::leak(file.to_string_lossy().into_owned().into_boxed_str());
+    let hops: String = CHAIN_BPS
+        .iter()
+        .map(|r| {
+            format!(
+                "[[hop]]\nrate = \"{}M\"\nburst = \"12000B\"\nbuffer = \"100KB\"\n",
+                r / 1e6
+            )
+        })
+        .collect();
+    let scenario = scenario_file(
+        &dir,
+        "chain3-half.toml",
+        &format!("description = \"chain3 at half its rates\"\n{hops}"),
+    );
     let lab = Down::new(scenario, 'h');
     let (ok, out, err) = tightlink(&["lab", "check", scenario, "--name", &lab.name, "--json"]);
     assert!(ok, "lab check: {err}");

@@ -828,7 +828,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
     };
     let mut cross_only = None;
     let mut one_way_delay = None;
-    let lines_before = has_delay.then(|| fresh_line_counters(lab)).flatten();
+    let lines_before = fresh_line_counters(lab);
     if let Some(c) = &lab.scenario.cross {
         let t0 = realtime_ns();
         let (out, probes) = std::thread::scope(|s| {
@@ -870,10 +870,8 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
     if has_delay && one_way_delay.is_none() {
         one_way_delay = Some(delay_probes()?);
     }
-    let delay_line_late = match (lines_before, has_delay.then(|| fresh_line_counters(lab))) {
-        (Some(a), Some(Some(b))) => Some((b.0 - a.0, b.1 - a.1)),
-        _ => None,
-    };
+    let delay_line_late =
+        lines_before.and_then(|a| fresh_line_counters(lab).map(|b| (b.0 - a.0, b.1 - a.1)));
     if let Some((frames, late)) = delay_line_late {
         if late * 10 >= frames && frames > 0 {
             warnings.push(format!(

@@ -142,20 +142,25 @@ impl Lab {
         v
     }
 
-    /// (namespace, interface) of shaped hop `k`.
     /// Sets hop `k`'s tbf bucket to `burst_bytes` (rate and queue as
     /// configured), on a lab that is up.
     pub fn set_tbf_bucket(&self, k: usize, burst_bytes: u64) -> Result<(), LabError> {
-        let (ns, dev) = self.hop_device(k);
-        let h = &self.scenario.hops[k];
-        sh(&format!(
-            "tc -n {ns} qdisc change dev {dev} root tbf rate {}bit burst {burst_bytes} limit {}",
-            h.rate_bps.round() as u64,
-            h.buffer_bytes
-        ))
-        .map(|_| ())
+        sh(&self.tbf_command(k, "change", burst_bytes)).map(|_| ())
     }
 
+    /// The `tc` line that adds (`verb` "add") or changes hop `k`'s tbf,
+    /// at its configured rate and queue, with a bucket of `burst_bytes`.
+    fn tbf_command(&self, k: usize, verb: &str, burst_bytes: u64) -> String {
+        let (ns, dev) = self.hop_device(k);
+        let h = &self.scenario.hops[k];
+        format!(
+            "tc -n {ns} qdisc {verb} dev {dev} root tbf rate {}bit burst {burst_bytes} limit {}",
+            h.rate_bps.round() as u64,
+            h.buffer_bytes
+        )
+    }
+
+    /// (namespace, interface) of shaped hop `k`.
     pub fn hop_device(&self, k: usize) -> (String, &'static str) {
         (self.router(k), "to_next")
     }
@@ -346,10 +351,7 @@ impl Lab {
             let (ns, dev) = self.hop_device(k);
             let rate = format!("{}bit", h.rate_bps.round() as u64);
             match h.qdisc {
-                Qdisc::Tbf => c.push(format!(
-                    "tc -n {ns} qdisc add dev {dev} root tbf rate {rate} burst {} limit {}",
-                    h.burst_bytes, h.buffer_bytes
-                )),
+                Qdisc::Tbf => c.push(self.tbf_command(k, "add", h.burst_bytes)),
                 Qdisc::Htb => {
                     c.push(format!(
                         "tc -n {ns} qdisc add dev {dev} root handle 1: htb default 1"

@@ -188,18 +188,14 @@ pub fn track(lab: &Lab, opts: &TrackOptions) -> Result<TrackReport, LabError> {
         .map_err(|e| err(format!("counters: {e}")))?;
     drop(guard);
     let rates: Vec<f64> = lab.scenario.hops.iter().map(|h| h.rate_bps).collect();
-    let truth_at = |a: i64, b: i64| {
-        truth::truth(&samples, &rates, a, b)
-            .ok()
-            .map(|t| t.available_bps)
-    };
-    let stream_truth = |a: i64, b: i64| truth::truth(&samples, &rates, a, b).ok();
+    let truth_over = |a: i64, b: i64| truth::truth(&samples, &rates, a, b).ok();
+    let truth_at = |a: i64, b: i64| truth_over(a, b).map(|t| t.available_bps);
     let secs = |ns: i64| (ns - t0) as f64 / 1e9;
     let points: Vec<TrackPoint> = updates
         .iter()
         .map(|(a, b, e, sd, bound)| {
             let mid = (a + b) / 2;
-            let st = stream_truth(*a, *b);
+            let st = truth_over(*a, *b);
             TrackPoint {
                 t_s: secs(*a),
                 estimate_bps: *e,
