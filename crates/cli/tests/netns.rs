@@ -589,8 +589,17 @@ fn a_wrong_key_is_refused() {
     assert!(!ok && err.contains("wrong key"), "{err}");
     let (ok, _, err) = lab.estimate(&[]);
     assert!(!ok && err.contains("requires a key"), "{err}");
-    let v = lab.estimate_json(&["--key-file", good.to_str().unwrap()]);
-    assert!(holds(&v, 200e6), "{v}");
+    // Two rounds for the served estimate: one clean-clone CI run read
+    // 165.7 Mbit/s "swings" with 4 of 13 streams held at once (a pause of
+    // the hosts), its range 129.9-195.3 short of the truth.
+    within_two_rounds("the right key", || {
+        let v = lab.estimate_json(&["--key-file", good.to_str().unwrap()]);
+        if holds(&v, 200e6) {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
+    });
 }
 
 fn rss_kb(pid: u32) -> u64 {
