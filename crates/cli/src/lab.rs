@@ -594,7 +594,7 @@ fn tcp_lab(a: TcpArgs) -> Result<()> {
         }
         let pct = |v: Option<f64>| v.map_or("-".into(), |e| format!("{:+.1} %", e * 100.0));
         println!(
-            "{} ({}): {:.1} MB at {:.1} Mbit/s, RTT min {} ms; bottleneck hop {} {:.0} Mbit/s, queue {} B, loss {} %",
+            "{} ({}): {:.1} MB at {:.1} Mbit/s, RTT min {} ms; bottleneck hop {} {:.0} Mbit/s (sent {}), queue {} B, loss {} %",
             r.scenario,
             r.congestion,
             r.data_bytes as f64 / 1e6,
@@ -602,6 +602,8 @@ fn tcp_lab(a: TcpArgs) -> Result<()> {
             r.rtt_min_ms.map_or("-".into(), |v| format!("{v:.3}")),
             r.bottleneck_hop,
             r.rate_bps / 1e6,
+            r.bottleneck_sent_bps
+                .map_or("-".into(), |b| format!("{:.1}", b / 1e6)),
             r.buffer_bytes,
             r.loss * 100.0
         );

@@ -650,13 +650,25 @@ fn passive_transfers_hold(
         namespaces_of(&lab.name).is_empty(),
         "lab tcp left namespaces"
     );
+    // Capacity against the configured rate, or, in a run where the tbf
+    // sent 5 % or more under it (the host woke its timer late: each
+    // packet then leaves late and pairs queued behind each other are
+    // spread by it too), against what it sent. Here the tbf sent
+    // 192.5-194.6 Mbit/s under CUBIC and the capacity read +0.4..+2.2 %;
+    // a clean-clone CI run on a slow VM read -15 % and -11 %.
     let mut caps = Vec::new();
     for j in &runs {
         ensure!(j["congestion"] == "cubic" && j["rate_bps"] == 200e6, "{j}");
-        caps.push(j["capacity_error"].as_f64().expect("a capacity"));
+        let cap = j["capacity_bps"].as_f64().expect("a capacity");
+        let sent = j["bottleneck_sent_bps"].as_f64().expect("a sent rate");
+        let served = if sent < 0.95 * 200e6 { sent } else { 200e6 };
+        caps.push(cap / served - 1.0);
     }
     let cap = tightlink_core::stats::median(&caps).unwrap();
-    ensure!(cap.abs() < 0.10, "{scenario}: capacity off by {cap}: {out}");
+    ensure!(
+        cap.abs() < 0.10,
+        "{scenario}: capacity off by {cap} (against the tbf's rate, or what it sent where that fell short): {out}"
+    );
     let n = |k: &str| -> u64 { runs.iter().map(|j| j["truth"][k].as_u64().unwrap()).sum() };
     let overflow = n("overflow_as_congestion") + n("overflow_as_random");
     let random = n("random_as_random") + n("random_as_congestion");

@@ -24,6 +24,7 @@ use tightlink_core::tcp::{analyze_flow, BbeParams, LossClass, WestwoodParams};
 use crate::run::{in_ns, run_child, Guard, SINK_PORT};
 use crate::sampler::Sampler;
 use crate::topology::{Lab, LabError, RCV_IP};
+use crate::truth::Sample;
 
 #[derive(Debug, Clone)]
 pub struct TcpLabOptions {
@@ -73,6 +74,11 @@ pub struct TcpLabReport {
     pub unmatched: usize,
     /// Packets dropped by the bottleneck qdisc during the transfer.
     pub bottleneck_drops: u64,
+    /// What the bottleneck qdisc sent over the transfer's later four
+    /// fifths, bit/s: the rate it served while TCP kept its queue. Under
+    /// the configured rate where the host woke its timer late (`lab
+    /// check` measures that with a flood).
+    pub bottleneck_sent_bps: Option<f64>,
     pub captures: Option<(String, String)>,
 }
 
@@ -147,14 +153,14 @@ pub fn tcp_run(lab: &Lab, exe: &PathBuf, o: &TcpLabOptions) -> Result<TcpLabRepo
     let snd_pcap = dir.join(format!("{}-sender.pcap", lab.name));
     let r1_pcap = dir.join(format!("{}-after-hop1.pcap", lab.name));
     let result = transfer(lab, exe, o, bottleneck, &snd_pcap, &r1_pcap);
-    let report = result.and_then(|drops| {
+    let report = result.and_then(|counters| {
         evaluate(
             lab,
             o,
             bottleneck,
             hop.rate_bps,
             hop.buffer_bytes,
-            drops,
+            counters,
             &snd_pcap,
             &r1_pcap,
         )
@@ -165,7 +171,28 @@ pub fn tcp_run(lab: &Lab, exe: &PathBuf, o: &TcpLabOptions) -> Result<TcpLabRepo
     report
 }
 
-/// Up, sink, captures, the transfer, down. Returns the bottleneck's drops.
+/// What the bottleneck's qdisc did during a transfer.
+struct BottleneckCounters {
+    drops: u64,
+    /// Its sent rate over the transfer's later four fifths (bytes as tbf
+    /// counts them, the configured rate's layer).
+    sent_bps: Option<f64>,
+}
+
+/// The bottleneck's sent rate over the samples from a fifth of the way in
+/// to the last: TCP keeps its queue from then on, so the rate is what the
+/// qdisc served, the configured rate unless the host woke its timer late.
+fn served_rate_bps(samples: &[Sample], hop: usize) -> Option<f64> {
+    let (first, last) = (samples.first()?, samples.last()?);
+    let from_ns = first.t_ns + (last.t_ns - first.t_ns) / 5;
+    let start = samples.iter().find(|x| x.t_ns >= from_ns)?;
+    let span_ns = last.t_ns - start.t_ns;
+    (span_ns > 0).then(|| {
+        last.hop_bytes[hop].saturating_sub(start.hop_bytes[hop]) as f64 * 8e9 / span_ns as f64
+    })
+}
+
+/// Up, sink, captures, the transfer, down.
 fn transfer(
     lab: &Lab,
     exe: &PathBuf,
@@ -173,7 +200,7 @@ fn transfer(
     bottleneck: usize,
     snd_pcap: &Path,
     r1_pcap: &Path,
-) -> Result<u64, LabError> {
+) -> Result<BottleneckCounters, LabError> {
     let err = LabError::Command;
     lab.up(exe)?;
     let mut guard = Guard {
@@ -201,6 +228,7 @@ fn transfer(
         0 => None,
         _ => Some(start_capture(lab, exe, "r1", "to_next", r1_pcap, listen)?),
     };
+    let transfer_from = sampler.snapshot().len();
     let out = run_child(
         {
             let mut c = in_ns(lab, "snd", exe);
@@ -215,6 +243,7 @@ fn transfer(
     if !out.2 {
         return Err(err(format!("TCP transfer: {}", out.1.trim())));
     }
+    let transfer_to = sampler.snapshot().len();
     // The last ACKs and the sampler's last read.
     std::thread::sleep(Duration::from_millis(100));
     stop_capture(snd, "capture at the sender")?;
@@ -222,11 +251,16 @@ fn transfer(
         stop_capture(r1, "capture after hop 1")?;
     }
     let after = sampler.last().map_or(0, |x| x.hop_drops[bottleneck]);
-    sampler
+    let samples = sampler
         .finish()
         .map_err(|e| err(format!("counters: {e}")))?;
     drop(guard);
-    Ok(after.saturating_sub(before))
+    Ok(BottleneckCounters {
+        drops: after.saturating_sub(before),
+        sent_bps: samples
+            .get(transfer_from..transfer_to)
+            .and_then(|s| served_rate_bps(s, bottleneck)),
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -236,7 +270,7 @@ fn evaluate(
     bottleneck: usize,
     rate_bps: f64,
     buffer_bytes: u64,
-    bottleneck_drops: u64,
+    counters: BottleneckCounters,
     snd_pcap: &Path,
     r1_pcap: &Path,
 ) -> Result<TcpLabReport, LabError> {
@@ -332,7 +366,8 @@ fn evaluate(
         random_losses: r.bbe.count(LossClass::Random).0,
         truth,
         unmatched,
-        bottleneck_drops,
+        bottleneck_drops: counters.drops,
+        bottleneck_sent_bps: counters.sent_bps,
         captures: o.keep_captures.as_ref().map(|_| {
             (
                 snd_pcap.display().to_string(),
