@@ -22,8 +22,9 @@ pub enum LabCommand {
     List,
     /// Build a scenario's namespaces, links and shaped hops (root).
     Up(LabTarget),
-    /// Remove everything a lab made (also after a crash).
-    Down(LabTarget),
+    /// Remove everything a lab made (also after a crash): by scenario,
+    /// by `--name`, or every lab on this host with `--all`.
+    Down(DownArgs),
     /// Namespaces, processes and the shaped hops' counters.
     Status(LabTarget),
     /// Truth checks: each hop saturated delivers its rate; cross traffic
@@ -158,6 +159,19 @@ pub struct LabTarget {
 }
 
 #[derive(Args)]
+pub struct DownArgs {
+    /// The scenario the lab was built from; its name is the lab's unless
+    /// `--name` gives another.
+    pub scenario: Option<String>,
+    /// Lab name (namespaces `tllab-NAME-*`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Every lab on this host (every namespace `tllab-*`).
+    #[arg(long, conflicts_with_all = ["scenario", "name"])]
+    pub all: bool,
+}
+
+#[derive(Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub target: LabTarget,
@@ -276,11 +290,32 @@ pub fn run(args: LabArgs) -> Result<()> {
                 tightlink_lab::topology::RCV_IP, lab.ns("rcv"), tightlink_lab::topology::RCV_IP, lab.ns("snd"));
             Ok(())
         }
-        LabCommand::Down(t) => {
+        LabCommand::Down(d) => {
+            // Which labs, before root is asked for: a bad call says so.
+            let named = match (d.all, d.name, d.scenario) {
+                (true, _, _) => None,
+                (false, Some(name), _) => Some(name),
+                (false, None, Some(scenario)) => Some(
+                    lab_of(&LabTarget {
+                        scenario,
+                        name: None,
+                    })?
+                    .name,
+                ),
+                (false, None, None) => bail!("lab down: give a scenario, --name NAME or --all"),
+            };
             need_root()?;
-            let lab = lab_of(&t)?;
-            let gone = lab.down()?;
-            println!("lab {}: removed {} namespaces", lab.name, gone.len());
+            let (what, gone) = match named {
+                None => (
+                    "every lab".to_string(),
+                    tightlink_lab::topology::down_all()?,
+                ),
+                Some(name) => (
+                    format!("lab {name}"),
+                    tightlink_lab::topology::down_named(&name)?,
+                ),
+            };
+            println!("{what}: removed {} namespaces", gone.len());
             Ok(())
         }
         LabCommand::Status(t) => {

@@ -403,7 +403,8 @@ fn down_cleans_up_after_a_killed_run() {
     run.wait().unwrap();
     let left = namespaces_of(&lab.name);
     assert_eq!(left.len(), 6, "{left:?}");
-    let (ok, out, err) = tightlink(&["lab", "down", "cbr30", "--name", &lab.name]);
+    // By its name alone (the guards below go by scenario and name).
+    let (ok, out, err) = tightlink(&["lab", "down", "--name", &lab.name]);
     assert!(ok, "{err}");
     assert!(out.contains("removed 6 namespaces"), "{out}");
     assert!(namespaces_of(&lab.name).is_empty());
@@ -422,6 +423,12 @@ fn bad_scenarios_and_names_are_refused_with_reasons() {
     let (ok, _, err) = tightlink(&["lab", "status", "quiet", "--name", "Bad Name"]);
     assert!(!ok);
     assert!(err.contains("Bad Name"), "{err}");
+    let (ok, _, err) = tightlink(&["lab", "down"]);
+    assert!(!ok);
+    assert!(err.contains("--name NAME or --all"), "{err}");
+    let (ok, _, err) = tightlink(&["lab", "down", "--all", "--name", "x"]);
+    assert!(!ok);
+    assert!(err.contains("--all") && err.contains("--name"), "{err}");
     let dir = scratch("lab");
     let f = dir.path().join("typo.toml");
     std::fs::write(&f, "[[hop]]\nrate = \"200M\"\nbuffr = \"10KB\"\n").unwrap();

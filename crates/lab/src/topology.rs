@@ -90,14 +90,7 @@ pub struct UpReport {
 
 impl Lab {
     pub fn new(name: &str, scenario: Scenario) -> Result<Lab, LabError> {
-        let ok = !name.is_empty()
-            && name.len() <= 20
-            && name
-                .bytes()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
-        if !ok {
-            return Err(LabError::BadName(name.to_string()));
-        }
+        check_name(name)?;
         Ok(Lab {
             name: name.to_string(),
             scenario,
@@ -496,14 +489,7 @@ impl Lab {
     /// Kills what runs in the lab's namespaces and deletes them; a no-op
     /// when there is no such lab.
     pub fn down(&self) -> Result<Vec<String>, LabError> {
-        let found = self.existing()?;
-        remove_namespaces(&found)?;
-        for ns in &found {
-            let status = Self::delay_status_path(ns);
-            let _ = std::fs::remove_file(status.with_extension("log"));
-            let _ = std::fs::remove_file(status);
-        }
-        Ok(found)
+        down_named(&self.name)
     }
 
     /// A readable state: namespaces, processes in them, shaped hops.
@@ -545,6 +531,45 @@ impl Lab {
 }
 
 /// Namespaces whose name starts with `prefix`.
+/// A lab name: 1-20 of a-z, 0-9 and '-' (it becomes part of namespace
+/// and interface names).
+fn check_name(name: &str) -> Result<(), LabError> {
+    let ok = !name.is_empty()
+        && name.len() <= 20
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(LabError::BadName(name.to_string()))
+    }
+}
+
+/// [`Lab::down`] by the lab's name alone (its scenario is not needed to
+/// find what it made).
+pub fn down_named(name: &str) -> Result<Vec<String>, LabError> {
+    check_name(name)?;
+    remove_labs(existing_with_prefix(&format!("{PREFIX}{name}-"))?)
+}
+
+/// Every lab on this host (namespaces `tllab-*`), as [`Lab::down`] does
+/// one: after crashed runs whose names are not known.
+pub fn down_all() -> Result<Vec<String>, LabError> {
+    remove_labs(existing_with_prefix(PREFIX)?)
+}
+
+/// Removes lab namespaces and their delay lines' status files.
+fn remove_labs(found: Vec<String>) -> Result<Vec<String>, LabError> {
+    remove_namespaces(&found)?;
+    for ns in &found {
+        let status = Lab::delay_status_path(ns);
+        let _ = std::fs::remove_file(status.with_extension("log"));
+        let _ = std::fs::remove_file(status);
+    }
+    Ok(found)
+}
+
 pub fn existing_with_prefix(prefix: &str) -> Result<Vec<String>, LabError> {
     let list = sh("ip netns list")?;
     Ok(list
