@@ -22,8 +22,10 @@ pub enum LabCommand {
     List,
     /// Build a scenario's namespaces, links and shaped hops (root).
     Up(LabTarget),
-    /// Remove everything a lab made (also after a crash): by scenario,
-    /// by `--name`, or every lab on this host with `--all`.
+    /// Remove everything a lab made (also after a crash).
+    ///
+    /// The lab is found by its scenario, by `--name`, or every lab on
+    /// this host with `--all`.
     Down(DownArgs),
     /// Namespaces, processes and the shaped hops' counters.
     Status(LabTarget),
@@ -160,8 +162,8 @@ pub struct LabTarget {
 
 #[derive(Args)]
 pub struct DownArgs {
-    /// The scenario the lab was built from; its name is the lab's unless
-    /// `--name` gives another.
+    /// A shipped scenario (`tightlink lab list`) or a TOML file: the lab
+    /// of its name, unless `--name` gives another.
     pub scenario: Option<String>,
     /// Lab name (namespaces `tllab-NAME-*`).
     #[arg(long)]
