@@ -75,9 +75,10 @@ pub struct TcpLabReport {
     /// Packets dropped by the bottleneck qdisc during the transfer.
     pub bottleneck_drops: u64,
     /// What the bottleneck qdisc sent over the transfer's later four
-    /// fifths, bit/s: the rate it served while TCP kept its queue. Under
-    /// the configured rate where the host woke its timer late (`lab
-    /// check` measures that with a flood).
+    /// fifths, bit/s. Where TCP kept its queue (no random loss) the rate
+    /// it served: under the configured rate where the host woke its timer
+    /// late (`lab check` measures that with a flood). With random losses
+    /// the queue empties at times and this is lower for that reason too.
     pub bottleneck_sent_bps: Option<f64>,
     pub captures: Option<(String, String)>,
 }
@@ -180,8 +181,7 @@ struct BottleneckCounters {
 }
 
 /// The bottleneck's sent rate over the samples from a fifth of the way in
-/// to the last: TCP keeps its queue from then on, so the rate is what the
-/// qdisc served, the configured rate unless the host woke its timer late.
+/// to the last (past slow start).
 fn served_rate_bps(samples: &[Sample], hop: usize) -> Option<f64> {
     let (first, last) = (samples.first()?, samples.last()?);
     let from_ns = first.t_ns + (last.t_ns - first.t_ns) / 5;
