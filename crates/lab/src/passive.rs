@@ -228,7 +228,7 @@ fn transfer(
         0 => None,
         _ => Some(start_capture(lab, exe, "r1", "to_next", r1_pcap, listen)?),
     };
-    let transfer_from = sampler.snapshot().len();
+    let transfer_from = sampler.sample_count();
     let out = run_child(
         {
             let mut c = in_ns(lab, "snd", exe);
@@ -243,7 +243,7 @@ fn transfer(
     if !out.2 {
         return Err(err(format!("TCP transfer: {}", out.1.trim())));
     }
-    let transfer_to = sampler.snapshot().len();
+    let transfer_to = sampler.sample_count();
     // The last ACKs and the sampler's last read.
     std::thread::sleep(Duration::from_millis(100));
     stop_capture(snd, "capture at the sender")?;

@@ -184,6 +184,11 @@ impl Sampler {
         self.samples.lock().expect("sampler lock").last().cloned()
     }
 
+    /// How many samples there are so far (an index into [`Sampler::finish`]'s).
+    pub fn sample_count(&self) -> usize {
+        self.samples.lock().expect("sampler lock").len()
+    }
+
     /// A copy of the samples so far.
     pub fn snapshot(&self) -> Vec<Sample> {
         self.samples.lock().expect("sampler lock").clone()

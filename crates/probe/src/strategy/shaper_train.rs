@@ -679,7 +679,7 @@ fn third_train(
 /// Two trains' heads (bytes before the tail) within this factor of each
 /// other. A bucket refilled before each train passes the same head, less
 /// what cross traffic through it took (the lab's 256 KB tbf: within 4 %
-/// alone, 1.4 times at most with 60 Mbit/s of CBR through it, 12 and 10
+/// alone, 1.4 times at most with 60 Mbit/s of CBR through it, 12 and 9
 /// runs); a head cut short by an ON period of cross traffic that
 /// saturates the link lasts until it began, at any moment (the
 /// simulator's single ON/OFF source: 2.5 and 2.6 times, in the only 2 of
