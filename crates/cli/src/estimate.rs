@@ -425,7 +425,7 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
     let c = &report.estimate.cost;
     let resent = match c.resent_streams {
         0 => String::new(),
-        n => format!(" (and {n} sent again: the sender fell behind)"),
+        n => format!(" (and {n} sent again: {})", resent_because(report)),
     };
     writeln!(
         out,
@@ -437,4 +437,18 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
         report.estimate.stop
     )?;
     Ok(())
+}
+
+/// Why streams were sent again, as far as the host findings tell.
+fn resent_because(report: &EstimateReport) -> &'static str {
+    let Some(h) = &report.host else {
+        return "the sender fell behind";
+    };
+    let late = h.late_streams > 0;
+    let overflowed = h.drops.iter().any(|(name, _)| *name == "socket_overflow");
+    match (late, overflowed) {
+        (true, true) => "the sender fell behind, or the receiver's socket dropped probes",
+        (false, true) => "the receiver's socket dropped probes",
+        _ => "the sender fell behind",
+    }
 }

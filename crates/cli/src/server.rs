@@ -46,6 +46,12 @@ pub struct ServerArgs {
     /// Longest session without a key, seconds.
     #[arg(long, default_value_t = 30)]
     pub max_duration: u32,
+    /// Receive buffer of each session's probe socket (e.g. 16MB): what a
+    /// stream may queue while this host is busy elsewhere; datagrams it
+    /// cannot hold are dropped, counted and reported to the client as this
+    /// host's losses.
+    #[arg(long, default_value = "16MB")]
+    pub probe_rcvbuf: String,
 }
 
 pub fn run(args: ServerArgs) -> Result<()> {
@@ -72,6 +78,15 @@ pub fn run(args: ServerArgs) -> Result<()> {
         tightlink_core::units::parse_bytes(&args.max_session_bytes)
             .with_context(|| format!("--max-session-bytes {}", args.max_session_bytes))?;
     config.open_limits.max_session_ms = args.max_duration.saturating_mul(1000);
+    let rcvbuf = tightlink_core::units::parse_bytes(&args.probe_rcvbuf)
+        .with_context(|| format!("--probe-rcvbuf {}", args.probe_rcvbuf))?;
+    config.probe_rcvbuf_bytes = i32::try_from(rcvbuf).ok().with_context(|| {
+        format!(
+            "--probe-rcvbuf {}: a socket buffer holds at most {} bytes",
+            args.probe_rcvbuf,
+            i32::MAX
+        )
+    })?;
     let server =
         Server::bind(config.clone()).with_context(|| format!("listen on {}", config.bind))?;
     let l = config.open_limits;

@@ -125,17 +125,63 @@ fn max_bytes_caps_the_probe_cost() {
     assert!(err.contains("--max-bytes lots"), "{err}");
 }
 
+/// A `tightlink server` on loopback at `port`, with `extra` flags.
+struct LoopbackServer {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl LoopbackServer {
+    fn start(port: u16, extra: &[&str]) -> LoopbackServer {
+        let port = port.to_string();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tightlink"))
+            .args(["server", "--bind", "127.0.0.1", "--port", &port])
+            .args(extra)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        LoopbackServer { child, lines }
+    }
+
+    /// Its log up to the session's end line (the server logs it after the
+    /// client has gone: a CI run killed the server first and read none),
+    /// waiting at most 10 s; then stops it.
+    fn session_log(mut self) -> String {
+        let mut log = String::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !log.contains("end=") {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        log
+    }
+}
+
 /// `tightlink estimate` against a real server on loopback: the same JSON
 /// object plus the real-channel fields, and the session logged by the
 /// server.
 #[test]
 fn estimate_against_a_loopback_server() {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_tightlink"))
-        .args(["server", "--bind", "127.0.0.1", "--port", "17461"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let server = LoopbackServer::start(17461, &[]);
     let o = tightlink(&[
         "estimate",
         "127.0.0.1:17461",
@@ -143,32 +189,7 @@ fn estimate_against_a_loopback_server() {
         "--max-rate",
         "300M",
     ]);
-    // The server logs the session's end after the client has gone: wait
-    // for that line (a CI run killed the server first and read none).
-    let stderr = server.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut log = String::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !log.contains("end=") {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                log.push_str(&line);
-                log.push('\n');
-            }
-            Err(_) => break,
-        }
-    }
-    let _ = server.kill();
-    let _ = server.wait();
+    let log = server.session_log();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     // Loopback is far faster than 300 Mbit/s: the honest answer is "at
@@ -185,6 +206,62 @@ fn estimate_against_a_loopback_server() {
         log.contains("session peer=127.0.0.1") && log.contains("end=closed"),
         "{log}"
     );
+}
+
+/// A server whose probe sockets hold a datagram or two (`--probe-rcvbuf
+/// 4KB`) drops probes at its socket: the estimate counts them under
+/// `drops.socket_overflow` (the server logs the same count), warns that
+/// the receiving host lost them, and sends streams that lost packets
+/// again. A size that is not one, or too large, is refused by name.
+#[test]
+fn a_server_socket_that_overflows_is_named() {
+    // With the key, sessions may probe at 10 Gbit/s: 9014-byte loopback
+    // frames 7 us apart, where the server's thread falls behind (at the
+    // 1 Gbit/s of a session without one, 72 us apart, it keeps up).
+    let key = std::env::temp_dir().join(format!("tightlink-overflow-{}.key", std::process::id()));
+    std::fs::write(&key, "overflow test key\n").unwrap();
+    let key = key.to_str().unwrap();
+    let server = LoopbackServer::start(17462, &["--probe-rcvbuf", "4KB", "--key-file", key]);
+    let o = tightlink(&[
+        "estimate",
+        "127.0.0.1:17462",
+        "--json",
+        "--max-rate",
+        "10G",
+        "--key-file",
+        key,
+    ]);
+    let _ = std::fs::remove_file(key);
+    let log = server.session_log();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dropped = v["drops"]["socket_overflow"].as_u64().unwrap_or(0);
+    eprintln!(
+        "socket dropped {dropped}; {} streams, {} sent again",
+        v["streams"], v["resent_streams"]
+    );
+    assert!(dropped > 0, "{v}");
+    assert!(v["resent_streams"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        v["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("the receiving host's socket dropped")),
+        "{v}"
+    );
+    assert!(
+        log.contains(&format!("socket_dropped={dropped} end=closed")),
+        "{dropped}: {log}"
+    );
+    for (flag, says) in [
+        ("3GB", "--probe-rcvbuf 3GB: a socket buffer holds at most"),
+        ("lots", "--probe-rcvbuf lots: 'lots' is not a size"),
+    ] {
+        let o = tightlink(&["server", "--probe-rcvbuf", flag]);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{err}");
+    }
 }
 
 #[test]

@@ -64,16 +64,31 @@ pub struct Probed {
     /// carries (the schedule) are not what the path met. A strategy may
     /// send it again.
     pub sender_late: bool,
+    /// The receiving host's socket dropped datagrams while this stream
+    /// came in (its receive buffer was full: the host read too slowly),
+    /// so the stream's lost packets may be the host's, not the path's.
+    pub receiver_overflowed: bool,
 }
 
 impl Probed {
-    /// What came back from a sender that kept its schedule.
+    /// What came back from a sender that kept its schedule to a receiver
+    /// that kept up.
     pub fn on_time(stream: ProbeStream, truth: Option<GroundTruth>) -> Self {
         Probed {
             stream,
             truth,
             sender_late: false,
+            receiver_overflowed: false,
         }
+    }
+
+    /// Whether the hosts, not the path, may have shaped what came back:
+    /// the sender fell behind, or the receiver's socket overflowed and
+    /// the stream lost packets. A strategy may send such a stream again.
+    pub fn spoiled_by_host(&self) -> bool {
+        self.sender_late
+            || (self.receiver_overflowed
+                && self.stream.received_count() < self.stream.packets.len())
     }
 }
 
@@ -248,6 +263,9 @@ pub struct Recorder<'a, C> {
     /// the strategy sent it again ([`Channel::supersede_last`]).
     pub late: Vec<bool>,
     pub superseded: Vec<bool>,
+    /// Per stream: the receiver's socket overflowed
+    /// ([`Probed::receiver_overflowed`]).
+    pub overflowed: Vec<bool>,
     observer: Option<Observer<'a>>,
 }
 
@@ -262,6 +280,7 @@ impl<'a, C: Channel> Recorder<'a, C> {
             truths: Vec::new(),
             late: Vec::new(),
             superseded: Vec::new(),
+            overflowed: Vec::new(),
             observer: None,
         }
     }
@@ -281,6 +300,7 @@ impl<C: Channel> Channel for Recorder<'_, C> {
         self.streams.push(p.stream.clone());
         self.truths.push(p.truth);
         self.late.push(p.sender_late);
+        self.overflowed.push(p.receiver_overflowed);
         self.superseded.push(false);
         if let Some(f) = &mut self.observer {
             f(&p);
@@ -328,6 +348,9 @@ impl<C> Recorder<'_, C> {
     pub fn late_list(&self) -> String {
         positions(&self.late)
     }
+    pub fn overflowed_list(&self) -> String {
+        positions(&self.overflowed)
+    }
 }
 
 fn positions(flags: &[bool]) -> String {
@@ -344,11 +367,13 @@ fn positions(flags: &[bool]) -> String {
 /// strategy's `i`-th request, which must have the same packets and send
 /// gaps (within 1 ns per gap); so a saved run can be re-estimated offline
 /// with the same strategy. Streams whose sender fell behind in the live
-/// run come back marked late, so that the strategy decides the same
-/// (sends them again or keeps them) here too.
+/// run come back marked late, and those whose receiver's socket
+/// overflowed marked so, so that the strategy decides the same (sends
+/// them again or keeps them) here too.
 pub struct TraceChannel {
     streams: Vec<ProbeStream>,
     late: Vec<bool>,
+    overflowed: Vec<bool>,
     next: usize,
     max_rate_bps: f64,
     elapsed_ns: i64,
@@ -358,6 +383,7 @@ impl TraceChannel {
     pub fn new(streams: Vec<ProbeStream>, max_rate_bps: f64) -> Self {
         TraceChannel {
             late: vec![false; streams.len()],
+            overflowed: vec![false; streams.len()],
             streams,
             next: 0,
             max_rate_bps,
@@ -367,12 +393,23 @@ impl TraceChannel {
 
     /// Marks the streams at `positions` as sent late by the live run.
     pub fn with_late_streams(mut self, positions: &[usize]) -> Self {
-        for &i in positions {
-            if let Some(f) = self.late.get_mut(i) {
-                *f = true;
-            }
-        }
+        mark(&mut self.late, positions);
         self
+    }
+
+    /// Marks the streams at `positions` as ones whose receiver's socket
+    /// overflowed in the live run.
+    pub fn with_overflowed_streams(mut self, positions: &[usize]) -> Self {
+        mark(&mut self.overflowed, positions);
+        self
+    }
+}
+
+fn mark(flags: &mut [bool], positions: &[usize]) {
+    for &i in positions {
+        if let Some(f) = flags.get_mut(i) {
+            *f = true;
+        }
     }
 }
 
@@ -412,6 +449,7 @@ impl Channel for TraceChannel {
             stream,
             truth: None,
             sender_late: self.late[index],
+            receiver_overflowed: self.overflowed[index],
         })
     }
 
@@ -548,6 +586,41 @@ mod tests {
         assert_eq!(ch.superseded_list(), "1");
         let kept: Vec<usize> = ch.kept().map(|(i, _)| i).collect();
         assert_eq!(kept, vec![0, 2]);
+    }
+
+    /// Streams replayed as overflowed come back so, and the recorder
+    /// lists them.
+    #[test]
+    fn overflowed_streams_are_recorded_and_replayed() {
+        let recorded = vec![stream(&[0, 10]), stream(&[0, 10])];
+        let mut ch =
+            Recorder::new(TraceChannel::new(recorded, 1e9).with_overflowed_streams(&[0, 9]));
+        let req = StreamRequest::from_send_times(&[0, 10], 1500);
+        assert!(ch.probe(&req).unwrap().receiver_overflowed);
+        assert!(!ch.probe(&req).unwrap().receiver_overflowed);
+        assert_eq!(ch.overflowed_list(), "0");
+        assert_eq!(ch.late_list(), "");
+    }
+
+    /// A late sender spoils a stream; an overflowing receiver only one
+    /// that lost packets (what the socket dropped was then maybe its own);
+    /// neither leaves it unspoiled.
+    #[test]
+    fn spoiled_by_host_by_hand() {
+        let whole = stream(&[0, 10, 20]);
+        let mut lossy = whole.clone();
+        lossy.packets[1].recv_ns = None;
+        let p = |s: &ProbeStream, late, overflowed| Probed {
+            stream: s.clone(),
+            truth: None,
+            sender_late: late,
+            receiver_overflowed: overflowed,
+        };
+        assert!(!p(&whole, false, false).spoiled_by_host());
+        assert!(!p(&lossy, false, false).spoiled_by_host());
+        assert!(!p(&whole, false, true).spoiled_by_host());
+        assert!(p(&lossy, false, true).spoiled_by_host());
+        assert!(p(&whole, true, false).spoiled_by_host());
     }
 
     #[test]

@@ -224,15 +224,23 @@ pub fn analyze_trace(
         methods,
         params,
     );
-    for &i in &late {
-        let id = trace.streams[i].id;
-        let note = if superseded.contains(&i) {
-            STALLED_AND_SENT_AGAIN
-        } else {
-            STALLED
-        };
-        for a in results.iter_mut().filter(|a| a.stream_id == id) {
-            add_note(a, note);
+    let overflowed = trace
+        .stream_positions("overflowed_streams")
+        .map_err(|e| anyhow!(e))?;
+    for (positions, note, note_sent_again) in [
+        (&late, STALLED, STALLED_AND_SENT_AGAIN),
+        (&overflowed, OVERFLOWED, OVERFLOWED_AND_SENT_AGAIN),
+    ] {
+        for &i in positions {
+            let id = trace.streams[i].id;
+            let note = if superseded.contains(&i) {
+                note_sent_again
+            } else {
+                note
+            };
+            for a in results.iter_mut().filter(|a| a.stream_id == id) {
+                add_note(a, note);
+            }
         }
     }
     // An exact or "at least" multi-rate reading is a floor under the
@@ -292,6 +300,11 @@ const STALLED: &str =
     "its sender stalled (0.5 ms or more behind schedule): the path met a burst these send times do not show";
 const STALLED_AND_SENT_AGAIN: &str =
     "its sender stalled (0.5 ms or more behind schedule): the path met a burst these send times do not show; the estimate sent it again and did not read it";
+/// Notes on the streams a trace lists as overflowed.
+const OVERFLOWED: &str =
+    "the receiving host's socket dropped datagrams while it came in (receive buffer full): its lost packets may be the host's, not the path's";
+const OVERFLOWED_AND_SENT_AGAIN: &str =
+    "the receiving host's socket dropped datagrams while it came in (receive buffer full): its lost packets may be the host's, not the path's; the estimate sent it again and did not read it";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PerRate {
@@ -496,9 +509,11 @@ mod tests {
         );
     }
 
-    /// A trace of three streams (ids 3, 4, 5) whose second and third were
-    /// late, the second sent again: their results say so, the first's
-    /// do not; a position past the end is an error.
+    /// A trace of five streams (ids 3-7) whose second and third were
+    /// late, the second sent again, and whose fourth and fifth met a
+    /// receiver's socket that overflowed, the fourth sent again: their
+    /// results say so, the first's do not; a position past the end is an
+    /// error.
     #[test]
     fn late_streams_of_a_trace_carry_a_note() {
         let send = single_rate_schedule(5e9, 50, 9000, 0);
@@ -506,9 +521,10 @@ mod tests {
         let mut trace = Trace {
             metadata: vec![
                 ("late_streams".into(), "1,2".into()),
-                ("superseded_streams".into(), "1".into()),
+                ("superseded_streams".into(), "1,3".into()),
+                ("overflowed_streams".into(), "3,4".into()),
             ],
-            streams: (3..6)
+            streams: (3..8)
                 .map(|id| ProbeStream::from_times(id, 9000, &send, &recv))
                 .collect(),
         };
@@ -523,13 +539,15 @@ mod tests {
             vec![
                 (3, None),
                 (4, Some(STALLED_AND_SENT_AGAIN)),
-                (5, Some(STALLED))
+                (5, Some(STALLED)),
+                (6, Some(OVERFLOWED_AND_SENT_AGAIN)),
+                (7, Some(OVERFLOWED)),
             ]
         );
-        trace.metadata[0].1 = "1,3".into();
+        trace.metadata[2].1 = "1,5".into();
         let e = analyze_trace(&trace, None, Methods::One(Method::PrcmtBass), &p).unwrap_err();
         assert!(
-            e.to_string().contains("stream 3 is not in the trace"),
+            e.to_string().contains("stream 5 is not in the trace"),
             "{e}"
         );
     }

@@ -194,7 +194,14 @@ pub fn estimate(
     // What the strategy used: the streams it did not send again.
     let kept: Vec<ProbeStream> = channel.kept().map(|(_, s)| s.clone()).collect();
     let mut host = channel.side_report().host;
-    if let (Some(h), Some(w)) = (host.as_mut(), loss_at_the_lowest_rates(&kept)) {
+    // Path loss is judged on the streams whose receiver kept up: what an
+    // overflowing socket dropped has its own warning.
+    let kept_up: Vec<ProbeStream> = channel
+        .kept()
+        .filter(|(i, _)| !channel.overflowed[*i])
+        .map(|(_, s)| s.clone())
+        .collect();
+    if let (Some(h), Some(w)) = (host.as_mut(), loss_at_the_lowest_rates(&kept_up)) {
         h.warnings.push(w);
     }
     let wall_s = started.elapsed().as_secs_f64();
@@ -266,6 +273,9 @@ pub fn estimate(
         ];
         if channel.late.contains(&true) {
             metadata.push(("late_streams".to_string(), channel.late_list()));
+        }
+        if channel.overflowed.contains(&true) {
+            metadata.push(("overflowed_streams".to_string(), channel.overflowed_list()));
         }
         if channel.superseded.contains(&true) {
             metadata.push(("superseded_streams".to_string(), channel.superseded_list()));

@@ -176,13 +176,19 @@ fn open_trace(path: &Path) -> Result<Box<dyn Channel>> {
             "{file}: replay needs the sender's link rate (metadata `# max_rate_bps=...`, written by --save-trace)"
         ),
     };
-    // Streams whose sender fell behind in the live run: marked late here
-    // too, so that the strategy sends again the ones it sent again.
+    // Streams whose sender fell behind, or whose receiver's socket
+    // overflowed, in the live run: marked so here too, so that the
+    // strategy sends again the ones it sent again.
     let late = trace
         .stream_positions("late_streams")
         .map_err(|why| anyhow::anyhow!("{file}: {why}"))?;
+    let overflowed = trace
+        .stream_positions("overflowed_streams")
+        .map_err(|why| anyhow::anyhow!("{file}: {why}"))?;
     Ok(Box::new(
-        TraceChannel::new(trace.streams, max_rate_bps).with_late_streams(&late),
+        TraceChannel::new(trace.streams, max_rate_bps)
+            .with_late_streams(&late)
+            .with_overflowed_streams(&overflowed),
     ))
 }
 

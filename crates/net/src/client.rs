@@ -470,11 +470,7 @@ impl UdpChannel {
         self.ledger.note(d, sizes, stamps)
     }
 
-    fn forward(
-        &mut self,
-        request: &StreamRequest,
-        stream: u32,
-    ) -> Result<(ProbeStream, bool), ChannelError> {
+    fn forward(&mut self, request: &StreamRequest, stream: u32) -> Result<Sent, ChannelError> {
         let n = request.offsets_ns.len();
         let payloads = self.payload_sizes(request)?;
         let duration = request.offsets_ns.last().copied().unwrap_or(0).max(0) as u64;
@@ -516,19 +512,32 @@ impl UdpChannel {
         write_message(&mut self.writer, &Message::StreamSent { stream })
             .map_err(io_err("stream sent"))?;
         let recv = self.read_records(stream, RecordKind::Receive, n)?;
+        let dropped = self.read_socket_drops(stream)?;
         let late = self.note(&d, &request.sizes);
+        let overflowed = self.ledger.note_receiver_drops(dropped);
         let s = self
             .ledger
             .stream(stream, &request.sizes, &d.scheduled_ns, &recv);
         self.last_departures = Some(d);
-        Ok((s, late))
+        Ok(Sent {
+            stream: s,
+            late,
+            overflowed,
+        })
     }
 
-    fn reverse(
-        &mut self,
-        request: &StreamRequest,
-        stream: u32,
-    ) -> Result<(ProbeStream, bool), ChannelError> {
+    /// Reads what the server's socket dropped while `stream` came in.
+    fn read_socket_drops(&mut self, stream: u32) -> Result<u32, ChannelError> {
+        match read_message(&mut self.reader).map_err(ctl_err)? {
+            Message::SocketDrops { stream: s, dropped } if s == stream => Ok(dropped),
+            Message::Refused { reason } => Err(refused(&reason)),
+            other => Err(ChannelError::Io(format!(
+                "expected SocketDrops for stream {stream}, got {other:?}"
+            ))),
+        }
+    }
+
+    fn reverse(&mut self, request: &StreamRequest, stream: u32) -> Result<Sent, ChannelError> {
         let n = request.offsets_ns.len();
         if n > MAX_SCHEDULE {
             return Err(ChannelError::Io(format!(
@@ -562,6 +571,7 @@ impl UdpChannel {
         };
         let duration = request.offsets_ns.last().copied().unwrap_or(0);
         let deadline = clock::monotonic_ns() + duration + 2_000_000_000;
+        let dropped_before = self.socket_drops()?;
         let reader = &mut self.reader;
         let mut udp = &self.sock;
         let source: &mut dyn crate::backend::ProbeSource = match self.ring.as_mut() {
@@ -585,6 +595,7 @@ impl UdpChannel {
             deadline,
         )
         .map_err(io_err("receive"))?;
+        let dropped = self.socket_drops()?.wrapping_sub(dropped_before);
         self.drops.merge(&c.drops);
         if let Some(r) = &self.ring {
             // The socket got the same datagrams the ring did: discard them.
@@ -624,29 +635,54 @@ impl UdpChannel {
             tx_ns: tx,
         };
         let late = self.note(&d, &request.sizes);
+        let overflowed = self.ledger.note_receiver_drops(dropped);
         let s = self
             .ledger
             .stream(stream, &request.sizes, &d.scheduled_ns, &c.recv_ns);
         self.last_departures = Some(d);
-        Ok((s, late))
+        Ok(Sent {
+            stream: s,
+            late,
+            overflowed,
+        })
     }
+
+    /// What this end's probe socket has dropped since it opened; with the
+    /// packet ring the socket's copies are discarded unread (the ring
+    /// counts its own drops), so none of its drops count.
+    fn socket_drops(&self) -> Result<u32, ChannelError> {
+        if self.ring.is_some() {
+            return Ok(0);
+        }
+        self.sock
+            .socket_drops()
+            .map_err(io_err("socket drop count"))
+    }
+}
+
+/// One stream as it came back, and what the hosts did to it.
+struct Sent {
+    stream: ProbeStream,
+    late: bool,
+    overflowed: bool,
 }
 
 impl Channel for UdpChannel {
     fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
         let stream = self.next_stream;
         self.next_stream += 1;
-        let (s, sender_late) = match self.direction {
+        let sent = match self.direction {
             Direction::Forward => self.forward(request, stream)?,
             Direction::Reverse | Direction::Transfer | Direction::TransferReverse => {
                 self.reverse(request, stream)?
             }
         };
-        self.elapsed_ns += s.send_span_ns() as i64;
+        self.elapsed_ns += sent.stream.send_span_ns() as i64;
         Ok(Probed {
-            stream: s,
+            stream: sent.stream,
             truth: None,
-            sender_late,
+            sender_late: sent.late,
+            receiver_overflowed: sent.overflowed,
         })
     }
 

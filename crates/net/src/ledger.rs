@@ -152,6 +152,10 @@ pub(crate) struct SendLedger {
     /// This host's CPU times when the session opened (`None` where
     /// `/proc/stat` cannot be read).
     pub cpu_at_open: Option<CpuTimes>,
+    /// Datagrams the receiving end's socket dropped (its receive buffer
+    /// full), and the streams during which it did.
+    pub receiver_dropped: u64,
+    pub receiver_overflowed_streams: usize,
 }
 
 impl SendLedger {
@@ -186,6 +190,15 @@ impl SendLedger {
         v.late && v.queued_rate_bps.is_none() && v.worst_lag_ns >= STALL_TO_SEND_AGAIN_NS
     }
 
+    /// Counts what the receiving end's socket dropped while one stream
+    /// came in; true where it dropped any (the stream's losses may then
+    /// be the receiving host's).
+    pub fn note_receiver_drops(&mut self, dropped: u32) -> bool {
+        self.receiver_dropped += u64::from(dropped);
+        self.receiver_overflowed_streams += usize::from(dropped > 0);
+        dropped > 0
+    }
+
     /// The stream model of one probed stream (see [`probe_stream`]), with
     /// the packets the path reordered marked lost and counted.
     pub fn stream(
@@ -210,9 +223,16 @@ impl SendLedger {
         &self,
         cpu_now: Option<CpuTimes>,
         host_limit_bps: f64,
-        drops: Vec<(&'static str, u64)>,
+        mut drops: Vec<(&'static str, u64)>,
         mut warnings: Vec<String>,
     ) -> HostFindings {
+        if self.receiver_dropped > 0 {
+            drops.push(("socket_overflow", self.receiver_dropped));
+            warnings.push(format!(
+                "the receiving host's socket dropped {} datagrams in {} of {} streams (its receive buffer was full: that host read too slowly); probes lost there are the host's, not the path's: such streams were sent again while the budget allowed, and any kept read their losses as congestion",
+                self.receiver_dropped, self.receiver_overflowed_streams, self.streams
+            ));
+        }
         if self.overtaken > 0 {
             warnings.push(format!(
                 "the path reordered probes: {} packets in {} streams arrived after later-sent ones and count as lost (their times say nothing of the queue the rest saw; loss reads as congestion, so the estimate may read low)",

@@ -53,6 +53,10 @@ use crate::receiver::{absorb, collect_stream, Collected, Expect};
 use crate::udp::{ProbeSocket, UdpTx};
 use crate::{auth, clock, packets};
 
+/// A session's probe socket's receive buffer unless configured: at
+/// 10 Gbit/s, 12.8 ms of probes queued while the server's thread is away.
+pub const DEFAULT_PROBE_RCVBUF_BYTES: i32 = 16_000_000;
+
 /// Longest stream, so receive offsets fit the records' 32-bit ns.
 pub const MAX_STREAM_NS: u64 = 2_000_000_000;
 
@@ -81,6 +85,10 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// Log one line per session on stderr.
     pub log: bool,
+    /// Receive buffer asked for each session's probe socket (forced past
+    /// `net.core.rmem_max` where the server may): what a stream can queue
+    /// while the server's thread is away.
+    pub probe_rcvbuf_bytes: i32,
 }
 
 impl Default for ServerConfig {
@@ -111,6 +119,7 @@ impl Default for ServerConfig {
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(10),
             log: true,
+            probe_rcvbuf_bytes: DEFAULT_PROBE_RCVBUF_BYTES,
         }
     }
 }
@@ -125,6 +134,9 @@ pub struct ServerStats {
     /// Pending handshakes cut to make room for newer connections.
     pub cut: AtomicU64,
     pub drops: Mutex<DropCounters>,
+    /// Datagrams the sessions' probe sockets dropped while forward
+    /// streams came in (receive buffers full: this host read too slowly).
+    pub socket_dropped: AtomicU64,
     open: Mutex<OpenSessions>,
     pending: Mutex<Pending>,
 }
@@ -346,6 +358,9 @@ struct Outcome {
     packets: u64,
     bytes: u64,
     drops: DropCounters,
+    /// Datagrams the probe socket dropped during forward streams (its
+    /// receive buffer full).
+    socket_dropped: u64,
     end: String,
 }
 
@@ -361,6 +376,9 @@ fn run_session(
     let result = session(conn, peer, config, stats, pending, &mut o);
     stats.sessions.fetch_add(1, Ordering::Relaxed);
     stats.drops.lock().unwrap().merge(&o.drops);
+    stats
+        .socket_dropped
+        .fetch_add(o.socket_dropped, Ordering::Relaxed);
     o.end = match result {
         Ok(()) => "closed".into(),
         Err(e) => {
@@ -375,7 +393,7 @@ fn run_session(
         .map(|(n, c)| format!("{n}={c}"))
         .collect();
     format!(
-        "tightlink server: session peer={peer} direction={} auth={} streams={} packets={} bytes={} duration_ms={} drops=[{}] end={}",
+        "tightlink server: session peer={peer} direction={} auth={} streams={} packets={} bytes={} duration_ms={} drops=[{}] socket_dropped={} end={}",
         o.direction.map_or("-", Direction::name),
         o.authenticated,
         o.streams,
@@ -383,6 +401,7 @@ fn run_session(
         o.bytes,
         (clock::monotonic_ns() - started) / 1_000_000,
         drops.join(","),
+        o.socket_dropped,
         o.end
     )
 }
@@ -679,7 +698,7 @@ impl Session {
             config.open_limits
         };
         let local_ip = conn.local_addr()?.ip();
-        let sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), 16 << 20)?;
+        let sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), config.probe_rcvbuf_bytes)?;
         let mut limits = limits;
         if opened.direction == Direction::Reverse {
             if let Some(pace) =
@@ -749,6 +768,7 @@ impl Session {
             remaining_ns,
         )
         .map_err(End::Refuse)?;
+        let dropped_before = self.sock.socket_drops()?;
         send(w, &Message::Ready { stream })?;
         let expect = Expect {
             session: self.session_id,
@@ -783,6 +803,10 @@ impl Session {
         o.drops.merge(&c.drops);
         self.seen.peer = self.seen.peer.or(c.peer);
         send_records(w, stream, RecordKind::Receive, &c.recv_ns)?;
+        // What the socket dropped: this host's losses, not the path's.
+        let dropped = self.sock.socket_drops()?.wrapping_sub(dropped_before);
+        o.socket_dropped += u64::from(dropped);
+        send(w, &Message::SocketDrops { stream, dropped })?;
         Ok(())
     }
 

@@ -739,9 +739,15 @@ impl TwampChannel {
         &mut self,
         request: &StreamRequest,
         stream: u32,
-    ) -> Result<(ProbeStream, bool), ChannelError> {
+    ) -> Result<(ProbeStream, bool, bool), ChannelError> {
         let n = request.offsets_ns.len();
         let payloads = self.payload_sizes(request)?;
+        // Replies this host's socket drops are lost to this host, not the
+        // path (the reflector's own drops it cannot say).
+        let dropped_before = self
+            .sock
+            .socket_drops()
+            .map_err(io_err("socket drop count"))?;
         let first_seq = self.sequence.wrapping_add(1); // after the warm-up
         let (warm, mut pk) = packets::build(
             self.session,
@@ -830,6 +836,12 @@ impl TwampChannel {
             got == n
         })
         .map_err(io_err("receive replies"))?;
+        let dropped = self
+            .sock
+            .socket_drops()
+            .map_err(io_err("socket drop count"))?
+            .wrapping_sub(dropped_before);
+        let overflowed = self.ledger.note_receiver_drops(dropped);
         if got == 0 {
             let largest = request.sizes.iter().max().copied().unwrap_or(0);
             return Err(ChannelError::Io(if warm_answered {
@@ -857,7 +869,8 @@ impl TwampChannel {
             }
         }
         if self.hold {
-            return Ok(self.reverse_stream(stream, request, &sent_back, &held, &here));
+            let (s, late) = self.reverse_stream(stream, request, &sent_back, &held, &here);
+            return Ok((s, late, overflowed));
         }
         let mut recv_ns = vec![None; n];
         let mut deltas = Vec::with_capacity(n);
@@ -883,7 +896,7 @@ impl TwampChannel {
         let s = self
             .ledger
             .stream(stream, &request.sizes, &d.scheduled_ns, &recv_ns);
-        Ok((s, late))
+        Ok((s, late, overflowed))
     }
 }
 
@@ -891,12 +904,13 @@ impl Channel for TwampChannel {
     fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
         let stream = self.next_stream;
         self.next_stream += 1;
-        let (s, sender_late) = self.forward(request, stream)?;
+        let (s, sender_late, receiver_overflowed) = self.forward(request, stream)?;
         self.elapsed_ns += s.send_span_ns() as i64;
         Ok(Probed {
             stream: s,
             truth: None,
             sender_late,
+            receiver_overflowed,
         })
     }
 

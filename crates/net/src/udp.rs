@@ -82,6 +82,12 @@ impl ProbeSocket {
         self.rcvbuf_bytes
     }
 
+    /// Datagrams the kernel dropped at this socket since it opened (its
+    /// receive buffer was full: this host read too slowly).
+    pub fn socket_drops(&self) -> io::Result<u32> {
+        sockopt::socket_drops(self.fd())
+    }
+
     /// Whether UDP_GRO is on for this socket (it merges datagrams and
     /// their timestamps; we never turn it on, but say so if it is).
     pub fn udp_gro(&self) -> bool {

@@ -367,6 +367,51 @@ fn a_flood_leaves_the_server_serving_and_counted() {
     assert!(stats.sessions.load(std::sync::atomic::Ordering::Relaxed) >= 1);
 }
 
+/// A server whose probe socket holds only two or three datagrams (a
+/// 4 KB receive buffer) drops a fast stream's packets at its socket:
+/// the stream comes back marked overflowed, the report counts the
+/// socket's drops (`socket_overflow`, at least the packets lost: loopback
+/// loses none itself) and says the receiving host lost them, and the
+/// server's own count agrees.
+#[test]
+fn a_receiver_that_cannot_keep_up_is_named() {
+    let _turn = turn();
+    let (addr, stats) = spawn_server(ServerConfig {
+        log: false,
+        probe_rcvbuf_bytes: 4096,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut ch = UdpChannel::connect(&addr.to_string(), &ClientOptions::default()).unwrap();
+    let p = ch.probe(&request(1e9, 1000, 1042)).unwrap();
+    let lost = (p.stream.len() - p.stream.received_count()) as u64;
+    let h = ch.side_report().host.unwrap();
+    let overflow = h
+        .drops
+        .iter()
+        .find(|(name, _)| *name == "socket_overflow")
+        .map(|&(_, n)| n);
+    eprintln!("lost {lost} of 1000; the socket dropped {overflow:?}");
+    assert!(p.receiver_overflowed, "lost {lost}, {h:?}");
+    assert!(lost > 0 && overflow >= Some(lost), "lost {lost}, {h:?}");
+    assert!(
+        h.warnings
+            .iter()
+            .any(|w| w.starts_with("the receiving host's socket dropped")),
+        "{h:?}"
+    );
+    ch.close_session().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        Some(
+            stats
+                .socket_dropped
+                .load(std::sync::atomic::Ordering::Relaxed)
+        ),
+        overflow
+    );
+}
+
 /// A raw TCP peer that speaks garbage, or nothing, is refused or timed
 /// out; neither blocks other sessions.
 #[test]

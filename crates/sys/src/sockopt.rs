@@ -122,6 +122,33 @@ pub fn tcp_info(fd: RawFd) -> io::Result<libc::tcp_info> {
     }
 }
 
+/// Datagrams the kernel dropped at this socket since it opened, mostly
+/// because its receive buffer was full (SO_MEMINFO's SK_MEMINFO_DROPS,
+/// Linux 4.6 on): lost to the receiving host, not to the path.
+pub fn socket_drops(fd: RawFd) -> io::Result<u32> {
+    let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+    let mut len = size_of::<[u32; libc::SK_MEMINFO_DROPS as usize + 1]>() as libc::socklen_t;
+    // SAFETY: a valid fd, an out-buffer and its length in bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            info.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if (len as usize) < info.len() * size_of::<u32>() {
+        return Err(io::Error::other(format!(
+            "SO_MEMINFO gave {len} bytes, too few for the drop count"
+        )));
+    }
+    Ok(info[libc::SK_MEMINFO_DROPS as usize])
+}
+
 /// Sets SO_RCVTIMEO: a blocking receive returns `WouldBlock` after
 /// `timeout` (zero would mean "never", so it is raised to 1 us).
 pub fn set_recv_timeout(fd: RawFd, timeout: std::time::Duration) -> io::Result<()> {
@@ -210,5 +237,36 @@ mod tests {
             s.recv(&mut buf).unwrap_err().kind(),
             io::ErrorKind::WouldBlock
         );
+    }
+
+    /// 100 datagrams of 1400 bytes into a receive buffer of a few KB that
+    /// nobody reads: each one is either queued (read later) or counted as
+    /// dropped, none is neither, and most are dropped.
+    #[test]
+    fn a_full_receive_buffer_counts_its_drops() {
+        let r = UdpSocket::bind("127.0.0.1:0").unwrap();
+        set_int(r.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 4096).unwrap();
+        assert_eq!(socket_drops(r.as_raw_fd()).unwrap(), 0);
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for _ in 0..100 {
+            s.send_to(&[7u8; 1400], r.local_addr().unwrap()).unwrap();
+        }
+        r.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 2048];
+        let (mut received, mut dropped) = (0u32, 0u32);
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while received + dropped < 100 && std::time::Instant::now() < give_up {
+            while r.recv(&mut buf).is_ok() {
+                received += 1;
+            }
+            dropped = socket_drops(r.as_raw_fd()).unwrap();
+        }
+        assert_eq!(
+            received + dropped,
+            100,
+            "{received} read, {dropped} dropped"
+        );
+        assert!(dropped >= 80, "{received} read, {dropped} dropped");
+        assert!(socket_drops(-1).is_err());
     }
 }

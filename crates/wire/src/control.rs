@@ -16,6 +16,7 @@
 //!                                   <-     Accepted {session, udp_port, limits} | Refused
 //! forward:  Forward {stream, ...}   ->     <- Ready; client sends UDP; StreamSent ->
 //!                                   <-     Records {receive stamps}...  (last = true)
+//!                                   <-     SocketDrops {stream, dropped}
 //! reverse:  Reverse {schedule}      ->     <- Ready; server sends UDP; <- StreamSent
 //!                                   <-     Records {transmit stamps}... (last = true)
 //!                                   <-     Records {send lags}...       (last = true)
@@ -39,12 +40,14 @@ use std::io::{self, Read, Write};
 use crate::{DropCounters, DropReason};
 
 pub const MAGIC: [u8; 4] = *b"TLCP";
-/// Version 3 of this protocol (a reverse stream's records include how
-/// late the server's send calls were, [`RecordKind::SendLag`]; version 2
+/// Version 4 of this protocol (a forward stream's records are followed by
+/// the server socket's drops over the stream, [`Message::SocketDrops`];
+/// version 3's reverse stream records added how late the server's send
+/// calls were, [`RecordKind::SendLag`]; version 2
 /// gave its kernel transmit stamps only; version 1 sent the probes in the
 /// RFC 5357 padding instead of the STAMP layout of [`crate::twamp`]); a
 /// server refuses any other.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Largest frame (type + body), either direction.
 pub const MAX_FRAME: usize = 65_536;
 /// Timestamp records per `Records` frame (8 bytes each).
@@ -174,6 +177,13 @@ pub enum Message {
         last: bool,
         records: Vec<Record>,
     },
+    /// Datagrams the server's probe socket dropped (its receive buffer
+    /// full) while `stream` came in: probes the server's host lost, which
+    /// the records show as lost.
+    SocketDrops {
+        stream: u32,
+        dropped: u32,
+    },
     Close,
     Bye {
         drops: DropCounters,
@@ -295,6 +305,7 @@ mod ty {
     pub const TRANSFER_STOP: u8 = 20;
     pub const RATE_UPDATE: u8 = 21;
     pub const SENDER_TOTALS: u8 = 22;
+    pub const SOCKET_DROPS: u8 = 23;
 }
 
 /// A cursor over a frame body: every read is bounds-checked.
@@ -565,6 +576,11 @@ impl Message {
                     out.extend_from_slice(&v.to_be_bytes());
                 }
             }
+            Message::SocketDrops { stream, dropped } => {
+                out.push(ty::SOCKET_DROPS);
+                out.extend_from_slice(&stream.to_be_bytes());
+                out.extend_from_slice(&dropped.to_be_bytes());
+            }
             Message::Bye { drops } => {
                 out.push(ty::BYE);
                 let nonzero: Vec<_> = DropReason::ALL
@@ -609,6 +625,7 @@ impl Message {
             ty::TRANSFER_STOP => "TransferStop",
             ty::RATE_UPDATE => "RateUpdate",
             ty::SENDER_TOTALS => "SenderTotals",
+            ty::SOCKET_DROPS => "SocketDrops",
             other => return Err(ControlError::UnknownType(other)),
         };
         let mut b = Body { what, b: body };
@@ -767,6 +784,10 @@ impl Message {
                 rtt_min_ns: b.u64()?,
                 rtt_median_ns: b.u64()?,
             },
+            ty::SOCKET_DROPS => Message::SocketDrops {
+                stream: b.u32()?,
+                dropped: b.u32()?,
+            },
             _ => {
                 let n = b.u8()? as usize;
                 let mut drops = DropCounters::default();
@@ -908,6 +929,10 @@ mod tests {
                     position: 1,
                     offset_ns: 4_000_000,
                 }],
+            },
+            Message::SocketDrops {
+                stream: 7,
+                dropped: u32::MAX,
             },
             Message::Close,
             Message::Bye { drops },

@@ -480,8 +480,10 @@ pub struct Session<'a> {
     /// The rate of a shaper check whose short train queued (no bucket
     /// there), when one did.
     pub shaper_ruled_out_bps: Option<f64>,
-    /// Streams sent again because their sender fell behind, and those
-    /// of them that came back late again.
+    /// Streams sent again because a host spoiled them (the sender fell
+    /// behind, or the receiver's socket overflowed and packets went
+    /// missing: [`tightlink_core::channel::Probed::spoiled_by_host`]), and those of them that came
+    /// back spoiled again.
     pub resent: usize,
     resent_late_again: usize,
     /// Whether the last stream kept was one whose sender fell behind.
@@ -490,18 +492,18 @@ pub struct Session<'a> {
     started: std::time::Instant,
 }
 
-/// Most times one stream goes again after its sender fell behind.
+/// Most times one stream goes again after a host spoiled it.
 pub const MAX_RESENDS_PER_STREAM: usize = 2;
 
-/// What decides whether a stream whose sender fell behind goes again.
-/// Counts only, so that a replay (which knows which streams were late)
+/// What decides whether a stream a host spoiled goes again. Counts only,
+/// so that a replay (which knows which streams were late or overflowed)
 /// decides the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resends {
     /// Times this stream went again already.
     pub attempt: usize,
-    /// Streams sent again so far, and those of them that came back late
-    /// again.
+    /// Streams sent again so far, and those of them that came back
+    /// spoiled again.
     pub resent: usize,
     pub late_again: usize,
     /// Streams kept so far.
@@ -623,8 +625,8 @@ impl<'a> Session<'a> {
         self.truths.extend(truth);
     }
 
-    /// Sends `request` and keeps what came back; a stream whose sender
-    /// fell behind its schedule goes again while [`Resends::allowed`]
+    /// Sends `request` and keeps what came back; a stream a host spoiled
+    /// ([`tightlink_core::channel::Probed::spoiled_by_host`]) goes again while [`Resends::allowed`]
     /// (its bytes count, the stream does not).
     pub fn send(&mut self, request: &StreamRequest) -> Result<ProbeStream, StrategyError> {
         self.send_once_or_again(request, true)
@@ -640,7 +642,8 @@ impl<'a> Session<'a> {
             let p = self.channel.probe(request)?;
             self.bytes += request.bytes();
             self.packets += request.sizes.len() as u64;
-            if attempt > 0 && p.sender_late {
+            let spoiled = p.spoiled_by_host();
+            if attempt > 0 && spoiled {
                 self.resent_late_again += 1;
             }
             let room = self.bytes + request.bytes() <= self.budget.max_bytes;
@@ -650,7 +653,7 @@ impl<'a> Session<'a> {
                 late_again: self.resent_late_again,
                 kept: self.streams.len(),
             };
-            if !(may_send_again && p.sender_late && room && again.allowed()) {
+            if !(may_send_again && spoiled && room && again.allowed()) {
                 break p;
             }
             self.channel.supersede_last();
