@@ -226,7 +226,16 @@ pub fn result_samples(x: &mut Exposition, r: &Row) {
         x.sample(
             "tightlink_resent_streams",
             "gauge",
-            "Probe streams of the last measurement sent again because their sender stalled (0.5 ms or more behind their schedule).",
+            "Probe streams of the last measurement sent again because a host spoiled them: their sender stalled (0.5 ms or more behind their schedule), or the receiver's socket dropped probes.",
+            &l,
+            n as f64,
+        );
+    }
+    if let Some(n) = r.receiver_socket_drops {
+        x.sample(
+            "tightlink_receiver_socket_drops",
+            "gauge",
+            "Datagrams the receiving end's socket dropped during the last measurement (its receive buffer full): that host's losses, not the path's.",
             &l,
             n as f64,
         );
@@ -445,8 +454,9 @@ mod tests {
         assert_eq!(value(&plain, "tightlink_shaper_bucket_bytes"), None);
     }
 
-    /// Streams the sender fell behind in are exported when the target is
-    /// real (the row has them) and absent on the simulator.
+    /// Streams the sender fell behind in, streams sent again and the
+    /// receiver's socket drops are exported when the row has them (a real
+    /// target) and absent otherwise.
     #[test]
     fn late_streams_are_exported_for_real_targets_only() {
         let t = tightlink_measure::Target::default_sim();
@@ -457,8 +467,10 @@ mod tests {
         result_samples(&mut x, &row);
         assert!(!x.render().contains("tightlink_sender_late_streams"));
         assert!(!x.render().contains("tightlink_resent_streams"));
+        assert!(!x.render().contains("tightlink_receiver_socket_drops"));
         row.sender_late_streams = Some(9);
         row.resent_streams = Some(2);
+        row.receiver_socket_drops = Some(1345);
         let mut x = Exposition::default();
         result_samples(&mut x, &row);
         let text = x.render();
@@ -472,6 +484,12 @@ tightlink_sender_late_streams{name=\"n\",target=\"sim:\",kind=\"sim\",method=\"m
         assert!(
             text.contains(
                 "tightlink_resent_streams{name=\"n\",target=\"sim:\",kind=\"sim\",method=\"multirate\"} 2\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "tightlink_receiver_socket_drops{name=\"n\",target=\"sim:\",kind=\"sim\",method=\"multirate\"} 1345\n"
             ),
             "{text}"
         );

@@ -53,6 +53,9 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE results ADD COLUMN sender_late_streams INTEGER;",
     // 5: streams sent again because their sender stalled.
     "ALTER TABLE results ADD COLUMN resent_streams INTEGER;",
+    // 6: real targets: datagrams the receiving end's socket dropped (its
+    // receive buffer full).
+    "ALTER TABLE results ADD COLUMN receiver_socket_drops INTEGER;",
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -93,9 +96,14 @@ pub struct Row {
     /// busy to pace them); from half of the streams on the answer may
     /// read low.
     pub sender_late_streams: Option<u64>,
-    /// Streams sent again because their sender stalled (their bytes are
+    /// Streams sent again because a host spoiled them: the sender
+    /// stalled, or the receiver's socket dropped probes (their bytes are
     /// in `probe_bytes`).
     pub resent_streams: Option<u64>,
+    /// Real targets: datagrams the receiving end's socket dropped while
+    /// the streams came in (its receive buffer full): that host's losses,
+    /// not the path's.
+    pub receiver_socket_drops: Option<u64>,
     /// The simulated path's seed for this run.
     pub seed: Option<u64>,
     pub error: Option<String>,
@@ -149,6 +157,7 @@ impl Row {
             shaper_bucket_bytes: None,
             sender_late_streams: None,
             resent_streams: None,
+            receiver_socket_drops: None,
             seed: o.seed,
             error: None,
             report: None,
@@ -171,6 +180,13 @@ impl Row {
             shaper_bucket_bytes: e.shaper.map(|sh| sh.bucket_bytes),
             sender_late_streams: r.host.as_ref().map(|h| h.late_streams as u64),
             resent_streams: Some(e.cost.resent_streams as u64),
+            receiver_socket_drops: r.host.as_ref().map(|h| {
+                h.drops
+                    .iter()
+                    .filter(|(name, _)| *name == "socket_overflow")
+                    .map(|&(_, n)| n)
+                    .sum()
+            }),
             report: Some(serde_json::to_string(r).expect("a report serialises")),
             ..Row::base(o, true)
         }
@@ -278,9 +294,9 @@ impl Store {
             "INSERT INTO results (name, target, kind, method, origin, started_unix_ns, wall_s, ok,
                 available_bps, low_bps, high_bps, bound, truth_bps, probe_bytes, streams,
                 host_limited, seed, error, report, host_stolen_share, shaper_streams_bps,
-                shaper_bucket_bytes, sender_late_streams, resent_streams)
+                shaper_bucket_bytes, sender_late_streams, resent_streams, receiver_socket_drops)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-                ?21, ?22, ?23, ?24)",
+                ?21, ?22, ?23, ?24, ?25)",
             params![
                 r.name,
                 r.target,
@@ -306,6 +322,7 @@ impl Store {
                 r.shaper_bucket_bytes,
                 r.sender_late_streams.map(|n| n as i64),
                 r.resent_streams.map(|n| n as i64),
+                r.receiver_socket_drops.map(|n| n as i64),
             ],
         )?;
         let id = tx.last_insert_rowid();
@@ -403,6 +420,9 @@ fn row_from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
             .get::<_, Option<i64>>("sender_late_streams")?
             .map(|n| n as u64),
         resent_streams: r.get::<_, Option<i64>>("resent_streams")?.map(|n| n as u64),
+        receiver_socket_drops: r
+            .get::<_, Option<i64>>("receiver_socket_drops")?
+            .map(|n| n as u64),
         seed: r.get::<_, Option<i64>>("seed")?.map(|b| b as u64),
         error: r.get("error")?,
         report: r.get("report")?,
@@ -505,8 +525,9 @@ mod tests {
     }
 
     /// A history written by a tightlink of schema version 1 (no stolen
-    /// share, no shaper, late-stream or resent-stream columns) is upgraded
-    /// in place through versions 2 to 5: its rows stay, with none of them.
+    /// share, no shaper, late-stream, resent-stream or socket-drop
+    /// columns) is upgraded in place through versions 2 to 6: its rows
+    /// stay, with none of them.
     #[test]
     fn a_version_1_history_is_upgraded() {
         let (_dir, path) = temp("v1");
@@ -522,7 +543,7 @@ mod tests {
             .unwrap();
         }
         let mut s = Store::open(&path).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 5);
+        assert_eq!(s.schema_version().unwrap(), 6);
         let old = &s.rows(&Query::default()).unwrap()[0];
         assert_eq!((old.name.as_str(), old.host_stolen_share), ("old", None));
         assert_eq!(
@@ -530,9 +551,10 @@ mod tests {
                 old.shaper_streams_bps,
                 old.shaper_bucket_bytes,
                 old.sender_late_streams,
-                old.resent_streams
+                old.resent_streams,
+                old.receiver_socket_drops
             ),
-            (None, None, None, None)
+            (None, None, None, None, None)
         );
         let t = Target::default_sim();
         let mut r = Row::failure(&origin(&t, 2_000), "y");
@@ -541,6 +563,7 @@ mod tests {
         r.shaper_bucket_bytes = Some(243e3);
         r.sender_late_streams = Some(9);
         r.resent_streams = Some(4);
+        r.receiver_socket_drops = Some(1345);
         s.insert(&r).unwrap();
         let new = &s.rows(&Query::default()).unwrap()[1];
         assert_eq!(new.host_stolen_share, Some(0.07));
@@ -550,6 +573,7 @@ mod tests {
         );
         assert_eq!(new.sender_late_streams, Some(9));
         assert_eq!(new.resent_streams, Some(4));
+        assert_eq!(new.receiver_socket_drops, Some(1345));
     }
 
     #[test]
