@@ -595,17 +595,18 @@ impl UdpChannel {
             deadline,
         )
         .map_err(io_err("receive"))?;
-        let dropped = self.socket_drops()?.wrapping_sub(dropped_before);
+        let mut dropped = self.socket_drops()?.wrapping_sub(dropped_before);
         self.drops.merge(&c.drops);
         if let Some(r) = &self.ring {
             // The socket got the same datagrams the ring did: discard them.
             crate::receiver::discard(&self.sock).map_err(io_err("receive"))?;
+            // A full ring drops frames as a full socket buffer does: this
+            // host's losses (the count is since the last read).
             let lost = r.dropped().map_err(io_err("packet ring"))?;
-            if lost > 0 || r.malformed > 0 {
-                self.warnings.push(format!(
-                    "packet ring: {lost} frames dropped (ring full), {} not IPv4 UDP",
-                    r.malformed
-                ));
+            dropped = dropped.saturating_add(u32::try_from(lost).unwrap_or(u32::MAX));
+            if r.malformed > 0 {
+                self.warnings
+                    .push(format!("packet ring: {} frames not IPv4 UDP", r.malformed));
             }
         }
         if c.unstamped > 0 {
@@ -648,8 +649,8 @@ impl UdpChannel {
     }
 
     /// What this end's probe socket has dropped since it opened; with the
-    /// packet ring the socket's copies are discarded unread (the ring
-    /// counts its own drops), so none of its drops count.
+    /// packet ring the socket's copies are discarded unread (the ring's
+    /// own drops count instead), so none of its drops count.
     fn socket_drops(&self) -> Result<u32, ChannelError> {
         if self.ring.is_some() {
             return Ok(0);

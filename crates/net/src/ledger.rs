@@ -152,8 +152,8 @@ pub(crate) struct SendLedger {
     /// This host's CPU times when the session opened (`None` where
     /// `/proc/stat` cannot be read).
     pub cpu_at_open: Option<CpuTimes>,
-    /// Datagrams the receiving end's socket dropped (its receive buffer
-    /// full), and the streams during which it did.
+    /// Datagrams the receiving end's socket (or packet ring) dropped, its
+    /// buffer full, and the streams during which it did.
     pub receiver_dropped: u64,
     pub receiver_overflowed_streams: usize,
 }
@@ -229,7 +229,7 @@ impl SendLedger {
         if self.receiver_dropped > 0 {
             drops.push(("socket_overflow", self.receiver_dropped));
             warnings.push(format!(
-                "the receiving host's socket dropped {} datagrams in {} of {} streams (its receive buffer was full: that host read too slowly); probes lost there are the host's, not the path's: such streams were sent again while the budget allowed, and any kept read their losses as congestion",
+                "the receiving host's socket dropped {} datagrams in {} of {} streams (its receive buffer or packet ring was full: that host read too slowly); probes lost there are the host's, not the path's: streams that lost probes then were sent again while the resend limits allowed, and any kept read those losses as congestion",
                 self.receiver_dropped, self.receiver_overflowed_streams, self.streams
             ));
         }
