@@ -109,6 +109,12 @@ pub fn run(args: ServerArgs) -> Result<()> {
             _ => "",
         }
     );
+    if let Some(w) = server
+        .probe_buffer_warning()
+        .context("a trial probe socket")?
+    {
+        eprintln!("tightlink server: warning: {w}");
+    }
     server.serve().context("server")?;
     Ok(())
 }

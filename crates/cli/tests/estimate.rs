@@ -264,6 +264,101 @@ fn a_server_socket_that_overflows_is_named() {
     }
 }
 
+/// The first `n` lines `tightlink server ARGS` prints, run under `wrap`
+/// (a command prefix such as `setpriv ...`, or none), from a copy of the
+/// binary any user may run; the server is stopped after.
+fn server_start_lines(wrap: &[&str], args: &[&str], n: usize) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("tightlink");
+    std::fs::copy(env!("CARGO_BIN_EXE_tightlink"), &bin).unwrap();
+    let mut cmd = match wrap.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(&bin);
+            c
+        }
+        None => Command::new(&bin),
+    };
+    let mut child = cmd
+        .arg("server")
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let lines: Vec<String> = (0..n)
+        .map_while(|_| rx.recv_timeout(std::time::Duration::from_secs(3)).ok())
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    lines
+}
+
+/// A server that cannot get the probe sockets' receive buffer it asks
+/// for (an unprivileged user asking for more than `net.core.rmem_max`)
+/// says so as it starts, with the figures and the sysctl that raises it;
+/// as root (CAP_NET_ADMIN forces the size) it says nothing of the kind.
+#[test]
+fn a_server_denied_its_receive_buffer_says_so() {
+    let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("not root: cannot compare with and without CAP_NET_ADMIN");
+        return;
+    }
+    let asked = (2 * rmem_max).to_string();
+    let args = [
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        "17463",
+        "--probe-rcvbuf",
+        &asked,
+    ];
+    let nobody = server_start_lines(
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        &args,
+        2,
+    );
+    let warning = nobody.iter().find(|l| {
+        l.starts_with("tightlink server: warning: probe sockets get a receive buffer of")
+    });
+    assert!(warning.is_some(), "{nobody:?}");
+    let warning = warning.unwrap();
+    assert!(
+        warning.contains(&format!("net.core.rmem_max = {rmem_max}"))
+            && warning.contains(&format!("sysctl -w net.core.rmem_max={asked}")),
+        "{warning}"
+    );
+    let as_root = server_start_lines(&[], &args, 2);
+    assert!(
+        as_root
+            .iter()
+            .any(|l| l.contains("listening on 127.0.0.1:17463"))
+            && !as_root.iter().any(|l| l.contains("warning")),
+        "{as_root:?}"
+    );
+}
+
 #[test]
 fn doctor_prints_tables_and_a_verdict() {
     let o = tightlink(&["doctor", "--quick"]);
