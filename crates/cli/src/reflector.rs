@@ -85,5 +85,11 @@ pub fn run(args: ReflectorArgs) -> Result<()> {
             "14-40-byte requests refused".to_string()
         }
     );
+    if let Some(w) = r
+        .receive_buffer_warning()
+        .context("the test port's receive buffer")?
+    {
+        eprintln!("tightlink reflector: warning: {w}");
+    }
     r.serve().context("reflector")
 }

@@ -264,10 +264,10 @@ fn a_server_socket_that_overflows_is_named() {
     }
 }
 
-/// The first `n` lines `tightlink server ARGS` prints, run under `wrap`
+/// The first `n` lines `tightlink ARGS` prints, run under `wrap`
 /// (a command prefix such as `setpriv ...`, or none), from a copy of the
 /// binary any user may run; the server is stopped after.
-fn server_start_lines(wrap: &[&str], args: &[&str], n: usize) -> Vec<String> {
+fn start_lines(wrap: &[&str], args: &[&str], n: usize) -> Vec<String> {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -282,7 +282,6 @@ fn server_start_lines(wrap: &[&str], args: &[&str], n: usize) -> Vec<String> {
         None => Command::new(&bin),
     };
     let mut child = cmd
-        .arg("server")
         .args(args)
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -308,6 +307,7 @@ fn server_start_lines(wrap: &[&str], args: &[&str], n: usize) -> Vec<String> {
 /// for (an unprivileged user asking for more than `net.core.rmem_max`)
 /// says so as it starts, with the figures and the sysctl that raises it;
 /// as root (CAP_NET_ADMIN forces the size) it says nothing of the kind.
+/// The same for the reflector's test port.
 #[test]
 fn a_server_denied_its_receive_buffer_says_so() {
     let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
@@ -322,6 +322,7 @@ fn a_server_denied_its_receive_buffer_says_so() {
     }
     let asked = (2 * rmem_max).to_string();
     let args = [
+        "server",
         "--bind",
         "127.0.0.1",
         "--port",
@@ -329,16 +330,13 @@ fn a_server_denied_its_receive_buffer_says_so() {
         "--probe-rcvbuf",
         &asked,
     ];
-    let nobody = server_start_lines(
-        &[
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-        ],
-        &args,
-        2,
-    );
+    let as_nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let nobody = start_lines(&as_nobody, &args, 2);
     let warning = nobody.iter().find(|l| {
         l.starts_with("tightlink server: warning: probe sockets get a receive buffer of")
     });
@@ -349,11 +347,25 @@ fn a_server_denied_its_receive_buffer_says_so() {
             && warning.contains(&format!("sysctl -w net.core.rmem_max={asked}")),
         "{warning}"
     );
-    let as_root = server_start_lines(&[], &args, 2);
+    let as_root = start_lines(&[], &args, 2);
     assert!(
         as_root
             .iter()
             .any(|l| l.contains("listening on 127.0.0.1:17463"))
+            && !as_root.iter().any(|l| l.contains("warning")),
+        "{as_root:?}"
+    );
+    // The reflector asks for 32 MiB for its test port, warned of where
+    // rmem_max is lower.
+    let reflector = ["reflector", "--bind", "127.0.0.1", "--port", "17464"];
+    let nobody = start_lines(&as_nobody, &reflector, 2);
+    let warned = nobody.iter().any(|l| {
+        l.starts_with("tightlink reflector: warning: the test port gets a receive buffer of")
+    });
+    assert_eq!(warned, rmem_max < 32 << 20, "{nobody:?}");
+    let as_root = start_lines(&[], &reflector, 2);
+    assert!(
+        as_root.iter().any(|l| l.contains("on 127.0.0.1:17464"))
             && !as_root.iter().any(|l| l.contains("warning")),
         "{as_root:?}"
     );

@@ -74,6 +74,8 @@ pub const TWAMP_PORT: u16 = 862;
 pub const MAX_REQUEST: usize = 9_000;
 
 const BATCH: usize = 32;
+/// The test port's receive buffer: a 10 000-packet train of 3 KB frames.
+pub const RCVBUF_BYTES: i32 = 32 << 20;
 
 /// Where a held reply carries its index among the replies sent back and
 /// their count (big-endian, after tightlink's fields in the echoed TLV).
@@ -583,7 +585,7 @@ impl Drop for ReflectorHandle {
 
 impl Reflector {
     /// Binds the test port with kernel receive stamps and TTLs on, and a
-    /// receive buffer for a 10 000-packet train.
+    /// receive buffer for a 10 000-packet train ([`RCVBUF_BYTES`]).
     pub fn bind(config: ReflectorConfig) -> io::Result<Reflector> {
         let sock = UdpSocket::bind(config.bind)?;
         let fd = sock.as_raw_fd();
@@ -599,9 +601,8 @@ impl Reflector {
         } else {
             sockopt::set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
         }
-        let rcvbuf = 32 << 20;
-        if sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf).is_err() {
-            sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf)?;
+        if sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF_BYTES).is_err() {
+            sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF_BYTES)?;
         }
         sock.set_nonblocking(true)?;
         Ok(Reflector {
@@ -614,6 +615,19 @@ impl Reflector {
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.sock.local_addr()
+    }
+
+    /// `Some(warning)` where the kernel granted the test port less
+    /// receive buffer than [`RCVBUF_BYTES`] ([`crate::udp::rcvbuf_shortfall`]):
+    /// requests beyond it are dropped unanswered, and senders read them as
+    /// path loss.
+    pub fn receive_buffer_warning(&self) -> io::Result<Option<String>> {
+        let reported = sockopt::get_int(self.sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF)?;
+        Ok(crate::udp::rcvbuf_shortfall(
+            "the test port gets",
+            RCVBUF_BYTES,
+            reported.max(0) as usize,
+        ))
     }
 
     pub fn stats(&self) -> Arc<ReflectorStats> {

@@ -304,29 +304,16 @@ impl Server {
     }
 
     /// What a session's probe socket gets: a trial socket on the listening
-    /// address asks for the configured receive buffer. `Some(warning)`
-    /// where the kernel granted less (no CAP_NET_ADMIN to force it past
-    /// `net.core.rmem_max`): bursts that outrun this host's reading are
-    /// then dropped sooner.
+    /// address asks for the configured receive buffer; `Some(warning)`
+    /// where the kernel granted less ([`crate::udp::rcvbuf_shortfall`]).
     pub fn probe_buffer_warning(&self) -> io::Result<Option<String>> {
-        let asked = self.config.probe_rcvbuf_bytes.max(0) as usize;
         let ip = self.local_addr()?.ip();
-        // The kernel reports twice what it reserves for data.
-        let granted = ProbeSocket::bind(SocketAddr::new(ip, 0), self.config.probe_rcvbuf_bytes)?
-            .rcvbuf_bytes()
-            / 2;
-        Ok((granted < asked).then(|| {
-            let rmem_max = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
-                .ok()
-                .and_then(|s| s.trim().parse::<usize>().ok());
-            format!(
-                "probe sockets get a receive buffer of {:.1} MB, not the {:.1} MB asked (without CAP_NET_ADMIN the kernel caps it at net.core.rmem_max{}): it holds {:.1} ms of probes at 10 Gbit/s, and what arrives beyond it is dropped and reported as this host's losses; raise it with `sysctl -w net.core.rmem_max={asked}`",
-                granted as f64 / 1e6,
-                asked as f64 / 1e6,
-                rmem_max.map_or(String::new(), |m| format!(" = {m}")),
-                granted as f64 * 8.0 / 10e9 * 1e3,
-            )
-        }))
+        let trial = ProbeSocket::bind(SocketAddr::new(ip, 0), self.config.probe_rcvbuf_bytes)?;
+        Ok(crate::udp::rcvbuf_shortfall(
+            "probe sockets get",
+            self.config.probe_rcvbuf_bytes,
+            trial.rcvbuf_bytes(),
+        ))
     }
 
     pub fn stats(&self) -> Arc<ServerStats> {

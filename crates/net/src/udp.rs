@@ -140,6 +140,28 @@ impl ProbeSocket {
     }
 }
 
+/// A warning where the kernel granted a socket less receive buffer than
+/// `asked` (no CAP_NET_ADMIN to force it past `net.core.rmem_max`):
+/// bursts that outrun this host's reading are then dropped sooner.
+/// `reported` is what SO_RCVBUF says, twice what the kernel reserves for
+/// data; `who` starts the sentence ("probe sockets get").
+pub fn rcvbuf_shortfall(who: &str, asked: i32, reported: usize) -> Option<String> {
+    let asked = asked.max(0) as usize;
+    let granted = reported / 2;
+    (granted < asked).then(|| {
+        let rmem_max = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok());
+        format!(
+            "{who} a receive buffer of {:.1} MB, not the {:.1} MB asked (without CAP_NET_ADMIN the kernel caps it at net.core.rmem_max{}): it holds {:.1} ms of probes at 10 Gbit/s, and what arrives beyond it is dropped; raise it with `sysctl -w net.core.rmem_max={asked}`",
+            granted as f64 / 1e6,
+            asked as f64 / 1e6,
+            rmem_max.map_or(String::new(), |m| format!(" = {m}")),
+            granted as f64 * 8.0 / 10e9 * 1e3,
+        )
+    })
+}
+
 /// The UDP backend's transmitter: the probe socket and the peer.
 pub struct UdpTx<'a> {
     pub sock: &'a mut ProbeSocket,
@@ -204,4 +226,24 @@ pub(crate) fn connected_mtu(sock: &std::net::UdpSocket) -> Option<u32> {
     };
     let v = sockopt::get_int(sock.as_raw_fd(), level, name).ok()?;
     (v > 0).then_some(v as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 16 MB asked, SO_RCVBUF reports 8 388 608 (4 194 304 for data): a
+    /// warning with both sizes and 4 194 304 x 8 / 10 Gbit/s = 3.4 ms;
+    /// reported 32 000 000 (all 16 MB): none.
+    #[test]
+    fn rcvbuf_shortfall_by_hand() {
+        let w = rcvbuf_shortfall("probe sockets get", 16_000_000, 8_388_608).unwrap();
+        assert!(
+            w.starts_with("probe sockets get a receive buffer of 4.2 MB, not the 16.0 MB asked"),
+            "{w}"
+        );
+        assert!(w.contains("it holds 3.4 ms of probes at 10 Gbit/s"), "{w}");
+        assert!(w.ends_with("`sysctl -w net.core.rmem_max=16000000`"), "{w}");
+        assert_eq!(rcvbuf_shortfall("x", 16_000_000, 32_000_000), None);
+    }
 }
