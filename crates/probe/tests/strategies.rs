@@ -883,100 +883,50 @@ fn queue_fit_needs_the_capacity_and_reads_the_bursty_path_with_it() {
     }
 }
 
-/// A channel whose receiver's socket overflows on the sends at `lossy`
-/// (0-based, over every send), losing the second half of each of those
-/// streams, and on the sends at `lossless` with none of the stream's
-/// packets among what it dropped.
-struct OverflowAt<C> {
-    inner: C,
-    sends: usize,
-    lossy: Vec<usize>,
-    lossless: Vec<usize>,
-}
-
-impl<C: Channel> Channel for OverflowAt<C> {
-    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
-        let mut p = self.inner.probe(request)?;
-        if self.lossy.contains(&self.sends) {
-            p.receiver_overflowed = true;
-            let half = p.stream.packets.len() / 2;
-            for k in &mut p.stream.packets[half..] {
-                k.recv_ns = None;
-            }
-        }
-        if self.lossless.contains(&self.sends) {
-            p.receiver_overflowed = true;
-        }
-        self.sends += 1;
-        Ok(p)
-    }
-    fn info(&self) -> ChannelInfo {
-        self.inner.info()
-    }
-    fn elapsed_ns(&self) -> i64 {
-        self.inner.elapsed_ns()
-    }
-}
-
-/// The receiver's socket overflows during sends 1, 3 and 4; 1 and 4 lost
-/// half their packets there, 3 none: 1 and 4 go again (their losses may
-/// be the host's), 3 is read as it came; the answer is the path's, and a
-/// replay that knows which streams overflowed answers the same.
-#[test]
-fn a_stream_whose_receiver_dropped_probes_is_sent_again() {
-    let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
-    let spec = parse_sim_target(target).unwrap();
-    let overflowing = OverflowAt {
-        inner: SimChannel::new(spec, target),
-        sends: 0,
-        lossy: vec![1, 4],
-        lossless: vec![3],
-    };
-    let mut ch = Recorder::new(overflowing);
-    let a = AnalysisParams::default();
-    let mut progress = |_: f64| {};
-    let method: strategy::Method = "multirate".parse().unwrap();
-    let r = method
-        .run(&mut ch, &a, Budget::default(), &mut progress)
-        .unwrap();
-    assert_eq!(r.cost.resent_streams, 2, "{r:?}");
-    assert_eq!(ch.superseded_list(), "1,4");
-    assert_eq!(ch.overflowed_list(), "1,3,4");
-    assert_eq!(ch.late_list(), "");
-    assert_eq!(r.cost.streams + 2, ch.streams.len());
-    assert!(rel(&r).abs() < 0.10, "{r:?}");
-
-    let mut replay = Recorder::new(
-        TraceChannel::new(ch.streams.clone(), ch.info().max_rate_bps)
-            .with_overflowed_streams(&[1, 3, 4]),
-    );
-    let again = method
-        .run(&mut replay, &a, Budget::default(), &mut progress)
-        .unwrap();
-    assert_eq!(again.available_bandwidth_bps, r.available_bandwidth_bps);
-    assert_eq!(again.cost.probe_bytes, r.cost.probe_bytes);
-    assert_eq!(replay.superseded_list(), "1,4");
-}
-
-/// A channel whose sender falls behind on the sends at `late` (0-based,
-/// over every send): those come back marked late and spoiled (every
-/// packet lost), as no answer should be read from.
-struct LateAt<C> {
+/// A channel whose hosts spoil the sends at given positions (0-based,
+/// over every send): `late` ones come back with their sender late and
+/// every packet lost, as no answer should be read from; `overflowed`
+/// ones with the receiver's socket overflowed and the second half of the
+/// stream lost there; `overflowed_lossless` ones overflowed with none of
+/// the stream's packets among what the socket dropped.
+struct Spoiled<C> {
     inner: C,
     sends: usize,
     late: Vec<usize>,
+    overflowed: Vec<usize>,
+    overflowed_lossless: Vec<usize>,
 }
 
-impl<C: Channel> Channel for LateAt<C> {
+impl<C> Spoiled<C> {
+    fn around(inner: C) -> Self {
+        Spoiled {
+            inner,
+            sends: 0,
+            late: Vec::new(),
+            overflowed: Vec::new(),
+            overflowed_lossless: Vec::new(),
+        }
+    }
+}
+
+impl<C: Channel> Channel for Spoiled<C> {
     fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
         let mut p = self.inner.probe(request)?;
-        if self.late.contains(&self.sends) {
-            p.sender_late = true;
-            for k in &mut p.stream.packets {
-                k.recv_ns = None;
-            }
-        }
+        let n = self.sends;
         self.sends += 1;
+        let lost_from = if self.late.contains(&n) {
+            p.sender_late = true;
+            0
+        } else if self.overflowed.contains(&n) {
+            p.receiver_overflowed = true;
+            p.stream.packets.len() / 2
+        } else {
+            p.receiver_overflowed = self.overflowed_lossless.contains(&n);
+            p.stream.packets.len()
+        };
+        for k in &mut p.stream.packets[lost_from..] {
+            k.recv_ns = None;
+        }
         Ok(p)
     }
     fn info(&self) -> ChannelInfo {
@@ -996,10 +946,9 @@ impl<C: Channel> Channel for LateAt<C> {
 fn a_stream_whose_sender_fell_behind_is_sent_again() {
     let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
     let spec = parse_sim_target(target).unwrap();
-    let late = LateAt {
-        inner: SimChannel::new(spec, target),
-        sends: 0,
+    let late = Spoiled {
         late: vec![1, 2, 5],
+        ..Spoiled::around(SimChannel::new(spec, target))
     };
     let mut ch = Recorder::new(late);
     let a = AnalysisParams::default();
@@ -1040,10 +989,9 @@ fn a_stream_whose_sender_fell_behind_is_sent_again() {
 fn a_sender_late_on_every_stream_stops_being_sent_again() {
     let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
     let spec = parse_sim_target(target).unwrap();
-    let late = LateAt {
-        inner: SimChannel::new(spec, target),
-        sends: 0,
+    let late = Spoiled {
         late: (0..1000).collect(),
+        ..Spoiled::around(SimChannel::new(spec, target))
     };
     let mut ch = Recorder::new(late);
     let mut progress = |_: f64| {};
@@ -1062,6 +1010,45 @@ fn a_sender_late_on_every_stream_stops_being_sent_again() {
     // (two kept allow three), and that third resend late again ends it.
     assert_eq!(r.cost.resent_streams, 3, "{r:?}");
     assert_eq!(ch.superseded_list(), "0,1,4");
+}
+
+/// The receiver's socket overflows during sends 1, 3 and 4; 1 and 4 lost
+/// half their packets there, 3 none: 1 and 4 go again (their losses may
+/// be the host's), 3 is read as it came; the answer is the path's, and a
+/// replay that knows which streams overflowed answers the same.
+#[test]
+fn a_stream_whose_receiver_dropped_probes_is_sent_again() {
+    let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
+    let spec = parse_sim_target(target).unwrap();
+    let overflowing = Spoiled {
+        overflowed: vec![1, 4],
+        overflowed_lossless: vec![3],
+        ..Spoiled::around(SimChannel::new(spec, target))
+    };
+    let mut ch = Recorder::new(overflowing);
+    let a = AnalysisParams::default();
+    let mut progress = |_: f64| {};
+    let method: strategy::Method = "multirate".parse().unwrap();
+    let r = method
+        .run(&mut ch, &a, Budget::default(), &mut progress)
+        .unwrap();
+    assert_eq!(r.cost.resent_streams, 2, "{r:?}");
+    assert_eq!(ch.superseded_list(), "1,4");
+    assert_eq!(ch.overflowed_list(), "1,3,4");
+    assert_eq!(ch.late_list(), "");
+    assert_eq!(r.cost.streams + 2, ch.streams.len());
+    assert!(rel(&r).abs() < 0.10, "{r:?}");
+
+    let mut replay = Recorder::new(
+        TraceChannel::new(ch.streams.clone(), ch.info().max_rate_bps)
+            .with_overflowed_streams(&[1, 3, 4]),
+    );
+    let again = method
+        .run(&mut replay, &a, Budget::default(), &mut progress)
+        .unwrap();
+    assert_eq!(again.available_bandwidth_bps, r.available_bandwidth_bps);
+    assert_eq!(again.cost.probe_bytes, r.cost.probe_bytes);
+    assert_eq!(replay.superseded_list(), "1,4");
 }
 
 /// The default path with a sender stalled 1 ms in 30 % of its streams:
