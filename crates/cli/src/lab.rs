@@ -437,13 +437,19 @@ fn cc_lab(a: CcArgs) -> Result<()> {
     let r = tightlink_lab::cc::cc(&lab, &opts, &mut |run| {
         if !quiet {
             eprintln!(
-                "{} run {}: {} of {} available{}",
+                "{} run {}: {} of {} available{}{}",
                 run.controller,
                 run.run + 1,
                 run.throughput_bps
                     .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
                 run.available_bps
                     .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
+                run.delay_line
+                    .filter(|d| d.dropped + d.dropped_back > 0)
+                    .map_or(String::new(), |d| format!(
+                        "; the delay lines dropped {} of {} frames toward the receiver and {} back (this host could not run them on time: its losses, not the path's)",
+                        d.dropped, d.forwarded + d.dropped, d.dropped_back
+                    )),
                 run.error
                     .as_ref()
                     .map_or(String::new(), |e| format!(" ({e})"))

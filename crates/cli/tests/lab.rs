@@ -1253,15 +1253,17 @@ fn a_transfer_through_a_lossy_hop_arrives_intact() {
 /// controller ran and was counted in bins against the offered cross
 /// traffic; Rapid took at least half of the available bandwidth and
 /// CUBIC a quarter (the README's 10 s runs: 97-110 % for both), and the
-/// kernel's own RTT saw the 30 ms line. Two attempts (one clean-clone CI
-/// run on a slow VM read Rapid's share 0.40).
+/// kernel's own RTT saw the 30 ms line. Three attempts: on a slow VM the
+/// lab's delay line at times drops a fifth of the frames (over 5 ms
+/// behind), and Rapid then reads 0.40-0.45 (two clean-clone CI runs);
+/// a failure says how much the line dropped.
 #[test]
 fn lab_cc_runs_rapid_and_the_kernels_cubic() {
     if !may_run() {
         return;
     }
     let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    within_attempts(2, "lab cc", || {
+    within_attempts(3, "lab cc", || {
         let lab = Down::new("rtt30-bursty", 'c');
         let (ok, out, err) = tightlink(&[
             "lab",
@@ -1292,8 +1294,24 @@ fn lab_cc_runs_rapid_and_the_kernels_cubic() {
             // than the run (CI runs read 0.37, and 0.07 and 0.02).
             let least = if name == "cubic" { 0.01 } else { 0.5 };
             if share <= least {
-                // The whole run (loss, RTT, bins) says why.
-                return Err(format!("{name}: share {share}: {r}"));
+                // The whole run (loss, RTT, bins, the delay line) says why.
+                // Where the lab's user-space delay line dropped frames it
+                // could not forward in time, the loss was this host's:
+                // here a run whose line dropped 19 % of the frames read
+                // 0.44, runs whose line dropped 0.3 % and 7 % 0.75 and
+                // 0.67.
+                let line = &r["delay_line"];
+                let dropped = line["dropped"].as_f64().unwrap_or(0.0);
+                let frames = line["forwarded"].as_f64().unwrap_or(0.0) + dropped;
+                let host = if dropped >= 0.02 * frames && dropped > 0.0 {
+                    format!(
+                        " (the delay line dropped {:.1} % of the frames: this host's loss)",
+                        100.0 * dropped / frames
+                    )
+                } else {
+                    String::new()
+                };
+                return Err(format!("{name}: share {share}{host}: {r}"));
             }
             let avail = r["available_bps"].as_f64().unwrap();
             // 200 Mbit/s less about 80 offered.

@@ -12,7 +12,10 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::run::{in_ns, run_child, samples_until, start_services, Guard, SINK_PORT};
+use crate::run::{
+    fresh_line_counts, in_ns, run_child, samples_until, start_services, Guard, LineCounts,
+    SINK_PORT,
+};
 use crate::sampler::Sampler;
 use crate::topology::{Lab, LabError, RCV_IP};
 use crate::truth;
@@ -49,6 +52,10 @@ pub struct CcRun {
     pub loss: Option<f64>,
     /// Rapid: median stream round trip; TCP: the kernel's smoothed RTT.
     pub rtt_ms: Option<f64>,
+    /// What the lab's delay lines did over the run (`None` without delay
+    /// lines, or where a line's status did not come): frames they dropped
+    /// are this host's losses, not the path's.
+    pub delay_line: Option<LineCounts>,
     pub error: Option<String>,
 }
 
@@ -187,6 +194,7 @@ fn one_run(
         share: None,
         loss: None,
         rtt_ms: None,
+        delay_line: None,
         error: None,
     };
     let mut cmd: Command = in_ns(lab, "snd", &opts.exe);
@@ -201,9 +209,11 @@ fn one_run(
             .args(["--tcp-congestion", controller])
             .args(["--duration", &format!("{secs}s")]);
     }
+    let lines_before = fresh_line_counts(lab);
     let start_ns = realtime_ns();
     let out = run_child(cmd, Duration::from_secs(secs * 2 + 30));
     let end_ns = realtime_ns();
+    r.delay_line = lines_before.and_then(|b| fresh_line_counts(lab).map(|a| a.since(b)));
     match out {
         Ok((out, _, true)) => match serde_json::from_str::<serde_json::Value>(out.trim()) {
             Ok(j) if controller.starts_with("rapid") => {
@@ -266,6 +276,7 @@ mod tests {
             share: Some(share),
             loss: Some(loss),
             rtt_ms: None,
+            delay_line: None,
             error: None,
         }
     }

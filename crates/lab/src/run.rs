@@ -653,32 +653,70 @@ pub fn run(
         .collect())
 }
 
-/// Summed over the lab's delay lines, toward the receiver: (frames
-/// forwarded, frames released more than 100 us late), read just after a
-/// line wrote its counters (each writes them every second), so that two
-/// reads bracket what happened between them. `None` without delay lines,
-/// or when a line wrote nothing new within 3.5 s (a host so busy that the
-/// line's status thread did not run).
-fn fresh_line_counters(lab: &Lab) -> Option<(u64, u64)> {
+/// What the lab's delay lines did, summed over its hops: toward the
+/// receiver, frames forwarded, of them released more than 100 us late,
+/// and frames dropped (over 5 ms behind, the line's socket or queue
+/// full); toward the sender, frames dropped. A dropped frame is this
+/// host's loss (it could not run the line on time), not the path's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LineCounts {
+    pub forwarded: u64,
+    pub late: u64,
+    pub dropped: u64,
+    pub dropped_back: u64,
+}
+
+impl LineCounts {
+    /// What happened between `before` and these.
+    pub fn since(self, before: LineCounts) -> LineCounts {
+        LineCounts {
+            forwarded: self.forwarded.saturating_sub(before.forwarded),
+            late: self.late.saturating_sub(before.late),
+            dropped: self.dropped.saturating_sub(before.dropped),
+            dropped_back: self.dropped_back.saturating_sub(before.dropped_back),
+        }
+    }
+}
+
+/// The delay lines' [`LineCounts`], read just after a line wrote its
+/// counters (each writes them every second, the first a second after it
+/// starts), so that two reads bracket what happened between them. `None`
+/// without delay lines, or when a line wrote nothing new within 3.5 s (a
+/// host so busy that the line's status thread did not run).
+pub fn fresh_line_counts(lab: &Lab) -> Option<LineCounts> {
     let paths: Vec<_> = (0..lab.scenario.hops.len())
         .filter_map(|k| lab.delay_line(k))
         .map(|ns| Lab::delay_status_path(&ns))
         .collect();
-    let first = std::fs::read_to_string(paths.first()?).ok()?;
+    // Not there yet when the line started less than a second ago.
+    let first = std::fs::read_to_string(paths.first()?).ok();
     let deadline = Instant::now() + Duration::from_millis(3500);
-    while std::fs::read_to_string(&paths[0]).ok()? == first {
+    loop {
+        let now = std::fs::read_to_string(&paths[0]).ok();
+        if now.is_some() && now != first {
+            break;
+        }
         if Instant::now() > deadline {
             return None;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let mut sum = (0, 0);
+    let mut sum = LineCounts::default();
     for p in &paths {
         let text = std::fs::read_to_string(p).ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-        let forward = &v["a_to_b"];
-        sum.0 += forward["forwarded_packets"].as_u64()?;
-        sum.1 += forward["late_over_100us"].as_u64()?;
+        let dropped = |d: &serde_json::Value| -> Option<u64> {
+            Some(
+                d["dropped_late"].as_u64()?
+                    + d["socket_drops"].as_u64()?
+                    + d["dropped_queue_full"].as_u64()?,
+            )
+        };
+        let (forward, back) = (&v["a_to_b"], &v["b_to_a"]);
+        sum.forwarded += forward["forwarded_packets"].as_u64()?;
+        sum.late += forward["late_over_100us"].as_u64()?;
+        sum.dropped += dropped(forward)?;
+        sum.dropped_back += dropped(back)?;
     }
     Some(sum)
 }
@@ -828,7 +866,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
     };
     let mut cross_only = None;
     let mut one_way_delay = None;
-    let lines_before = fresh_line_counters(lab);
+    let lines_before = fresh_line_counts(lab);
     if let Some(c) = &lab.scenario.cross {
         let t0 = realtime_ns();
         let (out, probes) = std::thread::scope(|s| {
@@ -870,8 +908,12 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
     if has_delay && one_way_delay.is_none() {
         one_way_delay = Some(delay_probes()?);
     }
-    let delay_line_late =
-        lines_before.and_then(|a| fresh_line_counters(lab).map(|b| (b.0 - a.0, b.1 - a.1)));
+    let delay_line_late = lines_before.and_then(|a| {
+        fresh_line_counts(lab).map(|b| {
+            let d = b.since(a);
+            (d.forwarded, d.late)
+        })
+    });
     if let Some((frames, late)) = delay_line_late {
         if late * 10 >= frames && frames > 0 {
             warnings.push(format!(
@@ -930,6 +972,35 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two reads of the lines' counters: what happened between them, each
+    /// field on its own; a line restarted in between (counters lower than
+    /// before) reads zero, not a wrapped count.
+    #[test]
+    fn line_counts_since_by_hand() {
+        let before = LineCounts {
+            forwarded: 1000,
+            late: 10,
+            dropped: 5,
+            dropped_back: 0,
+        };
+        let after = LineCounts {
+            forwarded: 71_370,
+            late: 2135,
+            dropped: 13_887,
+            dropped_back: 3,
+        };
+        assert_eq!(
+            after.since(before),
+            LineCounts {
+                forwarded: 70_370,
+                late: 2125,
+                dropped: 13_882,
+                dropped_back: 3,
+            }
+        );
+        assert_eq!(before.since(after), LineCounts::default());
+    }
 
     #[test]
     fn quantiles_and_medians_by_hand() {
