@@ -444,12 +444,7 @@ fn cc_lab(a: CcArgs) -> Result<()> {
                     .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
                 run.available_bps
                     .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
-                run.delay_line
-                    .filter(|d| d.dropped + d.dropped_back > 0)
-                    .map_or(String::new(), |d| format!(
-                        "; the delay lines dropped {} of {} frames toward the receiver and {} back (this host could not run them on time: its losses, not the path's)",
-                        d.dropped, d.forwarded + d.dropped, d.dropped_back
-                    )),
+                line_drops(run.delay_line),
                 run.error
                     .as_ref()
                     .map_or(String::new(), |e| format!(" ({e})"))
@@ -774,7 +769,7 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
         if !quiet {
             match (r.estimate_bps, r.truth_bps) {
                 (Some(e), Some(t)) => eprintln!(
-                    "  {} #{}: {:.1} Mbit/s, truth {:.1} ({:+.1} %), {:.2} s{}",
+                    "  {} #{}: {:.1} Mbit/s, truth {:.1} ({:+.1} %), {:.2} s{}{}",
                     r.method,
                     r.run + 1,
                     e / 1e6,
@@ -785,7 +780,8 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
                         Some(s) if s >= STOLEN_SHARE_WARNING =>
                             format!(", the hypervisor took {:.0} % of the CPU time", s * 100.0),
                         _ => String::new(),
-                    }
+                    },
+                    line_drops(r.delay_line)
                 ),
                 _ => eprintln!(
                     "  {} #{}: no answer: {}",
@@ -892,4 +888,18 @@ pub fn print_table(results: &[MethodSummary]) {
                 .map_or("-".into(), |b| format!("{:.0} KB", b / 1e3)),
         );
     }
+}
+
+/// What a progress line says of the delay lines' drops (nothing where
+/// they dropped none or the lab has none).
+fn line_drops(d: Option<tightlink_lab::run::LineCounts>) -> String {
+    d.filter(|d| d.dropped + d.dropped_back > 0)
+        .map_or(String::new(), |d| {
+            format!(
+                "; the delay lines dropped {} of {} frames toward the receiver and {} back (this host could not run them on time: its losses, not the path's)",
+                d.dropped,
+                d.forwarded + d.dropped,
+                d.dropped_back
+            )
+        })
 }

@@ -91,6 +91,10 @@ pub struct RunRecord {
     pub streams: Option<u64>,
     pub sender_late_streams: Option<u64>,
     pub resent_streams: Option<u64>,
+    /// What the lab's delay lines did from the previous estimate's end to
+    /// this one's (`None` without delay lines): frames they dropped are
+    /// this host's losses, probes among them read as the path's.
+    pub delay_line: Option<LineCounts>,
     pub error: Option<String>,
 }
 
@@ -477,6 +481,7 @@ fn one_run(
         stop: None,
         streams: None,
         sender_late_streams: None,
+        delay_line: None,
         resent_streams: None,
         error: None,
     };
@@ -634,9 +639,13 @@ pub fn run(
     // Let the cross traffic reach its pace and the queues settle.
     std::thread::sleep(Duration::from_millis(500));
     let mut per_method: Vec<Vec<RunRecord>> = vec![Vec::new(); methods.len()];
+    let mut lines = fresh_line_counts(lab);
     for run in 0..opts.repeat {
         for (i, e) in entries.iter().enumerate() {
-            let rec = one_run(lab, opts, &sampler, e, run);
+            let mut rec = one_run(lab, opts, &sampler, e, run);
+            let now = fresh_line_counts(lab);
+            rec.delay_line = lines.zip(now).map(|(before, after)| after.since(before));
+            lines = now;
             progress(&rec);
             per_method[i].push(rec);
             // Queues drain between estimates (100 KB at 200 Mbit/s: 4 ms).
@@ -1056,6 +1065,7 @@ mod tests {
             stop: None,
             streams: None,
             sender_late_streams: None,
+            delay_line: None,
             resent_streams: None,
             error: None,
         }
@@ -1103,6 +1113,7 @@ mod tests {
             stop: Some(stop.into()),
             streams: None,
             sender_late_streams: None,
+            delay_line: None,
             resent_streams: None,
             ..rec(Some(0.0), 0.1)
         };
