@@ -125,6 +125,20 @@ fn max_bytes_caps_the_probe_cost() {
     assert!(err.contains("--max-bytes lots"), "{err}");
 }
 
+/// The child's stderr, line by line, as a thread reads it.
+fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// A `tightlink server` on loopback at `port`, with `extra` flags.
 struct LoopbackServer {
     child: std::process::Child,
@@ -140,16 +154,7 @@ impl LoopbackServer {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = stderr_lines(&mut child);
         std::thread::sleep(std::time::Duration::from_millis(300));
         LoopbackServer { child, lines }
     }
@@ -286,15 +291,7 @@ fn start_lines(wrap: &[&str], args: &[&str], n: usize) -> Vec<String> {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stderr_lines(&mut child);
     let lines: Vec<String> = (0..n)
         .map_while(|_| rx.recv_timeout(std::time::Duration::from_secs(3)).ok())
         .collect();

@@ -937,6 +937,42 @@ impl<C: Channel> Channel for Spoiled<C> {
     }
 }
 
+/// `multirate` over the resend tests' path (10 Gbit/s, 2.4 Gbit/s of
+/// CBR cross traffic) through the [`Spoiled`] channel `spoil` sets up,
+/// recorded: the recording and the report.
+fn multirate_through(
+    spoil: impl FnOnce(Spoiled<SimChannel>) -> Spoiled<SimChannel>,
+) -> (Recorder<'static, Spoiled<SimChannel>>, Report) {
+    let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
+    let spec = parse_sim_target(target).unwrap();
+    let mut ch = Recorder::new(spoil(Spoiled::around(SimChannel::new(spec, target))));
+    let method: strategy::Method = "multirate".parse().unwrap();
+    let r = method
+        .run(
+            &mut ch,
+            &AnalysisParams::default(),
+            Budget::default(),
+            &mut |_: f64| {},
+        )
+        .unwrap();
+    (ch, r)
+}
+
+/// `multirate` over a replay: the report and the streams it sent again.
+fn multirate_replayed(replay: TraceChannel) -> (Report, String) {
+    let mut ch = Recorder::new(replay);
+    let method: strategy::Method = "multirate".parse().unwrap();
+    let r = method
+        .run(
+            &mut ch,
+            &AnalysisParams::default(),
+            Budget::default(),
+            &mut |_: f64| {},
+        )
+        .unwrap();
+    (r, ch.superseded_list())
+}
+
 /// Sends 1 and 2 (the second stream and its first resend) and send 5
 /// are late: the second stream goes three times, a later one twice; the
 /// spoiled streams are paid for but never read, the answer is the
@@ -944,19 +980,10 @@ impl<C: Channel> Channel for Spoiled<C> {
 /// were late) answers the same from the same streams.
 #[test]
 fn a_stream_whose_sender_fell_behind_is_sent_again() {
-    let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
-    let spec = parse_sim_target(target).unwrap();
-    let late = Spoiled {
+    let (ch, r) = multirate_through(|s| Spoiled {
         late: vec![1, 2, 5],
-        ..Spoiled::around(SimChannel::new(spec, target))
-    };
-    let mut ch = Recorder::new(late);
-    let a = AnalysisParams::default();
-    let mut progress = |_: f64| {};
-    let method: strategy::Method = "multirate".parse().unwrap();
-    let r = method
-        .run(&mut ch, &a, Budget::default(), &mut progress)
-        .unwrap();
+        ..s
+    });
     assert_eq!(r.cost.resent_streams, 3, "{r:?}");
     assert_eq!(ch.superseded_list(), "1,2,5");
     assert_eq!(ch.late_list(), "1,2,5");
@@ -972,38 +999,22 @@ fn a_stream_whose_sender_fell_behind_is_sent_again() {
     // Seeds 1-3 of this path read -1.5 to -7.9 % with no sender late.
     assert!(rel(&r).abs() < 0.10, "{r:?}");
 
-    let mut replay = Recorder::new(
+    let (again, superseded) = multirate_replayed(
         TraceChannel::new(ch.streams.clone(), ch.info().max_rate_bps).with_late_streams(&[1, 2, 5]),
     );
-    let again = method
-        .run(&mut replay, &a, Budget::default(), &mut progress)
-        .unwrap();
     assert_eq!(again.available_bandwidth_bps, r.available_bandwidth_bps);
     assert_eq!(again.cost.probe_bytes, r.cost.probe_bytes);
-    assert_eq!(replay.superseded_list(), "1,2,5");
+    assert_eq!(superseded, "1,2,5");
 }
 
 /// A sender late on every stream: the first streams go again, and once
 /// three of the resends came back late too, no stream goes again.
 #[test]
 fn a_sender_late_on_every_stream_stops_being_sent_again() {
-    let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
-    let spec = parse_sim_target(target).unwrap();
-    let late = Spoiled {
+    let (ch, r) = multirate_through(|s| Spoiled {
         late: (0..1000).collect(),
-        ..Spoiled::around(SimChannel::new(spec, target))
-    };
-    let mut ch = Recorder::new(late);
-    let mut progress = |_: f64| {};
-    let method: strategy::Method = "multirate".parse().unwrap();
-    let r = method
-        .run(
-            &mut ch,
-            &AnalysisParams::default(),
-            Budget::default(),
-            &mut progress,
-        )
-        .unwrap();
+        ..s
+    });
     // The first stream goes three times (sends 0-2) and is kept; the
     // second (send 3) is kept too: two plus half of one kept stream
     // allow two resends in all; the third (send 4) goes again once
@@ -1018,20 +1029,11 @@ fn a_sender_late_on_every_stream_stops_being_sent_again() {
 /// replay that knows which streams overflowed answers the same.
 #[test]
 fn a_stream_whose_receiver_dropped_probes_is_sent_again() {
-    let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
-    let spec = parse_sim_target(target).unwrap();
-    let overflowing = Spoiled {
+    let (ch, r) = multirate_through(|s| Spoiled {
         overflowed: vec![1, 4],
         overflowed_lossless: vec![3],
-        ..Spoiled::around(SimChannel::new(spec, target))
-    };
-    let mut ch = Recorder::new(overflowing);
-    let a = AnalysisParams::default();
-    let mut progress = |_: f64| {};
-    let method: strategy::Method = "multirate".parse().unwrap();
-    let r = method
-        .run(&mut ch, &a, Budget::default(), &mut progress)
-        .unwrap();
+        ..s
+    });
     assert_eq!(r.cost.resent_streams, 2, "{r:?}");
     assert_eq!(ch.superseded_list(), "1,4");
     assert_eq!(ch.overflowed_list(), "1,3,4");
@@ -1039,16 +1041,13 @@ fn a_stream_whose_receiver_dropped_probes_is_sent_again() {
     assert_eq!(r.cost.streams + 2, ch.streams.len());
     assert!(rel(&r).abs() < 0.10, "{r:?}");
 
-    let mut replay = Recorder::new(
+    let (again, superseded) = multirate_replayed(
         TraceChannel::new(ch.streams.clone(), ch.info().max_rate_bps)
             .with_overflowed_streams(&[1, 3, 4]),
     );
-    let again = method
-        .run(&mut replay, &a, Budget::default(), &mut progress)
-        .unwrap();
     assert_eq!(again.available_bandwidth_bps, r.available_bandwidth_bps);
     assert_eq!(again.cost.probe_bytes, r.cost.probe_bytes);
-    assert_eq!(replay.superseded_list(), "1,4");
+    assert_eq!(superseded, "1,4");
 }
 
 /// The default path with a sender stalled 1 ms in 30 % of its streams:
