@@ -592,10 +592,11 @@ fn track_lab(a: TrackArgs) -> Result<()> {
         }
     );
     println!(
-        "probe bytes {}, wall {}",
+        "probe bytes {}, wall {}{}",
         r.probe_bytes
             .map_or("-".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
-        r.wall_s.map_or("-".into(), |w| format!("{w:.1} s"))
+        r.wall_s.map_or("-".into(), |w| format!("{w:.1} s")),
+        line_drops(r.delay_line)
     );
     Ok(())
 }

@@ -7,7 +7,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::run::{in_ns, run_child, samples_until, start_services, Guard};
+use crate::run::{
+    fresh_line_counts, in_ns, run_child, samples_until, start_services, Guard, LineCounts,
+};
 use crate::sampler::Sampler;
 use crate::topology::{Lab, LabError, RCV_IP};
 use crate::truth;
@@ -75,6 +77,10 @@ pub struct TrackReport {
     pub summary: TrackSummary,
     pub probe_bytes: Option<u64>,
     pub wall_s: Option<f64>,
+    /// What the lab's delay lines did over the follow (none where the lab
+    /// has none): frames they dropped are this host's losses, not the
+    /// path's.
+    pub delay_line: Option<LineCounts>,
 }
 
 /// The summary of a series of (time s, estimate, truth) against a step at
@@ -168,12 +174,14 @@ pub fn track(lab: &Lab, opts: &TrackOptions) -> Result<TrackReport, LabError> {
     let sampler =
         Sampler::start(lab, opts.sample_period).map_err(|e| err(format!("counters: {e}")))?;
     std::thread::sleep(Duration::from_millis(500));
+    let lines_before = fresh_line_counts(lab);
     let mut cmd: Command = in_ns(lab, "snd", &opts.exe);
     cmd.args(["estimate", RCV_IP, "--follow", "--json-stream"])
         .args(["--max-streams", &opts.streams.to_string()])
         .args(["--interval", &format!("{interval_ns}ns")]);
     let (out, stderr, ok) = run_child(cmd, Duration::from_secs(run_s * 2 + 30))
         .map_err(|e| err(format!("estimate: {e}")))?;
+    let delay_line = lines_before.and_then(|b| fresh_line_counts(lab).map(|a| a.since(b)));
     let (updates, probe_bytes, wall_s) = parse_stream(&out).map_err(err)?;
     if !ok && updates.is_empty() {
         return Err(err(format!("estimate --follow failed: {}", stderr.trim())));
@@ -239,6 +247,7 @@ pub fn track(lab: &Lab, opts: &TrackOptions) -> Result<TrackReport, LabError> {
         truth_series,
         probe_bytes,
         wall_s,
+        delay_line,
     })
 }
 
