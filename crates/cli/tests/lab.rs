@@ -606,8 +606,9 @@ fn passive_estimators_on_cubic_transfers() {
     // called 17 of 19 overflows random (RTTs inflated by a busy host;
     // -0.9 % here); the median buffer of three transfers is judged. Both
     // that and a later CI run's 11 of 22 overflows called random came
-    // from an inflated first loss holding RTTcong up, which the
-    // second-highest-of-recent-losses rule no longer lets happen.
+    // from an inflated first loss holding RTTcong up, which RTTcong's
+    // rule (a lone high loss RTT is let go, a paused one may not raise
+    // it) no longer lets happen.
     // Each scenario gets a second set of transfers where the first
     // fails (a busy host inflates RTTs: CI once read 16/17, 10/17 and
     // 15/20 overflows called congestion on quiet, three local reruns

@@ -44,6 +44,9 @@ pub struct TcpLoss {
     pub rtt_cong_ms: Option<f64>,
     pub level: f64,
     pub class: &'static str,
+    /// Its RTT came after a pause of the path (the ACKs stopped and the
+    /// RTT jumped by about as long): judged, but not taken into RTTcong.
+    pub after_pause: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -228,6 +231,7 @@ fn report(
                 rtt_cong_ms: v.rtt_cong_ns.map(ms),
                 level: v.level,
                 class: v.class.as_str(),
+                after_pause: v.after_pause,
             })
             .collect(),
         series: r

@@ -77,6 +77,10 @@ pub struct LossEvent {
     /// The RTT before the event: the median of the last three samples
     /// (fewer at the start), if any.
     pub rtt_before_ns: Option<f64>,
+    /// The RTTs before it were lifted by a pause of the path: the ACKs
+    /// stopped and the RTT jumped by about as long: a stalled host), and
+    /// had not come back down when the event began.
+    pub after_pause: bool,
 }
 
 /// A data segment as sent: (end offset, first send time, retransmitted).
@@ -133,6 +137,59 @@ impl Unwrap {
     }
 }
 
+/// ACK silences that lifted the RTT: a host that stalls (a descheduled
+/// VM, a busy CPU between the sender and the bottleneck) stops the ACKs
+/// for milliseconds and every packet then in flight comes back that much
+/// later, beyond what any queue of the path holds (a lab capture: a
+/// 3.8 ms silence, the RTT 4.28 -> 8.08 ms where the full queue is
+/// 4.1 ms; a second 2.9 ms later, 10.65 ms before a loss). A burst of
+/// cross traffic through a FIFO looks the same from the sender, so this
+/// only marks the samples; BBE keeps such losses out of RTTcong, which a
+/// queue's own losses set well enough.
+#[derive(Debug, Clone, Default)]
+struct Pause {
+    /// The last ACK gaps (ns), for the usual spacing.
+    gaps: std::collections::VecDeque<i64>,
+    /// The RTT before the first jump of the pause still in effect.
+    from_rtt_ns: Option<f64>,
+}
+
+/// An ACK silence at least this long, and [`PAUSE_GAPS`] times the
+/// usual spacing, can be a pause (a scheduler tick is 1-4 ms).
+const PAUSE_MIN_NS: i64 = 1_000_000;
+const PAUSE_GAPS: i64 = 8;
+/// ACK gaps the usual spacing is the median of.
+const PAUSE_HISTORY: usize = 16;
+
+impl Pause {
+    /// Takes in an ACK arriving `gap_ns` after the one before.
+    fn ack_gap(&mut self, gap_ns: i64) {
+        if self.gaps.len() == PAUSE_HISTORY {
+            self.gaps.pop_front();
+        }
+        self.gaps.push_back(gap_ns);
+    }
+
+    /// Takes in an RTT sample `rtt_ns` whose ACK came `gap_ns` after the
+    /// ACK before it (the history's last gap), `prev_ns` the sample
+    /// before.
+    fn sample(&mut self, gap_ns: i64, rtt_ns: f64, prev_ns: Option<f64>) {
+        let Some(prev) = prev_ns else {
+            return;
+        };
+        let before = self.gaps.len().saturating_sub(1);
+        let mut g: Vec<i64> = self.gaps.iter().take(before).copied().collect();
+        g.sort_unstable();
+        let usual = g.get(g.len() / 2).copied().unwrap_or(i64::MAX / PAUSE_GAPS);
+        let silent = gap_ns >= PAUSE_MIN_NS && gap_ns >= PAUSE_GAPS.saturating_mul(usual);
+        if silent && rtt_ns - prev >= 0.3 * gap_ns as f64 {
+            self.from_rtt_ns.get_or_insert(prev);
+        } else if self.from_rtt_ns.is_some_and(|f| rtt_ns <= f) {
+            self.from_rtt_ns = None;
+        }
+    }
+}
+
 /// The queue a loss met, from the RTT samples before it: the median of
 /// the last three. A host that stalls (a busy CPU, a descheduled VM)
 /// hands the capture one ACK late, and that one sample can read several
@@ -172,6 +229,7 @@ pub fn replay(segments: &[Segment]) -> Flow {
     // of each event D-SACKed so far.
     let mut resent: Vec<(u64, u64, usize)> = Vec::new();
     let mut dsacked: Vec<u64> = Vec::new();
+    let mut pause = Pause::default();
     for s in segments {
         match s.direction {
             Direction::Data => {
@@ -200,6 +258,8 @@ pub fn replay(segments: &[Segment]) -> Flow {
                                 segments: 1,
                                 bytes: s.payload_bytes as u64,
                                 rtt_before_ns: rtt_before(&flow.rtt),
+                                // The event's window cut drains the path.
+                                after_pause: pause.from_rtt_ns.take().is_some(),
                             });
                         }
                     }
@@ -226,7 +286,11 @@ pub fn replay(segments: &[Segment]) -> Flow {
                     continue;
                 }
                 let ack = ack_u.offset(s.ack);
+                let gap_ns = flow.ack_arrivals.last().map(|&(t, _)| s.t_ns - t);
                 flow.ack_arrivals.push((s.t_ns, ack));
+                if let Some(g) = gap_ns {
+                    pause.ack_gap(g);
+                }
                 if let Some((l, r)) = s.dsack {
                     let (l, r) = (ack_u.offset(l), ack_u.offset(r));
                     resent.retain(|&(a, b, e)| {
@@ -254,9 +318,12 @@ pub fn replay(segments: &[Segment]) -> Flow {
                 if let Some((_, &i)) = by_end.range(..=ack).next_back() {
                     let seg = flow.sent[i];
                     if clean && seg.end == ack {
+                        let rtt_ns = (s.t_ns as i128 - seg.t_ns as i128) as f64;
+                        let prev = flow.rtt.last().map(|r| r.rtt_ns);
+                        pause.sample(gap_ns.unwrap_or(0), rtt_ns, prev);
                         flow.rtt.push(RttSample {
                             t_ns: s.t_ns,
-                            rtt_ns: (s.t_ns as i128 - seg.t_ns as i128) as f64,
+                            rtt_ns,
                         });
                     }
                 }
@@ -396,6 +463,74 @@ pub(crate) mod tests {
         assert_eq!(rtts, [100_000.0, 105_000.0, 880_000.0]);
         assert_eq!(f.losses.len(), 1);
         assert_eq!(f.losses[0].rtt_before_ns, Some(105_000.0));
+    }
+
+    /// Twenty 1000-byte segments every 100 us from sequence 1000, each
+    /// ACKed 1 ms after it left (RTT 1 ms, ACKs 100 us apart, the last
+    /// at 2.9 ms); then `more`, sorted into time order.
+    fn steady_then(more: &[Segment]) -> Vec<Segment> {
+        let mut segs: Vec<Segment> = (0..20)
+            .flat_map(|i| {
+                let seq = 1000 + 1000 * i as u32;
+                [data(100 * i, seq, 1000), ack(1000 + 100 * i, seq + 1000)]
+            })
+            .chain(more.iter().copied())
+            .collect();
+        segs.sort_by_key(|s| s.t_ns);
+        segs
+    }
+
+    /// The path pauses: segments 20-24 (sent at 2.0-2.4 ms) are ACKed
+    /// at 6.0-6.4 ms, RTT 4 ms, after 3.1 ms without an ACK (31 times
+    /// the usual 100 us, over 1 ms) and an RTT jump of 3 ms (over 0.3
+    /// of the silence). Segment 25 is lost (a duplicate ACK, resent at
+    /// 6.6 ms): its event's RTT (4 ms) came after the pause.
+    #[test]
+    fn a_pause_of_the_path_marks_the_loss_after_it() {
+        let mut more: Vec<Segment> = (20..26)
+            .map(|i| data(100 * i, 1000 + 1000 * i as u32, 1000))
+            .collect();
+        more.extend((20..25).map(|i| ack(100 * i + 4000, 2000 + 1000 * i as u32)));
+        more.extend([ack(6500, 26000), data(6600, 26000, 1000)]);
+        let f = replay(&steady_then(&more));
+        assert_eq!(f.losses.len(), 1);
+        assert_eq!(f.losses[0].rtt_before_ns, Some(4_000_000.0));
+        assert!(f.losses[0].after_pause);
+    }
+
+    /// Not a pause, or over: (a) the sender idles from 2.0 to 5.0 ms and
+    /// the ACKs stop as long, but the RTT stays 1 ms; (b) the path
+    /// pauses (segment 20's ACK at 6.0 ms, RTT 4 ms) but the next
+    /// segments come back at 1 ms again, under the RTT before the jump.
+    /// A loss after either is not marked.
+    #[test]
+    fn a_silence_without_a_jump_or_a_pause_that_ended_marks_nothing() {
+        let lost = |sent: i64, dup: i64| {
+            [
+                data(sent, 26000, 1000),
+                ack(dup, 26000),
+                data(dup + 100, 26000, 1000),
+            ]
+        };
+        let mut idle: Vec<Segment> = (20..25)
+            .flat_map(|i| {
+                let (t, seq) = (5000 + 100 * (i - 20), 1000 + 1000 * i as u32);
+                [data(t, seq, 1000), ack(t + 1000, seq + 1000)]
+            })
+            .collect();
+        idle.extend(lost(5500, 6500));
+        let mut ended = vec![data(2000, 21000, 1000), ack(6000, 22000)];
+        ended.extend((21..25).flat_map(|i| {
+            let (t, seq) = (6000 + 100 * (i - 20), 1000 + 1000 * i as u32);
+            [data(t, seq, 1000), ack(t + 1000, seq + 1000)]
+        }));
+        ended.extend(lost(6500, 7500));
+        for (what, more) in [("idle", idle), ("ended", ended)] {
+            let f = replay(&steady_then(&more));
+            assert_eq!(f.losses.len(), 1, "{what}");
+            assert_eq!(f.losses[0].rtt_before_ns, Some(1_000_000.0), "{what}");
+            assert!(!f.losses[0].after_pause, "{what}");
+        }
     }
 
     /// A tail-loss probe: segments 1000-2999 sent; the ACK for the first
