@@ -318,6 +318,15 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
         };
         let max_rate_bps = rate("max_rate", t.max_rate.as_deref())?;
         let capacity_bps = rate("capacity", t.capacity.as_deref())?;
+        // What the measurement would refuse, refused now, with the line.
+        tightlink_measure::RealOptions {
+            reverse: t.reverse.unwrap_or(false),
+            key_file: t.key_file.clone(),
+            max_rate_bps,
+            ..tightlink_measure::RealOptions::default()
+        }
+        .check_for(&target)
+        .map_err(|e| anyhow::anyhow!("{}", here(&e.to_string())))?;
         if t.max_streams == Some(0) {
             bail!("{}", here("max_streams must be at least 1"));
         }
@@ -525,6 +534,14 @@ target = "sim:cross=cbr:3G,seed=4"
         assert!(e.contains("not a path to watch"), "{e}");
         let e = bad("jitter = 0.9\n");
         assert!(e.contains("0..0.5"), "{e}");
+        // What a measurement would refuse is refused at load, with where.
+        let e = bad("[[target]]\ntarget = \"sim:\"\nreverse = true\n");
+        assert!(
+            e.contains("target 1") && e.contains("real servers only"),
+            "{e}"
+        );
+        let e = bad("[[target]]\ntarget = \"sim:\"\nmax_rate = \"0\"\n");
+        assert!(e.contains("target 1") && e.contains("positive rate"), "{e}");
     }
 
     #[test]

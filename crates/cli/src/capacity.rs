@@ -30,7 +30,7 @@ pub struct CapacityArgs {
     /// Real servers: pre-shared key file.
     #[arg(long, env = "TIGHTLINK_KEY_FILE")]
     pub key_file: Option<std::path::PathBuf>,
-    /// Real servers: never send a stream faster on average than this.
+    /// Never send a stream faster on average than this (on `sim:` too).
     #[arg(long)]
     pub max_rate: Option<String>,
     /// Real servers: udp, packet or xdp (as for `estimate`).

@@ -81,7 +81,8 @@ pub struct EstimateArgs {
     /// needs it; `igi` and `spruce` use it instead of measuring one.
     #[arg(long)]
     pub capacity: Option<String>,
-    /// Real servers: never probe faster than this (e.g. 500M).
+    /// Never probe faster than this (e.g. 500M); on `sim:` a ceiling
+    /// below the simulated sender's link.
     #[arg(long)]
     pub max_rate: Option<String>,
     /// Real servers: how this host sends (forward) or receives (-R)

@@ -514,6 +514,28 @@ fn backend_flag_errors_say_what_is_wrong() {
     );
 }
 
+/// On the simulated path `--max-rate` caps the rates probed (6.2 Gbit/s
+/// are free there, so under a 2 Gbit/s cap the answer is "at least" the
+/// cap), and `-R`, a direction it does not have, is refused.
+#[test]
+fn real_only_flags_on_the_simulator_are_applied_or_refused() {
+    let o = tightlink(&["estimate", "--max-rate", "2G", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let a = j["available_bandwidth_bps"].as_f64().unwrap();
+    assert_eq!(j["bound"], "at_least", "{j}");
+    assert!((1.8e9..=2.0e9).contains(&a), "{a}");
+    for flags in [&["-R"][..], &["--max-rate", "0"]] {
+        let o = tightlink(&[&["estimate"][..], flags].concat());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success()
+                && (err.contains("real servers only") || err.contains("positive rate")),
+            "{flags:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn capacity_json_has_one_object_per_method() {
     let o = tightlink(&["capacity", "--json"]);

@@ -88,9 +88,9 @@ impl fmt::Display for Target {
     }
 }
 
-/// How a measurement toward a real far end is made; ignored by the
-/// simulator and by replays, except that a backend other than UDP is an
-/// error there.
+/// How a measurement toward a real far end is made. The simulator takes
+/// the rate ceiling and ignores a key; a direction or backend given for a
+/// target that sends no packets is refused ([`RealOptions::check_for`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RealOptions {
     /// Measure the download direction: the server sends, this host stamps.
@@ -114,16 +114,46 @@ impl Default for RealOptions {
     }
 }
 
+impl RealOptions {
+    /// Whether these options make sense for `target`: a positive rate
+    /// ceiling; on the simulator no direction or backend (it has one
+    /// direction and sends no packets); on a replay no ceiling either (the
+    /// recorded run's is in its metadata). A user who asked for them would
+    /// otherwise get a measurement that quietly did something else. A key
+    /// is let through (`TIGHTLINK_KEY_FILE` may be set for every run; it
+    /// changes no measurement).
+    pub fn check_for(&self, target: &Target) -> Result<()> {
+        if let Some(r) = self.max_rate_bps {
+            if !(r.is_finite() && r > 0.0) {
+                bail!("--max-rate must be a positive rate, not {r} bit/s");
+            }
+        }
+        if target.sends_packets() {
+            return Ok(());
+        }
+        let real_only = |what: &str| {
+            anyhow::anyhow!("{what} applies to real servers only; '{target}' sends no packets")
+        };
+        if self.backend != Backend::Udp {
+            return Err(real_only(&format!("--backend {}", self.backend)));
+        }
+        if self.reverse {
+            return Err(real_only("-R (the download direction)"));
+        }
+        if let (Target::Trace { .. }, Some(_)) = (target, self.max_rate_bps) {
+            bail!("--max-rate cannot change a replay: '{target}' replays the recorded run's rates");
+        }
+        Ok(())
+    }
+}
+
 /// Opens the channel a target names.
 pub fn open_channel(target: &Target, real: &RealOptions) -> Result<Box<dyn Channel>> {
-    if real.backend != Backend::Udp && !target.sends_packets() {
-        bail!(
-            "--backend {} applies to real servers only; '{target}' sends no packets",
-            real.backend
-        );
-    }
+    real.check_for(target)?;
     match target {
-        Target::Sim { text, spec } => Ok(Box::new(SimChannel::new(spec.clone(), text.clone()))),
+        Target::Sim { text, spec } => Ok(Box::new(
+            SimChannel::new(spec.clone(), text.clone()).with_max_rate(real.max_rate_bps),
+        )),
         Target::Trace { path } => open_trace(path),
         Target::Server { host } => {
             let ch = UdpChannel::connect(host, &client_options(real)?)
@@ -243,6 +273,40 @@ mod tests {
         .unwrap()
         .to_string();
         assert!(e.contains("applies to real servers only"), "{e}");
+        // A direction the simulator does not have, a ceiling of nothing,
+        // a ceiling a replay cannot take: refused, not ignored.
+        let refused =
+            |target: &Target, real: RealOptions| real.check_for(target).unwrap_err().to_string();
+        let sim = Target::default_sim();
+        let e = refused(
+            &sim,
+            RealOptions {
+                reverse: true,
+                ..RealOptions::default()
+            },
+        );
+        assert!(e.contains("-R") && e.contains("real servers only"), "{e}");
+        for r in [0.0, -1e9, f64::NAN] {
+            let real = RealOptions {
+                max_rate_bps: Some(r),
+                ..RealOptions::default()
+            };
+            let server = Target::parse("192.0.2.1").unwrap();
+            assert!(refused(&server, real).contains("positive rate"), "{r}");
+        }
+        let trace = Target::parse("trace:run.csv").unwrap();
+        let capped = RealOptions {
+            max_rate_bps: Some(1e9),
+            ..RealOptions::default()
+        };
+        assert!(refused(&trace, capped.clone()).contains("replay"));
+        // A key is let through; a ceiling caps what the simulator offers.
+        let keyed = RealOptions {
+            key_file: Some("k".into()),
+            ..capped
+        };
+        let ch = open_channel(&sim, &keyed).unwrap();
+        assert_eq!(ch.info().max_rate_bps, 1e9);
         let e = open_channel(
             &Target::parse("trace:/nonexistent/run.csv").unwrap(),
             &RealOptions::default(),

@@ -117,7 +117,10 @@ pub fn transfer(
         Target::Sim { .. } if opts.real.reverse => bail!(
             "-R: the simulated path has one direction; a transfer from the far end needs a tightlink server (HOST[:PORT])"
         ),
-        Target::Sim { text, spec } => sim_transfer(text, spec, opts, on_event),
+        Target::Sim { text, spec } => {
+            opts.real.check_for(target)?;
+            sim_transfer(text, spec, opts, on_event)
+        }
         Target::Server { host } => real_transfer(host, opts, on_event),
         Target::Twamp { .. } | Target::Trace { .. } => bail!(
             "{target}: a transfer needs a tightlink server (HOST[:PORT]) or the simulated path (sim:)"

@@ -14,6 +14,8 @@ pub struct SimChannel {
     next_id: u64,
     start_ns: f64,
     description: String,
+    /// The caller's ceiling on probe rates (a user's `--max-rate`).
+    rate_cap_bps: Option<f64>,
 }
 
 impl SimChannel {
@@ -24,6 +26,16 @@ impl SimChannel {
             path,
             next_id: 0,
             description: description.into(),
+            rate_cap_bps: None,
+        }
+    }
+
+    /// Never offers strategies a rate above `bps` (the sender's link
+    /// stays the first hop's): what `--max-rate` does to a real sender.
+    pub fn with_max_rate(self, bps: Option<f64>) -> Self {
+        SimChannel {
+            rate_cap_bps: bps,
+            ..self
         }
     }
 
@@ -59,7 +71,8 @@ impl Channel for SimChannel {
                 .spec()
                 .hops
                 .first()
-                .map_or(0.0, |h| h.hop.capacity_bps),
+                .map_or(0.0, |h| h.hop.capacity_bps)
+                .min(self.rate_cap_bps.unwrap_or(f64::INFINITY)),
             probe_size_bytes: None,
             byte_limit: None,
             stream_packet_limit: None,
