@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use tightlink_net::{Server, ServerConfig};
 
@@ -87,6 +87,7 @@ pub fn run(args: ServerArgs) -> Result<()> {
             i32::MAX
         )
     })?;
+    refuse_empty_limits(&args, &config)?;
     let server =
         Server::bind(config.clone()).with_context(|| format!("listen on {}", config.bind))?;
     let l = config.open_limits;
@@ -116,5 +117,44 @@ pub fn run(args: ServerArgs) -> Result<()> {
         eprintln!("tightlink server: warning: {w}");
     }
     server.serve().context("server")?;
+    Ok(())
+}
+
+/// A limit of zero serves nobody: say so rather than start a server that
+/// refuses every session (`--require-key` is how to turn keyless clients
+/// away).
+fn refuse_empty_limits(args: &ServerArgs, config: &ServerConfig) -> Result<()> {
+    let l = &config.open_limits;
+    let zero = [
+        ("--max-rate", &args.max_rate, l.max_rate_bps == 0),
+        (
+            "--max-session-bytes",
+            &args.max_session_bytes,
+            l.max_session_bytes == 0,
+        ),
+    ];
+    for (flag, text, is_zero) in zero {
+        if is_zero {
+            bail!("{flag} {text}: must be above zero (--require-key turns keyless clients away)");
+        }
+    }
+    if config.probe_rcvbuf_bytes <= 0 {
+        bail!(
+            "--probe-rcvbuf {}: must be above zero (the kernel's smallest is about 2 KB)",
+            args.probe_rcvbuf
+        );
+    }
+    let counts = [
+        ("--max-duration", args.max_duration as usize),
+        ("--max-sessions", config.max_sessions),
+        ("--max-sessions-per-ip", config.max_sessions_per_ip),
+        ("--max-pending", config.max_pending),
+        ("--max-pending-per-ip", config.max_pending_per_ip),
+    ];
+    for (flag, n) in counts {
+        if n == 0 {
+            bail!("{flag} 0: must be at least 1");
+        }
+    }
     Ok(())
 }

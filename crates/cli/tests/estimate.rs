@@ -536,6 +536,36 @@ fn real_only_flags_on_the_simulator_are_applied_or_refused() {
     }
 }
 
+/// Limits of zero are refused before anything is sent or bound: a
+/// measurement of no streams or bytes, a server that serves nobody.
+#[test]
+fn zero_limits_are_refused_with_the_flag() {
+    for (args, want) in [
+        (&["estimate", "--max-streams", "0"][..], "--max-streams 0"),
+        (&["estimate", "--max-bytes", "0"], "--max-bytes 0"),
+        (
+            &["server", "--port", "0", "--max-rate", "0"],
+            "--max-rate 0",
+        ),
+        (
+            &["server", "--port", "0", "--max-duration", "0"],
+            "--max-duration 0",
+        ),
+        (
+            &["server", "--port", "0", "--probe-rcvbuf", "0"],
+            "--probe-rcvbuf 0",
+        ),
+        (
+            &["server", "--port", "0", "--max-sessions", "0"],
+            "--max-sessions 0",
+        ),
+    ] {
+        let o = tightlink(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn capacity_json_has_one_object_per_method() {
     let o = tightlink(&["capacity", "--json"]);

@@ -138,6 +138,13 @@ pub fn estimate(
     on_event: &mut dyn FnMut(Event),
 ) -> Result<EstimateReport> {
     let started = Instant::now();
+    // Checked before a far end is asked for a session.
+    if options.max_streams == 0 {
+        bail!("--max-streams 0: a measurement needs at least one stream");
+    }
+    if options.max_bytes == Some(0) {
+        bail!("--max-bytes 0: a measurement needs some probe bytes");
+    }
     let events = RefCell::new(on_event);
     let mut channel = Recorder::observed(open_channel(target, &options.real)?, |p| {
         (events.borrow_mut())(Event::Stream {
@@ -147,7 +154,7 @@ pub fn estimate(
     });
     let info = channel.info();
     let mut budget = Budget {
-        max_streams: options.max_streams.max(1),
+        max_streams: options.max_streams,
         ..Budget::default()
     };
     if let Some(limit) = options.max_bytes {
