@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use tightlink_net::reflector::TWAMP_PORT;
 use tightlink_net::{Reflector, ReflectorConfig};
@@ -54,17 +54,44 @@ pub fn run(args: ReflectorArgs) -> Result<()> {
     let peer_burst_bytes = tightlink_core::units::parse_bytes(&args.peer_burst)
         .with_context(|| format!("--peer-burst {}", args.peer_burst))?
         as f64;
+    // A limit of zero reflects nothing: a mistake, not a setting.
+    let zero = [
+        ("--peer-rate", &args.peer_rate, peer_rate_bps <= 0.0),
+        ("--total-rate", &args.total_rate, total_rate_bps <= 0.0),
+        ("--peer-burst", &args.peer_burst, peer_burst_bytes <= 0.0),
+    ];
+    for (flag, text, is_zero) in zero {
+        if is_zero {
+            bail!("{flag} {text}: must be above zero");
+        }
+    }
+    for (flag, v) in [
+        ("--short-rate", args.short_rate),
+        ("--short-total-rate", args.short_total_rate),
+    ] {
+        if !(v >= 0.0 && v.is_finite()) {
+            bail!("{flag} {v}: packets per second, 0 or more");
+        }
+    }
+    if args.max_peers == 0 || args.idle == 0 {
+        let flag = if args.max_peers == 0 {
+            "--max-peers"
+        } else {
+            "--idle"
+        };
+        bail!("{flag} 0: must be at least 1");
+    }
     let config = ReflectorConfig {
         bind: SocketAddr::new(args.bind, args.port),
-        max_peers: args.max_peers.max(1),
+        max_peers: args.max_peers,
         peer_rate_bps,
         peer_burst_bytes,
         total_rate_bps,
         total_burst_bytes: peer_burst_bytes.max(ReflectorConfig::default().total_burst_bytes),
-        peer_idle: Duration::from_secs(args.idle.max(1)),
+        peer_idle: Duration::from_secs(args.idle),
         short_packets: !args.no_short_packets,
-        short_peer_pps: args.short_rate.max(0.0),
-        short_total_pps: args.short_total_rate.max(0.0),
+        short_peer_pps: args.short_rate,
+        short_total_pps: args.short_total_rate,
         hold_bytes: ReflectorConfig::default().hold_bytes,
         log: true,
     };

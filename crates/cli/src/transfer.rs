@@ -80,6 +80,19 @@ impl TransferArgs {
             .as_deref()
             .map(|t| parse_time_ns(t).with_context(|| format!("--time {t}")))
             .transpose()?;
+        if let (Some(0), Some(b)) = (bytes, &self.bytes) {
+            bail!("--bytes {b}: a transfer needs at least one byte");
+        }
+        if let (Some(0), Some(t)) = (time_ns, &self.time) {
+            bail!("--time {t}: a transfer needs some time");
+        }
+        let sim_rtt_ns = parse_time_ns(&self.rtt).with_context(|| format!("--rtt {}", self.rtt))?;
+        if sim_rtt_ns <= 0 {
+            bail!(
+                "--rtt {}: the simulated path's round trip must be above zero",
+                self.rtt
+            );
+        }
         let interval_s: f64 = self
             .interval
             .parse()
@@ -100,7 +113,7 @@ impl TransferArgs {
             },
             interval_ns: (interval_s * 1e9) as i64,
             real: real_options(self.reverse, &self.key_file, &self.max_rate, "udp")?,
-            sim_rtt_ns: parse_time_ns(&self.rtt).with_context(|| format!("--rtt {}", self.rtt))?,
+            sim_rtt_ns,
             seed: self.seed,
         })
     }

@@ -537,7 +537,8 @@ fn real_only_flags_on_the_simulator_are_applied_or_refused() {
 }
 
 /// Limits of zero are refused before anything is sent or bound: a
-/// measurement of no streams or bytes, a server that serves nobody.
+/// measurement or transfer of nothing, a server or reflector that serves
+/// nobody.
 #[test]
 fn zero_limits_are_refused_with_the_flag() {
     for (args, want) in [
@@ -559,6 +560,21 @@ fn zero_limits_are_refused_with_the_flag() {
             &["server", "--port", "0", "--max-sessions", "0"],
             "--max-sessions 0",
         ),
+        (
+            &["reflector", "--port", "0", "--peer-rate", "0"],
+            "--peer-rate 0",
+        ),
+        (
+            &["reflector", "--port", "0", "--max-peers", "0"],
+            "--max-peers 0",
+        ),
+        (
+            &["reflector", "--port", "0", "--short-rate=-1"],
+            "--short-rate -1",
+        ),
+        (&["transfer", "--bytes", "0"], "--bytes 0"),
+        (&["transfer", "--time", "0s"], "--time 0s"),
+        (&["transfer", "--time", "1s", "--rtt", "0"], "--rtt 0"),
     ] {
         let o = tightlink(args);
         let err = String::from_utf8_lossy(&o.stderr);
