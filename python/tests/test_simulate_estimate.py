@@ -27,6 +27,14 @@ def test_single_rate_streams():
     assert r["decision"] == ["below", "above"]
 
 
+def test_a_setting_of_another_kind_is_refused():
+    # Multi-rate streams by default: a single-rate setting would shape nothing.
+    with pytest.raises(tightlink.TightlinkError, match="packets shapes kind='single'"):
+        tightlink.simulate("sim:", streams=1, packets=100)
+    with pytest.raises(tightlink.TightlinkError, match="per_rate shapes kind='multi' streams, not kind='chirp'"):
+        tightlink.simulate("sim:", streams=1, kind="chirp", per_rate=32)
+
+
 def test_chirps_are_read_by_pathchirp():
     packets, truth = tightlink.simulate("sim:cross=cbr:3G,coalescence=off,seed=4", kind="chirp", streams=22)
     # 1 to 10 Gbit/s in steps of 1.2: 15 packets per chirp.

@@ -205,19 +205,19 @@ def simulate(
     streams: int = 20,
     size_bytes: int = 9000,
     kind: str = "multi",
-    rates_bps: Sequence[float] = (),
-    packets: int = 64,
+    rates_bps: Optional[Sequence[float]] = None,
+    packets: Optional[int] = None,
     centre_bps: Optional[float] = None,
-    range: float = 0.3,
-    rates: int = 5,
-    per_rate: int = 64,
+    range: Optional[float] = None,
+    rates: Optional[int] = None,
+    per_rate: Optional[int] = None,
     low_bps: Optional[float] = None,
     high_bps: Optional[float] = None,
-    spread: float = 1.2,
-    jumbo: int = 1,
-    pairs: int = 10,
+    spread: Optional[float] = None,
+    jumbo: Optional[int] = None,
+    pairs: Optional[int] = None,
     capacity_bps: Optional[float] = None,
-    mean_gap_s: float = 0.01,
+    mean_gap_s: Optional[float] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Streams through the simulated path `spec` (the grammar of
     ``tightlink estimate sim:...``): multi-rate streams (``rates`` rates over
@@ -231,25 +231,40 @@ def simulate(
     apart, the path's narrow link by default, pair starts exponentially
     spread with mean ``mean_gap_s``). Returns the packets (`PACKET_DTYPE`) and
     the ground truth per stream (`TRUTH_DTYPE`; NaN where fewer than two
-    packets arrived)."""
+    packets arrived). Defaults: ``packets=64``, ``range=0.3``, ``rates=5``,
+    ``per_rate=64``, ``spread=1.2``, ``jumbo=1``, ``pairs=10``,
+    ``mean_gap_s=0.01``. A setting of another kind than ``kind`` raises
+    `TightlinkError` (it would shape nothing)."""
+    given = {
+        "single": {"rates_bps": rates_bps, "packets": packets},
+        "multi": {"centre_bps": centre_bps, "range": range, "rates": rates, "per_rate": per_rate},
+        "chirp": {"low_bps": low_bps, "high_bps": high_bps, "spread": spread, "jumbo": jumbo},
+        "pairs": {"pairs": pairs, "capacity_bps": capacity_bps, "mean_gap_s": mean_gap_s},
+    }
+    for k, settings in given.items():
+        stray = [name for name, v in settings.items() if v is not None]
+        if k != kind and kind in given and stray:
+            raise TightlinkError(f"{stray[0]} shapes kind={k!r} streams, not kind={kind!r}")
+    def default(v, d):
+        return d if v is None else v
     cols, truth = _native.simulate(
         spec,
         streams,
         size_bytes,
         kind,
-        [float(r) for r in rates_bps],
-        packets,
+        [float(r) for r in default(rates_bps, ())],
+        default(packets, 64),
         centre_bps,
-        range,
-        rates,
-        per_rate,
+        default(range, 0.3),
+        default(rates, 5),
+        default(per_rate, 64),
         low_bps,
         high_bps,
-        spread,
-        jumbo,
-        pairs,
+        default(spread, 1.2),
+        default(jumbo, 1),
+        default(pairs, 10),
         capacity_bps,
-        mean_gap_s,
+        default(mean_gap_s, 0.01),
     )
     t = np.empty(len(truth["stream_id"]), dtype=TRUTH_DTYPE)
     for name in TRUTH_DTYPE.names:

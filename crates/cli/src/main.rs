@@ -21,7 +21,7 @@ mod server;
 mod simulate;
 mod transfer;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -100,7 +100,14 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Which of a subcommand's flags the user typed (not defaults).
+    let typed = |sub: &str, id: &str| {
+        matches
+            .subcommand_matches(sub)
+            .is_some_and(|m| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+    };
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::AnalyzeTcp(args) => analyze_tcp::run(args),
@@ -109,7 +116,7 @@ fn main() {
         Command::Transfer(args) => transfer::run(args),
         Command::Capacity(args) => capacity::run(args),
         Command::Hops(args) => hops::run(args),
-        Command::Simulate(args) => simulate::run(args),
+        Command::Simulate(args) => simulate::run(args, &|id| typed("simulate", id)),
         Command::Eval(args) => eval::run(args),
         Command::Server(args) => server::run(args),
         Command::Reflector(args) => reflector::run(args),

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use tightlink_core::units::parse_rate;
 use tightlink_measure::simulate::{simulate, RateOutside, Schedule, SimulateOptions};
@@ -89,7 +89,38 @@ pub struct SimulateArgs {
     pub mean_gap: String,
 }
 
-pub fn run(args: SimulateArgs) -> Result<()> {
+/// Each kind's own flags (clap's ids) and the kind they shape.
+const KIND_FLAGS: [(&str, SimKind); 13] = [
+    ("rate", SimKind::Single),
+    ("packets", SimKind::Single),
+    ("centre", SimKind::Multi),
+    ("range", SimKind::Multi),
+    ("rates", SimKind::Multi),
+    ("per_rate", SimKind::Multi),
+    ("low", SimKind::Chirp),
+    ("high", SimKind::Chirp),
+    ("spread", SimKind::Chirp),
+    ("jumbo", SimKind::Chirp),
+    ("pairs", SimKind::Pairs),
+    ("capacity", SimKind::Pairs),
+    ("mean_gap", SimKind::Pairs),
+];
+
+/// `typed(id)`: whether the user gave that flag (a default does not
+/// count). A flag of another kind than `--kind` is refused: it would
+/// shape nothing.
+pub fn run(args: SimulateArgs, typed: &dyn Fn(&str) -> bool) -> Result<()> {
+    for (id, kind) in KIND_FLAGS {
+        if typed(id) && kind != args.kind {
+            bail!(
+                "--{} shapes --kind {} streams, not --kind {} (the stream kind is {} by default)",
+                id.replace('_', "-"),
+                kind_name(kind),
+                kind_name(args.kind),
+                kind_name(SimKind::Multi)
+            );
+        }
+    }
     let target = Target::parse(&args.target)?;
     let schedule = match args.kind {
         SimKind::Single => Schedule::Single {
@@ -167,4 +198,13 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         }
     );
     Ok(())
+}
+
+fn kind_name(k: SimKind) -> &'static str {
+    match k {
+        SimKind::Single => "single",
+        SimKind::Multi => "multi",
+        SimKind::Chirp => "chirp",
+        SimKind::Pairs => "pairs",
+    }
 }

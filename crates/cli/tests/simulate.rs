@@ -117,6 +117,15 @@ fn bad_simulate_flags_say_which() {
             "--rate fast",
         ),
         (vec!["simulate", "-o", o, "--range", "1.5"], "--range"),
+        // Another kind's flag would shape nothing: refused, not ignored.
+        (
+            vec!["simulate", "-o", o, "--rate", "5G"],
+            "--rate shapes --kind single streams, not --kind multi",
+        ),
+        (
+            vec!["simulate", "-o", o, "--kind", "chirp", "--mean-gap", "5ms"],
+            "--mean-gap shapes --kind pairs streams",
+        ),
         (vec!["simulate", "sim:capacity=oops", "-o", o], "capacity"),
         (
             vec!["estimate", "trace:/nonexistent/run.csv"],
