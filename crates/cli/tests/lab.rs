@@ -1026,13 +1026,29 @@ fn one_track_run(letter: char) -> Result<(), String> {
         median_of(1.0, step, "estimate_bps"),
         median_of(step + 1.0, 100.0, "estimate_bps"),
     );
+    // What the cross sender offered over the tracker's streams after the
+    // step (120 Mbit/s meant): on a slow VM it falls behind while the
+    // streams take the CPUs, and the tracker then reads a freer path
+    // than the 500 ms truth. Named in a miss, so that one tells.
+    let mut offered: Vec<f64> = points
+        .iter()
+        .filter(|p| p["t_s"].as_f64().unwrap() >= step + 1.0)
+        .filter_map(|p| p["stream_offered_cross_bps"].as_f64())
+        .collect();
+    offered.sort_by(f64::total_cmp);
+    let host = offered.get(offered.len() / 2).map_or(String::new(), |o| {
+        format!(
+            "; cross offered over the streams after the step {:.1} of 120 Mbit/s",
+            o / 1e6
+        )
+    });
     // The truth halves. The tracker's own errors (up to -10 % before and
     // +19 % after, measured above) put its ratio near 0.65 at worst: one
     // clean-clone CI run read 141.7 then 93.2 (0.657). A tracker that did
     // not follow would read about 1.
     if e_after >= 0.75 * e_before {
         return Err(format!(
-            "estimates {e_before} before the step, {e_after} after"
+            "estimates {e_before} before the step, {e_after} after{host}"
         ));
     }
     let s = &r["summary"];
@@ -1042,7 +1058,7 @@ fn one_track_run(letter: char) -> Result<(), String> {
     );
     assert!(namespaces_of(&lab.name).is_empty(), "track left namespaces");
     if b >= 0.25 || a >= 0.4 {
-        return Err(format!("median error before {b}, after {a}"));
+        return Err(format!("median error before {b}, after {a}{host}"));
     }
     Ok(())
 }
