@@ -35,6 +35,12 @@ pub fn run(a: CaptureArgs) -> Result<()> {
     let ns = tightlink_core::units::parse_time_ns(&a.duration)
         .with_context(|| format!("--duration {}", a.duration))?;
     let duration = Duration::from_nanos(ns as u64);
+    if duration.is_zero() {
+        bail!("--duration {}: a capture needs some time", a.duration);
+    }
+    if a.count == Some(0) {
+        bail!("--count 0: stop after at least one packet");
+    }
     if duration > Duration::from_secs(3600) {
         bail!("--duration {}: at most 1 hour", a.duration);
     }

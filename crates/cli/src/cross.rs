@@ -40,6 +40,12 @@ pub fn run(args: CrossArgs) -> Result<()> {
     let ns = tightlink_core::units::parse_time_ns(&args.duration)
         .with_context(|| format!("--duration {}", args.duration))?;
     let duration = Duration::from_nanos(ns as u64);
+    if duration.is_zero() {
+        bail!(
+            "--duration {}: cross traffic needs some time",
+            args.duration
+        );
+    }
     if duration > tightlink_lab::cross::MAX_DURATION {
         bail!("--duration {}: at most 1 hour", args.duration);
     }
