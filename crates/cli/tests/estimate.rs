@@ -541,44 +541,35 @@ fn real_only_flags_on_the_simulator_are_applied_or_refused() {
 /// nobody.
 #[test]
 fn zero_limits_are_refused_with_the_flag() {
-    for (args, want) in [
-        (&["estimate", "--max-streams", "0"][..], "--max-streams 0"),
-        (&["estimate", "--max-bytes", "0"], "--max-bytes 0"),
-        (
-            &["server", "--port", "0", "--max-rate", "0"],
-            "--max-rate 0",
-        ),
-        (
-            &["server", "--port", "0", "--max-duration", "0"],
-            "--max-duration 0",
-        ),
-        (
-            &["server", "--port", "0", "--probe-rcvbuf", "0"],
-            "--probe-rcvbuf 0",
-        ),
-        (
-            &["server", "--port", "0", "--max-sessions", "0"],
-            "--max-sessions 0",
-        ),
-        (
-            &["reflector", "--port", "0", "--peer-rate", "0"],
-            "--peer-rate 0",
-        ),
-        (
-            &["reflector", "--port", "0", "--max-peers", "0"],
-            "--max-peers 0",
-        ),
-        (
-            &["reflector", "--port", "0", "--short-rate=-1"],
-            "--short-rate -1",
-        ),
-        (&["transfer", "--bytes", "0"], "--bytes 0"),
-        (&["transfer", "--time", "0s"], "--time 0s"),
-        (&["transfer", "--time", "1s", "--rtt", "0"], "--rtt 0"),
-    ] {
-        let o = tightlink(args);
+    let listener = ["--port", "0"];
+    let capture = ["-i", "lo", "-w", "/nonexistent/x.pcap"];
+    let cases: [(&str, &[&str], &str, &str); 15] = [
+        ("estimate", &[], "--max-streams", "0"),
+        ("estimate", &[], "--max-bytes", "0"),
+        ("server", &listener, "--max-rate", "0"),
+        ("server", &listener, "--max-duration", "0"),
+        ("server", &listener, "--probe-rcvbuf", "0"),
+        ("server", &listener, "--max-sessions", "0"),
+        ("reflector", &listener, "--peer-rate", "0"),
+        ("reflector", &listener, "--max-peers", "0"),
+        ("reflector", &listener, "--short-rate", "-1"),
+        ("transfer", &[], "--bytes", "0"),
+        ("transfer", &[], "--time", "0s"),
+        ("transfer", &["--time", "1s"], "--rtt", "0"),
+        ("capture", &capture, "--count", "0"),
+        ("capture", &capture, "--duration", "0s"),
+        ("cross", &["127.0.0.1:9"], "--duration", "0s"),
+    ];
+    for (command, before, flag, value) in cases {
+        let flag_value = format!("{flag}={value}");
+        let args = [&[command][..], before, &[&flag_value]].concat();
+        let o = tightlink(&args);
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
+        let want = format!("{flag} {value}");
+        assert!(
+            !o.status.success() && err.contains(&want),
+            "{args:?}: {err}"
+        );
     }
 }
 
