@@ -89,7 +89,10 @@ pub(crate) fn pin_to_cpu(cpu: usize) -> Result<()> {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if r != 0 {
-        bail!("--cpu {cpu}: {}", std::io::Error::last_os_error());
+        let e = std::io::Error::last_os_error();
+        // EINVAL: no CPU of the set is online (or allowed here).
+        let have = std::thread::available_parallelism().map_or(0, |n| n.get());
+        bail!("--cpu {cpu}: {e} (this process may run on {have} CPUs here)");
     }
     Ok(())
 }

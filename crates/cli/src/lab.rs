@@ -686,6 +686,12 @@ fn tcp_lab(a: TcpArgs) -> Result<()> {
 const COMPARE_METHODS: &str = "multirate,prcmt+bass,pathload,topp,pathchirp,igi,spruce,bart";
 
 fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
+    if let Some(n) = a.repeat.filter(|n| !(1..=1000).contains(n)) {
+        bail!("--repeat {n}: must be within 1..1000");
+    }
+    if !(200..=100_000).contains(&a.sample_us) {
+        bail!("--sample-us {}: must be within 200..100000", a.sample_us);
+    }
     let lab = lab_of(&a.target)?;
     let methods: Vec<String> = match (&a.method, compare) {
         // Every closed-loop method (queue-fit given the scenario's tight
@@ -746,7 +752,7 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
         methods,
         tools,
         exe: std::env::current_exe()?,
-        sample_period: Duration::from_micros(a.sample_us.clamp(200, 100_000)),
+        sample_period: Duration::from_micros(a.sample_us),
     };
     let quiet = a.json || a.json_stream;
     let line = |event: &str, data: serde_json::Value| {

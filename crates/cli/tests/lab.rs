@@ -438,6 +438,11 @@ fn bad_scenarios_and_names_are_refused_with_reasons() {
     let (ok, _, err) = tightlink(&["lab", "run", "quiet", "--method", "nope"]);
     assert!(!ok);
     assert!(err.contains("nope"), "{err}");
+    // Were clamped to 1 run and to 200 us.
+    for (flag, value) in [("--repeat", "0"), ("--sample-us", "5")] {
+        let (ok, _, err) = tightlink(&["lab", "run", "quiet", flag, value]);
+        assert!(!ok && err.contains(&format!("{flag} {value}")), "{err}");
+    }
 }
 
 /// Capacity on real packets: the shipped `shaper500` lab, a
