@@ -263,7 +263,9 @@ impl Agent {
                 ..RealOptions::default()
             },
             analysis: AnalysisParams {
-                capacity_bps: tc.capacity_bps,
+                // Only to the methods that read it (the estimate refuses
+                // it for the others).
+                capacity_bps: tc.capacity_bps.filter(|_| method.uses_capacity()),
                 ..AnalysisParams::default()
             },
             ..EstimateOptions::default()

@@ -78,7 +78,8 @@ pub struct EstimateArgs {
     #[arg(long, env = "TIGHTLINK_KEY_FILE")]
     pub key_file: Option<PathBuf>,
     /// The tight link's capacity when known (e.g. 10G): `queue-fit`
-    /// needs it; `igi` and `spruce` use it instead of measuring one.
+    /// needs it; `igi`, `ptr` and `spruce` use it instead of measuring
+    /// one; the other methods refuse it (they would not read it).
     #[arg(long)]
     pub capacity: Option<String>,
     /// Never probe faster than this (e.g. 500M); on `sim:` a ceiling

@@ -536,6 +536,20 @@ fn real_only_flags_on_the_simulator_are_applied_or_refused() {
     }
 }
 
+/// A known capacity goes to the methods that read it; the default
+/// method does not, so giving it there is refused rather than ignored.
+#[test]
+fn a_capacity_no_method_reads_is_refused() {
+    let o = tightlink(&["estimate", "--capacity", "10G"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--capacity: auto does not read"),
+        "{err}"
+    );
+    let o = tightlink(&["estimate", "--capacity", "10G", "--method", "queue-fit"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// Limits of zero are refused before anything is sent or bound: a
 /// measurement or transfer of nothing, a server or reflector that serves
 /// nobody.

@@ -145,6 +145,12 @@ pub fn estimate(
     if options.max_bytes == Some(0) {
         bail!("--max-bytes 0: a measurement needs some probe bytes");
     }
+    if options.analysis.capacity_bps.is_some() && !options.method.uses_capacity() {
+        bail!(
+            "--capacity: {} does not read a known capacity (queue-fit, igi, ptr and spruce do)",
+            options.method
+        );
+    }
     let events = RefCell::new(on_event);
     let mut channel = Recorder::observed(open_channel(target, &options.real)?, |p| {
         (events.borrow_mut())(Event::Stream {

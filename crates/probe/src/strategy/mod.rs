@@ -103,6 +103,17 @@ impl Method {
         Method::Spruce,
     ];
 
+    /// Whether the method reads a known tight-link capacity
+    /// (`AnalysisParams::capacity_bps`): the queue fit needs it, IGI/PTR
+    /// and Spruce take it instead of measuring one; the others never
+    /// look at it.
+    pub fn uses_capacity(self) -> bool {
+        matches!(
+            self,
+            Method::QueueFit | Method::Igi | Method::Ptr | Method::Spruce
+        )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Method::Multirate => "multirate",
