@@ -300,7 +300,8 @@ def estimate(
     dict of ``--json-stream``'s ``update`` events) as it comes.
 
     ``capacity_bps``: the tight link's capacity when known
-    (``--capacity``); ``method="queue-fit"`` needs it."""
+    (``--capacity``); ``method="queue-fit"`` needs it, ``igi``, ``ptr``
+    and ``spruce`` use it, the other methods refuse it."""
     text = _native.estimate(
         target,
         method,
