@@ -225,4 +225,11 @@ fn queue_fit_reads_simulated_streams_given_the_capacity_and_asks_for_it_otherwis
     let out = stdout(&tightlink(&["analyze", t, "-m", "queue-fit", "-f", "json"]));
     assert!(out.contains("--capacity"), "{out}");
     assert!(!out.contains("\"exact\""), "{out}");
+    // Named for a method that never reads it, the capacity is refused.
+    let o = tightlink(&["analyze", t, "-m", "multirate", "--capacity", "10G"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("multirate does not read"),
+        "{err}"
+    );
 }
