@@ -13,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::run::{
-    fresh_line_counts, in_ns, run_child, samples_until, start_services, Guard, LineCounts,
-    SINK_PORT,
+    fresh_line_counts, in_ns, line_counts_since, run_child, samples_until, start_services, Guard,
+    LineCounts, SINK_PORT,
 };
 use crate::sampler::Sampler;
 use crate::topology::{Lab, LabError, RCV_IP};
@@ -213,7 +213,7 @@ fn one_run(
     let start_ns = realtime_ns();
     let out = run_child(cmd, Duration::from_secs(secs * 2 + 30));
     let end_ns = realtime_ns();
-    r.delay_line = lines_before.and_then(|b| fresh_line_counts(lab).map(|a| a.since(b)));
+    r.delay_line = line_counts_since(lab, lines_before);
     match out {
         Ok((out, _, true)) => match serde_json::from_str::<serde_json::Value>(out.trim()) {
             Ok(j) if controller.starts_with("rapid") => {

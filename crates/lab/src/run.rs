@@ -692,6 +692,12 @@ impl LineCounts {
 /// starts), so that two reads bracket what happened between them. `None`
 /// without delay lines, or when a line wrote nothing new within 3.5 s (a
 /// host so busy that the line's status thread did not run).
+/// What the delay lines did since `before` (a [`fresh_line_counts`]
+/// reading), if both readings came.
+pub fn line_counts_since(lab: &Lab, before: Option<LineCounts>) -> Option<LineCounts> {
+    before.and_then(|b| fresh_line_counts(lab).map(|a| a.since(b)))
+}
+
 pub fn fresh_line_counts(lab: &Lab) -> Option<LineCounts> {
     let paths: Vec<_> = (0..lab.scenario.hops.len())
         .filter_map(|k| lab.delay_line(k))

@@ -8,7 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::run::{
-    fresh_line_counts, in_ns, run_child, samples_until, start_services, Guard, LineCounts,
+    fresh_line_counts, in_ns, line_counts_since, run_child, samples_until, start_services, Guard,
+    LineCounts,
 };
 use crate::sampler::Sampler;
 use crate::topology::{Lab, LabError, RCV_IP};
@@ -181,7 +182,7 @@ pub fn track(lab: &Lab, opts: &TrackOptions) -> Result<TrackReport, LabError> {
         .args(["--interval", &format!("{interval_ns}ns")]);
     let (out, stderr, ok) = run_child(cmd, Duration::from_secs(run_s * 2 + 30))
         .map_err(|e| err(format!("estimate: {e}")))?;
-    let delay_line = lines_before.and_then(|b| fresh_line_counts(lab).map(|a| a.since(b)));
+    let delay_line = line_counts_since(lab, lines_before);
     let (updates, probe_bytes, wall_s) = parse_stream(&out).map_err(err)?;
     if !ok && updates.is_empty() {
         return Err(err(format!("estimate --follow failed: {}", stderr.trim())));

@@ -946,30 +946,27 @@ fn multirate_through(
     let target = "sim:capacity=10G,cross=cbr:2.4G,coalescence=off";
     let spec = parse_sim_target(target).unwrap();
     let mut ch = Recorder::new(spoil(Spoiled::around(SimChannel::new(spec, target))));
+    let r = multirate_on(&mut ch);
+    (ch, r)
+}
+
+/// `multirate` with its defaults on `ch`.
+fn multirate_on(ch: &mut dyn Channel) -> Report {
     let method: strategy::Method = "multirate".parse().unwrap();
-    let r = method
+    method
         .run(
-            &mut ch,
+            ch,
             &AnalysisParams::default(),
             Budget::default(),
             &mut |_: f64| {},
         )
-        .unwrap();
-    (ch, r)
+        .unwrap()
 }
 
 /// `multirate` over a replay: the report and the streams it sent again.
 fn multirate_replayed(replay: TraceChannel) -> (Report, String) {
     let mut ch = Recorder::new(replay);
-    let method: strategy::Method = "multirate".parse().unwrap();
-    let r = method
-        .run(
-            &mut ch,
-            &AnalysisParams::default(),
-            Budget::default(),
-            &mut |_: f64| {},
-        )
-        .unwrap();
+    let r = multirate_on(&mut ch);
     (r, ch.superseded_list())
 }
 

@@ -77,8 +77,8 @@ pub struct LossEvent {
     /// The RTT before the event: the median of the last three samples
     /// (fewer at the start), if any.
     pub rtt_before_ns: Option<f64>,
-    /// The RTTs before it were lifted by a pause of the path: the ACKs
-    /// stopped and the RTT jumped by about as long: a stalled host), and
+    /// The RTTs before it were lifted by a pause of the path (the ACKs
+    /// stopped and the RTT jumped by about as long: a stalled host) and
     /// had not come back down when the event began.
     pub after_pause: bool,
 }
@@ -160,6 +160,10 @@ const PAUSE_MIN_NS: i64 = 1_000_000;
 const PAUSE_GAPS: i64 = 8;
 /// ACK gaps the usual spacing is the median of.
 const PAUSE_HISTORY: usize = 16;
+/// The RTT must jump by this share of the silence (a stall lifts it by
+/// about all of it; one lab capture's by 0.41, after ACKs that had come
+/// unevenly before).
+const PAUSE_JUMP: f64 = 0.3;
 
 impl Pause {
     /// Takes in an ACK arriving `gap_ns` after the one before.
@@ -177,12 +181,15 @@ impl Pause {
         let Some(prev) = prev_ns else {
             return;
         };
-        let before = self.gaps.len().saturating_sub(1);
-        let mut g: Vec<i64> = self.gaps.iter().take(before).copied().collect();
-        g.sort_unstable();
-        let usual = g.get(g.len() / 2).copied().unwrap_or(i64::MAX / PAUSE_GAPS);
-        let silent = gap_ns >= PAUSE_MIN_NS && gap_ns >= PAUSE_GAPS.saturating_mul(usual);
-        if silent && rtt_ns - prev >= 0.3 * gap_ns as f64 {
+        // The usual spacing only matters after a silence long enough.
+        let silent = gap_ns >= PAUSE_MIN_NS && {
+            let before = self.gaps.len().saturating_sub(1);
+            let mut g: Vec<i64> = self.gaps.iter().take(before).copied().collect();
+            g.sort_unstable();
+            let usual = g.get(g.len() / 2).copied().unwrap_or(i64::MAX / PAUSE_GAPS);
+            gap_ns >= PAUSE_GAPS.saturating_mul(usual)
+        };
+        if silent && rtt_ns - prev >= PAUSE_JUMP * gap_ns as f64 {
             self.from_rtt_ns.get_or_insert(prev);
         } else if self.from_rtt_ns.is_some_and(|f| rtt_ns <= f) {
             self.from_rtt_ns = None;
