@@ -220,12 +220,16 @@ fn analyze<'py>(
     method: &str,
     params: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let given = params
+        .and_then(|d| d.get_item("capacity_bps").ok().flatten())
+        .map(|v| format!("capacity_bps={v}"));
     let params = settings(params)?
         .params(&|n| format!("{}=", n.replace('-', "_")))
         .map_err(err)?;
     let methods: Methods = method
         .parse()
         .map_err(|e: anyhow::Error| err(e.context("method=")))?;
+    methods.check_capacity(given.as_deref()).map_err(err)?;
     let kind = parse_kind(kind).map_err(|e| err(e.context("kind=")))?;
     let (send, recv) = (slice(&send_ns, "send_ns")?, slice(&recv_ns, "recv_ns")?);
     let (size, ids) = (

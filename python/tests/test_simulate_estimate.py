@@ -160,3 +160,6 @@ def test_multi_rate_streams_are_read_by_the_queue_fit_given_the_capacity():
     # Without the capacity it answers nothing.
     r = tightlink.analyze_packets(packets, kind="multi", method="queue-fit")
     assert set(r["bound"]) == {"none"}
+    # A method that never reads the capacity refuses it, as the CLI does.
+    with pytest.raises(tightlink.TightlinkError, match="capacity_bps=10000000000.0: multirate does not read"):
+        tightlink.analyze_packets(packets, kind="multi", method="multirate", capacity_bps=10e9)

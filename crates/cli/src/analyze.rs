@@ -4,10 +4,10 @@
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use tightlink_core::units::parse_rate;
-use tightlink_core::{AnalysisParams, Method, StreamKind};
+use tightlink_core::{AnalysisParams, StreamKind};
 use tightlink_measure::analyze::{analyze_trace, AnalysisSettings, Methods};
 
 use crate::report::{self, Format};
@@ -109,16 +109,12 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         .method
         .parse()
         .map_err(|e| anyhow::anyhow!("--method {e}"))?;
-    // One method named that never reads a known capacity: the flag would
-    // change nothing (the default per kind and `all` may meet pairs).
-    if let (Some(c), Methods::One(m)) = (&args.capacity, methods) {
-        if !matches!(m, Method::QueueFit | Method::Igi | Method::Spruce) {
-            bail!(
-                "--capacity {c}: {} does not read a known capacity (queue-fit, igi and spruce do)",
-                m.name()
-            );
-        }
-    }
+    methods.check_capacity(
+        args.capacity
+            .as_ref()
+            .map(|c| format!("--capacity {c}"))
+            .as_deref(),
+    )?;
     let trace = if args.trace.as_os_str() == "-" {
         let mut buf = Vec::new();
         io::stdin()

@@ -62,6 +62,12 @@ pub fn run(args: CrossArgs) -> Result<()> {
     if spec.as_ref().is_some_and(|s| s.rate_bps > 10e9) {
         bail!("--traffic {}: at most 10 Gbit/s", args.traffic);
     }
+    if tightlink_lab::cross::sends_nothing(spec.as_ref(), args.tcp) {
+        bail!(
+            "--traffic {}: sends nothing; give a positive rate (or a step to one) or --tcp flows",
+            args.traffic
+        );
+    }
     let r = tightlink_lab::cross::send(
         &tightlink_lab::cross::CrossOptions {
             to,

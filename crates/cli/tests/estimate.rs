@@ -557,7 +557,7 @@ fn a_capacity_no_method_reads_is_refused() {
 fn zero_limits_are_refused_with_the_flag() {
     let listener = ["--port", "0"];
     let capture = ["-i", "lo", "-w", "/nonexistent/x.pcap"];
-    let cases: [(&str, &[&str], &str, &str); 15] = [
+    let cases: [(&str, &[&str], &str, &str); 17] = [
         ("estimate", &[], "--max-streams", "0"),
         ("estimate", &[], "--max-bytes", "0"),
         ("server", &listener, "--max-rate", "0"),
@@ -573,6 +573,8 @@ fn zero_limits_are_refused_with_the_flag() {
         ("capture", &capture, "--count", "0"),
         ("capture", &capture, "--duration", "0s"),
         ("cross", &["127.0.0.1:9"], "--duration", "0s"),
+        ("cross", &["127.0.0.1:9"], "--traffic", "cbr:0"),
+        ("cross", &["127.0.0.1:9"], "--traffic", "none"),
     ];
     for (command, before, flag, value) in cases {
         let flag_value = format!("{flag}={value}");

@@ -22,6 +22,14 @@ use tightlink_sim::cross::{CrossSpec, CrossTraffic};
 
 use tightlink_sys::clock::monotonic_ns;
 
+/// Whether traffic `spec` with `tcp_flows` bulk flows would send no
+/// packet at all (`none` or a rate of 0 that never steps up, and no TCP):
+/// a run that reports zeros as if it had worked.
+pub fn sends_nothing(spec: Option<&CrossSpec>, tcp_flows: usize) -> bool {
+    let udp = spec.is_some_and(|s| s.rate_bps > 0.0 || s.step.is_some_and(|st| st.rate_bps > 0.0));
+    !udp && tcp_flows == 0
+}
+
 #[derive(Debug, Clone)]
 pub struct CrossOptions {
     pub to: SocketAddr,

@@ -274,6 +274,14 @@ impl Scenario {
                     )));
                 }
                 let entry_hop = hop - 1;
+                let tcp_flows = c.tcp_flows.unwrap_or(0);
+                if crate::cross::sends_nothing(spec.as_ref(), tcp_flows) {
+                    return Err(fail(format!(
+                        "cross.traffic = {:?}: sends nothing (no rate, no tcp_flows); \
+                         leave [cross] out for an idle path",
+                        c.traffic
+                    )));
+                }
                 if let Some(s) = &spec {
                     for (i, h) in hops.iter().enumerate().skip(entry_hop) {
                         if s.rate_bps >= h.rate_bps {
@@ -290,7 +298,7 @@ impl Scenario {
                     traffic: c.traffic,
                     spec,
                     entry_hop,
-                    tcp_flows: c.tcp_flows.unwrap_or(0),
+                    tcp_flows,
                     seed: c.seed.unwrap_or(1),
                 })
             }
@@ -431,6 +439,14 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("fills hop 1"), "{e}");
+        let e = Scenario::parse(
+            "t",
+            "[[hop]]\nrate = \"100M\"\n[cross]\ntraffic = \"cbr:0\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("sends nothing"), "{e}");
+        let s = "[[hop]]\nrate = \"100M\"\n[cross]\ntraffic = \"none\"\ntcp_flows = 1\n";
+        assert_eq!(Scenario::parse("t", s).unwrap().cross.unwrap().tcp_flows, 1);
         let e = Scenario::parse("t", "[[hop]]\nrate = \"100M\"\n[path]\ndelay = \"10ms\"\n")
             .unwrap_err();
         assert!(e.to_string().contains("under [[hop]]"), "{e}");

@@ -34,6 +34,23 @@ impl Methods {
             Methods::One(m) => vec![m],
         }
     }
+
+    /// Refuses a known capacity that one named method would never read
+    /// (all but queue-fit, igi and spruce): the setting would change
+    /// nothing. The default per kind and `all` take it (a trace's pairs
+    /// may read it). `given` is the setting as its user spelled it
+    /// (`--capacity 10G`, `capacity_bps=1e10`).
+    pub fn check_capacity(self, given: Option<&str>) -> Result<()> {
+        if let (Some(given), Methods::One(m)) = (given, self) {
+            if !matches!(m, Method::QueueFit | Method::Igi | Method::Spruce) {
+                bail!(
+                    "{given}: {} does not read a known capacity (queue-fit, igi and spruce do)",
+                    m.name()
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 impl FromStr for Methods {
@@ -384,6 +401,29 @@ mod tests {
     use super::*;
     use tightlink_core::schedule::single_rate_schedule;
     use tightlink_core::Bound;
+
+    #[test]
+    fn a_capacity_only_one_named_reader_takes() {
+        let given = Some("--capacity 10G");
+        for m in [Method::QueueFit, Method::Igi, Method::Spruce] {
+            Methods::One(m).check_capacity(given).unwrap();
+        }
+        for m in [Methods::Default, Methods::All] {
+            m.check_capacity(given).unwrap();
+        }
+        let e = Methods::One(Method::Multirate)
+            .check_capacity(given)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--capacity 10G: multirate does not read"),
+            "{e}"
+        );
+        // Nothing given: nothing to refuse.
+        Methods::One(Method::Multirate)
+            .check_capacity(None)
+            .unwrap();
+    }
 
     #[test]
     fn settings_are_checked_with_the_caller_s_names() {
