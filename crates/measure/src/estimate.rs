@@ -327,6 +327,20 @@ pub fn shaper_warning(e: &Report) -> Option<String> {
         Bound::AtLeast => format!("at least {}", format_rate(sh.streams_bps)),
         _ => format_rate(sh.streams_bps),
     };
+    if let (false, Some((token, cross))) = (sh.head_seen, sh.shared_bucket) {
+        return Some(format!(
+            "back-to-back trains arrived at {} where the probe streams read {streams}, and \
+             slower trains showed a token bucket's head (about {:.0} KB ahead of their tail) \
+             that hid in one receive batch at the faster rate: a bucket (shaper or policer) \
+             passed the streams at its burst rate. The line through the trains' tails at the \
+             two rates puts its rate at {} and the cross traffic that shares it at {}: the \
+             answer is what that leaves",
+            format_rate(sh.tail_bps),
+            sh.bucket_bytes / 1e3,
+            format_rate(token),
+            format_rate(cross),
+        ));
+    }
     if !sh.head_seen {
         return Some(format!(
             "two back-to-back trains of {:.0} KB arrived at {} where the probe streams read \
@@ -910,6 +924,37 @@ mod tests {
         assert_eq!(answer_window(&streams, &[2]), Some([0, 30]));
         assert_eq!(answer_window(&streams, &[1]), Some([0, 50]));
         assert_eq!(answer_window(&streams, &[0, 1, 2]), Some([0, 50]));
+    }
+
+    /// A bucket the line through trains at two rates found (no head at
+    /// the faster rate): the warning says what the streams read, the
+    /// slower trains' head and the line's rate and cross traffic.
+    #[test]
+    fn a_bucket_found_by_the_line_says_so() {
+        let mut e = report(4.06e9, Bound::Exact, 4e9).estimate;
+        e.shaper = Some(tightlink_probe::strategy::ShaperSeen {
+            streams_bps: 4.618e9,
+            streams_bound: Bound::Exact,
+            head_bps: 7.3e9,
+            tail_bps: 4.911e9,
+            bucket_bytes: 38e3,
+            train_bytes: 1_386_000,
+            head_seen: false,
+            shared_bucket: Some((5.878e9, 1.817e9)),
+        });
+        let w = shaper_warning(&e).unwrap();
+        for part in [
+            format!(
+                "arrived at {} where the probe streams read {}",
+                format_rate(4.911e9),
+                format_rate(4.618e9)
+            ),
+            "about 38 KB ahead".to_string(),
+            format!("its rate at {}", format_rate(5.878e9)),
+            format!("shares it at {}", format_rate(1.817e9)),
+        ] {
+            assert!(w.contains(&part), "{part}: {w}");
+        }
     }
 
     /// "At least 8 Gbit/s" after a 6 MB train passed whole at it: a
