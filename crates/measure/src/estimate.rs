@@ -329,12 +329,11 @@ pub fn shaper_warning(e: &Report) -> Option<String> {
     };
     if let (false, Some((token, cross))) = (sh.head_seen, sh.shared_bucket) {
         return Some(format!(
-            "back-to-back trains arrived at {} where the probe streams read {streams}, and \
-             slower trains showed a token bucket's head (about {:.0} KB ahead of their tail) \
-             that hid in one receive batch at the faster rate: a bucket (shaper or policer) \
-             passed the streams at its burst rate. The line through the trains' tails at the \
-             two rates puts its rate at {} and the cross traffic that shares it at {}: the \
-             answer is what that leaves",
+            "back-to-back trains arrived at {} where the probe streams read {streams}: a token \
+             bucket (shaper or policer) whose head hid in one receive batch (about {:.0} KB \
+             ahead of the trains' tails) passed the streams at its burst rate. A train at \
+             another rate puts the bucket's rate, on the line through the tails, at {} and \
+             the cross traffic that shares it at {}: the answer is what that leaves",
             format_rate(sh.tail_bps),
             sh.bucket_bytes / 1e3,
             format_rate(token),
@@ -950,7 +949,7 @@ mod tests {
                 format_rate(4.618e9)
             ),
             "about 38 KB ahead".to_string(),
-            format!("its rate at {}", format_rate(5.878e9)),
+            format!("on the line through the tails, at {}", format_rate(5.878e9)),
             format!("shares it at {}", format_rate(1.817e9)),
         ] {
             assert!(w.contains(&part), "{part}: {w}");

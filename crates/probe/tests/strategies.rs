@@ -544,6 +544,16 @@ fn a_small_bucket_shared_with_cross_traffic_is_read_by_trains_at_two_rates() {
     let (token, cross) = sh.shared_bucket.expect("cross traffic in the bucket");
     assert!((token / 6e9 - 1.0).abs() < 0.05, "{sh:?}");
     assert!((cross / 2e9 - 1.0).abs() < 0.15, "{sh:?}");
+    // Where the tails refuted the streams (1 Gbit/s of CBR through a
+    // 7 Gbit/s bucket of 64 KB: tails at 6.43, streams at 6.79), the
+    // line through a third train's tail takes the cross traffic out too.
+    let seven = run("sim:cross=cbr:1G,shaper=7G/64KB,seed=1", "auto");
+    assert_eq!(seven.stop, Stop::Shaped, "{seven:?}");
+    assert!(rel(&seven).abs() <= 0.03, "{:+.3}", rel(&seven));
+    assert!(
+        seven.shaper.and_then(|sh| sh.shared_bucket).is_some(),
+        "{seven:?}"
+    );
     let narrow = run("sim:hops=10G+5G,cross=cbr:1G,seed=1", "auto");
     assert_ne!(narrow.stop, Stop::Shaped, "{narrow:?}");
     assert!(rel(&narrow).abs() <= 0.03, "{:+.3}", rel(&narrow));
