@@ -665,15 +665,10 @@ fn headless_shared_bucket(
             b.min(SHARED_TRAIN_BYTES * first_bytes)
         });
     let refill_ns = (2.0 * bytes3 * 8e9 / answer.max(1.0)).min(MAX_REFILL_NS) as i64;
-    let Some(third) = third_train(
-        s,
-        first.shape.size_bytes,
-        rate_bps,
-        rate3,
-        bytes3,
-        refill_ns,
-    )?
-    else {
+    let size_bytes = first.shape.size_bytes;
+    let slow_train =
+        |s: &mut Session| third_train(s, size_bytes, rate_bps, rate3, bytes3, refill_ns);
+    let Some(third) = slow_train(s)? else {
         return Ok(None);
     };
     // At the slower rate a bucket's head lasts longer, B r3 / (r3 + X -
@@ -702,15 +697,7 @@ fn headless_shared_bucket(
         return Ok(None);
     }
     let tail = 0.5 * (tail + t2);
-    let Some(fourth) = third_train(
-        s,
-        first.shape.size_bytes,
-        rate_bps,
-        rate3,
-        bytes3,
-        refill_ns,
-    )?
-    else {
+    let Some(fourth) = slow_train(s)? else {
         return Ok(None);
     };
     let t3 = third.shape.tail_rate_bps;
