@@ -361,10 +361,17 @@ pub fn shaper_warning(e: &Report) -> Option<String> {
         ),
         None => "The answer is the sustained rate".to_string(),
     };
+    // Streams near the tail read what the cross traffic in the bucket
+    // left them, as the tail did; faster ones passed on the bucket.
+    let streams_read = if sh.streams_bps <= 1.05 * sh.tail_bps {
+        format!(" read {streams}, as the tail did")
+    } else {
+        format!(", shorter than that head, read {streams}, the rate of its bursts")
+    };
     Some(format!(
         "a token bucket (shaper or policer) of about {:.0} KB on the path: a back-to-back \
          train of {:.0} KB arrived at {} while the bucket lasted and at {} after; the probe \
-         streams, shorter than that head, read {streams}, the rate of its bursts. {answer}",
+         streams{streams_read}. {answer}",
         sh.bucket_bytes / 1e3,
         sh.train_bytes as f64 / 1e3,
         format_rate(sh.head_bps),

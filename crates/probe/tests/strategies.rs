@@ -516,6 +516,19 @@ fn cross_traffic_that_shares_a_bucket_is_taken_out_of_its_rate() {
     assert!((token / 6e9 - 1.0).abs() < 0.03, "{sh:?}");
     assert!((cross / 2e9 - 1.0).abs() < 0.1, "{sh:?}");
     assert!(sh.tail_bps > 1.2 * 4e9, "{sh:?}");
+    // Stamped one by one the streams read 5.05 and the trains' tails 5.0
+    // (both the cross traffic's share, r R / (r + X), over 4): a head
+    // with its tail near the answer still brings the third train, and
+    // the line answers.
+    let stamped = run(
+        "sim:cross=cbr:2G,shaper=6G/256KB,coalescence=off,seed=1",
+        "auto",
+    );
+    assert_eq!(stamped.stop, Stop::Shaped, "{stamped:?}");
+    assert!(rel(&stamped).abs() <= 0.02, "{:+.3}", rel(&stamped));
+    let sh = stamped.shaper.expect("a bucket");
+    assert!(sh.head_seen && sh.shared_bucket.is_some(), "{sh:?}");
+    assert!(sh.tail_bps > 0.95 * sh.streams_bps, "{sh:?}");
     let alone = run("sim:cross=none,shaper=6G/256KB,seed=1", "auto");
     assert_eq!(alone.stop, Stop::Shaped, "{alone:?}");
     assert_eq!(alone.shaper.and_then(|sh| sh.shared_bucket), None);

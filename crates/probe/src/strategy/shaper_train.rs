@@ -470,7 +470,17 @@ fn shaper_check(
     } else {
         most_share
     };
-    if !answers(&first, most_share) {
+    // A head whose tail lies near the streams' answer: a bucket that
+    // cross traffic shares leaves trains and streams alike its share,
+    // r R / (r + X), over R - X (2 Gbit/s of CBR through a 6 Gbit/s
+    // bucket of 256 KB, stamped one by one: streams 5.05, tails 5.0, for
+    // 4; every seed). Only the line through a third train's tail can
+    // contradict the streams there.
+    let near = !longer
+        && !answers(&first, most_share)
+        && first.looks_shaped()
+        && first.shape.tail_rate_bps <= EARLY_TAIL_SHARE * answer;
+    if !answers(&first, most_share) && !near {
         if !longer {
             let wait = refill_ns(train_bytes);
             if let Some(r) = headless_shared_bucket(s, &report, &first, rate, train_bytes, wait)? {
@@ -483,7 +493,7 @@ fn shaper_check(
         }
         return Ok(r);
     }
-    let first_head = head_seen(&first);
+    let first_head = head_seen(&first) || near;
     // Twice what the bucket needs to refill at the token rate; where
     // no head showed, as long as before the first, so that the two
     // trains meet cross traffic apart.
@@ -510,7 +520,7 @@ fn shaper_check(
     } else {
         tail_share.min(most_share)
     };
-    if tail > share * answer {
+    if near && !(heads && spread <= STEADY_TAILS) || !near && tail > share * answer {
         return Ok(unchanged(s));
     }
     // Cross traffic that shares the bucket: where the two tails agree
@@ -568,6 +578,9 @@ fn shaper_check(
     } else {
         None
     };
+    if near && shared.is_none_or(|(token, cross)| token - cross >= TAIL_UNDER_ANSWER * answer) {
+        return Ok(unchanged(s));
+    }
     // The answer is now the trains': their moments count in the truth.
     s.count_check(first.id, first.truth);
     s.count_check(second.id, second.truth);
