@@ -651,7 +651,7 @@ fn headless_shared_bucket(
     let sent_as_asked = |t: &ShaperTrain| t.send_bps >= 0.9 * rate_bps;
     if first.looks_shaped()
         || !sent_as_asked(first)
-        || rate_bps <= THIRD_RATE_APART_OVER * answer
+        || rate_bps <= FIRST_RATE_OVER_ANSWER * answer
         || rate_bps <= tail
         || tail < HIDDEN_HEAD_TAIL_SHARE * answer
     {
@@ -699,8 +699,8 @@ fn headless_shared_bucket(
     // cross traffic that changed. Each rate's tail is read again (two
     // trains at one rate agree by chance under bursty cross traffic: on
     // a 5 Gbit/s link behind a 10 Gbit/s sender with 1 Gbit/s of bursty
-    // cross traffic, lines through one train at each rate read 2.4 and
-    // 3.1 for 4, in 2 of 20 runs).
+    // cross traffic, lines through two trains at the first rate and one
+    // at the other read 2.4 and 3.1 for 4, in 2 of 20 runs).
     let Some(second) = shaper_train(s, first.shape.size_bytes, rate_bps, train_bytes, wait_ns)?
     else {
         return Ok(None);
@@ -799,7 +799,7 @@ const NARROW_LINK_MISS: f64 = 0.02;
 const SLOW_HEAD_PACKETS: f64 = 1.5;
 /// The first train must go this much faster than the answer for its
 /// tail to say anything of the capacity.
-const THIRD_RATE_APART_OVER: f64 = 1.1;
+const FIRST_RATE_OVER_ANSWER: f64 = 1.1;
 
 /// The third train's rate after two at `rate_bps` whose tails read
 /// `tail_bps`, with the sender's top rate `top_bps`: as far above theirs
