@@ -102,9 +102,8 @@ struct ShaperTrain {
     truth: Option<f64>,
     /// The train's stream id in the session.
     id: u64,
-    /// Stamped in receive batches (interrupt coalescence).
-    batched: bool,
-    /// The receive batches' interval, ns, where batched.
+    /// The receive batches' interval, ns, where stamped in batches
+    /// (interrupt coalescence).
     batch_ns: Option<f64>,
 }
 
@@ -130,7 +129,6 @@ impl ShaperTrain {
             bytes,
             truth,
             id: train.id,
-            batched: train.receive_batch_interval_ns().is_some(),
             batch_ns: train.receive_batch_interval_ns(),
         })
     }
@@ -145,7 +143,7 @@ impl ShaperTrain {
     /// a third train can check it).
     fn tail_refutes(&self, answer_bps: f64, rate_bps: f64, most_share: f64) -> bool {
         let share = self.shape.tail_rate_bps / answer_bps;
-        self.batched
+        self.batch_ns.is_some()
             && self.send_bps >= 0.9 * rate_bps
             && (HIDDEN_HEAD_LEAST_SHARE..=most_share).contains(&share)
     }
@@ -476,11 +474,12 @@ fn shaper_check(
     // bucket of 256 KB, stamped one by one: streams 5.05, tails 5.0, for
     // 4; every seed). Only the line through a third train's tail can
     // contradict the streams there.
+    let answered = answers(&first, most_share);
     let near = !longer
-        && !answers(&first, most_share)
+        && !answered
         && first.looks_shaped()
         && first.shape.tail_rate_bps <= EARLY_TAIL_SHARE * answer;
-    if !answers(&first, most_share) && !near {
+    if !answered && !near {
         if !longer {
             let wait = refill_ns(train_bytes);
             if let Some(r) = headless_shared_bucket(s, &report, &first, rate, train_bytes, wait)? {
@@ -1075,7 +1074,7 @@ mod tests {
     #[test]
     fn a_tail_under_the_answer_refutes_it_where_batches_hide_the_head() {
         let batched = ShaperTrain::read(&bucket_train(125_000), 1_800_000, None).unwrap();
-        assert!(batched.batched);
+        assert!(batched.batch_ns.is_some());
         assert!(!batched.looks_shaped(), "{:?}", batched.shape);
         let tail = batched.shape.tail_rate_bps;
         assert!((tail / 5e9 - 1.0).abs() < 0.01, "{tail}");
@@ -1094,7 +1093,7 @@ mod tests {
         // tail says nothing of a train at 10.
         assert!(!batched.tail_refutes(5.7e9, 12e9, checked));
         let stamped = ShaperTrain::read(&bucket_train(0), 1_800_000, None).unwrap();
-        assert!(!stamped.batched);
+        assert!(stamped.batch_ns.is_none());
         let sh = stamped.shape;
         assert_eq!(sh.head_rate_bps, Some(10e9), "{sh:?}");
         assert!((sh.tail_rate_bps / 5e9 - 1.0).abs() < 1e-9, "{sh:?}");
