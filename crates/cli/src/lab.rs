@@ -149,6 +149,11 @@ pub struct TrackArgs {
     /// The series against the truth as a PNG.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// The tracker's probe streams as a probe trace (estimate
+    /// --save-trace), to replay with other methods; a point's `t_s` is
+    /// its stream's first send, counted from the first point's.
+    #[arg(long)]
+    pub save_trace: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -529,6 +534,7 @@ fn track_lab(a: TrackArgs) -> Result<()> {
         streams: a.streams,
         interval: Duration::from_nanos(ns as u64),
         sample_period: Duration::from_millis(1),
+        save_trace: a.save_trace.clone(),
     };
     let r = tightlink_lab::track::track(&lab, &opts)?;
     if let Some(p) = &a.plot {
@@ -574,23 +580,27 @@ fn track_lab(a: TrackArgs) -> Result<()> {
             m(p.truth_bps)
         );
     }
-    let s = &r.summary;
     let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1} %", v * 100.0));
-    println!(
-        "{} updates, {:.0} % within +-10 % of the 500 ms truth; median error {} before{}",
-        r.points.len(),
-        s.within_tolerance * 100.0,
-        pct(s.median_before),
-        match r.step_at_s {
-            Some(t) => format!(
-                " the step at {t:.2} s, {} from the fifth update after it; followed (3 in a row within 10 %) {}",
-                pct(s.median_after),
-                s.updates_to_follow
-                    .map_or("never".into(), |n| format!("from the {n}. update after the step"))
-            ),
-            None => String::new(),
-        }
-    );
+    for (s, truth) in [
+        (&r.summary, "the 500 ms truth"),
+        (&r.stream_summary, "the truth over each stream"),
+    ] {
+        println!(
+            "{} updates, {:.0} % within +-10 % of {truth}; median error {} before{}",
+            r.points.len(),
+            s.within_tolerance * 100.0,
+            pct(s.median_before),
+            match r.step_at_s {
+                Some(t) => format!(
+                    " the step at {t:.2} s, {} from the fifth update after it; followed (3 in a row within 10 %) {}",
+                    pct(s.median_after),
+                    s.updates_to_follow
+                        .map_or("never".into(), |n| format!("from the {n}. update after the step"))
+                ),
+                None => String::new(),
+            }
+        );
+    }
     println!(
         "probe bytes {}, wall {}{}",
         r.probe_bytes
