@@ -327,6 +327,22 @@ pub fn shaper_warning(e: &Report) -> Option<String> {
         Bound::AtLeast => format!("at least {}", format_rate(sh.streams_bps)),
         _ => format_rate(sh.streams_bps),
     };
+    if e.bound == Bound::AtMost && sh.shared_bucket.is_none() {
+        return Some(format!(
+            "two back-to-back trains of {:.0} KB arrived at {} on average after their first \
+             {:.0} KB, their tails {:.0} % apart, where the probe streams read {streams}: a \
+             token bucket (shaper or policer) that cross traffic shares, and moves through. \
+             A tail is the probes' share of the bucket's rate beside the cross traffic, \
+             more than the cross traffic leaves free, so the available bandwidth is at \
+             most that, and at least {} if the bucket's rate lies under the trains' (the \
+             streams passed on its bursts)",
+            sh.train_bytes as f64 / 1e3,
+            format_rate(sh.tail_bps),
+            sh.bucket_bytes / 1e3,
+            sh.tail_spread * 100.0,
+            format_rate(e.low_bps),
+        ));
+    }
     if let (false, Some((token, cross))) = (sh.head_seen, sh.shared_bucket) {
         return Some(format!(
             "back-to-back trains arrived at {} where the probe streams read {streams}: a token \
@@ -835,6 +851,10 @@ struct JsonShaper {
     /// rate): the bucket's rate and the cross traffic's; `null` otherwise.
     token_bps: Option<f64>,
     cross_bps: Option<f64>,
+    /// How far the two trains' tails at one rate lay apart, relative:
+    /// over 2 % with no line drawn, cross traffic moves through the
+    /// bucket and the answer is "at most" the tail.
+    tail_spread: f64,
 }
 
 impl Serialize for EstimateReport {
@@ -890,6 +910,7 @@ impl Serialize for EstimateReport {
                 head_seen: sh.head_seen,
                 token_bps: sh.shared_bucket.map(|(t, _)| t),
                 cross_bps: sh.shared_bucket.map(|(_, c)| c),
+                tail_spread: sh.tail_spread,
             }),
             busy: e.busy.map(|b| JsonBusy {
                 idle_bps: b.idle_bps,
@@ -947,6 +968,7 @@ mod tests {
             train_bytes: 1_386_000,
             head_seen: false,
             shared_bucket: Some((5.878e9, 1.817e9)),
+            tail_spread: 0.004,
         });
         let w = shaper_warning(&e).unwrap();
         for part in [
@@ -958,6 +980,35 @@ mod tests {
             "about 38 KB ahead".to_string(),
             format!("on the line through the tails, at {}", format_rate(5.878e9)),
             format!("shares it at {}", format_rate(1.817e9)),
+        ] {
+            assert!(w.contains(&part), "{part}: {w}");
+        }
+    }
+
+    /// Bursty cross traffic through a bucket: two trains' tails 12 %
+    /// apart, at most their mean; the warning names the spread, the mean
+    /// and the range's low end.
+    #[test]
+    fn a_bucket_with_moving_cross_traffic_says_at_most() {
+        let mut e = report(5.18e9, Bound::AtMost, 10e9).estimate;
+        e.low_bps = 0.7e9;
+        e.shaper = Some(tightlink_probe::strategy::ShaperSeen {
+            streams_bps: 8.17e9,
+            streams_bound: Bound::Exact,
+            head_bps: 10e9,
+            tail_bps: 5.18e9,
+            bucket_bytes: 209e3,
+            train_bytes: 1_386_000,
+            head_seen: true,
+            shared_bucket: None,
+            tail_spread: 0.123,
+        });
+        let w = shaper_warning(&e).unwrap();
+        for part in [
+            format!("arrived at {} on average", format_rate(5.18e9)),
+            "their tails 12 % apart".to_string(),
+            format!("where the probe streams read {}", format_rate(8.17e9)),
+            format!("at least {} if", format_rate(0.7e9)),
         ] {
             assert!(w.contains(&part), "{part}: {w}");
         }

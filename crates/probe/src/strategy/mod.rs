@@ -469,6 +469,8 @@ pub struct ShaperSeen {
     /// cross traffic's rate, from a third train at a lower rate; the
     /// answer is then their difference, not the tail.
     pub shared_bucket: Option<(f64, f64)>,
+    /// How far the two trains' tails at one rate lay apart, relative.
+    pub tail_spread: f64,
 }
 
 /// Progress as a share of the budget or of the convergence (0..1).
