@@ -358,18 +358,21 @@ fn forward_estimate_through_a_200_mbit_tbf() {
     let mut lab = Lab::up(Some("rate 200mbit burst 3000 limit 100000"), None, None);
     lab.start_server(&[]);
     within_two_rounds("default", || {
-        let runs: Vec<serde_json::Value> = (0..3)
-            .map(|_| {
-                let v = lab.estimate_json(&[]);
-                eprintln!("default: {v}");
-                assert_eq!(v["bound"], "exact", "{v}");
-                assert!(v["probe_bytes"].as_u64().unwrap() < 10_000_000, "{v}");
-                assert!(v["wall_s"].as_f64().unwrap() < 2.0, "{v}");
-                assert!(v["sender_bottleneck_bps"].is_null(), "{v}");
-                assert!(v["rate_layer"].as_str().unwrap().contains("Ethernet frame"));
-                v
-            })
-            .collect();
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            let v = lab.estimate_json(&[]);
+            eprintln!("default: {v}");
+            assert!(v["sender_bottleneck_bps"].is_null(), "{v}");
+            assert!(v["rate_layer"].as_str().unwrap().contains("Ethernet frame"));
+            // A host whose sender fell behind in most streams (17 of 20
+            // once, with a fifth of its CPU time stolen) resends them
+            // and may spend more: that round is tried again.
+            let small = v["probe_bytes"].as_u64().unwrap() < 10_000_000;
+            if v["bound"] != "exact" || !small || v["wall_s"].as_f64().unwrap() >= 2.0 {
+                return Err(format!("not exact, small and quick: {v}"));
+            }
+            runs.push(v);
+        }
         median_within(&runs, 200e6)
     });
     // PRC-MT's binary search may end on a bound, and one wrong decision
