@@ -18,7 +18,8 @@ pub struct AnalyzeArgs {
     pub trace: PathBuf,
     /// Method: prcmt, prcmt+bass, pathload, imr-avg, imr-wavelet, multirate,
     /// multirate-single-pass, multirate-prcmt-dp1, multirate-prcmt-dp2,
-    /// topp, pathchirp, bart (tracked across the trace's streams in order),
+    /// topp, pathchirp, bart (tracked across the trace's streams in order;
+    /// a stream the estimate sent again does not move its filter),
     /// igi (single-rate trains: IGI, with PTR as the receive rate), spruce
     /// (packet pairs), queue-fit (multi-rate streams, the fluid queue fitted
     /// to the delays; needs `--capacity`);

@@ -217,6 +217,16 @@ impl StreamAnalyzer {
             .map(|m| analyze_tracked(s, kind, m, p, &mut self.tracker))
             .collect()
     }
+
+    /// [`StreamAnalyzer::push`] for a stream the estimate sent again and
+    /// did not read: `bart` reads it on a copy of its filter, so the
+    /// streams after it are read as the estimate's filter read them.
+    pub fn push_unread(&mut self, s: &ProbeStream) -> Vec<Analysis> {
+        let kept = self.tracker.clone();
+        let results = self.push(s);
+        self.tracker = kept;
+        results
+    }
 }
 
 /// Analyses a trace: stream kinds from `kind`, else the trace's
@@ -235,12 +245,16 @@ pub fn analyze_trace(
     let superseded = trace
         .stream_positions("superseded_streams")
         .map_err(|e| anyhow!(e))?;
-    let mut results = analyze_streams(
-        &trace.streams,
-        kind.or_else(|| trace.declared_kind()),
-        methods,
-        params,
-    );
+    let mut analyzer =
+        StreamAnalyzer::new(kind.or_else(|| trace.declared_kind()), methods, *params);
+    let mut results: Vec<Analysis> = Vec::new();
+    for (i, s) in trace.streams.iter().enumerate() {
+        results.extend(if superseded.contains(&i) {
+            analyzer.push_unread(s)
+        } else {
+            analyzer.push(s)
+        });
+    }
     let overflowed = trace
         .stream_positions("overflowed_streams")
         .map_err(|e| anyhow!(e))?;
@@ -656,5 +670,26 @@ mod tests {
         let mut a = StreamAnalyzer::new(None, Methods::One(Method::Bart), p);
         let one_by_one: Vec<Analysis> = sim.streams.iter().flat_map(|s| a.push(s)).collect();
         assert_eq!(one_by_one, tracked);
+        // A trace whose fourth stream the estimate sent again: its filter
+        // never read it, and neither does the replay's. The streams after
+        // it read as the nine without it do, and it reads as the filter
+        // of the three before it would.
+        let trace = Trace {
+            metadata: vec![("superseded_streams".into(), "3".into())],
+            streams: sim.streams.clone(),
+        };
+        let replayed = analyze_trace(&trace, None, Methods::One(Method::Bart), &p).unwrap();
+        let without: Vec<ProbeStream> = sim
+            .streams
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 3)
+            .map(|(_, s)| s.clone())
+            .collect();
+        let nine = analyze_streams(&without, None, Methods::One(Method::Bart), &p);
+        let abw = |r: &[Analysis]| r.iter().map(|a| a.abw_bps).collect::<Vec<_>>();
+        assert_eq!(abw(&replayed[4..]), abw(&nine[3..]));
+        assert_eq!(replayed[3].abw_bps, tracked[3].abw_bps);
+        assert_ne!(abw(&replayed[4..]), abw(&tracked[4..]));
     }
 }
