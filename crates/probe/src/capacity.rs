@@ -281,7 +281,9 @@ impl PairPlan {
     /// the channel's nominal rate overstates a slow sender), the bucket
     /// refills at the token rate. Too short a head and the pair arrives
     /// at an empty shaper and reads the sender (seen on a 500 Mbit/s tbf:
-    /// +8 %).
+    /// +8 %). Units are spread at a share of the shaper's rate, or of the
+    /// sender's where the trains' tails read faster than it can send
+    /// (a busy host's receive stamps in batches).
     pub fn behind_bucket(shaper: &Shaper, size: u32, max_rate_bps: f64, load: f64) -> Self {
         let head_rate = shaper.head_rate_bps.min(max_rate_bps);
         let refill = (shaper.rate_bps / head_rate).min(0.9);
@@ -294,7 +296,7 @@ impl PairPlan {
             head_len: ((head_bytes / size as f64).ceil() as usize).clamp(2, 200),
             bunch,
             head_size: size,
-            spread_bps: shaper.rate_bps * load,
+            spread_bps: shaper.rate_bps.min(max_rate_bps) * load,
             max_rate_bps,
         }
     }
@@ -366,6 +368,19 @@ impl PairPlan {
             let bytes = (self.head_len + trailer) as f64 * self.head_size as f64
                 + (self.bunch as u64 * s as u64) as f64;
             t += bytes * 8e9 / self.spread_bps * (0.5 + rng.unit());
+        }
+        // Random spacing and the last unit's bytes (sent with no spacing
+        // after them) can lift a stream of a few units over the sender's
+        // rate, which a far end refuses: stretch it to that rate.
+        let bytes: u64 = out_sizes.iter().map(|&s| u64::from(s)).sum();
+        let least_span_ns =
+            (bytes - bytes / out_sizes.len().max(1) as u64) as f64 * 8e9 / self.max_rate_bps;
+        let span_ns = offsets.last().copied().unwrap_or(0) as f64;
+        if span_ns > 0.0 && span_ns < least_span_ns {
+            let stretch = least_span_ns / span_ns;
+            for o in &mut offsets {
+                *o = (*o as f64 * stretch).ceil() as i64;
+            }
         }
         let req = StreamRequest {
             offsets_ns: offsets,
@@ -842,6 +857,70 @@ mod tests {
         let t = train_request(100, 1250, 1e9);
         assert_eq!(t.offsets_ns[1], 10_000);
         assert_eq!(t.offsets_ns[99], 990_000);
+    }
+
+    /// Two units of 1000-byte pairs spread at half of 1 Gbit/s: unit 2
+    /// starts 32 us after unit 1 on average, 16-48 us at random. The far
+    /// end counts 4000 - 1000 bytes over that span and refuses more than
+    /// 1 Gbit/s, so no span is under 24 us: the short ones are stretched.
+    #[test]
+    fn a_short_pair_stream_stays_under_the_senders_rate_by_hand() {
+        let plan = PairPlan::plain(1e9, 0.5);
+        let spans: Vec<i64> = (0..40)
+            .map(|seed| plan.request(&[1000, 1000], seed).0.offsets_ns[2])
+            .collect();
+        assert!(
+            spans.iter().all(|&s| (24_000..48_000).contains(&s)),
+            "{spans:?}"
+        );
+        assert!(spans.contains(&24_000), "none stretched: {spans:?}");
+        assert!(spans.iter().any(|&s| s > 30_000), "{spans:?}");
+    }
+
+    /// Whatever the plan (a shaper read faster than the sender, as tails
+    /// stamped in batches are; any bunch and head), the number of units
+    /// and the seed, a pair stream averages at most the sender's rate as
+    /// the far end counts it (bytes after the first packet's share over
+    /// the span).
+    #[test]
+    fn pair_streams_never_exceed_the_senders_rate() {
+        let mut checked = 0;
+        for max in [0.39e9, 1e9, 10e9] {
+            for shaper_bps in [0.1e9, 0.5e9, 2e9, 20e9] {
+                for (bucket_bytes, jitter_ns) in [(0.0, 0.0), (30e3, 2e3), (100e3, 20e3)] {
+                    let shaper = Shaper {
+                        rate_bps: shaper_bps,
+                        low_bps: shaper_bps,
+                        high_bps: shaper_bps,
+                        bucket_bytes,
+                        head_rate_bps: 8e9,
+                        jitter_ns,
+                        trains_shaped: 5,
+                        trains: 5,
+                    };
+                    for plan in [
+                        PairPlan::behind_bucket(&shaper, 1500, max, 0.1),
+                        PairPlan::plain(max, 0.1),
+                        PairPlan::plain(max, 0.9),
+                    ] {
+                        for n in 2..=20 {
+                            for seed in 0..10 {
+                                let sizes: Vec<u32> =
+                                    (0..n).map(|i| [750, 1125, 1500][i % 3]).collect();
+                                let r = plan.request(&sizes, seed).0;
+                                let bytes: u64 = r.sizes.iter().map(|&s| u64::from(s)).sum();
+                                let counted = bytes - bytes / r.sizes.len() as u64;
+                                let span = *r.offsets_ns.last().unwrap() as f64;
+                                let bps = counted as f64 * 8e9 / span;
+                                assert!(bps <= max, "{bps} over {max}: {plan:?} n {n}");
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 3 * 4 * 3 * 3 * 19 * 10);
     }
 
     /// Two of ten pairs lost: the spread halves, 100 -> 50 Mbit/s of a
