@@ -325,6 +325,32 @@ fn median_between(runs: &[serde_json::Value], truth: f64, low: f64) -> Result<()
     }
 }
 
+/// Every run exact: one that is not fails its round (on a loaded host a
+/// run in a few has answered a range), not the test.
+fn all_exact(runs: &[serde_json::Value]) -> Result<(), String> {
+    match runs.iter().find(|v| v["bound"] != "exact") {
+        Some(v) => Err(format!("not exact: {v}")),
+        None => Ok(()),
+    }
+}
+
+/// No run dropped a probe (a late sender's, a full ring's): one that did
+/// fails its round. One clean-clone CI run (hypervisor steal 15-20 %)
+/// dropped 29 late probes of a `--backend packet` run.
+fn every_probe_kept(runs: &[serde_json::Value]) -> Result<(), String> {
+    match runs
+        .iter()
+        .find(|v| !v["drops"].as_object().is_some_and(|d| d.is_empty()))
+    {
+        Some(v) => Err(format!("dropped probes: {v}")),
+        None => Ok(()),
+    }
+}
+
+fn exact_and_every_probe_kept(runs: &[serde_json::Value]) -> Result<(), String> {
+    all_exact(runs).and_then(|()| every_probe_kept(runs))
+}
+
 /// How low the reflected forward estimates may read (see the reflector
 /// tests).
 const REFLECTED_LOW: f64 = -0.25;
@@ -466,10 +492,10 @@ fn reverse_estimate_measures_the_other_direction() {
             .map(|_| {
                 let v = lab.estimate_json(&["-R"]);
                 eprintln!("reverse: {v}");
-                assert_eq!(v["bound"], "exact", "{v}");
                 v
             })
             .collect();
+        all_exact(&runs)?;
         median_within(&runs, 150e6)
     });
 }
@@ -501,11 +527,10 @@ fn a_twamp_reflector_measures_the_path_toward_it() {
                 .map(|_| {
                     let v = lab.estimate_json_to(&target, args);
                     eprintln!("twamp {args:?}: {v}");
-                    assert_eq!(v["bound"], "exact", "{v}");
-                    assert!(v["drops"].as_object().unwrap().is_empty(), "{args:?}: {v}");
                     v
                 })
                 .collect();
+            exact_and_every_probe_kept(&runs)?;
             median_between(&runs, 200e6, REFLECTED_LOW)
         });
     }
@@ -535,14 +560,9 @@ fn a_reflector_holding_trains_measures_both_directions() {
             .collect();
         let mut why = Vec::new();
         for (dir, truth, low) in [("forward", 200e6, REFLECTED_LOW), ("reverse", 100e6, -0.10)] {
-            let one_way: Vec<serde_json::Value> = runs
-                .iter()
-                .map(|v| {
-                    assert_eq!(v[dir]["bound"], "exact", "{dir}: {v}");
-                    v[dir].clone()
-                })
-                .collect();
-            if let Err(e) = median_between(&one_way, truth, low) {
+            let one_way: Vec<serde_json::Value> = runs.iter().map(|v| v[dir].clone()).collect();
+            if let Err(e) = all_exact(&one_way).and_then(|()| median_between(&one_way, truth, low))
+            {
                 why.push(format!("{dir}: {e}"));
             }
         }
@@ -577,10 +597,10 @@ fn raw_backends_estimate_through_the_same_tbf() {
                 .map(|_| {
                     let v = lab.estimate_json(args);
                     eprintln!("{args:?}: {v}");
-                    assert!(v["drops"].as_object().unwrap().is_empty(), "{args:?}: {v}");
                     v
                 })
                 .collect();
+            every_probe_kept(&runs)?;
             median_within(&runs, truth)
         });
     }
