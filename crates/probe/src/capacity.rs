@@ -541,6 +541,9 @@ struct Trains {
     rates: Vec<f64>,
     shapes: Vec<tightlink_core::capacity::TrainShape>,
     sent: usize,
+    /// The shaper rate the trains' tails showed where it was faster than
+    /// they were sent: no shaper is assumed.
+    faster_than_sent_bps: Option<f64>,
 }
 
 impl Trains {
@@ -566,6 +569,16 @@ impl Trains {
 
     fn shaper(&self) -> Option<Shaper> {
         shaper_from_trains(&self.shapes)
+    }
+
+    fn warnings(&self, max: f64, w: &mut Vec<String>) {
+        if let Some(bps) = self.faster_than_sent_bps {
+            w.push(format!(
+                "the trains' tails arrived at {:.1} Mbit/s, faster than they were sent ({:.1}): their receive stamps came in batches, so no token-bucket shaper is assumed",
+                bps / 1e6,
+                max / 1e6
+            ));
+        }
     }
 
     /// Mean dispersion rate; behind a shaper, of the trains' tails (their
@@ -605,7 +618,16 @@ fn shaper_check(
     while shaper_undecided(&trains.shapes) && trains.sent < 3 * n && c.bytes < p.max_bytes {
         trains.send(c, n, p, max)?;
     }
-    let shaper = trains.shaper();
+    let shaper = trains.shaper().filter(|s| {
+        // Trains leave at `max` at most, so no tail arrives faster: one
+        // that reads so was stamped in batches (a receiver stalled by a
+        // busy host), not paced by a bucket.
+        let paced = s.rate_bps <= 1.05 * max;
+        if !paced {
+            trains.faster_than_sent_bps = Some(s.rate_bps);
+        }
+        paced
+    });
     let plan = match &shaper {
         Some(s) => PairPlan::behind_bucket(s, p.size_bytes, max, p.pair_load),
         None => PairPlan::plain(max, p.pair_load),
@@ -649,6 +671,7 @@ pub fn run_pathrate(
         }
     }
     let mut warnings = Vec::new();
+    trains.warnings(max, &mut warnings);
     pair_warnings(&pairs, &mut warnings);
     let scaling = judged_scaling(size_scaling(&pairs.samples), shaper.as_ref(), p.size_bytes);
     warnings.extend(scaling_warning(scaling));
@@ -764,6 +787,7 @@ pub fn run_capprobe(
         last_settled = if settled { answer } else { None };
     }
     let mut warnings = Vec::new();
+    trains.warnings(max, &mut warnings);
     pair_warnings(&pairs, &mut warnings);
     warnings.extend(scaling_warning(scaling));
     let distrusted = pairs_distrusted(&pairs, scaling);

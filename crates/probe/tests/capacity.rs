@@ -2,6 +2,7 @@
 //! 10 Gbit/s narrow link behind a 40 Gbit/s first hop, 30 % cross
 //! traffic), and what they say when the receiver batches.
 
+use tightlink_core::channel::{Channel, ChannelError, ChannelInfo, Probed, StreamRequest};
 use tightlink_core::Bound;
 use tightlink_probe::capacity::{CapacityMethod, CapacityParams, CapacityStop};
 use tightlink_sim::SimChannel;
@@ -139,4 +140,66 @@ fn capprobe_out_of_pairs_claims_no_number() {
         "{:?}",
         r.warnings
     );
+}
+
+/// A receiver whose stamps of every stream come `squeeze` times closer
+/// together than the packets arrived (a host stalled while they came in,
+/// stamping them in a rush after).
+struct Squeezed {
+    inner: SimChannel,
+    squeeze: i64,
+}
+
+impl Channel for Squeezed {
+    fn probe(&mut self, request: &StreamRequest) -> Result<Probed, ChannelError> {
+        let mut p = self.inner.probe(request)?;
+        let first = p.stream.packets.iter().find_map(|k| k.recv_ns);
+        for k in &mut p.stream.packets {
+            if let (Some(r), Some(f)) = (k.recv_ns.as_mut(), first) {
+                *r = f + (*r - f) / self.squeeze;
+            }
+        }
+        Ok(p)
+    }
+    fn info(&self) -> ChannelInfo {
+        self.inner.info()
+    }
+    fn elapsed_ns(&self) -> i64 {
+        self.inner.elapsed_ns()
+    }
+}
+
+/// Behind a 2 Gbit/s bucket, stamps squeezed 20 times: the trains' tails
+/// read 40 Gbit/s from a sender of 10. No shaper is assumed at a rate no
+/// train was sent at, and that is said; no capacity is claimed over the
+/// shaper's. (Before, Pathrate answered "at least 40 Gbit/s".)
+#[test]
+fn tails_faster_than_the_sender_are_no_shaper() {
+    let spec = "sim:hops=10G,shaper=2G/30KB,cross=none,coalescence=off,seed=1";
+    for m in ["pathrate", "capprobe"] {
+        let mut ch = Squeezed {
+            inner: channel(spec),
+            squeeze: 20,
+        };
+        assert_eq!(ch.info().max_rate_bps, 10e9);
+        let r = m
+            .parse::<CapacityMethod>()
+            .unwrap()
+            .run(&mut ch, CapacityParams::default())
+            .unwrap();
+        assert_eq!(r.shaper, None, "{m}: {r:?}");
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("faster than they were sent")),
+            "{m}: {:?}",
+            r.warnings
+        );
+        // Nothing claimed, or a lower bound that holds the 2 Gbit/s.
+        match r.bound {
+            Bound::None => assert_eq!(r.capacity_bps, None),
+            Bound::AtLeast => assert!(r.capacity_bps.unwrap() <= 2e9, "{m}: {r:?}"),
+            _ => panic!("{m}: {r:?}"),
+        }
+    }
 }
