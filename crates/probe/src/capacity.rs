@@ -574,7 +574,7 @@ impl Trains {
     fn warnings(&self, max: f64, w: &mut Vec<String>) {
         if let Some(bps) = self.faster_than_sent_bps {
             w.push(format!(
-                "the trains' tails arrived at {:.1} Mbit/s, faster than they were sent ({:.1}): their receive stamps came in batches, so no token-bucket shaper is assumed",
+                "the trains' tails arrived at {:.1} Mbit/s, faster than they were sent ({:.1}): packets held back on the way (a stalled receiver or shaper) came out together, so no token-bucket shaper is assumed",
                 bps / 1e6,
                 max / 1e6
             ));
@@ -620,8 +620,8 @@ fn shaper_check(
     }
     let shaper = trains.shaper().filter(|s| {
         // Trains leave at `max` at most, so no tail arrives faster: one
-        // that reads so was stamped in batches (a receiver stalled by a
-        // busy host), not paced by a bucket.
+        // that reads so came out together after a stall (a receiver or
+        // a shaper's timer held it back), not paced by a bucket.
         let paced = s.rate_bps <= 1.05 * max;
         if !paced {
             trains.faster_than_sent_bps = Some(s.rate_bps);
