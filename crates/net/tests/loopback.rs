@@ -447,27 +447,45 @@ fn garbage_and_silent_control_peers_do_not_block_the_server() {
 /// Every strategy runs through the real channel. Loopback has no
 /// bottleneck, so the honest answers are "at least" (or an estimate near
 /// the top of what the host paced); none may claim a low available
-/// bandwidth with confidence.
+/// bandwidth with confidence. A run whose sender fell behind so often
+/// that resent streams spent its budget (a clean-clone CI run: PRC-MT
+/// resent 3 of 5 streams and answered nothing) is tried again, up to
+/// three times.
 #[test]
 fn strategies_run_over_loopback() {
     let _turn = turn();
     for method in [Strategy::Multirate, Strategy::Prcmt] {
-        let (mut ch, _) = channel(&ClientOptions {
-            max_rate_bps: Some(400e6),
-            ..Default::default()
-        })
-        .unwrap();
-        let budget = Budget {
-            max_streams: 12,
-            max_bytes: 10_000_000,
-            max_duration_ns: 1_000_000_000,
-        };
-        let r = method
-            .run(&mut ch, &AnalysisParams::default(), budget, &mut |_| {})
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            let (mut ch, _) = channel(&ClientOptions {
+                max_rate_bps: Some(400e6),
+                ..Default::default()
+            })
             .unwrap();
-        assert!(r.cost.streams >= 1);
-        assert!(r.available_bandwidth_bps > 0.5 * 400e6, "{method}: {r:?}");
-        assert_eq!(ch.info().probe_size_bytes, Some(9014));
+            let budget = Budget {
+                max_streams: 12,
+                max_bytes: 10_000_000,
+                max_duration_ns: 1_000_000_000,
+            };
+            let r = method
+                .run(&mut ch, &AnalysisParams::default(), budget, &mut |_| {})
+                .unwrap();
+            assert!(r.cost.streams >= 1);
+            assert_eq!(ch.info().probe_size_bytes, Some(9014));
+            let (high, resent) = (
+                r.available_bandwidth_bps > 0.5 * 400e6,
+                r.cost.resent_streams > 0,
+            );
+            runs.push(r);
+            if high || !resent {
+                break;
+            }
+        }
+        let r = runs.last().unwrap();
+        assert!(
+            r.available_bandwidth_bps > 0.5 * 400e6,
+            "{method}: {runs:?}"
+        );
     }
 }
 

@@ -28,11 +28,18 @@ pub fn request(rate_bps: f64, n: usize, size: u32) -> StreamRequest {
 /// probes does not count (a clean-clone CI run lost 4 of 200 in a stream
 /// whose train reached the reflector 45 % faster than it was sent: a
 /// stall, then a burst); up to six are sent for three whole ones, and at
-/// least one must come back whole.
+/// least one must come back whole. Where the best of those is still over
+/// 2 us (the tightest bound asserted) up to six more go, 50 ms apart: a
+/// clean-clone CI run had all three of a user-space reflector's streams
+/// 79 us off, while the machine stalled (another test failed in the same
+/// second).
 pub fn best_gap_error_ns(ch: &mut TwampChannel, size: u32) -> f64 {
     let mut best = f64::INFINITY;
     let (mut whole, mut short) = (0, Vec::new());
-    for _ in 0..6 {
+    for attempt in 0..12 {
+        if attempt >= 6 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         let req = request(100e6, 200, size);
         let s = ch.probe(&req).unwrap().stream;
         assert_eq!(
@@ -47,7 +54,7 @@ pub fn best_gap_error_ns(ch: &mut TwampChannel, size: u32) -> f64 {
         let recv_ns: Vec<i64> = s.packets.iter().map(|p| p.recv_ns.unwrap()).collect();
         best = best.min(gaps_apart(&send_ns, &recv_ns).0);
         whole += 1;
-        if whole == 3 {
+        if whole >= 3 && best <= 2_000.0 {
             break;
         }
     }
