@@ -283,7 +283,7 @@ impl PairPlan {
     /// at an empty shaper and reads the sender (seen on a 500 Mbit/s tbf:
     /// +8 %). Units are spread at a share of the shaper's rate, or of the
     /// sender's where the trains' tails read faster than it can send
-    /// (a busy host's receive stamps in batches).
+    /// (packets let out together after a stall on a busy host).
     pub fn behind_bucket(shaper: &Shaper, size: u32, max_rate_bps: f64, load: f64) -> Self {
         let head_rate = shaper.head_rate_bps.min(max_rate_bps);
         let refill = (shaper.rate_bps / head_rate).min(0.9);
@@ -902,7 +902,7 @@ mod tests {
     }
 
     /// Whatever the plan (a shaper read faster than the sender, as tails
-    /// stamped in batches are; any bunch and head), the number of units
+    /// let out together after a stall are; any bunch and head), the number of units
     /// and the seed, a pair stream averages at most the sender's rate as
     /// the far end counts it (bytes after the first packet's share over
     /// the span).
