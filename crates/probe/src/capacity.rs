@@ -618,16 +618,14 @@ fn shaper_check(
     while shaper_undecided(&trains.shapes) && trains.sent < 3 * n && c.bytes < p.max_bytes {
         trains.send(c, n, p, max)?;
     }
-    let shaper = trains.shaper().filter(|s| {
-        // Trains leave at `max` at most, so no tail arrives faster: one
-        // that reads so came out together after a stall (a receiver or
-        // a shaper's timer held it back), not paced by a bucket.
-        let paced = s.rate_bps <= 1.05 * max;
-        if !paced {
-            trains.faster_than_sent_bps = Some(s.rate_bps);
-        }
-        paced
-    });
+    let mut shaper = trains.shaper();
+    // Trains leave at `max` at most, so no tail arrives faster: one that
+    // reads so came out together after a stall (a receiver or a shaper's
+    // timer held it back), not paced by a bucket.
+    if let Some(s) = shaper.filter(|s| s.rate_bps > 1.05 * max) {
+        trains.faster_than_sent_bps = Some(s.rate_bps);
+        shaper = None;
+    }
     let plan = match &shaper {
         Some(s) => PairPlan::behind_bucket(s, p.size_bytes, max, p.pair_load),
         None => PairPlan::plain(max, p.pair_load),

@@ -608,17 +608,9 @@ fn shaper_check(
     }
     let answer_bps = shared.map_or(tail, |(token, cross)| token - cross);
     Ok(Report {
-        shaper: Some(ShaperSeen {
-            streams_bps: answer,
-            streams_bound: report.bound,
-            head_bps: first.shape.head_rate_bps.unwrap_or(t1),
-            tail_bps: tail,
-            bucket_bytes: 0.5 * (first.shape.burst_bytes + second.shape.burst_bytes),
-            train_bytes: first.bytes,
-            head_seen: heads,
-            shared_bucket: shared,
-            tail_spread: spread,
-        }),
+        shaper: Some(seen_in_two_trains(
+            &report, &first, &second, tail, heads, shared,
+        )),
         ..s.report(
             report.method,
             answer_bps,
@@ -648,20 +640,11 @@ fn at_most_the_tails(
     rate_bps: f64,
     head_seen: bool,
 ) -> Report {
-    let (t1, t2) = (first.shape.tail_rate_bps, second.shape.tail_rate_bps);
-    let high_bps = 0.5 * (t1 + t2);
+    let high_bps = 0.5 * (first.shape.tail_rate_bps + second.shape.tail_rate_bps);
     Report {
-        shaper: Some(ShaperSeen {
-            streams_bps: streams.available_bandwidth_bps,
-            streams_bound: streams.bound,
-            head_bps: first.shape.head_rate_bps.unwrap_or(t1),
-            tail_bps: high_bps,
-            bucket_bytes: 0.5 * (first.shape.burst_bytes + second.shape.burst_bytes),
-            train_bytes: first.bytes,
-            head_seen,
-            shared_bucket: None,
-            tail_spread: (t2 / t1 - 1.0).abs(),
-        }),
+        shaper: Some(seen_in_two_trains(
+            streams, first, second, high_bps, head_seen, None,
+        )),
         ..s.report(
             streams.method,
             high_bps,
@@ -670,6 +653,29 @@ fn at_most_the_tails(
             high_bps,
             Stop::Shaped,
         )
+    }
+}
+
+/// What two trains after the streams' answer showed, for the report.
+fn seen_in_two_trains(
+    streams: &Report,
+    first: &ShaperTrain,
+    second: &ShaperTrain,
+    tail_bps: f64,
+    head_seen: bool,
+    shared_bucket: Option<(f64, f64)>,
+) -> ShaperSeen {
+    let (t1, t2) = (first.shape.tail_rate_bps, second.shape.tail_rate_bps);
+    ShaperSeen {
+        streams_bps: streams.available_bandwidth_bps,
+        streams_bound: streams.bound,
+        head_bps: first.shape.head_rate_bps.unwrap_or(t1),
+        tail_bps,
+        bucket_bytes: 0.5 * (first.shape.burst_bytes + second.shape.burst_bytes),
+        train_bytes: first.bytes,
+        head_seen,
+        shared_bucket,
+        tail_spread: (t2 / t1 - 1.0).abs(),
     }
 }
 
