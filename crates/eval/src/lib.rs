@@ -67,7 +67,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
     progress("multi-rate error distribution: 100 Gbit/s");
     multirate.push((
         HUNDRED_GIG,
-        experiments::multirate_errors(seed, &HUNDRED_GIG, scale.hundred_gig_streams),
+        experiments::multirate_errors(seed, &HUNDRED_GIG, scale.multi_streams),
     ));
     progress(&format!("multi-rate error distribution: {}", LOSSY.name));
     multirate.push((
@@ -84,7 +84,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
     for (case, n) in [
         (TEN_GIG[0].clone(), scale.multi_streams),
         (TEN_GIG[1].clone(), scale.multi_streams),
-        (HUNDRED_GIG, scale.hundred_gig_streams),
+        (HUNDRED_GIG, scale.multi_streams),
     ] {
         progress(&format!("truth outside the probed rates: {}", case.name));
         let cells = experiments::out_of_range(seed, &case, n);
@@ -97,7 +97,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         (TEN_GIG[0].clone(), scale.multi_streams, 0.3),
         (TEN_GIG[0].clone(), scale.sensitivity_streams, 0.5),
         (TEN_GIG[1].clone(), scale.multi_streams, 0.3),
-        (HUNDRED_GIG, scale.hundred_gig_streams, 0.3),
+        (HUNDRED_GIG, scale.multi_streams, 0.3),
         (LOSSY, scale.multi_streams, 0.3),
     ] {
         progress(&format!(
