@@ -943,10 +943,8 @@ fn gaps_inside_bracket(bound: Bound, abw_bps: Option<f64>, below: f64, at: f64) 
     matches!((bound, abw_bps), (Bound::Exact, Some(e)) if below < e && e < at)
 }
 
-/// The rate of the slowest sub-stream that lost more than `min_share`,
-/// and more than 2 points plus twice the share of all slower ones: where a
-/// queue overflowed (drop-tail loss starts at a rate above the available
-/// bandwidth and grows with the rate). `None` when none did.
+/// [`first_overflowing_rate`](crate::decision::multirate::first_overflowing_rate)
+/// over the sub-streams' packets, slowest first.
 fn first_overflowing_rate(
     stream: &ProbeStream,
     subs: &[crate::stream::SubStream],
@@ -957,19 +955,12 @@ fn first_overflowing_rate(
         .filter(|s| s.rate_bps.is_finite() && s.rate_bps > 0.0)
         .collect();
     by_rate.sort_by(|a, b| a.rate_bps.total_cmp(&b.rate_bps));
-    let (mut sent, mut lost) = (0usize, 0usize);
-    for s in by_rate {
+    let per_sub = by_rate.into_iter().map(|s| {
         let pk = &stream.packets[s.start..s.end];
-        let here = pk.iter().filter(|p| p.recv_ns.is_none()).count();
-        let share = here as f64 / pk.len().max(1) as f64;
-        let before = lost as f64 / sent.max(1) as f64;
-        if share > min_share && share > 2.0 * before + 0.02 {
-            return Some(s.rate_bps);
-        }
-        sent += pk.len();
-        lost += here;
-    }
-    None
+        let lost = pk.iter().filter(|p| p.recv_ns.is_none()).count();
+        (s.rate_bps, pk.len() as f64, lost as f64)
+    });
+    crate::decision::multirate::first_overflowing_rate(per_sub, min_share)
 }
 
 /// The first sub-stream (in send order) during which the queue grew for
