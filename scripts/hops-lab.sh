@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-hop capacity on real packets (README "Per-hop capacity",
+# Per-hop capacity on real packets (docs/capacity.md "Per-hop capacity",
 # BENCHMARKS.md): the shipped `chain3` lab (tbf 600, 400 then 200 Mbit/s on
 # routers 1-3), REPEAT runs of `tightlink hops --behind 16 --cpu 0` from the
 # sender and REPEAT of lone probes (classic pathchar). Prints one Markdown

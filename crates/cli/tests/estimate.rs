@@ -27,7 +27,7 @@ fn json_has_the_documented_fields_and_tracks_the_truth() {
         let truth = v["truth_bps"].as_f64().unwrap();
         assert_eq!(v["bound"], "exact");
         assert!(v["low_bps"].as_f64().unwrap() <= est && est <= v["high_bps"].as_f64().unwrap());
-        // Bursty cross traffic with coalescence: see README for the accuracy
+        // Bursty cross traffic with coalescence: see docs/evaluation.md for the accuracy
         // actually reached; this guards against gross breakage.
         assert!(
             (est / truth - 1.0).abs() < 0.2,

@@ -1324,7 +1324,7 @@ fn a_transfer_through_a_lossy_hop_arrives_intact() {
 /// line, 80 Mbit/s of bursty cross traffic), 4 s per controller: every
 /// controller ran and was counted in bins against the offered cross
 /// traffic; Rapid took at least half of the available bandwidth and
-/// CUBIC a quarter (the README's 10 s runs: 97-110 % for both), and the
+/// CUBIC a quarter (docs/lab.md's 10 s runs: 97-110 % for both), and the
 /// kernel's own RTT saw the 30 ms line. Three attempts: on a slow VM the
 /// lab's delay line at times drops a fifth of the frames (over 5 ms
 /// behind), and Rapid then reads 0.40-0.45 (two clean-clone CI runs);

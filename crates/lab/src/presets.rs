@@ -22,7 +22,7 @@ use crate::run::Tool;
 #[derive(Debug, Clone, Copy)]
 pub struct Preset {
     pub name: &'static str,
-    /// Where its source comes from (the README says which versions ran).
+    /// Where its source comes from (docs/lab.md says which versions ran).
     pub source: &'static str,
     /// The binary looked for on `PATH`.
     pub binary: &'static str,

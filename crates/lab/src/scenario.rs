@@ -386,7 +386,7 @@ mod tests {
             assert!(!s.description.is_empty(), "{name} has no description");
             // Inside the range this VM shapes precisely (BENCHMARKS.md);
             // shaper500 is the 500 Mbit/s capacity lab (its trains
-            // read 499-501 Mbit/s: README, Capacity). tcp-random-loss's
+            // read 499-501 Mbit/s: docs/capacity.md). tcp-random-loss's
             // 1 Gbit/s hop only forwards a 200 Mbit/s flow: its rate is
             // never reached, so its precision does not matter. chain3's
             // 600 Mbit/s first hop is still in the precise range (tbf

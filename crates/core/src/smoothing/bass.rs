@@ -12,7 +12,7 @@
 //!
 //! Thresholds are scaled to the stream: `SPIKE_UP = spike_up * g` and
 //! `SPIKE_DOWN = spike_down * g`, with `g` the mean send gap of the input
-//! (the paper gives no values; see the README for their sensitivity).
+//! (the paper gives no values; docs/evaluation.md gives their sensitivity).
 //!
 //! Two readings of the garbled pseudo-code were settled from the text: the
 //! head segment before the first spike is dropped, not averaged (text: "(ii)

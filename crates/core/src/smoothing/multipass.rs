@@ -16,7 +16,7 @@
 //! or after `max_passes`. `threshold_decay` can shrink the thresholds
 //! pass by pass (what is left after pass 1 are event-level spikes); it is 1
 //! by default: at 0.7 later passes merged across the congestion onset on
-//! the simulator (see the README). Finally a centred sliding window of 16
+//! the simulator (docs/evaluation.md). Finally a centred sliding window of 16
 //! averages all smoothed observations.
 
 use super::bass::{
