@@ -1226,10 +1226,9 @@ mod tests {
         assert_eq!(batch_level_crossing(&gaps, 0.005, 8), QueueStart::FromStart);
     }
 
-    /// Packets 0-19, 20-39 and 40-59 of 1000 bytes sent 100, 90 and 80 ns
-    /// apart: 80, 88.9 and 100 Gbit/s.
-    fn three_sub_streams() -> Vec<SubStream> {
-        [100.0, 90.0, 80.0]
+    /// Sub-streams of 20 packets of 1000 bytes, sent `send_ns` apart each.
+    fn sub_streams_of_20(send_ns: &[f64]) -> Vec<SubStream> {
+        send_ns
             .iter()
             .enumerate()
             .map(|(j, send)| SubStream {
@@ -1238,6 +1237,12 @@ mod tests {
                 rate_bps: 8000.0 / send * 1e9,
             })
             .collect()
+    }
+
+    /// Packets 0-19, 20-39 and 40-59 of 1000 bytes sent 100, 90 and 80 ns
+    /// apart: 80, 88.9 and 100 Gbit/s.
+    fn three_sub_streams() -> Vec<SubStream> {
+        sub_streams_of_20(&[100.0, 90.0, 80.0])
     }
 
     /// [`three_sub_streams`]' gaps, each stamped alone, received
@@ -1372,15 +1377,7 @@ mod tests {
     #[test]
     fn a_crossing_read_across_an_overflow_gives_way_to_the_cumulative_one() {
         let send = [100.0, 90.0, 80.0, 70.0];
-        let subs: Vec<SubStream> = send
-            .iter()
-            .enumerate()
-            .map(|(j, g)| SubStream {
-                start: 20 * j,
-                end: 20 * j + 20,
-                rate_bps: 8000.0 / g * 1e9,
-            })
-            .collect();
+        let subs = sub_streams_of_20(&send);
         let stream = |lossy: bool, batched: bool| {
             let mut gaps = Vec::new();
             let mut p = 1u32;
