@@ -974,6 +974,21 @@ fn first_overflowing_rate(
 /// delay of a sub-stream is robust to receive batches (the packet stamped
 /// just after it arrived) and to loss (only survivors count). `None` when
 /// no sub-stream shows it, or with fewer than two sub-streams.
+/// How far the delay floor must rise during a sub-stream of `n >= 2`
+/// packets sent over `span` ns to count as a queue's onset: two send gaps,
+/// or 7.5 % of the span if more. In i64 where it fits (always, for real
+/// clocks): i128 division is a slow software routine; both truncate
+/// toward zero, so the answer is the same.
+fn onset_slack_ns(span: i128, n: usize) -> i128 {
+    let narrow = i64::try_from(span)
+        .ok()
+        .and_then(|sp| Some((sp.checked_mul(2)? / (n as i64 - 1)).max(sp.checked_mul(3)? / 40)));
+    narrow.map_or_else(
+        || (2 * span / (n as i128 - 1)).max(span * 3 / 40),
+        i128::from,
+    )
+}
+
 fn queue_onset(
     stream: &ProbeStream,
     subs: &[crate::stream::SubStream],
@@ -989,7 +1004,7 @@ fn queue_onset(
         }
         let span =
             stream.packets[s.end - 1].send_ns as i128 - stream.packets[s.start].send_ns as i128;
-        Some((2 * span / (n as i128 - 1)).max(span * 3 / 40))
+        Some(onset_slack_ns(span, n))
     };
     for j in 0..subs.len().saturating_sub(1) {
         let (Some(floor), Some(slack_j)) = (floor_at(j), slack(j)) else {
@@ -2320,6 +2335,29 @@ mod tests {
             .collect();
         let s = ProbeStream::from_times(0, 1250, &send, &recv);
         assert_eq!(steady_delivery_bps(&s, &subs), None);
+    }
+
+    #[test]
+    fn onset_slack_by_hand() {
+        // 64 packets over 63 000 ns: two send gaps are 2000, 7.5 % of the
+        // span 4725, the larger.
+        assert_eq!(onset_slack_ns(63_000, 64), 4725);
+        // 3 packets over 2000 ns: two gaps of 1000 = 2000 > 150.
+        assert_eq!(onset_slack_ns(2000, 3), 2000);
+        // Past i64: the exact path.
+        let wide = i128::from(i64::MAX) * 4;
+        assert_eq!(onset_slack_ns(wide, 2), 2 * wide);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn onset_slack_in_i64_equals_the_i128_formula(span in proptest::num::i64::ANY, n in 2usize..100_000) {
+            let span = i128::from(span);
+            proptest::prop_assert_eq!(
+                onset_slack_ns(span, n),
+                (2 * span / (n as i128 - 1)).max(span * 3 / 40)
+            );
+        }
     }
 
     #[test]

@@ -258,10 +258,14 @@ pub(crate) fn min_send_gap_ns(packets: &[ProbePacket]) -> Option<f64> {
 /// The received ones of `packets`, as `(recv_ns, size_bytes)` in send
 /// order: what [`arrival_rate_bps`] reads.
 pub fn arrivals(packets: &[ProbePacket]) -> Vec<(i64, u32)> {
-    packets
-        .iter()
-        .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)))
-        .collect()
+    // Sized for all of them at once: a filtered collect grows by doubling.
+    let mut out = Vec::with_capacity(packets.len());
+    out.extend(
+        packets
+            .iter()
+            .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes))),
+    );
+    out
 }
 
 /// The rate packets `(recv_ns, size_bytes)`, in send order, arrived at:
@@ -493,17 +497,30 @@ impl ProbeStream {
         if start < end && (start == 0 || first + 1 == start) {
             let run = &self.packets[first..end];
             if run.iter().all(|p| p.recv_ns.is_some()) {
-                out.extend(run.windows(2).enumerate().map(|(i, w)| Gap {
-                    send_ns: diff_ns(w[1].send_ns, w[0].send_ns),
-                    recv_ns: diff_ns(
-                        w[1].recv_ns.unwrap_or_default(),
-                        w[0].recv_ns.unwrap_or_default(),
-                    ),
-                    sent_bytes: w[1].size_bytes as f64,
-                    recv_bytes: w[1].size_bytes as f64,
-                    end_packet: (first + 1 + i) as u32,
+                // Differences in i64, their overflow noted instead of
+                // branching per gap ([`diff_ns`]); where any overflowed,
+                // the general path below reads the run exactly.
+                let before = out.len();
+                let mut overflowed = false;
+                out.extend(run.windows(2).enumerate().map(|(i, w)| {
+                    let (send, o1) = w[1].send_ns.overflowing_sub(w[0].send_ns);
+                    let (recv, o2) = w[1]
+                        .recv_ns
+                        .unwrap_or_default()
+                        .overflowing_sub(w[0].recv_ns.unwrap_or_default());
+                    overflowed |= o1 | o2;
+                    Gap {
+                        send_ns: send as f64,
+                        recv_ns: recv as f64,
+                        sent_bytes: w[1].size_bytes as f64,
+                        recv_bytes: w[1].size_bytes as f64,
+                        end_packet: (first + 1 + i) as u32,
+                    }
                 }));
-                return;
+                if !overflowed {
+                    return;
+                }
+                out.truncate(before);
             }
         }
         let mut sent_bytes = 0.0;
@@ -593,9 +610,9 @@ impl ProbeStream {
         // i64::MAX: no packet of the run received yet.
         let mut floor = i64::MAX;
         let as_floor = |f: i64| (f != i64::MAX).then_some(f);
-        for (i, w) in self.packets.windows(2).enumerate() {
-            let (i, p) = (i + 1, w[1]);
-            let g = diff_ns(p.send_ns, w[0].send_ns);
+        for (i, (p, before)) in self.packets[1..].iter().zip(&self.packets).enumerate() {
+            let i = i + 1;
+            let g = diff_ns(p.send_ns, before.send_ns);
             if i == 1 {
                 reference = g;
                 slack = tol.slack_ns(g);
