@@ -285,6 +285,8 @@ pub fn run(args: LabArgs) -> Result<()> {
         LabCommand::Up(t) => {
             need_root()?;
             let lab = lab_of(&t)?;
+            // Held while it builds; the lab then stays up with no holder.
+            let _hold = lab.hold("up")?;
             let r = lab.up(&std::env::current_exe()?)?;
             println!("lab {} up: {}", lab.name, r.namespaces.join(" "));
             let on = lab.scenario.offloads_on;
@@ -317,10 +319,17 @@ pub fn run(args: LabArgs) -> Result<()> {
                     "every lab".to_string(),
                     tightlink_lab::topology::down_all()?,
                 ),
-                Some(name) => (
-                    format!("lab {name}"),
-                    tightlink_lab::topology::down_named(&name)?,
-                ),
+                Some(name) => {
+                    let _hold = tightlink_lab::topology::LabHold::take_in(
+                        std::path::Path::new(tightlink_lab::topology::DELAY_STATUS_DIR),
+                        &name,
+                        "down",
+                    )?;
+                    (
+                        format!("lab {name}"),
+                        tightlink_lab::topology::down_named(&name)?,
+                    )
+                }
             };
             println!("{what}: removed {} namespaces", gone.len());
             Ok(())

@@ -65,6 +65,62 @@ impl Drop for Down {
     }
 }
 
+/// Two runs on one lab name: the second is refused at once, naming the
+/// first's pid and command, and so is `lab down` of that name, while the
+/// first answers every estimate. (Before the name was held, the second
+/// run's `up` tore down the first's namespaces: 2 of its 5 estimates came
+/// back with no answer and an empty reason.)
+#[test]
+fn a_lab_in_use_is_not_torn_down_by_another_run() {
+    if !may_run() {
+        return;
+    }
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = Down::new("quiet", 'k');
+    let first = Command::new(env!("CARGO_BIN_EXE_tightlink"))
+        .args(["lab", "run", "quiet", "--name", &lab.name, "--repeat", "4"])
+        .args(["--method", "auto", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while namespaces_of(&lab.name).is_empty() && started.elapsed().as_secs() < 20 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !namespaces_of(&lab.name).is_empty(),
+        "the first run never came up"
+    );
+    let pid = first.id();
+    let (ok, _, err) = tightlink(&["lab", "run", "quiet", "--name", &lab.name, "--repeat", "1"]);
+    assert!(!ok, "a second run on a lab in use ran");
+    assert!(
+        err.contains(&format!(
+            "is in use by another tightlink (pid {pid}, `lab run`)"
+        )),
+        "{err}"
+    );
+    let (ok, _, err) = tightlink(&["lab", "down", "--name", &lab.name]);
+    assert!(
+        !ok && err.contains("is in use"),
+        "lab down of a lab in use: {err}"
+    );
+    let out = first.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(summary["answered_share"], 1.0, "{summary}");
+    assert!(
+        namespaces_of(&lab.name).is_empty(),
+        "the first run left its lab up"
+    );
+}
+
 /// The lab's truth checks. No cross traffic: the tbf, saturated, sends
 /// its configured rate within 1 % (so "truth = tbf rate" is a fact of the
 /// path, not an assumption). CBR cross traffic at X: the truth from the

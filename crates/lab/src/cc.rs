@@ -130,6 +130,7 @@ pub fn cc(
     }
     let secs = opts.duration.as_secs().max(1);
     let total = secs * (opts.repeat * opts.controllers.len()) as u64 + 30;
+    let _hold = lab.hold("cc")?;
     lab.up(&opts.exe)?;
     let mut guard = Guard {
         lab,

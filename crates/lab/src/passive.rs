@@ -202,6 +202,7 @@ fn transfer(
     r1_pcap: &Path,
 ) -> Result<BottleneckCounters, LabError> {
     let err = LabError::Command;
+    let _hold = lab.hold("tcp")?;
     lab.up(exe)?;
     let mut guard = Guard {
         lab,

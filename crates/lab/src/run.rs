@@ -619,6 +619,9 @@ pub fn run(
         .chain(opts.tools.iter().map(Entry::Tool))
         .collect();
     let methods: Vec<String> = entries.iter().map(|e| e.name().to_string()).collect();
+    // Held until `guard` below has taken the lab down (locals drop in
+    // reverse order).
+    let _hold = lab.hold("run")?;
     lab.up(&opts.exe)?;
     let mut guard = Guard {
         lab,
@@ -781,6 +784,7 @@ pub struct CheckReport {
 }
 
 pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, LabError> {
+    let _hold = lab.hold("check")?;
     lab.up(exe)?;
     let mut guard = Guard {
         lab,

@@ -43,6 +43,61 @@ pub enum LabError {
     Command(String),
     #[error("lab name '{0}': use 1-20 of a-z, 0-9 and '-'")]
     BadName(String),
+    #[error("lab '{name}' is in use by another tightlink ({holder}): wait for it to end, or give this one another --name")]
+    InUse { name: String, holder: String },
+}
+
+/// A lab name held by this process for as long as the value lives: a
+/// second `lab run` (or `up`, `down`, `check`, ...) of the same name
+/// would tear down the namespaces the first is measuring through (`up`
+/// removes a lab of its name first), and the first would then lose
+/// estimates with no reason given. An advisory `flock` on
+/// `<dir>/<name>.lock`, released by the kernel however the holder ends.
+#[derive(Debug)]
+pub struct LabHold {
+    _file: std::fs::File,
+}
+
+impl LabHold {
+    /// Takes `name` in `dir` without waiting; [`LabError::InUse`] naming
+    /// the holder's pid and command when another process has it.
+    pub fn take_in(dir: &Path, name: &str, what: &str) -> Result<LabHold, LabError> {
+        use std::io::{Seek, Write};
+        std::fs::create_dir_all(dir)
+            .map_err(|e| LabError::Command(format!("{}: {e}", dir.display())))?;
+        let path = dir.join(format!("{name}.lock"));
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| LabError::Command(format!("{}: {e}", path.display())))?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(LabError::Command(format!("{}: {e}", path.display())));
+            }
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            return Err(LabError::InUse {
+                name: name.to_string(),
+                holder: if holder.is_empty() {
+                    "a process that has not said which".to_string()
+                } else {
+                    holder.to_string()
+                },
+            });
+        }
+        // Who holds it, for the next one's message; the lock, not this
+        // text, is what guards.
+        let _ = file.set_len(0);
+        let _ = file.rewind();
+        let _ = write!(file, "pid {}, `lab {what}`", std::process::id());
+        Ok(LabHold { _file: file })
+    }
 }
 
 /// Runs a shell command line; its stderr becomes the error.
@@ -112,6 +167,12 @@ impl Lab {
     }
 
     /// Where a delay line writes its counters (JSON, every second).
+    /// Holds this lab's name ([`LabHold`]) in [`DELAY_STATUS_DIR`];
+    /// `what` names the command for another's refusal.
+    pub fn hold(&self, what: &str) -> Result<LabHold, LabError> {
+        LabHold::take_in(Path::new(DELAY_STATUS_DIR), &self.name, what)
+    }
+
     pub fn delay_status_path(ns: &str) -> std::path::PathBuf {
         std::path::Path::new(DELAY_STATUS_DIR).join(format!("{ns}.json"))
     }
@@ -604,6 +665,28 @@ pub fn remove_namespaces(names: &[String]) -> Result<(), LabError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One holder per name: a second take (here in the same process, on
+    /// its own open file, as another process's would be) is refused with
+    /// the first's pid and command; another name is free; the name is
+    /// free again once the first is dropped.
+    #[test]
+    fn a_held_name_is_refused_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = LabHold::take_in(dir.path(), "cbr30", "run").unwrap();
+        match LabHold::take_in(dir.path(), "cbr30", "up") {
+            Err(LabError::InUse { name, holder }) => {
+                assert_eq!(name, "cbr30");
+                assert_eq!(holder, format!("pid {}, `lab run`", std::process::id()));
+            }
+            other => panic!("expected InUse, got {other:?}"),
+        }
+        let other = LabHold::take_in(dir.path(), "cbr60", "run");
+        assert!(other.is_ok(), "{other:?}");
+        drop(first);
+        let again = LabHold::take_in(dir.path(), "cbr30", "up");
+        assert!(again.is_ok(), "{again:?}");
+    }
 
     #[test]
     fn names_are_checked_and_prefixed() {

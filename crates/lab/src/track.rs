@@ -171,6 +171,7 @@ pub fn track(lab: &Lab, opts: &TrackOptions) -> Result<TrackReport, LabError> {
     let err = LabError::Command;
     let interval_ns = opts.interval.as_nanos() as i64;
     let run_s = (opts.streams as f64 * opts.interval.as_secs_f64()).ceil() as u64;
+    let _hold = lab.hold("track")?;
     lab.up(&opts.exe)?;
     let mut guard = Guard {
         lab,
