@@ -332,6 +332,13 @@ pub(crate) fn run_child(
     );
     match status {
         None => Err(format!("killed after {} s", timeout.as_secs())),
+        // A failure must carry a reason: one that printed none (killed
+        // by a signal, its namespace gone) is named by how it ended.
+        Some(s) if !s.success() && e.trim().is_empty() => Ok((
+            o,
+            format!("it ended with {s} and printed nothing on its standard error"),
+            false,
+        )),
         Some(s) => Ok((o, e, s.success())),
     }
 }
@@ -991,6 +998,28 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child that fails silently still gives a reason: its exit status
+    /// or signal; one that speaks keeps its own words.
+    #[test]
+    fn a_silent_failure_is_named_by_how_it_ended() {
+        let mut silent = Command::new("sh");
+        silent.args(["-c", "exit 3"]);
+        let (_, err, ok) = run_child(silent, Duration::from_secs(5)).unwrap();
+        assert!(!ok);
+        assert_eq!(
+            err,
+            "it ended with exit status: 3 and printed nothing on its standard error"
+        );
+        let mut killed = Command::new("sh");
+        killed.args(["-c", "kill -9 $$"]);
+        let (_, err, _) = run_child(killed, Duration::from_secs(5)).unwrap();
+        assert!(err.contains("signal: 9"), "{err}");
+        let mut speaks = Command::new("sh");
+        speaks.args(["-c", "echo no route >&2; exit 1"]);
+        let (_, err, _) = run_child(speaks, Duration::from_secs(5)).unwrap();
+        assert_eq!(err.trim(), "no route");
+    }
 
     /// Two reads of the lines' counters: what happened between them, each
     /// field on its own; a line restarted in between (counters lower than
