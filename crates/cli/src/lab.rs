@@ -315,10 +315,13 @@ pub fn run(args: LabArgs) -> Result<()> {
             };
             need_root()?;
             let (what, gone) = match named {
-                None => (
-                    "every lab".to_string(),
-                    tightlink_lab::topology::down_all()?,
-                ),
+                None => {
+                    let (gone, in_use) = tightlink_lab::topology::down_all()?;
+                    for (name, holder) in &in_use {
+                        eprintln!("lab {name}: left up, in use by {holder}");
+                    }
+                    ("every lab not in use".to_string(), gone)
+                }
                 Some(name) => {
                     let _hold = tightlink_lab::topology::LabHold::take_in(
                         std::path::Path::new(tightlink_lab::topology::DELAY_STATUS_DIR),

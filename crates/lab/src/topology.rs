@@ -616,8 +616,42 @@ pub fn down_named(name: &str) -> Result<Vec<String>, LabError> {
 
 /// Every lab on this host (namespaces `tllab-*`), as [`Lab::down`] does
 /// one: after crashed runs whose names are not known.
-pub fn down_all() -> Result<Vec<String>, LabError> {
-    remove_labs(existing_with_prefix(PREFIX)?)
+/// A lab name a process holds, with who holds it ([`LabHold`]).
+pub type HeldName = (String, String);
+
+/// Removes every lab on the host but those a process holds
+/// ([`LabHold`]): (namespaces removed, labs left up with their holders).
+pub fn down_all() -> Result<(Vec<String>, Vec<HeldName>), LabError> {
+    let in_use = held_names(Path::new(DELAY_STATUS_DIR));
+    let found: Vec<String> = existing_with_prefix(PREFIX)?
+        .into_iter()
+        .filter(|ns| {
+            !in_use
+                .iter()
+                .any(|(name, _)| ns.starts_with(&format!("{PREFIX}{name}-")))
+        })
+        .collect();
+    Ok((remove_labs(found)?, in_use))
+}
+
+/// The names in `dir` that another process holds now, with its holder:
+/// each `NAME.lock` there is tried and, if free, let go at once.
+fn held_names(dir: &Path) -> Vec<HeldName> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut held = Vec::new();
+    for e in entries.flatten() {
+        let file_name = e.file_name();
+        let Some(name) = file_name.to_str().and_then(|n| n.strip_suffix(".lock")) else {
+            continue;
+        };
+        if let Err(LabError::InUse { holder, .. }) = LabHold::take_in(dir, name, "down --all") {
+            held.push((name.to_string(), holder));
+        }
+    }
+    held.sort();
+    held
 }
 
 /// Removes lab namespaces and their delay lines' status files.
@@ -683,6 +717,18 @@ mod tests {
         }
         let other = LabHold::take_in(dir.path(), "cbr60", "run");
         assert!(other.is_ok(), "{other:?}");
+        // What `down --all` leaves up: both held names, with holders.
+        let held = held_names(dir.path());
+        let pid = std::process::id();
+        assert_eq!(
+            held,
+            [
+                ("cbr30".to_string(), format!("pid {pid}, `lab run`")),
+                ("cbr60".to_string(), format!("pid {pid}, `lab run`")),
+            ]
+        );
+        drop(other);
+        assert_eq!(held_names(dir.path()).len(), 1);
         drop(first);
         let again = LabHold::take_in(dir.path(), "cbr30", "up");
         assert!(again.is_ok(), "{again:?}");
