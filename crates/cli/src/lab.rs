@@ -323,11 +323,7 @@ pub fn run(args: LabArgs) -> Result<()> {
                     ("every lab not in use".to_string(), gone)
                 }
                 Some(name) => {
-                    let _hold = tightlink_lab::topology::LabHold::take_in(
-                        std::path::Path::new(tightlink_lab::topology::DELAY_STATUS_DIR),
-                        &name,
-                        "down",
-                    )?;
+                    let _hold = tightlink_lab::topology::LabHold::take(&name, "down")?;
                     (
                         format!("lab {name}"),
                         tightlink_lab::topology::down_named(&name)?,

@@ -10,24 +10,8 @@
 //! its own packets per second.
 
 use std::hint::black_box;
-use tightlink_core::schedule::{multi_rate_schedule, rates_around};
-use tightlink_core::synth::SynthPath;
+use tightlink_core::synth::benchmark_streams;
 use tightlink_core::{analyze, AnalysisParams, Method, ProbeStream, StreamKind};
-
-/// The streams of `benches/analysis.rs`'s `multirate_5x64`.
-fn streams(count: usize) -> Vec<ProbeStream> {
-    (0..count)
-        .map(|i| {
-            let path = SynthPath {
-                coalescence_ns: Some(125_000.0),
-                coalescence_phase_ns: (i as f64 * 7_919.0) % 125_000.0,
-                ..SynthPath::ten_gig(1.5e9 + (i % 20) as f64 * 1e8)
-            };
-            let rates = rates_around(5e9 + (i % 30) as f64 * 1e8, 0.3, 5);
-            path.stream(i as u64, &multi_rate_schedule(&rates, 64, 9000), 9000)
-        })
-        .collect()
-}
 
 /// The counted part: every stream analysed `reps` times.
 #[inline(never)]
@@ -56,7 +40,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let set = streams(256);
+    let set = benchmark_streams(true, 256);
     let params = AnalysisParams::default();
     let start = std::time::Instant::now();
     let sum_bps = work(&set, &params, reps);

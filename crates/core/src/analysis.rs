@@ -963,17 +963,6 @@ fn first_overflowing_rate(
     crate::decision::multirate::first_overflowing_rate(per_sub, min_share)
 }
 
-/// The first sub-stream (in send order) during which the queue grew for
-/// good, and whether the one before it was quiet: the lowest one-way
-/// delay (`floors`, as [`ProbeStream::sub_streams_with_delay_floors`]
-/// gives them) of every later sub-stream lies
-/// above this one's lowest by more than two of its send gaps and 7.5 % of
-/// its send time (a rate 7.5 % of the capacity above the available
-/// bandwidth; bursts of cross traffic left up to 6 % on the simulator's
-/// 100 Gbit/s path, under a rate below the available bandwidth). The lowest
-/// delay of a sub-stream is robust to receive batches (the packet stamped
-/// just after it arrived) and to loss (only survivors count). `None` when
-/// no sub-stream shows it, or with fewer than two sub-streams.
 /// How far the delay floor must rise during a sub-stream of `n >= 2`
 /// packets sent over `span` ns to count as a queue's onset: two send gaps,
 /// or 7.5 % of the span if more. In i64 where it fits (always, for real
@@ -989,6 +978,17 @@ fn onset_slack_ns(span: i128, n: usize) -> i128 {
     )
 }
 
+/// The first sub-stream (in send order) during which the queue grew for
+/// good, and whether the one before it was quiet: the lowest one-way
+/// delay (`floors`, as [`ProbeStream::sub_streams_with_delay_floors`]
+/// gives them) of every later sub-stream lies
+/// above this one's lowest by more than two of its send gaps and 7.5 % of
+/// its send time (a rate 7.5 % of the capacity above the available
+/// bandwidth; bursts of cross traffic left up to 6 % on the simulator's
+/// 100 Gbit/s path, under a rate below the available bandwidth). The lowest
+/// delay of a sub-stream is robust to receive batches (the packet stamped
+/// just after it arrived) and to loss (only survivors count). `None` when
+/// no sub-stream shows it, or with fewer than two sub-streams.
 fn queue_onset(
     stream: &ProbeStream,
     subs: &[crate::stream::SubStream],

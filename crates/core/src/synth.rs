@@ -260,6 +260,31 @@ impl SynthPath {
     }
 }
 
+/// The analysis benchmark's streams (`benches/analysis.rs`, and the
+/// instruction-counting example `analysis_work`): `count` streams of
+/// 9000-byte probes on the 10 Gbit/s path with 125 us coalescence (its
+/// phase and the cross traffic varying by stream), multi-rate 5 x 64 at
+/// Range 30 % or single-rate 64 packets. One definition, so that the
+/// benchmark and the instruction counts measure the same work.
+pub fn benchmark_streams(multi_rate: bool, count: usize) -> Vec<ProbeStream> {
+    use crate::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
+    (0..count)
+        .map(|i| {
+            let path = SynthPath {
+                coalescence_ns: Some(125_000.0),
+                coalescence_phase_ns: (i as f64 * 7_919.0) % 125_000.0,
+                ..SynthPath::ten_gig(1.5e9 + (i % 20) as f64 * 1e8)
+            };
+            let sched = if multi_rate {
+                multi_rate_schedule(&rates_around(5e9 + (i % 30) as f64 * 1e8, 0.3, 5), 64, 9000)
+            } else {
+                single_rate_schedule(5e9 + (i % 40) as f64 * 1e8, 64, 9000, 0)
+            };
+            path.stream(i as u64, &sched, 9000)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -59,6 +59,12 @@ pub struct LabHold {
 }
 
 impl LabHold {
+    /// Takes `name` in [`DELAY_STATUS_DIR`]; `what` names the command for
+    /// another's refusal.
+    pub fn take(name: &str, what: &str) -> Result<LabHold, LabError> {
+        Self::take_in(Path::new(DELAY_STATUS_DIR), name, what)
+    }
+
     /// Takes `name` in `dir` without waiting; [`LabError::InUse`] naming
     /// the holder's pid and command when another process has it.
     pub fn take_in(dir: &Path, name: &str, what: &str) -> Result<LabHold, LabError> {
@@ -167,10 +173,9 @@ impl Lab {
     }
 
     /// Where a delay line writes its counters (JSON, every second).
-    /// Holds this lab's name ([`LabHold`]) in [`DELAY_STATUS_DIR`];
-    /// `what` names the command for another's refusal.
+    /// Holds this lab's name ([`LabHold::take`]).
     pub fn hold(&self, what: &str) -> Result<LabHold, LabError> {
-        LabHold::take_in(Path::new(DELAY_STATUS_DIR), &self.name, what)
+        LabHold::take(&self.name, what)
     }
 
     pub fn delay_status_path(ns: &str) -> std::path::PathBuf {
