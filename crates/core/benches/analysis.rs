@@ -1,12 +1,13 @@
 //! Analysis speed: BASS + multi-rate estimation, and PRC-MT + BASS, in
 //! probe packets per second on one core. Streams are the paper's shapes
 //! (9000-byte probes, 125 us coalescence): multi-rate 5 x 64 packets,
-//! single-rate 64 packets.
+//! single-rate 64 packets. One [`Analyzer`] reads them all, as a
+//! program reading many streams would (its memory reused).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use std::hint::black_box;
 use tightlink_core::synth::benchmark_streams;
-use tightlink_core::{analyze, AnalysisParams, Method, StreamKind};
+use tightlink_core::{AnalysisParams, Analyzer, Method, StreamKind};
 
 fn bench(c: &mut Criterion) {
     let p = AnalysisParams::default();
@@ -28,12 +29,13 @@ fn bench(c: &mut Criterion) {
         let set = benchmark_streams(multi, 256);
         let packets: usize = set.iter().map(|s| s.len()).sum();
         g.throughput(Throughput::Elements(packets as u64));
+        let mut analyzer = Analyzer::new();
         g.bench_function(name, |b| {
             b.iter_batched(
                 || (),
                 |_| {
                     for s in &set {
-                        black_box(analyze(black_box(s), kind, method, &p));
+                        black_box(analyzer.analyze(black_box(s), kind, method, &p));
                     }
                 },
                 BatchSize::SmallInput,

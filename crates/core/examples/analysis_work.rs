@@ -11,15 +11,17 @@
 
 use std::hint::black_box;
 use tightlink_core::synth::benchmark_streams;
-use tightlink_core::{analyze, AnalysisParams, Method, ProbeStream, StreamKind};
+use tightlink_core::{AnalysisParams, Analyzer, Method, ProbeStream, StreamKind};
 
-/// The counted part: every stream analysed `reps` times.
+/// The counted part: every stream analysed `reps` times, through one
+/// analyzer (its memory reused from stream to stream).
 #[inline(never)]
 fn work(set: &[ProbeStream], params: &AnalysisParams, reps: usize) -> f64 {
     let mut sum_bps = 0.0;
+    let mut analyzer = Analyzer::new();
     for _ in 0..reps {
         for s in set {
-            let a = analyze(
+            let a = analyzer.analyze(
                 black_box(s),
                 StreamKind::MultiRate,
                 Method::Multirate,

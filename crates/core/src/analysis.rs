@@ -26,9 +26,10 @@ use crate::decision::{Bound, Decision};
 use crate::smoothing::bass::BassParams;
 use crate::smoothing::imr::{d4_approximation, window_average, ImrWindow};
 use crate::smoothing::multipass::{
-    multipass_passes, multipass_smooth, single_pass_smooth, MultipassParams,
+    multipass_passes, multipass_smooth_into, single_pass_smooth_into, Multipass, MultipassParams,
+    SmoothScratch,
 };
-use crate::stream::{GapTolerance, ProbeStream, StreamKind};
+use crate::stream::{Gap, GapTolerance, ProbeStream, StreamKind, SubStream};
 
 /// An analysis method (names as on the command line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -285,19 +286,85 @@ fn single_bound(d: Decision) -> Bound {
 
 /// Runs `method` on `stream`, read as a stream of `kind`. `bart` starts
 /// a fresh tracker (see [`analyze_tracked`] to carry one across streams).
+/// Many streams in a row: [`Analyzer`] reuses its memory between them.
 pub fn analyze(
     stream: &ProbeStream,
     kind: StreamKind,
     method: Method,
     params: &AnalysisParams,
 ) -> Analysis {
-    let mut tracker = BartTracker::new(params.bart);
-    analyze_tracked(stream, kind, method, params, &mut tracker)
+    Analyzer::new().analyze(stream, kind, method, params)
 }
 
 /// [`analyze`], with `bart`'s tracker carried in from the streams before
 /// (other methods leave it alone).
 pub fn analyze_tracked(
+    stream: &ProbeStream,
+    kind: StreamKind,
+    method: Method,
+    params: &AnalysisParams,
+    tracker: &mut BartTracker,
+) -> Analysis {
+    Analyzer::new().analyze_tracked(stream, kind, method, params, tracker)
+}
+
+/// [`analyze`] for streams one after another, with the working memory
+/// (gaps, smoothed gaps, sub-streams, arrivals) kept between them. A
+/// multi-rate stream read by `multirate` or `multirate-single-pass`
+/// allocates nothing once that memory has grown to the longest stream's
+/// needs, unless its answer carries a reason (a text); other methods
+/// answer the same as through [`analyze`] and may allocate. For a rate
+/// controller that reads a stream every few milliseconds, and for traces
+/// of millions of packets.
+#[derive(Debug, Clone, Default)]
+pub struct Analyzer {
+    subs: Vec<SubStream>,
+    floors: Vec<Option<i64>>,
+    arrivals: Vec<(i64, u32)>,
+    gaps: GapsRoom,
+}
+
+/// The multi-rate gaps' working memory: raw gaps, the passes', the window's.
+#[derive(Debug, Clone, Default)]
+struct GapsRoom {
+    raw: Vec<Gap>,
+    scratch: SmoothScratch,
+    smoothed: Multipass,
+}
+
+impl Analyzer {
+    /// An analyzer with no memory yet: it grows with the first streams.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// [`analyze`], reusing this analyzer's memory.
+    pub fn analyze(
+        &mut self,
+        stream: &ProbeStream,
+        kind: StreamKind,
+        method: Method,
+        params: &AnalysisParams,
+    ) -> Analysis {
+        let mut tracker = BartTracker::new(params.bart);
+        self.analyze_tracked(stream, kind, method, params, &mut tracker)
+    }
+
+    /// [`analyze_tracked`], reusing this analyzer's memory.
+    pub fn analyze_tracked(
+        &mut self,
+        stream: &ProbeStream,
+        kind: StreamKind,
+        method: Method,
+        params: &AnalysisParams,
+        tracker: &mut BartTracker,
+    ) -> Analysis {
+        analyze_with(self, stream, kind, method, params, tracker)
+    }
+}
+
+fn analyze_with(
+    room: &mut Analyzer,
     stream: &ProbeStream,
     kind: StreamKind,
     method: Method,
@@ -346,7 +413,7 @@ pub fn analyze_tracked(
     }
     match kind {
         StreamKind::SingleRate => single_rate(stream, method, params, base),
-        StreamKind::MultiRate => multi_rate(stream, method, params, base, tracker),
+        StreamKind::MultiRate => multi_rate(stream, method, params, base, tracker, room),
         StreamKind::Chirp => chirp(stream, params, base),
         StreamKind::Pairs => pairs(stream, params, base),
     }
@@ -735,20 +802,28 @@ fn multi_rate(
     params: &AnalysisParams,
     base: Analysis,
     tracker: &mut BartTracker,
+    room: &mut Analyzer,
 ) -> Analysis {
-    let (subs, floors) = stream.sub_streams_with_delay_floors(params.gap_tolerance);
+    let Analyzer {
+        subs,
+        floors,
+        arrivals,
+        gaps,
+    } = room;
+    stream.sub_streams_with_delay_floors_into(params.gap_tolerance, subs, floors);
+    let (subs, floors): (&[SubStream], &[Option<i64>]) = (subs, floors);
     let loss = 1.0 - base.received as f64 / base.packets as f64;
     // BART reads the stream on a copy of its filter: a stream the loss
     // rule below calls "at most" is a queue that overflowed, whose
     // survivors' gaps are no offered-to-measured ratio; it must not move
     // the line.
     let mut trial = tracker.clone();
-    let a = multi_rate_gaps(stream, &subs, loss, method, params, base, &mut trial);
+    let a = multi_rate_gaps(stream, subs, loss, method, params, base, &mut trial, gaps);
     let rule = params.multirate_loss;
     let share = rule.at_most_unless_congested_above;
     // Without loss no sub-stream overflowed: skip the count.
     let overflow = if loss > 0.0 {
-        first_overflowing_rate(stream, &subs, share)
+        first_overflowing_rate(stream, subs, share)
     } else {
         None
     };
@@ -761,10 +836,10 @@ fn multi_rate(
         || ((matches!(a.bound, Bound::AtLeast | Bound::None)
             && (loss > share || overflow.is_some())
             || crossing_past_overflow)
-            && loss_grows_with_rate_in(stream, &subs));
+            && loss_grows_with_rate_in(stream, subs));
     if !lossy {
         *tracker = trial;
-        let onset = queue_onset(stream, &subs, &floors);
+        let onset = queue_onset(stream, subs, floors);
         // A crossing in the top step that no delay backs: neither did a
         // queue grow for good before the top sub-stream, nor did it grow
         // during it. The exceeding gaps were receive batches and bursts;
@@ -773,7 +848,7 @@ fn multi_rate(
             (a.bound, a.abw_bps, onset, method == Method::Bart)
         {
             let second_bps = subs.len().checked_sub(2).map(|k| subs[k].rate_bps);
-            if second_bps.is_some_and(|r| e > r) && top_queue_grew(stream, &subs) == Some(false) {
+            if second_bps.is_some_and(|r| e > r) && top_queue_grew(stream, subs) == Some(false) {
                 let top_bps = subs.iter().map(|s| s.rate_bps).fold(0.0, f64::max);
                 return Analysis {
                     bound: Bound::AtLeast,
@@ -799,12 +874,12 @@ fn multi_rate(
         if let (Bound::Exact, Some(e), Some((below, at)), false) = (
             a.bound,
             a.abw_bps,
-            onset_bracket(onset, &subs),
+            onset_bracket(onset, subs),
             method == Method::Bart,
         ) {
             let hidden = e < below
                 && onset
-                    .and_then(|o| steady_delivery_bps(stream, &subs[o.index..]))
+                    .and_then(|o| steady_delivery_bps(stream, &subs[o.index..], arrivals))
                     .is_some_and(|d| d < below);
             if !hidden {
                 return Analysis {
@@ -816,7 +891,7 @@ fn multi_rate(
         if method == Method::Bart {
             return a;
         }
-        return at_most_the_top_delivered(stream, &subs, a);
+        return at_most_the_top_delivered(stream, subs, a, arrivals);
     }
     let Some(lowest_bps) = subs
         .iter()
@@ -829,7 +904,7 @@ fn multi_rate(
     // The queue may have started growing well below where it overflowed
     // (a deep queue absorbs the first sub-streams above the available
     // bandwidth): the delays of the packets that got through show where.
-    let onset = queue_onset(stream, &subs, &floors);
+    let onset = queue_onset(stream, subs, floors);
     let overflow_bps = overflow.unwrap_or(lowest_bps);
     // The queue grew for good from a sub-stream, not during the one before
     // it, and no later than the overflow: the available bandwidth lies
@@ -837,7 +912,7 @@ fn multi_rate(
     // (The receive rate of the later sub-stream, clamped to the two, read
     // worse on the simulator: a few receive batches make its time. BART's
     // answer is its filter's, which a lossy stream does not move.)
-    let bracket = onset_bracket(onset, &subs).filter(|&(_, at)| at <= overflow_bps);
+    let bracket = onset_bracket(onset, subs).filter(|&(_, at)| at <= overflow_bps);
     if let (Some((below, at)), false) = (bracket, method == Method::Bart) {
         if gaps_inside_bracket(a.bound, a.abw_bps, below, at) {
             *tracker = trial;
@@ -865,7 +940,7 @@ fn multi_rate(
     // The path carried a sub-stream under the bound whole, with a slower
     // one under it: the answer is that rate (BART keeps the bound).
     if let (Some(carried_bps), false) = (
-        carried_whole_under(stream, &subs, bound_bps),
+        carried_whole_under(stream, subs, bound_bps),
         method == Method::Bart,
     ) {
         return Analysis {
@@ -943,6 +1018,18 @@ fn gaps_inside_bracket(bound: Bound, abw_bps: Option<f64>, below: f64, at: f64) 
     matches!((bound, abw_bps), (Bound::Exact, Some(e)) if below < e && e < at)
 }
 
+/// `subs` in the order of their rates (a stable sort); borrowed when they
+/// are in it already, as the sub-streams of a multi-rate stream are.
+fn sorted_by_rate(subs: &[SubStream]) -> std::borrow::Cow<'_, [SubStream]> {
+    let by_rate = |a: &SubStream, b: &SubStream| a.rate_bps.total_cmp(&b.rate_bps);
+    if subs.is_sorted_by(|a, b| by_rate(a, b).is_le()) {
+        return std::borrow::Cow::Borrowed(subs);
+    }
+    let mut sorted = subs.to_vec();
+    sorted.sort_by(by_rate);
+    std::borrow::Cow::Owned(sorted)
+}
+
 /// [`first_overflowing_rate`](crate::decision::multirate::first_overflowing_rate)
 /// over the sub-streams' packets, slowest first.
 fn first_overflowing_rate(
@@ -950,16 +1037,15 @@ fn first_overflowing_rate(
     subs: &[crate::stream::SubStream],
     min_share: f64,
 ) -> Option<f64> {
-    let mut by_rate: Vec<_> = subs
+    let by_rate = sorted_by_rate(subs);
+    let per_sub = by_rate
         .iter()
         .filter(|s| s.rate_bps.is_finite() && s.rate_bps > 0.0)
-        .collect();
-    by_rate.sort_by(|a, b| a.rate_bps.total_cmp(&b.rate_bps));
-    let per_sub = by_rate.into_iter().map(|s| {
-        let pk = &stream.packets[s.start..s.end];
-        let lost = pk.iter().filter(|p| p.recv_ns.is_none()).count();
-        (s.rate_bps, pk.len() as f64, lost as f64)
-    });
+        .map(|s| {
+            let pk = &stream.packets[s.start..s.end];
+            let lost = pk.iter().filter(|p| p.recv_ns.is_none()).count();
+            (s.rate_bps, pk.len() as f64, lost as f64)
+        });
     crate::decision::multirate::first_overflowing_rate(per_sub, min_share)
 }
 
@@ -1124,13 +1210,18 @@ fn onset_bracket(onset: Option<Onset>, subs: &[crate::stream::SubStream]) -> Opt
 /// The rate the packets of `subs` (consecutive, to the stream's end)
 /// arrived at, when the two halves of them arrived within 5 % of each
 /// other's rate (a queue the link drained steadily) and 33 or more came.
-fn steady_delivery_bps(stream: &ProbeStream, subs: &[crate::stream::SubStream]) -> Option<f64> {
+/// (`arrived` is room for their arrivals.)
+fn steady_delivery_bps(
+    stream: &ProbeStream,
+    subs: &[SubStream],
+    arrived: &mut Vec<(i64, u32)>,
+) -> Option<f64> {
     let from = subs.first()?.start;
-    let arrived = crate::stream::arrivals(&stream.packets[from..]);
+    crate::stream::arrivals_into(&stream.packets[from..], arrived);
     if arrived.len() < 33 {
         return None;
     }
-    steady_rate_bps(&arrived)
+    steady_rate_bps(arrived)
 }
 
 /// The rate `arrived` (`(recv_ns, size_bytes)`, in send order) came at,
@@ -1161,8 +1252,9 @@ fn steady_rate_bps(arrived: &[(i64, u32)]) -> Option<f64> {
 /// under the mean.
 fn at_most_the_top_delivered(
     stream: &ProbeStream,
-    subs: &[crate::stream::SubStream],
+    subs: &[SubStream],
     a: Analysis,
+    arrived: &mut Vec<(i64, u32)>,
 ) -> Analysis {
     let (Bound::Exact, Some(e)) = (a.bound, a.abw_bps) else {
         return a;
@@ -1174,7 +1266,7 @@ fn at_most_the_top_delivered(
     // From the packet before the top sub-stream: its first gap is at the
     // top rate.
     let from = top.start.saturating_sub(1);
-    let Some(d) = queued_tail_bps(&stream.packets[from..top.end]) else {
+    let Some(d) = queued_tail_bps(&stream.packets[from..top.end], arrived) else {
         return a;
     };
     let queued = d < (1.0 - TOP_QUEUED_SHARE) * top.rate_bps;
@@ -1234,8 +1326,12 @@ fn at_most_the_top_delivered(
 /// first half no slower (within 5 %): a queue that held from the middle
 /// on, or a bucket's head passing first; not a burst that ended on the way
 /// (a slower first half) or began in the second half (unequal quarters).
-fn queued_tail_bps(packets: &[crate::stream::ProbePacket]) -> Option<f64> {
-    let arrived = crate::stream::arrivals(packets);
+/// (`arrived` is room for their arrivals.)
+fn queued_tail_bps(
+    packets: &[crate::stream::ProbePacket],
+    arrived: &mut Vec<(i64, u32)>,
+) -> Option<f64> {
+    crate::stream::arrivals_into(packets, arrived);
     if arrived.len() < 33 {
         return None;
     }
@@ -1269,8 +1365,7 @@ fn loss_grows_with_rate_in(stream: &ProbeStream, subs: &[crate::stream::SubStrea
     if subs.len() < 2 {
         return false;
     }
-    let mut subs = subs.to_vec();
-    subs.sort_by(|a, b| a.rate_bps.total_cmp(&b.rate_bps));
+    let subs = sorted_by_rate(subs);
     let half = subs.len() / 2;
     let share = |group: &[crate::stream::SubStream]| {
         let (mut sent, mut lost) = (0usize, 0usize);
@@ -1286,14 +1381,16 @@ fn loss_grows_with_rate_in(stream: &ProbeStream, subs: &[crate::stream::SubStrea
 }
 
 /// What the gaps of a multi-rate stream say.
+#[allow(clippy::too_many_arguments)]
 fn multi_rate_gaps(
     stream: &ProbeStream,
-    subs: &[crate::stream::SubStream],
+    subs: &[SubStream],
     loss: f64,
     method: Method,
     params: &AnalysisParams,
     base: Analysis,
     tracker: &mut BartTracker,
+    room: &mut GapsRoom,
 ) -> Analysis {
     if loss > params.max_loss {
         return none_with(base, "too many losses (over half the stream)");
@@ -1304,12 +1401,19 @@ fn multi_rate_gaps(
     let mp_params = params.multipass_smoothing();
     match method {
         Method::Multirate | Method::MultirateSinglePass => {
-            let gaps = stream.gaps();
-            let smoothed = if method == Method::Multirate {
-                multipass_smooth(&gaps, mp_params)
+            let GapsRoom {
+                raw: gaps,
+                scratch,
+                smoothed,
+            } = room;
+            gaps.clear();
+            stream.gaps_into(0, stream.packets.len(), gaps);
+            if method == Method::Multirate {
+                multipass_smooth_into(gaps, mp_params, scratch, smoothed);
             } else {
-                single_pass_smooth(&gaps, mp_params)
-            };
+                single_pass_smooth_into(gaps, mp_params, scratch, smoothed);
+            }
+            let (gaps, smoothed): (&[Gap], &Multipass) = (gaps, smoothed);
             let detail = Detail {
                 kept_gaps: Some(smoothed.gaps.len()),
                 gaps_total: Some(gaps.len()),
@@ -1324,8 +1428,8 @@ fn multi_rate_gaps(
             }
             let min_suffix = (mp_params.window / 2).max(1);
             match estimate_from_smoothed(
-                &smoothed,
-                &gaps,
+                smoothed,
+                gaps,
                 subs,
                 params.consistency,
                 mp_params.exceed_tolerance,
@@ -2211,11 +2315,11 @@ mod tests {
             .sub_streams_with_delay_floors(GapTolerance::default());
         assert_eq!(subs.len(), 5);
         let s = two_queued_stream(60_560, 60_560);
-        let b = at_most_the_top_delivered(&s, &subs, exact_answer(&s, 208.1e6));
+        let b = at_most_the_top_delivered(&s, &subs, exact_answer(&s, 208.1e6), &mut Vec::new());
         assert!((b.abw_bps.unwrap() - 200.0e6).abs() < 0.1e6, "{b:?}");
         assert_eq!(b.detail.top_tail_bps, b.abw_bps);
         let f = two_queued_stream(49_500, 60_560);
-        let c = at_most_the_top_delivered(&f, &subs, exact_answer(&f, 208.1e6));
+        let c = at_most_the_top_delivered(&f, &subs, exact_answer(&f, 208.1e6), &mut Vec::new());
         assert_eq!(c.abw_bps, Some(208.1e6), "{c:?}");
         assert_eq!(c.detail.top_tail_bps, None);
     }
@@ -2262,7 +2366,7 @@ mod tests {
                     reason: None,
                     detail: Detail::default(),
                 };
-                let b = at_most_the_top_delivered(&stream, &subs, a);
+                let b = at_most_the_top_delivered(&stream, &subs, a, &mut Vec::new());
                 let out = b.abw_bps.unwrap();
                 prop_assert_eq!(b.bound, Bound::Exact);
                 prop_assert!(out <= e);
@@ -2319,10 +2423,10 @@ mod tests {
         // both halves alike.
         let recv: Vec<Option<i64>> = (0..40).map(|i| Some(1_000 + i * 50_000)).collect();
         let s = ProbeStream::from_times(0, 1250, &send, &recv);
-        let d = steady_delivery_bps(&s, &subs).unwrap();
+        let d = steady_delivery_bps(&s, &subs, &mut Vec::new()).unwrap();
         assert!((d - 200e6).abs() < 1.0, "{d}");
         // From the second sub-stream on: 20 packets, under 33.
-        assert_eq!(steady_delivery_bps(&s, &subs[1..]), None);
+        assert_eq!(steady_delivery_bps(&s, &subs[1..], &mut Vec::new()), None);
         // The second half 50 % slower (75 us apart): unsteady, a burst.
         let recv: Vec<Option<i64>> = (0..40)
             .map(|i| {
@@ -2334,7 +2438,7 @@ mod tests {
             })
             .collect();
         let s = ProbeStream::from_times(0, 1250, &send, &recv);
-        assert_eq!(steady_delivery_bps(&s, &subs), None);
+        assert_eq!(steady_delivery_bps(&s, &subs, &mut Vec::new()), None);
     }
 
     #[test]

@@ -41,6 +41,6 @@ pub mod synth;
 pub mod tcp;
 pub mod units;
 
-pub use analysis::{analyze, Analysis, AnalysisParams, Method};
+pub use analysis::{analyze, Analysis, AnalysisParams, Analyzer, Method};
 pub use decision::{Bound, Decision};
 pub use stream::{ProbePacket, ProbeStream, StreamKind};

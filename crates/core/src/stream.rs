@@ -258,14 +258,21 @@ pub(crate) fn min_send_gap_ns(packets: &[ProbePacket]) -> Option<f64> {
 /// The received ones of `packets`, as `(recv_ns, size_bytes)` in send
 /// order: what [`arrival_rate_bps`] reads.
 pub fn arrivals(packets: &[ProbePacket]) -> Vec<(i64, u32)> {
-    // Sized for all of them at once: a filtered collect grows by doubling.
-    let mut out = Vec::with_capacity(packets.len());
+    let mut out = Vec::new();
+    arrivals_into(packets, &mut out);
+    out
+}
+
+/// [`arrivals`] into `out` (cleared first), reusing its memory.
+pub fn arrivals_into(packets: &[ProbePacket], out: &mut Vec<(i64, u32)>) {
+    out.clear();
+    // Sized for all of them at once: a filtered extend grows by doubling.
+    out.reserve(packets.len());
     out.extend(
         packets
             .iter()
             .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes))),
     );
-    out
 }
 
 /// The rate packets `(recv_ns, size_bytes)`, in send order, arrived at:
@@ -409,9 +416,19 @@ impl ProbeStream {
     /// (whose gap to its first is at its rate); `None` without two
     /// arrivals apart.
     pub fn sub_stream_arrival_bps(&self, sub: &SubStream) -> Option<f64> {
-        arrival_rate_bps(&arrivals(
-            &self.packets[sub.start.saturating_sub(1)..sub.end],
-        ))
+        // [`arrival_rate_bps`] of the arrivals, read in one pass without
+        // collecting them (the same sum in the same order).
+        let mut received = self.packets[sub.start.saturating_sub(1)..sub.end]
+            .iter()
+            .filter_map(|p| p.recv_ns.map(|r| (r, p.size_bytes)));
+        let (first_ns, _) = received.next()?;
+        let (mut last_ns, mut bits) = (first_ns, 0.0f64);
+        for (r, b) in received {
+            last_ns = r;
+            bits += 8.0 * b as f64;
+        }
+        let span = diff_ns(last_ns, first_ns);
+        (span > 0.0).then(|| bits / span * 1e9)
     }
 
     /// Share of packets lost, 0 for an empty stream.
@@ -584,12 +601,26 @@ impl ProbeStream {
         &self,
         tol: GapTolerance,
     ) -> (Vec<SubStream>, Vec<Option<i64>>) {
-        let n = self.packets.len();
         // Room for the usual multi-rate stream's steps without regrowing.
         let mut out = Vec::with_capacity(8);
         let mut floors = Vec::with_capacity(8);
+        self.sub_streams_with_delay_floors_into(tol, &mut out, &mut floors);
+        (out, floors)
+    }
+
+    /// [`ProbeStream::sub_streams_with_delay_floors`] into `out` and
+    /// `floors` (cleared first), reusing their memory.
+    pub fn sub_streams_with_delay_floors_into(
+        &self,
+        tol: GapTolerance,
+        out: &mut Vec<SubStream>,
+        floors: &mut Vec<Option<i64>>,
+    ) {
+        out.clear();
+        floors.clear();
+        let n = self.packets.len();
         if n == 0 {
-            return (out, floors);
+            return;
         }
         // One pass: each run's rate is its bytes after the packet before it
         // (the run's first gap links it to the previous run's last packet)
@@ -640,7 +671,6 @@ impl ProbeStream {
             rate_bps: rate(start.saturating_sub(1), n, bytes),
         });
         floors.push(as_floor(floor));
-        (out, floors)
     }
 
     /// Whether any two packets arrived closer than half the smallest send
@@ -1129,6 +1159,27 @@ pub(crate) mod tests {
             let mut got = Vec::new();
             s.gaps_into(start, end, &mut got);
             proptest::prop_assert_eq!(got, want);
+        }
+
+        /// A sub-stream's arrival rate, read in one pass, is the rate of
+        /// its collected arrivals.
+        #[test]
+        fn sub_stream_arrival_rate_is_its_arrivals_rate(
+            pk in proptest::collection::vec((1u32..9000, 1i64..50_000, 0i64..90_000, 0u8..4), 0..60),
+            a in 0usize..65,
+            len in 0usize..65,
+        ) {
+            let (mut send, mut packets) = (0i64, Vec::new());
+            for &(size_bytes, gap, delay, lost) in &pk {
+                send += gap;
+                let recv_ns = (lost != 0).then_some(send + delay);
+                packets.push(ProbePacket { size_bytes, send_ns: send, recv_ns });
+            }
+            let s = ProbeStream::new(0, packets);
+            let (start, end) = (a.min(s.len()), (a + len).min(s.len()));
+            let sub = SubStream { start, end, rate_bps: 1e9 };
+            let want = arrival_rate_bps(&arrivals(&s.packets[start.saturating_sub(1)..end]));
+            proptest::prop_assert_eq!(s.sub_stream_arrival_bps(&sub), want);
         }
     }
 

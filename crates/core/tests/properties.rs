@@ -16,7 +16,8 @@ use tightlink_core::stream::{
 use tightlink_core::synth::SynthPath;
 use tightlink_core::Bound;
 use tightlink_core::{
-    analyze, Analysis, AnalysisParams, Decision, Method, ProbePacket, ProbeStream, StreamKind,
+    analyze, Analysis, AnalysisParams, Analyzer, Decision, Method, ProbePacket, ProbeStream,
+    StreamKind,
 };
 
 fn finite_or_none(v: Option<f64>) -> bool {
@@ -105,6 +106,38 @@ fn bounded_stream() -> impl Strategy<Value = ProbeStream> {
     })
 }
 
+/// Multi-rate streams through the closed-form path: 3-64 packets a rate,
+/// with or without coalescence, bursts and losses.
+fn synth_multi_rate_stream() -> impl Strategy<Value = ProbeStream> {
+    (
+        3usize..64,
+        1.0e9f64..6.0e9,
+        0.1f64..0.5,
+        any::<bool>(),
+        any::<u64>(),
+        0u64..4,
+    )
+        .prop_map(|(n, cross, range, coalesced, seed, loss_every)| {
+            let mut path = SynthPath {
+                coalescence_ns: coalesced.then_some(125_000.0),
+                ..SynthPath::ten_gig(cross)
+            };
+            if seed % 2 == 0 {
+                path = path.with_bursts(seed, 1.0e9, 1500.0, 64000.0, 5e6);
+            }
+            let sched = multi_rate_schedule(&rates_around(5e9, range, 5), n, 9000);
+            let mut s = path.stream(3, &sched, 9000);
+            if loss_every > 0 {
+                for (k, pk) in s.packets.iter_mut().enumerate() {
+                    if (k as u64).is_multiple_of(loss_every * 7 + 3) {
+                        pk.recv_ns = None;
+                    }
+                }
+            }
+            s
+        })
+}
+
 fn gaps() -> impl Strategy<Value = Vec<Gap>> {
     prop::collection::vec((1.0f64..100_000.0, 0.0f64..200_000.0), 0..300).prop_map(|v| {
         v.into_iter()
@@ -172,6 +205,27 @@ proptest! {
         let (a, b) = sums(&after_one);
         let (c, d) = sums(&passes);
         prop_assert!(close(a, c) && close(b, d));
+    }
+
+    /// An analyzer reused across streams of any lengths and methods
+    /// answers each exactly as a fresh one: nothing of one stream leaks
+    /// into the next.
+    #[test]
+    fn a_reused_analyzer_answers_as_a_fresh_one(
+        streams in prop::collection::vec(prop_oneof![
+            bounded_stream(),
+            synth_multi_rate_stream(),
+        ], 1..5),
+    ) {
+        let p = AnalysisParams::default();
+        let mut analyzer = Analyzer::new();
+        for s in &streams {
+            for kind in [StreamKind::SingleRate, StreamKind::MultiRate] {
+                for m in Method::ALL {
+                    prop_assert_eq!(analyzer.analyze(s, kind, m, &p), analyze(s, kind, m, &p));
+                }
+            }
+        }
     }
 
     /// A clock offset cancels exactly: every method answers the same.

@@ -6,12 +6,11 @@ use std::str::FromStr;
 
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
-use tightlink_core::analysis::analyze_tracked;
 use tightlink_core::decision::bart::BartTracker;
 use tightlink_core::decision::burst::{held_under_reading, Held};
 use tightlink_core::decision::multirate::Consistency;
 use tightlink_core::smoothing::imr::ImrWindow;
-use tightlink_core::{Analysis, AnalysisParams, Method, ProbeStream, StreamKind};
+use tightlink_core::{Analysis, AnalysisParams, Analyzer, Method, ProbeStream, StreamKind};
 use tightlink_trace::Trace;
 
 /// Which per-stream methods run.
@@ -195,6 +194,8 @@ pub struct StreamAnalyzer {
     methods: Methods,
     params: AnalysisParams,
     tracker: BartTracker,
+    /// Working memory reused from stream to stream.
+    analyzer: Analyzer,
 }
 
 impl StreamAnalyzer {
@@ -204,6 +205,7 @@ impl StreamAnalyzer {
             methods,
             tracker: BartTracker::new(params.bart),
             params,
+            analyzer: Analyzer::new(),
         }
     }
 
@@ -214,7 +216,10 @@ impl StreamAnalyzer {
         self.methods
             .for_kind(kind)
             .into_iter()
-            .map(|m| analyze_tracked(s, kind, m, p, &mut self.tracker))
+            .map(|m| {
+                self.analyzer
+                    .analyze_tracked(s, kind, m, p, &mut self.tracker)
+            })
             .collect()
     }
 

@@ -97,16 +97,29 @@ pub fn find_events(
     spike_down_ns: f64,
     keep_ends: bool,
 ) -> BassEvents {
+    let mut out = BassEvents::default();
+    find_events_into(gaps, spike_up_ns, spike_down_ns, keep_ends, &mut out);
+    out
+}
+
+/// [`find_events`] into `out` (cleared first), reusing its memory.
+pub fn find_events_into(
+    gaps: &[Gap],
+    spike_up_ns: f64,
+    spike_down_ns: f64,
+    keep_ends: bool,
+    out: &mut BassEvents,
+) {
     let n = gaps.len();
+    out.events.clear();
+    out.kept.clear();
+    out.spikes_found = false;
     // Under coalescence an event every 5-15 gaps: room for them up front.
-    let mut out = BassEvents {
-        events: Vec::with_capacity(n / 4 + 1),
-        kept: Vec::with_capacity(n / 2 + 2),
-        spikes_found: false,
-    };
+    out.events.reserve(n / 4 + 1);
+    out.kept.reserve(n / 2 + 2);
     if n < 2 {
         out.kept.push(0..n);
-        return out;
+        return;
     }
     let recv = |i: usize| gaps[i].recv_ns;
     let mut state = State::None;
@@ -173,10 +186,10 @@ pub fn find_events(
                             .iter()
                             .fold((0.0, 0.0), |(s, v), g| (s + g.send_ns, v + g.recv_ns));
                         if keep_ends || v >= HEAD_DIP_SHARE * s {
-                            close_plain(&mut out, 0, i + 1);
+                            close_plain(out, 0, i + 1);
                         }
                     } else {
-                        close_plain(&mut out, plain_start, i + 1);
+                        close_plain(out, plain_start, i + 1);
                     }
                 }
                 State::Pending => unreachable!(),
@@ -195,7 +208,7 @@ pub fn find_events(
             if first_spike.is_none() {
                 out.kept.push(0..n);
             } else {
-                close_plain(&mut out, plain_start, n);
+                close_plain(out, plain_start, n);
             }
         }
         // A trailing event is complete once drained; else incomplete.
@@ -206,7 +219,6 @@ pub fn find_events(
         _ => {}
     }
     out.spikes_found |= first_spike.is_some();
-    out
 }
 
 /// Whether [`find_events`] with these thresholds would see any spike:
@@ -234,13 +246,21 @@ pub fn mean_send_gap_ns(gaps: &[Gap]) -> f64 {
 
 /// One BASS pass over `gaps`: complete buffering events, ends dropped.
 pub fn bass_events(gaps: &[Gap], params: BassParams) -> BassEvents {
+    let mut out = BassEvents::default();
+    bass_events_into(gaps, params, &mut out);
+    out
+}
+
+/// [`bass_events`] into `out`, reusing its memory.
+pub fn bass_events_into(gaps: &[Gap], params: BassParams, out: &mut BassEvents) {
     let scale = mean_send_gap_ns(gaps).abs();
-    find_events(
+    find_events_into(
         gaps,
         params.spike_up * scale,
         params.spike_down * scale,
         false,
-    )
+        out,
+    );
 }
 
 /// Replaces the gaps of each range by the range's mean send and receive gap
@@ -290,8 +310,22 @@ fn range_mean(gaps: &[Gap]) -> Gap {
 /// within itself, ordinary gaps as they were. Incomplete events at the ends
 /// are gone.
 pub fn bass_smooth(gaps: &[Gap], params: BassParams) -> Vec<Gap> {
-    let found = bass_events(gaps, params);
-    let mut out = Vec::with_capacity(found.kept_gaps());
+    let mut out = Vec::new();
+    bass_smooth_into(gaps, params, &mut BassEvents::default(), &mut out);
+    out
+}
+
+/// [`bass_smooth`] into `out` (cleared first), with `found` as room for
+/// the events; both reuse their memory.
+pub fn bass_smooth_into(
+    gaps: &[Gap],
+    params: BassParams,
+    found: &mut BassEvents,
+    out: &mut Vec<Gap>,
+) {
+    bass_events_into(gaps, params, found);
+    out.clear();
+    out.reserve(found.kept_gaps());
     let mut events = found.events.iter().peekable();
     for r in &found.kept {
         let part = &gaps[r.clone()];
@@ -309,7 +343,6 @@ pub fn bass_smooth(gaps: &[Gap], params: BassParams) -> Vec<Gap> {
             out.extend_from_slice(part);
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@
 //! averages all smoothed observations.
 
 use super::bass::{
-    any_spike, average_ranges, bass_smooth, find_events, mean_send_gap_ns, BassParams,
+    any_spike, average_ranges, bass_smooth_into, find_events_into, mean_send_gap_ns, BassEvents,
+    BassParams,
 };
 use crate::stream::{gaps_stamped_in_batches, Gap};
 
@@ -55,7 +56,7 @@ impl Default for MultipassParams {
 }
 
 /// Result of multi-pass smoothing.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Multipass {
     /// Window-averaged gaps (same order as the kept input gaps).
     pub gaps: Vec<Gap>,
@@ -204,75 +205,112 @@ pub fn is_robust(gaps: &[Gap], tolerance: f64) -> bool {
         .all(|g| !exceeds(g, tolerance))
 }
 
+/// Memory the smoothing reuses from one stream to the next: the passes'
+/// gaps before the window and BASS's events. Streams analysed one after
+/// another through one of these (and one [`Multipass`]) allocate nothing
+/// once it has grown to the longest stream.
+#[derive(Debug, Clone, Default)]
+pub struct SmoothScratch {
+    /// The gaps after the passes, before the window.
+    smoothed: Vec<Gap>,
+    events: BassEvents,
+}
+
 /// Single-pass BASS followed by the window (the paper's "single-pass" arm).
 pub fn single_pass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
-    let smoothed = bass_smooth(gaps, params.bass);
-    let windowed = window_average(&smoothed, params.window);
-    let robust = is_robust(&windowed, params.exceed_tolerance);
-    let batched = gaps_stamped_in_batches(gaps);
-    Multipass {
-        batched,
-        gaps: windowed,
-        passes: 1,
-        robust,
-    }
+    let mut out = Multipass::default();
+    single_pass_smooth_into(gaps, params, &mut SmoothScratch::default(), &mut out);
+    out
+}
+
+/// [`single_pass_smooth`] into `out`, reusing its memory and `scratch`'s.
+pub fn single_pass_smooth_into(
+    gaps: &[Gap],
+    params: MultipassParams,
+    scratch: &mut SmoothScratch,
+    out: &mut Multipass,
+) {
+    bass_smooth_into(
+        gaps,
+        params.bass,
+        &mut scratch.events,
+        &mut scratch.smoothed,
+    );
+    window_average_into(&scratch.smoothed, params.window, &mut out.gaps);
+    out.robust = is_robust(&out.gaps, params.exceed_tolerance);
+    out.batched = gaps_stamped_in_batches(gaps);
+    out.passes = 1;
 }
 
 /// Multi-pass spike smoothing followed by the window.
 pub fn multipass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
-    let (_, windowed, passes, robust) = run_passes(gaps, params);
-    let batched = gaps_stamped_in_batches(gaps);
-    Multipass {
-        batched,
-        gaps: windowed,
-        passes,
-        robust,
-    }
+    let mut out = Multipass::default();
+    multipass_smooth_into(gaps, params, &mut SmoothScratch::default(), &mut out);
+    out
+}
+
+/// [`multipass_smooth`] into `out`, reusing its memory and `scratch`'s.
+pub fn multipass_smooth_into(
+    gaps: &[Gap],
+    params: MultipassParams,
+    scratch: &mut SmoothScratch,
+    out: &mut Multipass,
+) {
+    let (passes, robust) = run_passes(gaps, params, scratch, &mut out.gaps);
+    out.batched = gaps_stamped_in_batches(gaps);
+    out.passes = passes;
+    out.robust = robust;
 }
 
 /// The spike-smoothing passes alone, before the window: the kept gaps and
 /// the number of passes. Each pass only averages, so the total send and
 /// receive time of what pass 1 kept never changes.
 pub fn multipass_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, usize) {
-    let (smoothed, _, passes, _) = run_passes(gaps, params);
-    (smoothed, passes)
+    let mut scratch = SmoothScratch::default();
+    let (passes, _) = run_passes(gaps, params, &mut scratch, &mut Vec::new());
+    (scratch.smoothed, passes)
 }
 
-/// The passes: (smoothed gaps, their window average, passes, robust).
-fn run_passes(gaps: &[Gap], params: MultipassParams) -> (Vec<Gap>, Vec<Gap>, usize, bool) {
-    let mut cur = bass_smooth(gaps, params.bass);
+/// The passes into `scratch.smoothed`, their window average into
+/// `windowed`: (passes, robust).
+fn run_passes(
+    gaps: &[Gap],
+    params: MultipassParams,
+    scratch: &mut SmoothScratch,
+    windowed: &mut Vec<Gap>,
+) -> (usize, bool) {
+    let SmoothScratch {
+        smoothed: cur,
+        events: found,
+    } = scratch;
+    bass_smooth_into(gaps, params.bass, found, cur);
     let mut passes = 1;
     let mut factor = 1.0;
-    let mut windowed = Vec::with_capacity(cur.len());
     loop {
-        window_average_into(&cur, params.window, &mut windowed);
-        if is_robust(&windowed, params.exceed_tolerance) {
-            return (cur, windowed, passes, true);
+        window_average_into(cur, params.window, windowed);
+        if is_robust(windowed, params.exceed_tolerance) {
+            return (passes, true);
         }
         if passes >= params.max_passes || cur.len() < 2 {
-            return (cur, windowed, passes, false);
+            return (passes, false);
         }
         factor *= params.threshold_decay;
-        let scale = mean_send_gap_ns(&cur).abs() * factor;
+        let scale = mean_send_gap_ns(cur).abs() * factor;
         let (up, down) = (params.bass.spike_up * scale, params.bass.spike_down * scale);
         // After pass 1 most streams show no spike at all: nothing to merge.
-        if !any_spike(&cur, up, down) {
-            return (cur, windowed, passes, false);
+        if !any_spike(cur, up, down) {
+            return (passes, false);
         }
-        let found = find_events(&cur, up, down, true);
+        find_events_into(cur, up, down, true, found);
         // Only events that merge more than one distinct value change anything.
-        let merging: Vec<_> = found
-            .events
-            .into_iter()
-            .filter(|r| {
-                let first = cur[r.start].recv_ns;
-                cur[r.clone()].iter().any(|g| g.recv_ns != first)
-            })
-            .collect();
-        if merging.is_empty() {
-            return (cur, windowed, passes, false);
+        found.events.retain(|r| {
+            let first = cur[r.start].recv_ns;
+            cur[r.clone()].iter().any(|g| g.recv_ns != first)
+        });
+        if found.events.is_empty() {
+            return (passes, false);
         }
-        average_ranges(&mut cur, &merging);
+        average_ranges(cur, &found.events);
         passes += 1;
     }
 }

@@ -1,0 +1,114 @@
+//! An [`Analyzer`] reads multi-rate streams without allocating once its
+//! memory has grown: a counting allocator watches every allocation this
+//! test's thread makes while the second round of streams is analysed.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use tightlink_core::schedule::{multi_rate_schedule, rates_around};
+use tightlink_core::synth::SynthPath;
+use tightlink_core::{AnalysisParams, Analyzer, Bound, Method, ProbeStream, StreamKind};
+
+/// The system allocator, counting the calls each thread makes.
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// Multi-rate streams of 16-300 packets a rate: clean, coalesced, with
+/// bursts or ON/OFF load, some with losses.
+fn streams() -> Vec<ProbeStream> {
+    (0..120u64)
+        .map(|i| {
+            let mut path = SynthPath {
+                coalescence_ns: (i % 3 != 0).then_some(125_000.0),
+                coalescence_phase_ns: (i as f64 * 7_919.0) % 125_000.0,
+                ..SynthPath::ten_gig(1.5e9 + (i % 20) as f64 * 1e8)
+            };
+            if i % 2 == 0 {
+                path = if i % 4 == 0 {
+                    path.with_bursts(i, 1.0e9, 1500.0, 64000.0, 5e6)
+                } else {
+                    path.with_on_off(i, 10, 1e9, 500e3, 1500e3, 5e6)
+                };
+            }
+            let n = [16usize, 64, 128, 300][(i / 4 % 4) as usize];
+            let rates = rates_around(5e9 + (i % 30) as f64 * 1e8, 0.1 + (i % 5) as f64 * 0.1, 5);
+            let mut s = path.stream(i, &multi_rate_schedule(&rates, n, 9000), 9000);
+            if i % 5 == 0 {
+                for (k, pk) in s.packets.iter_mut().enumerate() {
+                    if (k as u64 * 7 + i).is_multiple_of(23) {
+                        pk.recv_ns = None;
+                    }
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn multi_rate_streams_are_read_without_allocating() {
+    let set = streams();
+    let params = AnalysisParams::default();
+    for method in [Method::Multirate, Method::MultirateSinglePass] {
+        let mut analyzer = Analyzer::new();
+        // The first round grows the memory to the longest stream's needs.
+        let first: Vec<_> = set
+            .iter()
+            .map(|s| analyzer.analyze(s, StreamKind::MultiRate, method, &params))
+            .collect();
+        let mut checked = [0usize; 3];
+        for (s, want) in set.iter().zip(&first) {
+            let before = allocations();
+            let a = analyzer.analyze(s, StreamKind::MultiRate, method, &params);
+            let made = allocations() - before;
+            assert_eq!(&a, want, "stream {}: the second reading differs", s.id);
+            // An answer's reason is text: it is allocated.
+            if a.reason.is_none() {
+                assert_eq!(
+                    made,
+                    0,
+                    "{}: stream {} allocated {made} times",
+                    method.name(),
+                    s.id
+                );
+                let k = match a.bound {
+                    Bound::Exact => 0,
+                    Bound::AtLeast | Bound::AtMost => 1,
+                    Bound::None => 2,
+                };
+                checked[k] += 1;
+            }
+        }
+        // The check covered most streams, and exact answers and bounds both.
+        let total: usize = checked.iter().sum();
+        assert!(total >= set.len() * 3 / 4, "{}: {checked:?}", method.name());
+        assert!(
+            checked[0] >= 30 && checked[1] >= 1,
+            "{}: {checked:?}",
+            method.name()
+        );
+    }
+}
