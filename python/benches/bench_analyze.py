@@ -4,7 +4,7 @@ sim:seed=1) through `multirate`, median of 5, from numpy arrays in and
 columns out; then the same packets timed in-process in Rust
 (crates/measure/examples/analyze_speed.rs, built by this script).
 
-    python python/bench_analyze.py
+    python python/benches/bench_analyze.py
 """
 
 import json
@@ -15,7 +15,7 @@ import time
 
 import tightlink
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 packets, truth = tightlink.simulate("sim:seed=1", streams=3125, kind="multi", rates=5, per_rate=64, range=0.3)
 send, recv, size, ids = (packets[k].copy() for k in ("send_ns", "recv_ns", "size_bytes", "stream_id"))
