@@ -794,7 +794,7 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
         if !quiet {
             match (r.estimate_bps, r.truth_bps) {
                 (Some(e), Some(t)) => eprintln!(
-                    "  {} #{}: {:.1} Mbit/s, truth {:.1} ({:+.1} %), {:.2} s{}{}",
+                    "  {} #{}: {:.1} Mbit/s, truth {:.1} ({:+.1} %), {:.2} s{}{}{}",
                     r.method,
                     r.run + 1,
                     e / 1e6,
@@ -806,6 +806,7 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
                             format!(", the hypervisor took {:.0} % of the CPU time", s * 100.0),
                         _ => String::new(),
                     },
+                    sender_fell_behind(r),
                     line_drops(r.delay_line)
                 ),
                 _ => eprintln!(
@@ -868,8 +869,59 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
                 stolen_runs.iter().copied().fold(0.0, f64::max) * 100.0
             );
         }
+        if let Some(note) = sender_fell_behind_summary(&runs) {
+            println!("\n{note}");
+        }
     }
     Ok(())
+}
+
+/// "; the sender fell behind its schedule in N streams (K sent again)"
+/// for a run whose sender did (streams, trains and resends alike).
+fn sender_fell_behind(r: &RunRecord) -> String {
+    match (r.sender_late_streams, r.resent_streams) {
+        (Some(late), resent) if late > 0 => format!(
+            "; the sender fell behind its schedule in {late} streams ({} sent again)",
+            resent.unwrap_or(0)
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Where the sender fell behind in half or more of what it sent in some
+/// run (its streams and the ones sent again), the range over the runs:
+/// this host, not the path, set those runs' pace.
+fn sender_fell_behind_summary(runs: &[&RunRecord]) -> Option<String> {
+    let counted: Vec<(u64, u64, u64)> = runs
+        .iter()
+        .filter_map(|r| {
+            let late = r.sender_late_streams?;
+            let resent = r.resent_streams.unwrap_or(0);
+            Some((late, r.streams? + resent, resent))
+        })
+        .collect();
+    let behind = counted
+        .iter()
+        .filter(|&&(late, sent, _)| late >= 2 && 2 * late >= sent)
+        .count();
+    if behind == 0 {
+        return None;
+    }
+    let range = |f: fn(&(u64, u64, u64)) -> u64| {
+        let lo = counted.iter().map(f).min().unwrap_or(0);
+        let hi = counted.iter().map(f).max().unwrap_or(0);
+        if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo}-{hi}")
+        }
+    };
+    Some(format!(
+        "The sender fell behind its schedule in half or more of its streams in {behind} of {} runs ({} streams a run, {} sent again): this host could not pace its probes while it ran the lab, so those runs measure the host as much as the path, and every stream sent again costs its bytes.",
+        counted.len(),
+        range(|c| c.0),
+        range(|c| c.2),
+    ))
 }
 
 /// The share of CPU time stolen over a run's truth window.
@@ -927,4 +979,53 @@ fn line_drops(d: Option<tightlink_lab::run::LineCounts>) -> String {
                 d.dropped_back
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(streams: u64, late: u64, resent: u64) -> RunRecord {
+        RunRecord {
+            method: "auto".into(),
+            run: 0,
+            estimate_bps: Some(1e8),
+            bound: None,
+            truth_bps: Some(1e8),
+            truth: None,
+            rel_error: Some(0.0),
+            truth_offered_bps: None,
+            rel_error_offered: None,
+            cross_dropped_bytes: None,
+            duration_s: 0.5,
+            probe_bytes: None,
+            low_bps: None,
+            high_bps: None,
+            stop: None,
+            streams: Some(streams),
+            sender_late_streams: Some(late),
+            delay_line: None,
+            resent_streams: Some(resent),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_sender_behind_in_half_its_streams_is_summed_up() {
+        // 12 streams and 2 resends: 7 late is half of 14, 6 is not.
+        let (a, b, c) = (run(12, 7, 2), run(12, 6, 2), run(10, 0, 0));
+        assert_eq!(sender_fell_behind_summary(&[&b, &c]), None);
+        let s = sender_fell_behind_summary(&[&a, &b, &c]).unwrap();
+        assert!(
+            s.contains("in 1 of 3 runs (0-7 streams a run, 0-2 sent again)"),
+            "{s}"
+        );
+        assert_eq!(
+            sender_fell_behind(&a),
+            "; the sender fell behind its schedule in 7 streams (2 sent again)"
+        );
+        assert_eq!(sender_fell_behind(&c), "");
+        // One late stream of two is no pattern.
+        assert_eq!(sender_fell_behind_summary(&[&run(2, 1, 0)]), None);
+    }
 }
