@@ -1124,6 +1124,24 @@ pub(crate) mod tests {
         assert!((s.loss_fraction() - 1.0 / 3.0).abs() < 1e-12);
     }
 
+    /// A stream from drawn (size, send gap, delay, lost if 0) tuples.
+    fn stream_of_draws(draws: &[(u32, i64, i64, u8)]) -> ProbeStream {
+        let mut send = 0i64;
+        let packets = draws
+            .iter()
+            .map(|&(size_bytes, gap, delay, lost)| {
+                send += gap;
+                let recv_ns = (lost != 0).then_some(send + delay);
+                ProbePacket {
+                    size_bytes,
+                    send_ns: send,
+                    recv_ns,
+                }
+            })
+            .collect();
+        ProbeStream::new(0, packets)
+    }
+
     proptest::proptest! {
         /// A run's gaps, with or without losses, are the definition's:
         /// from each received packet in the run back to the one received
@@ -1134,13 +1152,7 @@ pub(crate) mod tests {
             a in 0usize..65,
             len in 0usize..65,
         ) {
-            let (mut send, mut packets) = (0i64, Vec::new());
-            for &(size_bytes, gap, delay, lost) in &pk {
-                send += gap;
-                let recv_ns = (lost != 0).then_some(send + delay);
-                packets.push(ProbePacket { size_bytes, send_ns: send, recv_ns });
-            }
-            let s = ProbeStream::new(0, packets);
+            let s = stream_of_draws(&pk);
             let (start, end) = (a, a + len);
             let mut want = Vec::new();
             for k in start..end.min(s.len()) {
@@ -1169,13 +1181,7 @@ pub(crate) mod tests {
             a in 0usize..65,
             len in 0usize..65,
         ) {
-            let (mut send, mut packets) = (0i64, Vec::new());
-            for &(size_bytes, gap, delay, lost) in &pk {
-                send += gap;
-                let recv_ns = (lost != 0).then_some(send + delay);
-                packets.push(ProbePacket { size_bytes, send_ns: send, recv_ns });
-            }
-            let s = ProbeStream::new(0, packets);
+            let s = stream_of_draws(&pk);
             let (start, end) = (a.min(s.len()), (a + len).min(s.len()));
             let sub = SubStream { start, end, rate_bps: 1e9 };
             let want = arrival_rate_bps(&arrivals(&s.packets[start.saturating_sub(1)..end]));

@@ -4,8 +4,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use tightlink_core::schedule::{multi_rate_schedule, rates_around};
-use tightlink_core::synth::SynthPath;
+use tightlink_core::synth::varied_stream;
 use tightlink_core::{AnalysisParams, Analyzer, Bound, Method, ProbeStream, StreamKind};
 
 /// The system allocator, counting the calls each thread makes.
@@ -36,36 +35,10 @@ fn allocations() -> usize {
     ALLOCATIONS.with(Cell::get)
 }
 
-/// Multi-rate streams of 16-300 packets a rate: clean, coalesced, with
-/// bursts or ON/OFF load, some with losses.
+/// The multi-rate streams of the varied set: 16-300 packets a rate,
+/// stamped one by one or in batches, bursts or ON/OFF load, some lossy.
 fn streams() -> Vec<ProbeStream> {
-    (0..120u64)
-        .map(|i| {
-            let mut path = SynthPath {
-                coalescence_ns: (i % 3 != 0).then_some(125_000.0),
-                coalescence_phase_ns: (i as f64 * 7_919.0) % 125_000.0,
-                ..SynthPath::ten_gig(1.5e9 + (i % 20) as f64 * 1e8)
-            };
-            if i % 2 == 0 {
-                path = if i % 4 == 0 {
-                    path.with_bursts(i, 1.0e9, 1500.0, 64000.0, 5e6)
-                } else {
-                    path.with_on_off(i, 10, 1e9, 500e3, 1500e3, 5e6)
-                };
-            }
-            let n = [16usize, 64, 128, 300][(i / 4 % 4) as usize];
-            let rates = rates_around(5e9 + (i % 30) as f64 * 1e8, 0.1 + (i % 5) as f64 * 0.1, 5);
-            let mut s = path.stream(i, &multi_rate_schedule(&rates, n, 9000), 9000);
-            if i % 5 == 0 {
-                for (k, pk) in s.packets.iter_mut().enumerate() {
-                    if (k as u64 * 7 + i).is_multiple_of(23) {
-                        pk.recv_ns = None;
-                    }
-                }
-            }
-            s
-        })
-        .collect()
+    (0..120u64).map(|i| varied_stream(i, true)).collect()
 }
 
 #[test]
