@@ -45,6 +45,36 @@
 //! let a = analyze(&stream, StreamKind::SingleRate, Method::PrcmtBass, &AnalysisParams::default());
 //! assert_eq!(a.decision, Some(Decision::Above));
 //! ```
+//!
+//! Many streams in a row (a long trace, a rate controller reading a
+//! stream every few milliseconds): an [`analysis::Analyzer`] keeps its
+//! working memory from one stream to the next, and reads multi-rate
+//! streams without allocating once it has grown.
+//!
+//! ```
+//! use tightlink_measure::analysis::{AnalysisParams, Analyzer, Bound, Method, StreamKind};
+//! use tightlink_measure::ProbeStream;
+//!
+//! // Five rates of 20 packets, 4 to 8 Gbit/s, through a path that
+//! // carries 6: from 6 Gbit/s on, each packet arrives 12 us after the last.
+//! let (mut send_ns, mut recv_ns, mut t, mut r) = (vec![], vec![], 0i64, 50_000i64);
+//! for gap_ns in [18_000, 14_400, 12_000, 10_286, 9_000] {
+//!     for _ in 0..20 {
+//!         t += gap_ns;
+//!         r = (r + 12_000).max(t + 50_000);
+//!         send_ns.push(t);
+//!         recv_ns.push(Some(r));
+//!     }
+//! }
+//! let stream = ProbeStream::from_times(0, 9000, &send_ns, &recv_ns);
+//! let mut analyzer = Analyzer::new();
+//! let p = AnalysisParams::default();
+//! for _ in 0..3 {
+//!     let a = analyzer.analyze(&stream, StreamKind::MultiRate, Method::Multirate, &p);
+//!     let e = a.abw_bps.unwrap();
+//!     assert!(a.bound == Bound::Exact && (e / 6e9 - 1.0).abs() < 0.1, "{a:?}");
+//! }
+//! ```
 
 pub mod analyze;
 pub mod capacity;
@@ -70,5 +100,7 @@ pub use tightlink_probe::strategy::{Method, Stop};
 
 /// Per-stream analysis of recorded or hand-made streams (the pure core).
 pub mod analysis {
-    pub use tightlink_core::{analyze, Analysis, AnalysisParams, Decision, Method, StreamKind};
+    pub use tightlink_core::{
+        analyze, Analysis, AnalysisParams, Analyzer, Bound, Decision, Method, StreamKind,
+    };
 }
