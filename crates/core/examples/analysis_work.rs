@@ -1,12 +1,14 @@
 //! A fixed amount of analysis work for counting instructions: `multirate`
 //! on the analysis benchmark's 256 multi-rate streams (5 x 64 packets,
-//! 125 us coalescence), REPS times. Wall-clock benchmarks on a shared VM
+//! 125 us coalescence), REPS times; with `single` after REPS, PRC-MT+BASS
+//! on its 256 single-rate streams of 64 packets. Wall-clock benchmarks on a shared VM
 //! scatter by a third between runs; instructions per packet do not, so
 //! two builds compare exactly:
 //!
 //! `valgrind --tool=callgrind --toggle-collect='analysis_work::work' target/release/examples/analysis_work 2`
 //!
-//! (instructions collected / (2 x 81920) packets). Run alone it prints
+//! (instructions collected / (2 x 81920) packets; single-rate: 2 x 16384).
+//! Run alone it prints
 //! its own packets per second.
 
 use std::hint::black_box;
@@ -16,18 +18,18 @@ use tightlink_core::{AnalysisParams, Analyzer, Method, ProbeStream, StreamKind};
 /// The counted part: every stream analysed `reps` times, through one
 /// analyzer (its memory reused from stream to stream).
 #[inline(never)]
-fn work(set: &[ProbeStream], params: &AnalysisParams, reps: usize) -> f64 {
+fn work(
+    set: &[ProbeStream],
+    (kind, method): (StreamKind, Method),
+    params: &AnalysisParams,
+    reps: usize,
+) -> f64 {
     let mut sum_bps = 0.0;
     let mut analyzer = Analyzer::new();
     for _ in 0..reps {
         for s in set {
-            let a = analyzer.analyze(
-                black_box(s),
-                StreamKind::MultiRate,
-                Method::Multirate,
-                params,
-            );
-            sum_bps += a.abw_bps.unwrap_or(0.0);
+            let a = analyzer.analyze(black_box(s), kind, method, params);
+            sum_bps += a.abw_bps.unwrap_or(0.0) + a.detail.recv_rate_bps.unwrap_or(0.0);
         }
     }
     sum_bps
@@ -42,10 +44,23 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let set = benchmark_streams(true, 256);
+    let single = match std::env::args().nth(2).as_deref() {
+        None | Some("multi") => false,
+        Some("single") => true,
+        Some(other) => {
+            eprintln!("analysis_work: the second argument is `multi` or `single`, not {other:?}");
+            std::process::exit(2);
+        }
+    };
+    let set = benchmark_streams(!single, 256);
+    let what = if single {
+        (StreamKind::SingleRate, Method::PrcmtBass)
+    } else {
+        (StreamKind::MultiRate, Method::Multirate)
+    };
     let params = AnalysisParams::default();
     let start = std::time::Instant::now();
-    let sum_bps = work(&set, &params, reps);
+    let sum_bps = work(&set, what, &params, reps);
     let secs = start.elapsed().as_secs_f64();
     let packets = set.iter().map(|s| s.len()).sum::<usize>() * reps;
     println!(

@@ -17,13 +17,13 @@ use crate::decision::igi::{igi_train, IgiParams};
 use crate::decision::multirate::{
     apply_policy, estimate_from_smoothed, per_rate_decisions, rates_increase, Consistency, Policy,
 };
-use crate::decision::prcmt::{prcmt, prcmt_after_bass, BassPrcmtError, DEFAULT_TOLERANCE};
+use crate::decision::prcmt::{prcmt, prcmt_after_bass_with, BassPrcmtError, DEFAULT_TOLERANCE};
 use crate::decision::queue_fit::{queue_fit, MIN_F};
 use crate::decision::spruce::spruce_estimate;
 use crate::decision::topp::{topp, topp_points_with, SubStreamRatio};
 use crate::decision::trend::{pathload_trend, trend_of_series, PathloadParams, TrendOutcome};
 use crate::decision::{Bound, Decision};
-use crate::smoothing::bass::BassParams;
+use crate::smoothing::bass::{BassEvents, BassParams};
 use crate::smoothing::imr::{d4_approximation, window_average, ImrWindow};
 use crate::smoothing::multipass::{
     multipass_passes, multipass_smooth_into, single_pass_smooth_into, Multipass, MultipassParams,
@@ -309,8 +309,9 @@ pub fn analyze_tracked(
 }
 
 /// [`analyze`] for streams one after another, with the working memory
-/// (gaps, smoothed gaps, sub-streams, arrivals) kept between them. A
-/// multi-rate stream read by `multirate` or `multirate-single-pass`
+/// (gaps, smoothed gaps, BASS's events, sub-streams, arrivals) kept
+/// between them. A multi-rate stream read by `multirate` or
+/// `multirate-single-pass`, and a single-rate one read by `prcmt+bass`,
 /// allocates nothing once that memory has grown to the longest stream's
 /// needs, unless its answer carries a reason (a text); other methods
 /// answer the same as through [`analyze`] and may allocate. For a rate
@@ -324,12 +325,15 @@ pub struct Analyzer {
     gaps: GapsRoom,
 }
 
-/// The multi-rate gaps' working memory: raw gaps, the passes', the window's.
+/// The gaps' working memory: raw gaps; for multi-rate streams the
+/// passes' and the window's; for PRC-MT+BASS the events and kept gaps.
 #[derive(Debug, Clone, Default)]
 struct GapsRoom {
     raw: Vec<Gap>,
     scratch: SmoothScratch,
     smoothed: Multipass,
+    events: BassEvents,
+    kept: Vec<Gap>,
 }
 
 impl Analyzer {
@@ -412,7 +416,7 @@ fn analyze_with(
         return queue_fit_analysis(stream, params, base);
     }
     match kind {
-        StreamKind::SingleRate => single_rate(stream, method, params, base),
+        StreamKind::SingleRate => single_rate(stream, method, params, base, &mut room.gaps),
         StreamKind::MultiRate => multi_rate(stream, method, params, base, tracker, room),
         StreamKind::Chirp => chirp(stream, params, base),
         StreamKind::Pairs => pairs(stream, params, base),
@@ -585,6 +589,7 @@ fn single_rate(
     method: Method,
     params: &AnalysisParams,
     base: Analysis,
+    room: &mut GapsRoom,
 ) -> Analysis {
     let ambiguous = |b: Analysis, why: &str| Analysis {
         decision: Some(Decision::Ambiguous),
@@ -609,10 +614,19 @@ fn single_rate(
                     )
                 };
             }
-            let gaps = stream.gaps();
+            let GapsRoom {
+                raw: gaps,
+                events,
+                kept,
+                ..
+            } = room;
+            gaps.clear();
+            stream.gaps_into(0, stream.packets.len(), gaps);
+            let gaps: &[Gap] = gaps;
             let total = gaps.len();
             let outcome = if method == Method::PrcmtBass {
-                match prcmt_after_bass(&gaps, params.bass, params.prcmt_tolerance) {
+                match prcmt_after_bass_with(gaps, params.bass, params.prcmt_tolerance, events, kept)
+                {
                     Ok(x) => Some(x),
                     Err(BassPrcmtError::NoCompleteEvent) => {
                         return ambiguous(base, "no complete buffering event in the stream")
@@ -620,7 +634,7 @@ fn single_rate(
                     Err(BassPrcmtError::NoRates) => None,
                 }
             } else {
-                prcmt(&gaps, params.prcmt_tolerance).map(|o| (o, total))
+                prcmt(gaps, params.prcmt_tolerance).map(|o| (o, total))
             };
             if method == Method::PrcmtBass {
                 if let Some(a) = decided_by_delay(stream, &base) {
@@ -1405,6 +1419,7 @@ fn multi_rate_gaps(
                 raw: gaps,
                 scratch,
                 smoothed,
+                ..
             } = room;
             gaps.clear();
             stream.gaps_into(0, stream.packets.len(), gaps);

@@ -676,8 +676,8 @@ impl ProbeStream {
     /// Whether any two packets arrived closer than half the smallest send
     /// gap: stamped together, in one receive batch.
     pub fn has_batched_arrivals(&self) -> bool {
-        self.batch_starts()
-            .is_some_and(|(starts, arrivals, _)| starts.len() < arrivals)
+        self.batch_counts_in(0, self.packets.len())
+            .is_some_and(|(starts, arrivals, _)| starts < arrivals)
     }
 
     /// The first stamps of the receive batches (see
@@ -690,6 +690,52 @@ impl ProbeStream {
 
     /// [`ProbeStream::batch_starts`] of packets `from..to` alone.
     fn batch_starts_in(&self, from: usize, to: usize) -> Option<(Vec<i64>, usize, usize)> {
+        let mut starts = Vec::new();
+        let (arrivals, singles) = self.scan_batches_in(from, to, |r| starts.push(r))?;
+        Some((starts, arrivals, singles))
+    }
+
+    /// [`ProbeStream::batch_starts_in`] counted, not collected: (batches,
+    /// arrivals, batches of one packet).
+    fn batch_counts_in(&self, from: usize, to: usize) -> Option<(usize, usize, usize)> {
+        let mut starts = 0;
+        let (arrivals, singles) = self.scan_batches_in(from, to, |_| starts += 1)?;
+        Some((starts, arrivals, singles))
+    }
+
+    /// The receive batches of packets `from..to`: `start(first stamp)` for
+    /// each batch in order; (arrivals, batches of one packet). `None` when
+    /// the range is outside the stream or its send times never advance.
+    fn scan_batches_in(
+        &self,
+        from: usize,
+        to: usize,
+        mut start: impl FnMut(i64),
+    ) -> Option<(usize, usize)> {
+        let packets = self.packets.get(from..to)?;
+        let min_send_gap = min_send_gap_ns(packets)?;
+        let (mut arrivals, mut singles, mut size) = (0usize, 0usize, 0usize);
+        let mut previous: Option<i64> = None;
+        for r in packets.iter().filter_map(|p| p.recv_ns) {
+            if previous.is_none_or(|q| diff_ns(r, q) >= 0.5 * min_send_gap) {
+                singles += (size == 1) as usize;
+                size = 0;
+                start(r);
+            }
+            size += 1;
+            arrivals += 1;
+            previous = Some(r);
+        }
+        singles += (size == 1) as usize;
+        Some((arrivals, singles))
+    }
+
+    #[cfg(test)]
+    fn batch_starts_collected_in(
+        &self,
+        from: usize,
+        to: usize,
+    ) -> Option<(Vec<i64>, usize, usize)> {
         let packets = self.packets.get(from..to)?;
         let min_send_gap = min_send_gap_ns(packets)?;
         let arrivals: Vec<i64> = packets.iter().filter_map(|p| p.recv_ns).collect();
@@ -793,8 +839,8 @@ impl ProbeStream {
     /// [`ProbeStream::receive_batch_count`] of packets `from..to` alone
     /// (a sub-stream); `None` also for a range outside the stream.
     pub fn receive_batch_count_in(&self, from: usize, to: usize) -> Option<usize> {
-        let (starts, arrivals, singles) = self.batch_starts_in(from, to)?;
-        stamped_in_batches(arrivals, starts.len(), singles).then_some(starts.len())
+        let (starts, arrivals, singles) = self.batch_counts_in(from, to)?;
+        stamped_in_batches(arrivals, starts, singles).then_some(starts)
     }
 
     /// How often the receiver stamped packets in batches (interrupt
@@ -1171,6 +1217,30 @@ pub(crate) mod tests {
             let mut got = Vec::new();
             s.gaps_into(start, end, &mut got);
             proptest::prop_assert_eq!(got, want);
+        }
+
+        /// The receive batches found in one pass over the received
+        /// packets are those of their collected arrivals, and counting
+        /// them agrees.
+        #[test]
+        fn batches_scanned_are_those_of_the_arrivals(
+            pk in proptest::collection::vec((1u32..9000, 1i64..50_000, 0i64..90_000, 0u8..4), 0..80),
+            batch_ns in 1i64..200_000,
+            a in 0usize..85,
+            len in 0usize..85,
+        ) {
+            // Arrivals stamped at the next multiple of `batch_ns`.
+            let mut s = stream_of_draws(&pk);
+            for p in &mut s.packets {
+                p.recv_ns = p.recv_ns.map(|r| (r / batch_ns + 1) * batch_ns);
+            }
+            let (from, to) = (a.min(s.len()), (a + len).min(s.len()));
+            let want = s.batch_starts_collected_in(from, to);
+            proptest::prop_assert_eq!(s.batch_starts_in(from, to), want.clone());
+            proptest::prop_assert_eq!(
+                s.batch_counts_in(from, to),
+                want.map(|(starts, arrivals, singles)| (starts.len(), arrivals, singles))
+            );
         }
 
         /// A sub-stream's arrival rate, read in one pass, is the rate of

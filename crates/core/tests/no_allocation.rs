@@ -1,11 +1,12 @@
-//! An [`Analyzer`] reads multi-rate streams without allocating once its
-//! memory has grown: a counting allocator watches every allocation this
-//! test's thread makes while the second round of streams is analysed.
+//! An [`Analyzer`] reads multi-rate streams (and single-rate ones by
+//! PRC-MT+BASS) without allocating once its memory has grown: a counting
+//! allocator watches every allocation this test's thread makes while the
+//! second round of streams is analysed.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use tightlink_core::synth::varied_stream;
-use tightlink_core::{AnalysisParams, Analyzer, Bound, Method, ProbeStream, StreamKind};
+use tightlink_core::{AnalysisParams, Analyzer, Bound, Decision, Method, ProbeStream, StreamKind};
 
 /// The system allocator, counting the calls each thread makes.
 struct Counting;
@@ -84,4 +85,33 @@ fn multi_rate_streams_are_read_without_allocating() {
             method.name()
         );
     }
+}
+
+#[test]
+fn single_rate_streams_are_read_by_prcmt_bass_without_allocating() {
+    // 32-600 packets, stamped one by one or in batches, some lossy.
+    let set: Vec<ProbeStream> = (0..200u64).map(|i| varied_stream(i, false)).collect();
+    let params = AnalysisParams::default();
+    let (kind, method) = (StreamKind::SingleRate, Method::PrcmtBass);
+    let mut analyzer = Analyzer::new();
+    let first: Vec<_> = set
+        .iter()
+        .map(|s| analyzer.analyze(s, kind, method, &params))
+        .collect();
+    let (mut above, mut below) = (0, 0);
+    for (s, want) in set.iter().zip(&first) {
+        let before = allocations();
+        let a = analyzer.analyze(s, kind, method, &params);
+        let made = allocations() - before;
+        assert_eq!(&a, want, "stream {}: the second reading differs", s.id);
+        if a.reason.is_none() {
+            assert_eq!(made, 0, "stream {} allocated {made} times", s.id);
+            above += usize::from(a.decision == Some(Decision::Above));
+            below += usize::from(a.decision == Some(Decision::Below));
+        }
+    }
+    assert!(
+        above + below >= set.len() * 3 / 4 && above >= 20 && below >= 20,
+        "{above} {below}"
+    );
 }

@@ -25,7 +25,9 @@
 //! drift (tens of ppm).
 
 use super::Decision;
-use crate::smoothing::bass::{bass_events, bass_smooth, mean_send_gap_ns, BassParams};
+use crate::smoothing::bass::{
+    bass_events_into, mean_send_gap_ns, smooth_events_into, BassEvents, BassParams,
+};
 use crate::stream::{rate_bps, Gap};
 
 /// Default relative tolerance of the rate comparison.
@@ -177,6 +179,24 @@ pub fn prcmt_after_bass(
     bass: BassParams,
     tolerance: f64,
 ) -> Result<(PrcmtOutcome, usize), BassPrcmtError> {
+    prcmt_after_bass_with(
+        gaps,
+        bass,
+        tolerance,
+        &mut BassEvents::default(),
+        &mut Vec::new(),
+    )
+}
+
+/// [`prcmt_after_bass`] with room for BASS's events and the gaps it kept,
+/// reused from one stream to the next.
+pub fn prcmt_after_bass_with(
+    gaps: &[Gap],
+    bass: BassParams,
+    tolerance: f64,
+    events: &mut BassEvents,
+    kept: &mut Vec<Gap>,
+) -> Result<(PrcmtOutcome, usize), BassPrcmtError> {
     // Stamped one by one, the stream has none of the batches BASS smooths:
     // its spikes are a sender that ran late or a burst, and a queue that
     // grows to the end after one makes an event that never drains, which
@@ -189,13 +209,14 @@ pub fn prcmt_after_bass(
             .map(|o| (floor_check(o, gaps, 1..gaps.len(), slack), gaps.len()))
             .ok_or(BassPrcmtError::NoRates);
     }
-    let events = bass_events(gaps, bass);
+    bass_events_into(gaps, bass, events);
     if events.kept.is_empty()
         || (events.spikes_found && events.events.is_empty() && events.kept_gaps() < 2)
     {
         return Err(BassPrcmtError::NoCompleteEvent);
     }
-    let kept = bass_smooth(gaps, bass);
+    smooth_events_into(gaps, events, kept);
+    let (events, kept): (&BassEvents, &[Gap]) = (events, kept);
     // A delay read at a batch boundary is known to about one send gap.
     let batch_slack = mean_send_ns;
     // The rules below read batch boundaries, where BASS found spikes.
@@ -240,7 +261,7 @@ pub fn prcmt_after_bass(
                 .ok_or(BassPrcmtError::NoRates);
         }
     }
-    prcmt(&kept, tol)
+    prcmt(kept, tol)
         .map(|o| {
             // Without batches, delays are known to the stamps: PRC-MT's
             // own tolerance over the later half.
@@ -251,7 +272,7 @@ pub fn prcmt_after_bass(
                     tolerance * later_ns
                 }
             };
-            (floor_check(o, &kept, 1..kept.len(), slack), kept.len())
+            (floor_check(o, kept, 1..kept.len(), slack), kept.len())
         })
         .ok_or(BassPrcmtError::NoRates)
 }
@@ -285,22 +306,23 @@ pub const FLOOR_MIN_BATCHES: usize = 5;
 fn floor_check(
     o: PrcmtOutcome,
     span: &[Gap],
-    splits: impl Iterator<Item = usize>,
+    splits: impl Iterator<Item = usize> + Clone,
     slack_ns: impl Fn(f64) -> f64,
 ) -> PrcmtOutcome {
     if o.decision != Decision::Above || o.loss == LossReading::Congestion {
         return o;
     }
-    let splits: Vec<usize> = splits.filter(|&m| m > 0 && m < span.len()).collect();
+    // Read again where needed rather than collected (no allocation).
+    let splits = splits.filter(|&m| m > 0 && m < span.len());
     // Two halves of FLOOR_MIN_BATCHES need this many batches in all.
-    if splits.len() + 1 < 2 * FLOOR_MIN_BATCHES {
+    if splits.clone().count() + 1 < 2 * FLOOR_MIN_BATCHES {
         return o;
     }
     let total: f64 = span.iter().map(|g| g.send_ns).sum();
     // The split whose send time before it is nearest half the total (the
     // first of equals); `splits` ascend.
     let mut best: Option<(usize, f64, f64)> = None;
-    let mut next = splits.iter().copied().peekable();
+    let mut next = splits.clone().peekable();
     let mut before = 0.0f64;
     for (i, g) in span.iter().enumerate() {
         if next.peek() == Some(&i) {
@@ -315,8 +337,8 @@ fn floor_check(
     let Some((m, _, sent_before)) = best else {
         return o;
     };
-    let early = splits.iter().filter(|&&x| x < m).count() + 1;
-    let later = splits.iter().filter(|&&x| x > m).count() + 1;
+    let early = splits.clone().filter(|&x| x < m).count() + 1;
+    let later = splits.filter(|&x| x > m).count() + 1;
     if early < FLOOR_MIN_BATCHES || later < FLOOR_MIN_BATCHES {
         return o;
     }

@@ -324,6 +324,13 @@ pub fn bass_smooth_into(
     out: &mut Vec<Gap>,
 ) {
     bass_events_into(gaps, params, found);
+    smooth_events_into(gaps, found, out);
+}
+
+/// What [`bass_smooth`] makes of `gaps` once `found` holds their events
+/// ([`bass_events`]), into `out` (cleared first): each complete event
+/// averaged within itself, the other kept gaps as they were.
+pub fn smooth_events_into(gaps: &[Gap], found: &BassEvents, out: &mut Vec<Gap>) {
     out.clear();
     out.reserve(found.kept_gaps());
     let mut events = found.events.iter().peekable();
