@@ -11,7 +11,7 @@ use tightlink_core::decision::multirate::Consistency;
 use tightlink_core::schedule::{
     chirp_schedule, multi_rate_schedule, rates_around, single_rate_schedule,
 };
-use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, StreamKind};
+use tightlink_core::{analyze, AnalysisParams, Analyzer, Bound, Decision, Method, StreamKind};
 use tightlink_probe::strategy;
 use tightlink_probe::Budget;
 use tightlink_sim::{parse_sim_target, PathSpec, SimChannel, SimPath};
@@ -422,10 +422,11 @@ fn dist_of(
     label: String,
 ) -> ErrorDist {
     let mut wrong = 0;
+    let mut analyzer = Analyzer::new();
     let mut errs: Vec<f64> = samples
         .iter()
         .filter_map(|s| {
-            let a = analyze(&s.stream, StreamKind::MultiRate, method, params);
+            let a = analyzer.analyze(&s.stream, StreamKind::MultiRate, method, params);
             let e = a.abw_bps?;
             match a.bound {
                 Bound::Exact => return Some((e - s.truth_bps) / s.truth_bps),
@@ -558,6 +559,7 @@ pub fn out_of_range(base_seed: u64, case: &PathCase, n: usize) -> Vec<OutOfRange
     });
     let params = params_for(case.target);
     let mut cells = Vec::new();
+    let mut analyzer = Analyzer::new();
     for method in [Method::Multirate, Method::QueueFit] {
         let mut tally = [[0usize; 5]; 2];
         for s in &samples {
@@ -574,7 +576,7 @@ pub fn out_of_range(base_seed: u64, case: &PathCase, n: usize) -> Vec<OutOfRange
             } else {
                 continue;
             };
-            let a = analyze(&s.stream, StreamKind::MultiRate, method, &params);
+            let a = analyzer.analyze(&s.stream, StreamKind::MultiRate, method, &params);
             let k = match a.bound {
                 b if b == right => 1,
                 Bound::Exact => 2,
