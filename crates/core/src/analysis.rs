@@ -620,8 +620,7 @@ fn single_rate(
                 kept,
                 ..
             } = room;
-            gaps.clear();
-            stream.gaps_into(0, stream.packets.len(), gaps);
+            stream.all_gaps_into(gaps);
             let gaps: &[Gap] = gaps;
             let total = gaps.len();
             let outcome = if method == Method::PrcmtBass {
@@ -1421,8 +1420,7 @@ fn multi_rate_gaps(
                 smoothed,
                 ..
             } = room;
-            gaps.clear();
-            stream.gaps_into(0, stream.packets.len(), gaps);
+            stream.all_gaps_into(gaps);
             if method == Method::Multirate {
                 multipass_smooth_into(gaps, mp_params, scratch, smoothed);
             } else {

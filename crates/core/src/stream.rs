@@ -491,8 +491,14 @@ impl ProbeStream {
     /// gaps that span losses).
     pub fn gaps(&self) -> Vec<Gap> {
         let mut out = Vec::with_capacity(self.packets.len().saturating_sub(1));
-        self.gaps_into(0, self.packets.len(), &mut out);
+        self.all_gaps_into(&mut out);
         out
+    }
+
+    /// [`ProbeStream::gaps`] into `out` (cleared first), reusing its memory.
+    pub fn all_gaps_into(&self, out: &mut Vec<Gap>) {
+        out.clear();
+        self.gaps_into(0, self.packets.len(), out);
     }
 
     /// Gaps whose end packet lies in `start..end`, appended to `out`. The
