@@ -23,7 +23,7 @@ use crate::decision::spruce::spruce_estimate;
 use crate::decision::topp::{topp, topp_points_with, SubStreamRatio};
 use crate::decision::trend::{pathload_trend, trend_of_series, PathloadParams, TrendOutcome};
 use crate::decision::{Bound, Decision};
-use crate::smoothing::bass::{BassEvents, BassParams};
+use crate::smoothing::bass::BassParams;
 use crate::smoothing::imr::{d4_approximation, window_average, ImrWindow};
 use crate::smoothing::multipass::{
     multipass_passes, multipass_smooth_into, single_pass_smooth_into, Multipass, MultipassParams,
@@ -325,15 +325,13 @@ pub struct Analyzer {
     gaps: GapsRoom,
 }
 
-/// The gaps' working memory: raw gaps; for multi-rate streams the
-/// passes' and the window's; for PRC-MT+BASS the events and kept gaps.
+/// The gaps' working memory: raw gaps; the smoothing's (BASS's events
+/// and kept gaps, which PRC-MT+BASS reads too); the window's.
 #[derive(Debug, Clone, Default)]
 struct GapsRoom {
     raw: Vec<Gap>,
     scratch: SmoothScratch,
     smoothed: Multipass,
-    events: BassEvents,
-    kept: Vec<Gap>,
 }
 
 impl Analyzer {
@@ -615,11 +613,9 @@ fn single_rate(
                 };
             }
             let GapsRoom {
-                raw: gaps,
-                events,
-                kept,
-                ..
+                raw: gaps, scratch, ..
             } = room;
+            let (events, kept) = scratch.bass_room();
             stream.all_gaps_into(gaps);
             let gaps: &[Gap] = gaps;
             let total = gaps.len();
@@ -1418,7 +1414,6 @@ fn multi_rate_gaps(
                 raw: gaps,
                 scratch,
                 smoothed,
-                ..
             } = room;
             stream.all_gaps_into(gaps);
             if method == Method::Multirate {

@@ -216,6 +216,14 @@ pub struct SmoothScratch {
     events: BassEvents,
 }
 
+impl SmoothScratch {
+    /// The same room for single-pass readers of BASS (PRC-MT+BASS): its
+    /// events and the gaps it kept.
+    pub(crate) fn bass_room(&mut self) -> (&mut BassEvents, &mut Vec<Gap>) {
+        (&mut self.events, &mut self.smoothed)
+    }
+}
+
 /// Single-pass BASS followed by the window (the paper's "single-pass" arm).
 pub fn single_pass_smooth(gaps: &[Gap], params: MultipassParams) -> Multipass {
     let mut out = Multipass::default();
