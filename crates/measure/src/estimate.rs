@@ -328,19 +328,29 @@ pub fn shaper_warning(e: &Report) -> Option<String> {
         _ => format_rate(sh.streams_bps),
     };
     if e.bound == Bound::AtMost && sh.shared_bucket.is_none() {
+        // A train at r whose tail came at t leaves at least r (2 - r / t)
+        // free: nothing where the tail came at half the rate or less.
+        let floor = if e.low_bps > 0.0 {
+            format!(
+                "at least {} if the bucket's rate lies under the trains' (the streams passed \
+                 on its bursts)",
+                format_rate(e.low_bps)
+            )
+        } else {
+            "the trains put no floor under it (their tails came at half their rate or less)"
+                .to_string()
+        };
         return Some(format!(
             "two back-to-back trains of {:.0} KB arrived at {} on average after their first \
              {:.0} KB, their tails {:.0} % apart, where the probe streams read {streams}: a \
              token bucket (shaper or policer) that cross traffic shares, and moves through. \
              A tail is the probes' share of the bucket's rate beside the cross traffic, \
              more than the cross traffic leaves free, so the available bandwidth is at \
-             most that, and at least {} if the bucket's rate lies under the trains' (the \
-             streams passed on its bursts)",
+             most that, and {floor}",
             sh.train_bytes as f64 / 1e3,
             format_rate(sh.tail_bps),
             sh.bucket_bytes / 1e3,
             sh.tail_spread * 100.0,
-            format_rate(e.low_bps),
         ));
     }
     if let (false, Some((token, cross))) = (sh.head_seen, sh.shared_bucket) {
@@ -1012,6 +1022,11 @@ mod tests {
         ] {
             assert!(w.contains(&part), "{part}: {w}");
         }
+        // Tails at half the trains' rate or less leave no floor.
+        e.low_bps = 0.0;
+        let w = shaper_warning(&e).unwrap();
+        assert!(w.contains("the trains put no floor under it"), "{w}");
+        assert!(!w.contains("at least"), "{w}");
     }
 
     /// "At least 8 Gbit/s" after a 6 MB train passed whole at it: a
