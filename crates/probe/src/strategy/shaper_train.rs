@@ -554,7 +554,7 @@ fn shaper_check(
         && (first.looks_shaped() || second.looks_shaped())
         && first.shows_head()
         && second.shows_head();
-    let tails_mean = 0.5 * (t1 + t2);
+    let tail = 0.5 * (t1 + t2);
     // Tails further apart than a burst of cross traffic moves one, where
     // both trains showed the same head: cross traffic that moves shares
     // the bucket (bursty cross traffic through a 6 Gbit/s bucket of
@@ -567,14 +567,13 @@ fn shaper_check(
     // showed a head.
     let moving = spread > 0.1 || (heads || heads_unequal) && spread > STEADY_TAILS;
     if moving {
-        if (heads || heads_unequal) && tails_mean <= NEAR_TAIL_SHARE * answer {
+        if (heads || heads_unequal) && tail <= NEAR_TAIL_SHARE * answer {
             s.count_check(first.id, first.truth);
             s.count_check(second.id, second.truth);
             return Ok(at_most_the_tails(s, &report, &first, &second, rate, true));
         }
         return Ok(unchanged(s));
     }
-    let tail = tails_mean;
     let share = if heads {
         tail_share
     } else {
@@ -697,10 +696,7 @@ fn shaper_check(
 /// of +-5 % missed the truth.
 fn line_range(rate1_bps: f64, tail1_bps: f64, rate2_bps: f64, tail2_bps: f64) -> (f64, f64) {
     let line = |t1: f64, t2: f64| {
-        let slope = (1.0 / t2 - 1.0 / t1) / (1.0 / rate2_bps - 1.0 / rate1_bps);
-        let inv_token = 1.0 / t1 - slope / rate1_bps;
-        // R - X = R (1 - slope), R = 1 / inv_token.
-        (inv_token > 0.0 && slope.is_finite()).then(|| (1.0 - slope) / inv_token)
+        tails_line(rate1_bps, t1, rate2_bps, t2).map(|(token, cross)| token - cross)
     };
     let centre = line(tail1_bps, tail2_bps).unwrap_or(0.0);
     let (mut low, mut high) = (0.95 * centre, 1.05 * centre);
@@ -1135,14 +1131,7 @@ pub fn shared_bucket(
     rate2_bps: f64,
     tail2_bps: f64,
 ) -> Option<(f64, f64)> {
-    let inv = |v: f64| 1.0 / v;
-    let slope = (inv(tail2_bps) - inv(tail1_bps)) / (inv(rate2_bps) - inv(rate1_bps));
-    let inv_token = inv(tail1_bps) - slope / rate1_bps;
-    if !(slope.is_finite() && inv_token > 0.0) {
-        return None;
-    }
-    let token = 1.0 / inv_token;
-    let cross = slope * token;
+    let (token, cross) = tails_line(rate1_bps, tail1_bps, rate2_bps, tail2_bps)?;
     let available = token - cross;
     let fast_tail = if rate1_bps > rate2_bps {
         tail1_bps
@@ -1151,6 +1140,25 @@ pub fn shared_bucket(
     };
     (cross >= SHARED_LEAST_CROSS * token && available >= 0.5 * fast_tail && available <= fast_tail)
         .then_some((token, cross))
+}
+
+/// TOPP's line through two tails, 1 / t = 1 / R + (X / R) / r: the
+/// bucket's rate R and the cross traffic X, whatever they come to;
+/// `None` where the line puts no positive R.
+fn tails_line(
+    rate1_bps: f64,
+    tail1_bps: f64,
+    rate2_bps: f64,
+    tail2_bps: f64,
+) -> Option<(f64, f64)> {
+    let inv = |v: f64| 1.0 / v;
+    let slope = (inv(tail2_bps) - inv(tail1_bps)) / (inv(rate2_bps) - inv(rate1_bps));
+    let inv_token = inv(tail1_bps) - slope / rate1_bps;
+    if !(slope.is_finite() && inv_token > 0.0) {
+        return None;
+    }
+    let token = 1.0 / inv_token;
+    Some((token, slope * token))
 }
 
 #[cfg(test)]
