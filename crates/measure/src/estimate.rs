@@ -266,6 +266,9 @@ pub fn estimate(
     if let Some(w) = whole_at_top_warning(&r.estimate) {
         r.warnings.push(w);
     }
+    if let Some(w) = slow_trains_warning(&r.estimate) {
+        r.warnings.push(w);
+    }
     if matches!(
         r.estimate.stop,
         Stop::NoUsableStream | Stop::NoUsableAdrTrain
@@ -421,6 +424,25 @@ pub fn whole_at_top_warning(e: &Report) -> Option<String> {
         bytes / 1e3,
         0.1 * bytes / 1e3,
         format_rate(0.9 * e.available_bandwidth_bps),
+    ))
+}
+
+/// An exact answer whose two shaper trains both arrived well under it
+/// and could not change it: say what they read and why the range now
+/// reaches down to them.
+pub fn slow_trains_warning(e: &Report) -> Option<String> {
+    let t = e.slow_trains?;
+    let [t1, t2] = t.tails_bps;
+    Some(format!(
+        "two back-to-back trains sent at {} arrived at {} and {} after their first \
+         packets, under the answer, where a path whose available bandwidth is the answer \
+         delivers them at no less: cross traffic rose while they ran, or a token bucket \
+         (shaper or policer) that cross traffic shares holds less than the streams read \
+         and the trains were too short to show its burst; the range reaches down to {}",
+        format_rate(t.rate_bps),
+        format_rate(t1),
+        format_rate(t2),
+        format_rate(t1.min(t2)),
     ))
 }
 
@@ -1047,6 +1069,26 @@ mod tests {
         );
     }
 
+    /// Two trains at 10 Gbit/s whose tails read 5.42 and 6.50 under an
+    /// exact 7.55: the warning names both and the slower one as where the
+    /// range now starts; without them, nothing said.
+    #[test]
+    fn slow_trains_say_what_they_read() {
+        let mut e = report(7.55e9, Bound::Exact, 10e9).estimate;
+        assert_eq!(slow_trains_warning(&e), None);
+        e.slow_trains = Some(tightlink_probe::strategy::SlowTrains {
+            rate_bps: 10e9,
+            tails_bps: [6.5e9, 5.42e9],
+        });
+        let w = slow_trains_warning(&e).unwrap();
+        let sent = format!("sent at {}", format_rate(10e9));
+        let read = format!("at {} and {}", format_rate(6.5e9), format_rate(5.42e9));
+        let reach = format!("the range reaches down to {}", format_rate(5.42e9));
+        for part in [sent, read, reach] {
+            assert!(w.contains(&part), "{part}: {w}");
+        }
+    }
+
     /// A multirate run stopped on its budget after 20 streams and 12.5 MB
     /// says so, with its range's ends; the same run stopped as stable, and
     /// PTR (which always ends on its budget), say nothing.
@@ -1094,6 +1136,7 @@ mod tests {
                 shaper: None,
                 check_streams: Vec::new(),
                 whole_at_top_bytes: None,
+                slow_trains: None,
                 busy: None,
             },
             rate_layer: "x",

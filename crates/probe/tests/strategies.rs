@@ -599,6 +599,51 @@ fn heads_that_cross_traffic_cut_short_still_bound_the_answer() {
     }
 }
 
+/// Two trains whose tails both came out well under an exact answer they
+/// could not change widen its range down to the slower tail. 2 Gbit/s of
+/// bursty cross traffic through an 8 Gbit/s bucket of 256 KB behind the
+/// 10 Gbit/s sender, seed 11: the streams read 7.55 for 5.70 (they pass
+/// on the bucket and read the link), trains at 10 Gbit/s came out at 5.42
+/// and 6.50 (under 0.9 x 7.55 = 6.80) with no bucket confirmed; the
+/// range now starts at 5.42 and holds the truth. On the FIFO path with
+/// 1 % loss, seed 85, two trains met heavier cross traffic (6.16 and
+/// 6.11 under 7.83; truth 7.62): the range reaches 6.11 and still holds.
+#[test]
+fn slow_tails_under_an_answer_widen_its_range() {
+    for (target, answer_bps, slower_bps) in [
+        (
+            "sim:cross=bursty:2G,shaper=8G/256KB,seed=11",
+            7.55e9,
+            5.42e9,
+        ),
+        ("sim:loss=1%,seed=85", 7.83e9, 6.11e9),
+    ] {
+        let r = run(target, "auto");
+        assert_eq!(r.bound, Bound::Exact, "{target}: {r:?}");
+        assert!(
+            (r.available_bandwidth_bps / answer_bps - 1.0).abs() < 0.01,
+            "{target}: {r:?}"
+        );
+        let slow = r.slow_trains.expect("two slow tails");
+        assert_eq!(slow.rate_bps, 10e9, "{target}: {slow:?}");
+        let least = slow.tails_bps[0].min(slow.tails_bps[1]);
+        assert!(
+            (least / slower_bps - 1.0).abs() < 0.01,
+            "{target}: {slow:?}"
+        );
+        assert!(slow
+            .tails_bps
+            .iter()
+            .all(|&t| t <= 0.9 * r.available_bandwidth_bps));
+        assert_eq!(r.low_bps, least, "{target}: {r:?}");
+        let truth = r.truth_bps.unwrap();
+        assert!(r.low_bps <= truth && truth <= r.high_bps, "{target}: {r:?}");
+    }
+    // Tails at or over the answer leave the range alone.
+    let plain = run("sim:seed=1", "auto");
+    assert_eq!(plain.slow_trains, None, "{plain:?}");
+}
+
 /// The single ON/OFF source (25 Gbit/s peaks on the 10 Gbit/s link),
 /// seed 456: two trains at 10 Gbit/s each met an ON period after
 /// 700-850 KB and came out at 2.88 from there on, like a bucket's head

@@ -426,10 +426,28 @@ pub struct Report {
     /// holding more than these bytes times (1 - r / top), at a sustained
     /// rate r under the top, would have passed it too.
     pub whole_at_top_bytes: Option<u64>,
+    /// Two shaper trains whose tails both arrived well under an exact
+    /// answer that they could not change (no bucket confirmed): the
+    /// range reaches down to the slower tail.
+    pub slow_trains: Option<SlowTrains>,
     /// Where lone probes found a link the streams read idle busy part
     /// of the time: what they found (the answer is then the idle rate
     /// times the idle share).
     pub busy: Option<BusyWatch>,
+}
+
+/// Two back-to-back trains at one rate whose tails both arrived at
+/// [`shaper_train::SLOW_TAIL_SHARE`] of the answer or less, where
+/// nothing confirmed a bucket: cross traffic heavier while they ran than
+/// while the streams did, or a token bucket that cross traffic shares
+/// and whose head the trains could not show (one at 8 Gbit/s with 2
+/// Gbit/s through it, behind a 10 Gbit/s sender).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlowTrains {
+    /// The rate both were sent at.
+    pub rate_bps: f64,
+    /// Their tails' rates, in the order sent.
+    pub tails_bps: [f64; 2],
 }
 
 /// Lone probes at Poisson-spaced moments after streams that read the
@@ -727,6 +745,7 @@ impl<'a> Session<'a> {
             shaper: None,
             check_streams: self.checks.clone(),
             whole_at_top_bytes: None,
+            slow_trains: None,
             busy: None,
         }
     }
