@@ -2407,21 +2407,15 @@ mod tests {
     #[test]
     fn a_head_then_a_tail_at_the_top_s_rate_is_a_bucket_s() {
         let params = AnalysisParams::default();
-        let a = analyze(
-            &head_then_tail_stream(60_560),
-            StreamKind::MultiRate,
-            Method::Multirate,
-            &params,
-        );
+        let read = |queued_gap_ns| {
+            let s = head_then_tail_stream(queued_gap_ns);
+            analyze(&s, StreamKind::MultiRate, Method::Multirate, &params)
+        };
+        let a = read(60_560);
         assert_eq!(a.bound, Bound::Exact);
         assert!((a.abw_bps.unwrap() - 200.0e6).abs() < 0.2e6, "{a:?}");
         assert_eq!(a.detail.top_tail_bps, a.abw_bps);
-        let b = analyze(
-            &head_then_tail_stream(56_000),
-            StreamKind::MultiRate,
-            Method::Multirate,
-            &params,
-        );
+        let b = read(56_000);
         assert_eq!(b.bound, Bound::Exact);
         let e = b.abw_bps.unwrap();
         assert!((230.0e6..=265.0e6).contains(&e), "{b:?}");
