@@ -851,6 +851,16 @@ struct Json<'a> {
     answer_window_unix_ns: Option<[i64; 2]>,
     shaper: Option<JsonShaper>,
     busy: Option<JsonBusy>,
+    slow_trains: Option<JsonSlowTrains>,
+}
+
+/// Two shaper trains whose tails both came out well under an exact answer
+/// they could not change (`null` otherwise): the range reaches down to
+/// the slower tail.
+#[derive(Serialize)]
+struct JsonSlowTrains {
+    rate_bps: f64,
+    tails_bps: [f64; 2],
 }
 
 /// The idle check's lone probes, where they found the link busy (`null`
@@ -949,6 +959,10 @@ impl Serialize for EstimateReport {
                 busy: b.busy,
                 probes: b.probes,
                 span_ns: b.span_ns,
+            }),
+            slow_trains: e.slow_trains.map(|t| JsonSlowTrains {
+                rate_bps: t.rate_bps,
+                tails_bps: t.tails_bps,
             }),
         }
         .serialize(s)
@@ -1074,13 +1088,18 @@ mod tests {
     /// range now starts; without them, nothing said.
     #[test]
     fn slow_trains_say_what_they_read() {
-        let mut e = report(7.55e9, Bound::Exact, 10e9).estimate;
-        assert_eq!(slow_trains_warning(&e), None);
-        e.slow_trains = Some(tightlink_probe::strategy::SlowTrains {
+        let mut r = report(7.55e9, Bound::Exact, 10e9);
+        assert_eq!(slow_trains_warning(&r.estimate), None);
+        assert!(serde_json::to_value(&r).unwrap()["slow_trains"].is_null());
+        r.estimate.slow_trains = Some(tightlink_probe::strategy::SlowTrains {
             rate_bps: 10e9,
             tails_bps: [6.5e9, 5.42e9],
         });
-        let w = slow_trains_warning(&e).unwrap();
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["slow_trains"]["rate_bps"], 10e9);
+        assert_eq!(v["slow_trains"]["tails_bps"][1], 5.42e9);
+        let e = &r.estimate;
+        let w = slow_trains_warning(e).unwrap();
         let sent = format!("sent at {}", format_rate(10e9));
         let read = format!("at {} and {}", format_rate(6.5e9), format_rate(5.42e9));
         let reach = format!("the range reaches down to {}", format_rate(5.42e9));
