@@ -495,9 +495,14 @@ pub fn swing_warning(e: &Report, streams: &[ProbeStream]) -> String {
         // The searches' range is where their decisions contradicted the
         // threshold they converged on, not percentiles of answers, and
         // their answer the mean of what the streams met.
-        Method::Prcmt | Method::PrcmtPba | Method::ScanPba => format!(
-            "the available bandwidth swung between {low} and {high} from stream to stream (streams of about {span_ms:.1} ms met congestion under, or room over, the rate the others agreed on); the estimate is the mean of what the streams met, not a steady rate",
-        ),
+        Method::Prcmt | Method::PrcmtPba | Method::ScanPba => {
+            let (under, over) = e.swung_bps.unwrap_or((e.low_bps, e.high_bps));
+            format!(
+                "the available bandwidth swung from stream to stream: streams of about {span_ms:.1} ms met congestion at {} and room at {} or more, against the rate the others agreed on; the estimate is the mean of what the streams met, not a steady rate, and their decisions put that mean between {low} and {high}",
+                format_rate(under),
+                format_rate(over),
+            )
+        }
         _ => format!(
             "the available bandwidth swung between {low} and {high} from stream to stream (10th to 90th percentile of {} streams of about {span_ms:.1} ms each); the estimate is their mean, not a steady rate",
             streams.len().saturating_sub(1),
@@ -852,6 +857,10 @@ struct Json<'a> {
     shaper: Option<JsonShaper>,
     busy: Option<JsonBusy>,
     slow_trains: Option<JsonSlowTrains>,
+    /// Where a search stopped `swings`: the lowest rate a stream met
+    /// congestion at and the highest it met room at, among the decisions
+    /// that contradicted the rest (`null` otherwise).
+    swung_bps: Option<[f64; 2]>,
 }
 
 /// Two shaper trains whose tails both came out well under an exact answer
@@ -964,6 +973,7 @@ impl Serialize for EstimateReport {
                 rate_bps: t.rate_bps,
                 tails_bps: t.tails_bps,
             }),
+            swung_bps: e.swung_bps.map(|(a, z)| [a, z]),
         }
         .serialize(s)
     }
@@ -1108,6 +1118,35 @@ mod tests {
         }
     }
 
+    /// A search that stopped `swings`: streams met congestion down to 0
+    /// and room up to 5.8 Gbit/s or more, and their decisions put the
+    /// mean of what they met between 2.4 and 8.9 (the range): the warning
+    /// gives both, the JSON the swing.
+    #[test]
+    fn a_search_that_swung_says_how_far_and_where_the_mean_lies() {
+        let mut r = report(3.8e9, Bound::Exact, 10e9);
+        r.estimate.method = Method::ScanPba;
+        r.estimate.stop = Stop::Swings;
+        (r.estimate.low_bps, r.estimate.high_bps) = (2.4e9, 8.9e9);
+        r.estimate.swung_bps = Some((0.0, 5.8e9));
+        let w = swing_warning(&r.estimate, &[]);
+        let swung = format!(
+            "met congestion at {} and room at {} or more",
+            format_rate(0.0),
+            format_rate(5.8e9)
+        );
+        let mean = format!(
+            "put that mean between {} and {}",
+            format_rate(2.4e9),
+            format_rate(8.9e9)
+        );
+        for part in [swung, mean] {
+            assert!(w.contains(&part), "{part}: {w}");
+        }
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["swung_bps"][1], 5.8e9);
+    }
+
     /// A multirate run stopped on its budget after 20 streams and 12.5 MB
     /// says so, with its range's ends; the same run stopped as stable, and
     /// PTR (which always ends on its budget), say nothing.
@@ -1156,6 +1195,7 @@ mod tests {
                 check_streams: Vec::new(),
                 whole_at_top_bytes: None,
                 slow_trains: None,
+                swung_bps: None,
                 busy: None,
             },
             rate_layer: "x",

@@ -430,6 +430,10 @@ pub struct Report {
     /// answer that they could not change (no bucket confirmed): the
     /// range reaches down to the slower tail.
     pub slow_trains: Option<SlowTrains>,
+    /// Where a search stopped `swings`: the lowest rate a stream read
+    /// "above" at and the highest it read "below" at, among the decisions
+    /// that contradicted the rest (the path swung at least that far).
+    pub swung_bps: Option<(f64, f64)>,
     /// Where lone probes found a link the streams read idle busy part
     /// of the time: what they found (the answer is then the idle rate
     /// times the idle share).
@@ -746,6 +750,7 @@ impl<'a> Session<'a> {
             check_streams: self.checks.clone(),
             whole_at_top_bytes: None,
             slow_trains: None,
+            swung_bps: None,
             busy: None,
         }
     }

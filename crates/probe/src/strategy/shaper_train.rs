@@ -386,8 +386,9 @@ fn shaper_check(
         return Ok(report);
     }
     // The same answer, with the trains in its cost.
-    let unchanged = |s: &Session| {
-        s.report(
+    let unchanged = |s: &Session| Report {
+        swung_bps: report.swung_bps,
+        ..s.report(
             report.method,
             report.available_bandwidth_bps,
             report.bound,
