@@ -313,7 +313,8 @@ pub fn run(
         .filter(|&w| w > adr);
     // The same decisions weighed as `prcmt-pba` weighs them: the range.
     let pp = ProbabilisticParams::default();
-    let mut posterior = Bisection::new((adr * pp.top_over_adr).min(s.max_rate_bps()), pp.model);
+    let prior_top_bps = (adr * pp.top_over_adr).min(s.max_rate_bps());
+    let mut posterior = Bisection::new(prior_top_bps, pp.model);
     let mut decisions: Vec<(f64, bool)> = Vec::new();
     loop {
         if hi - lo <= p.resolution * adr {
@@ -372,7 +373,7 @@ pub fn run(
     let mut swung_bps = None;
     if bound == Bound::Exact {
         if let Some(w) = swing_of(&decisions, low, high, value) {
-            (low, high) = mean_bounds(&decisions, s.max_rate_bps());
+            (low, high) = mean_bounds(&decisions, prior_top_bps.max(w.high));
             value = w.mean;
             swung_bps = Some((w.low, w.high));
             stop = Stop::Swings;
@@ -451,7 +452,7 @@ pub(super) fn probabilistic_bisection(
     let mut swung_bps = None;
     if bound == Bound::Exact {
         if let Some(w) = swing_of(&decisions, lo, hi, median) {
-            (lo, hi) = mean_bounds(&decisions, s.max_rate_bps());
+            (lo, hi) = mean_bounds(&decisions, posterior.top_bps().max(w.high));
             median = w.mean;
             swung_bps = Some((w.low, w.high));
             stop = Stop::Swings;
@@ -508,8 +509,11 @@ pub(super) fn swing_of(decisions: &[(f64, bool)], lo: f64, hi: f64, agreed: f64)
 
 /// Where the mean over the streams of what each met must lie, from
 /// their decisions alone, where the path swung ([`swing_of`]): a stream
-/// that read "below" at r met more than r and at most `top_bps` (the
-/// sender's top rate: a path freer than that reads "at least" it), one
+/// that read "below" at r met more than r and at most `top_bps` (the top
+/// of the search's prior: 1.25 times the dispersion rate of its first
+/// train, or the sender's top rate; a path freer than that reads "at
+/// least" it, and the lab's sender, five times faster than its 200
+/// Mbit/s tbf, put such bounds at 70-780 Mbit/s), one
 /// that read "above" less than its point (its rate, or the lower rate it
 /// delivered), one lost whole (point 0) anything up to `top_bps`. The
 /// decisions that agreed with the search's threshold bound what they met
@@ -523,7 +527,7 @@ pub(super) fn mean_bounds(decisions: &[(f64, bool)], top_bps: f64) -> (f64, f64)
         decisions
             .iter()
             .fold((0.0, 0.0), |(low, high), &(point, above)| match above {
-                false => (low + point, high + top_bps),
+                false => (low + point, high + top_bps.max(point)),
                 true if point > 0.0 => (low, high + point),
                 true => (low, high + top_bps),
             });
