@@ -477,8 +477,9 @@ pub(super) fn probabilistic_bisection(
 /// half of `lo` (a stream that lost most of itself, or all of it: rate
 /// 0, where the interval says the path had room), say the available
 /// bandwidth swung on the streams' time scale, where the posterior's
-/// fixed-threshold model read the quiet moments' threshold: the range
-/// then runs from the lowest such "above" to the highest such "below".
+/// fixed-threshold model read the quiet moments' threshold: the swing
+/// runs from the lowest such "above" to the highest such "below" at
+/// least (the report's `swung_bps`; its range is [`mean_bounds`]).
 /// The answer is then the mean over the streams of what each met: its
 /// own rate where it contradicted, `agreed` (the search's answer, the
 /// quiet moments' threshold) where not. Each stream samples one moment
@@ -538,6 +539,8 @@ pub(super) fn mean_bounds(decisions: &[(f64, bool)], top_bps: f64) -> (f64, f64)
 /// How far a search's decisions say the path swung ([`swing_of`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Swing {
+    /// The lowest contradicting "above" and the highest contradicting
+    /// "below" (or the interval's ends where none lay beyond them).
     pub low: f64,
     pub high: f64,
     /// The mean over the streams of what each met.
