@@ -345,7 +345,10 @@ pub enum Stop {
     Ceiling,
     /// The streams' answers scatter more widely than the rest of the
     /// budget could narrow to the tolerance: the available bandwidth
-    /// swings on the streams' time scale, and the range says how far.
+    /// swings on the streams' time scale. The answer is the mean of what
+    /// the streams met; the range says how far they spread (`multirate`)
+    /// or where the searches' decisions put that mean (`swung_bps` then
+    /// says how far they spread).
     Swings,
     /// No stream could be used (all lost or too short).
     NoUsableStream,
