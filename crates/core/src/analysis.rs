@@ -1306,12 +1306,11 @@ fn at_most_the_top_delivered(
     let Some(under_bps) = stream.sub_stream_arrival_bps(under) else {
         return a;
     };
-    let passed_whole = under.rate_bps > d && stream.carried_whole_at(under, under_bps);
-    let alike = |bps: f64| (bps / d - 1.0).abs() <= 0.02;
     let signature = if head_then_tail_only {
         head_then_tail_at(stream, under, d, arrived)
     } else {
-        passed_whole || alike(under_bps)
+        let passed_whole = under.rate_bps > d && stream.carried_whole_at(under, under_bps);
+        passed_whole || (under_bps / d - 1.0).abs() <= 0.02
     };
     if !signature {
         return a;
@@ -1354,14 +1353,25 @@ fn queued_tail_bps(
     packets: &[crate::stream::ProbePacket],
     arrived: &mut Vec<(i64, u32)>,
 ) -> Option<f64> {
+    let (first, tail) = halves_bps(packets, 33, arrived)?;
+    (first >= 0.95 * tail).then_some(tail)
+}
+
+/// The rates the first and the second half of `packets` arrived at, the
+/// second only when steady (its quarters within 5 %), where `least` or
+/// more arrived. (`arrived` is room for their arrivals.)
+fn halves_bps(
+    packets: &[crate::stream::ProbePacket],
+    least: usize,
+    arrived: &mut Vec<(i64, u32)>,
+) -> Option<(f64, f64)> {
     crate::stream::arrivals_into(packets, arrived);
-    if arrived.len() < 33 {
+    if arrived.len() < least {
         return None;
     }
     let mid = arrived.len() / 2;
     let first = crate::stream::arrival_rate_bps(&arrived[..=mid])?;
-    let tail = steady_rate_bps(&arrived[mid..])?;
-    (first >= 0.95 * tail).then_some(tail)
+    Some((first, steady_rate_bps(&arrived[mid..])?))
 }
 
 /// Whether sub-stream `sub` passed a head and then queued, its second
@@ -1377,18 +1387,8 @@ fn head_then_tail_at(
     tail_bps: f64,
     arrived: &mut Vec<(i64, u32)>,
 ) -> bool {
-    crate::stream::arrivals_into(
-        &stream.packets[sub.start.saturating_sub(1)..sub.end],
-        arrived,
-    );
-    if arrived.len() < 17 {
-        return false;
-    }
-    let mid = arrived.len() / 2;
-    let Some(head) = crate::stream::arrival_rate_bps(&arrived[..=mid]) else {
-        return false;
-    };
-    steady_rate_bps(&arrived[mid..]).is_some_and(|t| {
+    let packets = &stream.packets[sub.start.saturating_sub(1)..sub.end];
+    halves_bps(packets, 17, arrived).is_some_and(|(head, t)| {
         (t / tail_bps - 1.0).abs() <= 0.02
             && t < (1.0 - TOP_QUEUED_SHARE) * sub.rate_bps
             && head >= 1.1 * t
