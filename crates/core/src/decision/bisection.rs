@@ -73,12 +73,6 @@ impl Bisection {
         })
     }
 
-    /// The top of the prior's range: the fastest rate the posterior
-    /// can place the available bandwidth at.
-    pub fn top_bps(&self) -> f64 {
-        self.top_bps
-    }
-
     /// The rate at the middle of grid cell `i`.
     fn rate_of(&self, i: usize) -> f64 {
         self.top_bps * (i as f64 + 0.5) / self.params.bins as f64

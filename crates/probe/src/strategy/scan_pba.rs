@@ -154,6 +154,7 @@ fn bisect_after_scan(
         params: p.bisection,
         method,
         bucket_bytes,
+        swing_top_bps: s.max_rate_bps(),
     };
     probabilistic_bisection(s, b, posterior, seen, analysis)
 }
