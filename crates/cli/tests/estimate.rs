@@ -286,11 +286,20 @@ fn start_lines(wrap: &[&str], args: &[&str], n: usize) -> Vec<String> {
         }
         None => Command::new(&bin),
     };
-    let mut child = cmd
-        .args(args)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    cmd.args(args).stderr(std::process::Stdio::piped());
+    // Another test thread that forks while the copy's write handle is
+    // open lends its child that handle until it execs, and exec of the
+    // copy then fails with ETXTBSY: try again for a while.
+    let mut tries = 0;
+    let mut child = loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.unwrap(),
+        }
+    };
     let rx = stderr_lines(&mut child);
     let lines: Vec<String> = (0..n)
         .map_while(|_| rx.recv_timeout(std::time::Duration::from_secs(3)).ok())
