@@ -477,6 +477,39 @@ fn one_stream_far_under_the_threshold_says_the_path_swings() {
     }
 }
 
+/// One ON/OFF source, seeds 13 and 20: the wide scan met the link idle,
+/// the bisection's first stream (8.96 Gbit/s) was lost whole to an ON
+/// period, and the next two read "below" at 8.96 and 9.48. A stream
+/// lost whole counted as congestion only after one of the search's own
+/// had arrived, so the run answered "at least 8.82" for a mean truth of
+/// 7.5; now the scan counts as the stream that arrived: `swings`, from
+/// 0, with the range where the decisions put the mean.
+#[test]
+fn a_first_search_stream_lost_whole_after_the_scan_says_swings() {
+    let target = "sim:cross=bursty:2.5G:sources=1:on=2ms:duty=0.1:shape=1.2";
+    for seed in [13, 20] {
+        let (r, streams) = run_recorded(&format!("{target},seed={seed}"), "scan-pba");
+        let t = r.truth_bps.unwrap();
+        eprintln!("seed {seed}: {r:?}");
+        assert!(
+            streams[0].received_count() > 0,
+            "seed {seed}: the scan arrived"
+        );
+        assert_eq!(
+            streams[1].received_count(),
+            0,
+            "seed {seed}: then one lost whole"
+        );
+        assert_eq!(
+            (r.bound, r.stop),
+            (Bound::Exact, Stop::Swings),
+            "seed {seed}"
+        );
+        assert!(r.low_bps <= t && t <= r.high_bps, "seed {seed}: {r:?}");
+        assert_eq!(r.swung_bps.map(|w| w.0), Some(0.0), "seed {seed}");
+    }
+}
+
 /// PRC-MT's binary search on one ON/OFF source, seed 74: the first ADR
 /// train met the link idle, the second (four times longer) an ON
 /// period, and the search took the second's 7.05 Gbit/s, so its prior

@@ -600,9 +600,11 @@ pub(super) fn bucket_bytes(s: &mut Session, size_bytes: u32) -> Result<f64, Stra
 /// Notes where a reading counts in the swing test ([`swing_of`]): a
 /// decision at its rate, an "above" at the stream's receive rate when
 /// that was under half of it (it met a burst that saturated the link),
-/// and a stream lost whole, where earlier ones arrived, as "above" at
-/// rate 0 (the posterior over a fixed rate cannot place it, and the
-/// search sends the rate again). Returns whether it was such a stream: a
+/// and a stream lost whole, where an earlier stream of the run arrived
+/// (the scan's or the ADR train's count: the search's first stream lost
+/// whole after an idle scan is a burst too), as "above" at rate 0 (the
+/// posterior over a fixed rate cannot place it, and the search sends the
+/// rate again). Returns whether it was such a stream: a
 /// full queue, congestion seen.
 fn note_swing(decisions: &mut Vec<(f64, bool)>, reading: &Reading) -> bool {
     let point = match *reading {
@@ -614,7 +616,7 @@ fn note_swing(decisions: &mut Vec<(f64, bool)>, reading: &Reading) -> bool {
             Some(q) if above && q < 0.5 * rate_bps => (q, true),
             _ => (rate_bps, above),
         },
-        Reading::Undecided { lost_whole: true } if !decisions.is_empty() => (0.0, true),
+        Reading::Undecided { lost_whole: true } => (0.0, true),
         _ => return false,
     };
     decisions.push(point);
@@ -637,7 +639,9 @@ enum Reading {
         recv_bps: Option<f64>,
     },
     Undecided {
-        /// No packet of it arrived.
+        /// No packet of it arrived, where some of an earlier stream of
+        /// the run did (the scan's, the ADR train's, or the search's
+        /// own: a path that carries nothing is not swinging).
         lost_whole: bool,
     },
 }
@@ -655,6 +659,7 @@ fn read_rate(
     if !s.fits(req.bytes()) {
         return Ok(Reading::NoRoom);
     }
+    let arrived_before = s.streams.iter().any(|p| p.received_count() > 0);
     let st = s.send(&req)?;
     let a = analyze(&st, StreamKind::SingleRate, Method::PrcmtBass, analysis);
     Ok(match a.decision {
@@ -669,7 +674,7 @@ fn read_rate(
             recv_bps: a.detail.recv_rate_bps,
         },
         _ => Reading::Undecided {
-            lost_whole: st.received_count() == 0,
+            lost_whole: st.received_count() == 0 && arrived_before,
         },
     })
 }
