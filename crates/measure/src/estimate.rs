@@ -497,9 +497,14 @@ pub fn swing_warning(e: &Report, streams: &[ProbeStream]) -> String {
         // their answer the mean of what the streams met.
         Method::Prcmt | Method::PrcmtPba | Method::ScanPba => {
             let (under, over) = e.swung_bps.unwrap_or((e.low_bps, e.high_bps));
+            // Rate 0 stands for a stream lost whole.
+            let congestion = if under > 0.0 {
+                format!("congestion at {}", format_rate(under))
+            } else {
+                "congestion (one lost whole)".to_string()
+            };
             format!(
-                "the available bandwidth swung from stream to stream: streams of about {span_ms:.1} ms met congestion at {} and room at {} or more, against the rate the others agreed on; the estimate is the mean of what the streams met, not a steady rate, and their decisions put that mean between {low} and {high}",
-                format_rate(under),
+                "the available bandwidth swung from stream to stream: streams of about {span_ms:.1} ms met {congestion} and room at {} or more, against the rate the others agreed on; the estimate is the mean of what the streams met, not a steady rate, and their decisions put that mean between {low} and {high}",
                 format_rate(over),
             )
         }
@@ -1131,8 +1136,7 @@ mod tests {
         r.estimate.swung_bps = Some((0.0, 5.8e9));
         let w = swing_warning(&r.estimate, &[]);
         let swung = format!(
-            "met congestion at {} and room at {} or more",
-            format_rate(0.0),
+            "met congestion (one lost whole) and room at {} or more",
             format_rate(5.8e9)
         );
         let mean = format!(
@@ -1145,6 +1149,10 @@ mod tests {
         }
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["swung_bps"][1], 5.8e9);
+        r.estimate.swung_bps = Some((3.1e9, 5.8e9));
+        let w = swing_warning(&r.estimate, &[]);
+        let at = format!("met congestion at {} and room", format_rate(3.1e9));
+        assert!(w.contains(&at), "{w}");
     }
 
     /// A multirate run stopped on its budget after 20 streams and 12.5 MB
