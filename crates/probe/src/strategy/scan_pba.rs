@@ -82,8 +82,9 @@ impl Default for ScanPbaParams {
 
 /// `scan-pba`, or with `auto` set the default `auto`: the wide scan;
 /// then, where the receiver stamped it in batches (interrupt
-/// coalescence), this bisection, and where it stamped each packet, the
-/// multi-rate strategy's streams. Under 125 us batches a multi-rate
+/// coalescence) or too little of it arrived to tell
+/// ([`multirate::STAMPING_PACKETS`]), this bisection, and where it
+/// stamped each packet, the multi-rate strategy's streams. Under 125 us batches a multi-rate
 /// stream's answer scatters by several percent (the simulator's default
 /// path: 2.7 / 7.1 % median / p90 at 20.8 MB, against 2.5 / 5.8 % at
 /// 9.2 MB for the bisection); stamped one by one it reads a shaper to a
@@ -97,7 +98,7 @@ pub fn run(
 ) -> Result<Report, StrategyError> {
     let scan = wide_scan(s, &p.scan, analysis)?;
     match scan {
-        Some(w) if auto && w.batch_interval_ns.is_none() => {
+        Some(w) if auto && w.batch_interval_ns.is_none() && w.stamping_seen => {
             multirate::after_scan(s, p.scan, analysis, Some(w))
         }
         _ => bisect_after_scan(s, p, analysis, scan),
