@@ -462,11 +462,17 @@ pub fn unsettled_budget_stop(e: &Report) -> Option<String> {
         e.cost.probe_bytes as f64 / 1e6,
         e.method.name()
     );
+    let range = format!("{} to {}", format_rate(e.low_bps), format_rate(e.high_bps));
     Some(match e.bound {
+        // The searches' range is their posterior's 90 % interval, which
+        // had not narrowed to the width they stop at.
+        Bound::Exact if matches!(e.method, Method::Prcmt | Method::PrcmtPba | Method::ScanPba) => {
+            format!(
+                "{spent}: the estimate is its posterior's median so far, and the range ({range}) that posterior's 90 % interval, wider than the one it stops at (its decisions disagreed)"
+            )
+        }
         Bound::Exact => format!(
-            "{spent}: the estimate is its reading so far, and the range ({} to {}) only what those streams spanned, not a confidence interval",
-            format_rate(e.low_bps),
-            format_rate(e.high_bps)
+            "{spent}: the estimate is its reading so far, and the range ({range}) only what those streams spanned, not a confidence interval"
         ),
         Bound::AtLeast | Bound::AtMost => format!(
             "{spent}: the bound is the last stream's, not one the streams agreed on"
@@ -1176,6 +1182,14 @@ mod tests {
             w.contains(&format_rate(4.95e9)) && w.contains(&format_rate(6.05e9)),
             "{w}"
         );
+        e.method = Method::ScanPba;
+        let w = unsettled_budget_stop(&e).unwrap();
+        assert!(
+            w.contains("posterior's median so far") && w.contains(&format_rate(4.95e9)),
+            "{w}"
+        );
+        assert!(!w.contains("only what those streams spanned"), "{w}");
+        e.method = Method::Multirate;
         e.bound = Bound::AtLeast;
         assert!(unsettled_budget_stop(&e)
             .unwrap()
