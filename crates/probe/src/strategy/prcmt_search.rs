@@ -169,15 +169,15 @@ pub fn measure_adr(
             break;
         }
         let st = s.send(&req)?;
-        adr = recv_rate(&st, analysis).map(|r| {
-            fastest_bps = fastest_bps.max(r.min(s.max_rate_bps()));
-            Adr {
-                bps: r.min(s.max_rate_bps()),
-                batch_interval_ns: st.receive_batch_interval_ns(),
-                batches: st.receive_batch_count(),
-                fastest_bps,
-            }
+        adr = recv_rate(&st, analysis).map(|r| Adr {
+            bps: r.min(s.max_rate_bps()),
+            batch_interval_ns: st.receive_batch_interval_ns(),
+            batches: st.receive_batch_count(),
+            fastest_bps: 0.0,
         });
+        if let Some(a) = &adr {
+            fastest_bps = fastest_bps.max(a.bps);
+        }
         // A train that lost most of its packets ran into a burst that
         // filled the queue (one ON/OFF source at four times the link did
         // it to 2 of 20 simulated runs): the same train again, twice at
@@ -492,8 +492,8 @@ pub(super) fn probabilistic_bisection(
 /// [`FAR_BELOW`] of `lo` (a stream that met a burst the interval's
 /// threshold cannot hold, or lost all of itself: rate 0, where the
 /// interval says the path had room), say the available bandwidth swung
-/// on the streams' time scale, where the posterior's
-/// fixed-threshold model read the quiet moments' threshold: the swing
+/// on the streams' time scale, where the posterior's fixed-threshold
+/// model read the quiet moments' threshold: the swing
 /// runs from the lowest such "above" to the highest such "below" at
 /// least (the report's `swung_bps`; its range is [`mean_bounds`]).
 /// The answer is then the mean over the streams of what each met: its
@@ -531,9 +531,9 @@ pub(super) fn swing_of(decisions: &[(f64, bool)], lo: f64, hi: f64, agreed: f64)
 /// 0.52-0.70 of where the streams that met the link idle settled, and
 /// with half (the first rule) the search answered what the other
 /// streams met, 15-37 % off the mean truth (simulator, two sources at
-/// 1.25 times the 10 Gbit/s link, 6 of 100 seeds). On the default, smoothed, lossy,
-/// 100 Gbit/s and token-bucket paths no search held such a decision at
-/// 0.8; at 0.9 some did.
+/// 1.25 times the 10 Gbit/s link, 6 of 100 seeds). On the default,
+/// smoothed, lossy, 100 Gbit/s and token-bucket paths no search held
+/// such a decision at 0.8; at 0.9 some did.
 const FAR_BELOW: f64 = 0.75;
 
 /// Where the mean over the streams of what each met must lie, from
@@ -604,8 +604,8 @@ pub(super) fn bucket_bytes(s: &mut Session, size_bytes: u32) -> Result<f64, Stra
 /// (the scan's or the ADR train's count: the search's first stream lost
 /// whole after an idle scan is a burst too), as "above" at rate 0 (the
 /// posterior over a fixed rate cannot place it, and the search sends the
-/// rate again). Returns whether it was such a stream: a
-/// full queue, congestion seen.
+/// rate again). Returns whether it was such a stream: a full queue,
+/// congestion seen.
 fn note_swing(decisions: &mut Vec<(f64, bool)>, reading: &Reading) -> bool {
     let point = match *reading {
         Reading::Decided {

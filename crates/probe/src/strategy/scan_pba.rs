@@ -84,12 +84,13 @@ impl Default for ScanPbaParams {
 /// then, where the receiver stamped it in batches (interrupt
 /// coalescence) or too little of it arrived to tell
 /// ([`multirate::STAMPING_PACKETS`]), this bisection, and where it
-/// stamped each packet, the multi-rate strategy's streams. Under 125 us batches a multi-rate
-/// stream's answer scatters by several percent (the simulator's default
-/// path: 2.7 / 7.1 % median / p90 at 20.8 MB, against 2.5 / 5.8 % at
-/// 9.2 MB for the bisection); stamped one by one it reads a shaper to a
-/// few tenths of a percent, where the single-rate streams read its
-/// bucket 1-2 % high. The report names the strategy that ran.
+/// stamped each packet, the multi-rate strategy's streams. Under 125 us
+/// batches a multi-rate stream's answer scatters by several percent (the
+/// simulator's default path: 2.7 / 7.1 % median / p90 at 20.8 MB,
+/// against 2.5 / 5.8 % at 9.2 MB for the bisection); stamped one by one
+/// it reads a shaper to a few tenths of a percent, where the single-rate
+/// streams read its bucket 1-2 % high. The report names the strategy
+/// that ran.
 pub fn run(
     s: &mut Session,
     p: ScanPbaParams,
