@@ -466,7 +466,7 @@ pub fn unsettled_budget_stop(e: &Report) -> Option<String> {
     Some(match e.bound {
         // The searches' range is their posterior's 90 % interval, which
         // had not narrowed to the width they stop at.
-        Bound::Exact if matches!(e.method, Method::Prcmt | Method::PrcmtPba | Method::ScanPba) => {
+        Bound::Exact if is_search(e.method) => {
             format!(
                 "{spent}: the estimate is its posterior's median so far, and the range ({range}) that posterior's 90 % interval, wider than the one it stops at (its decisions disagreed)"
             )
@@ -479,6 +479,12 @@ pub fn unsettled_budget_stop(e: &Report) -> Option<String> {
         ),
         Bound::None => format!("{spent}, with no answer"),
     })
+}
+
+/// The PRC-MT searches: a posterior over their single-rate decisions
+/// gives their range, and their decisions say where a swing's mean lies.
+fn is_search(m: Method) -> bool {
+    matches!(m, Method::Prcmt | Method::PrcmtPba | Method::ScanPba)
 }
 
 /// What a `swings` stop means, with the time scale the streams probed.
@@ -501,7 +507,7 @@ pub fn swing_warning(e: &Report, streams: &[ProbeStream]) -> String {
         // The searches' range is where their decisions contradicted the
         // threshold they converged on, not percentiles of answers, and
         // their answer the mean of what the streams met.
-        Method::Prcmt | Method::PrcmtPba | Method::ScanPba => {
+        m if is_search(m) => {
             let (under, over) = e.swung_bps.unwrap_or((e.low_bps, e.high_bps));
             // Rate 0 stands for a stream lost whole.
             let congestion = if under > 0.0 {

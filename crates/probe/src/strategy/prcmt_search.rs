@@ -659,7 +659,10 @@ fn read_rate(
     if !s.fits(req.bytes()) {
         return Ok(Reading::NoRoom);
     }
-    let arrived_before = s.streams.iter().any(|p| p.received_count() > 0);
+    let arrived_before = s
+        .streams
+        .iter()
+        .any(|st| st.packets.iter().any(|p| p.recv_ns.is_some()));
     let st = s.send(&req)?;
     let a = analyze(&st, StreamKind::SingleRate, Method::PrcmtBass, analysis);
     Ok(match a.decision {
