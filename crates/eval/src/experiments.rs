@@ -304,56 +304,73 @@ pub struct Variant {
     pub label: &'static str,
     pub method: Method,
     pub consistency: Consistency,
+    /// Given the tight link's capacity (the others are read without it).
+    pub capacity_given: bool,
 }
 
 /// Fig. 14/15: single pass, multi-pass (with each consistency rule), DP1,
-/// DP2; and TOPP and the queue fit (given the tight link's capacity) on
-/// the same streams.
-pub const VARIANTS: [Variant; 8] = [
+/// DP2; TOPP; and multirate and the queue fit given the tight link's
+/// capacity, on the same streams.
+pub const VARIANTS: [Variant; 9] = [
     Variant {
         label: "multirate-single-pass",
         method: Method::MultirateSinglePass,
         consistency: Consistency::Bracket,
+        capacity_given: false,
     },
     Variant {
         label: "multirate (multi-pass)",
         method: Method::Multirate,
         consistency: Consistency::Bracket,
+        capacity_given: false,
     },
     Variant {
         label: "multirate every-gap",
         method: Method::Multirate,
         consistency: Consistency::EveryGap,
+        capacity_given: false,
     },
     Variant {
         label: "multirate cumulative",
         method: Method::Multirate,
         consistency: Consistency::Cumulative,
+        capacity_given: false,
     },
     Variant {
         label: "multirate-prcmt-dp1",
         method: Method::MultiratePrcmtDp1,
         consistency: Consistency::Bracket,
+        capacity_given: false,
     },
     Variant {
         label: "multirate-prcmt-dp2",
         method: Method::MultiratePrcmtDp2,
         consistency: Consistency::Bracket,
+        capacity_given: false,
     },
     Variant {
         label: "topp",
         method: Method::Topp,
         consistency: Consistency::Bracket,
+        capacity_given: false,
+    },
+    Variant {
+        label: "multirate (capacity given)",
+        method: Method::Multirate,
+        consistency: Consistency::Bracket,
+        capacity_given: true,
     },
     Variant {
         label: "queue-fit (capacity given)",
         method: Method::QueueFit,
         consistency: Consistency::Bracket,
+        capacity_given: true,
     },
 ];
 
 /// Analysis parameters with the tight link's capacity of `target` (the
-/// queue fit needs it; the other methods here do not read it).
+/// queue fit needs it; multirate meets the queue fit halfway with it, so
+/// its rows are read without it unless they say so).
 fn params_for(target: &str) -> AnalysisParams {
     AnalysisParams {
         capacity_bps: Some(
@@ -452,9 +469,11 @@ pub fn multirate_errors(base_seed: u64, case: &PathCase, n: usize) -> Vec<ErrorD
     VARIANTS
         .iter()
         .map(|v| {
+            let given = params_for(case.target);
             let params = AnalysisParams {
                 consistency: v.consistency,
-                ..params_for(case.target)
+                capacity_bps: given.capacity_bps.filter(|_| v.capacity_given),
+                ..given
             };
             dist_of(&samples, v.method, &params, v.label.to_string())
         })
@@ -557,10 +576,15 @@ pub fn out_of_range(base_seed: u64, case: &PathCase, n: usize) -> Vec<OutOfRange
         let rates = rates_around(centre, 0.3, 5);
         (multi_rate_schedule(&rates, per_rate, SIZE_BYTES), centre)
     });
-    let params = params_for(case.target);
+    let given = params_for(case.target);
     let mut cells = Vec::new();
     let mut analyzer = Analyzer::new();
     for method in [Method::Multirate, Method::QueueFit] {
+        let params = if method == Method::QueueFit {
+            given
+        } else {
+            AnalysisParams::default()
+        };
         let mut tally = [[0usize; 5]; 2];
         for s in &samples {
             let subs = s.stream.sub_streams(params.gap_tolerance);
@@ -643,7 +667,7 @@ pub const PER_RATE: [usize; 3] = [32, 64, 128];
 /// Fig. 16: multi-pass multirate's share within +-10 % over Range and
 /// packets per rate, on one path.
 pub fn sensitivity(base_seed: u64, case: &PathCase, n: usize) -> Vec<SensitivityCell> {
-    let params = params_for(case.target);
+    let given = params_for(case.target);
     let grid: Vec<(f64, usize)> = RANGES
         .iter()
         .flat_map(|&r| PER_RATE.iter().map(move |&p| (r, p)))
@@ -651,8 +675,10 @@ pub fn sensitivity(base_seed: u64, case: &PathCase, n: usize) -> Vec<Sensitivity
     grid.into_iter()
         .map(|(range, per_rate)| {
             let samples = multi_samples(base_seed, case.target, n, range, per_rate);
-            let dist = |method| dist_of(&samples, method, &params, String::new());
-            let (d, q) = (dist(Method::Multirate), dist(Method::QueueFit));
+            let dist = |method, p| dist_of(&samples, method, p, String::new());
+            let unknown = AnalysisParams::default();
+            let d = dist(Method::Multirate, &unknown);
+            let q = dist(Method::QueueFit, &given);
             SensitivityCell {
                 range,
                 per_rate,
@@ -685,8 +711,10 @@ pub struct SubStreamCeiling {
     /// rule that answers inside the bracket its sub-streams' states imply
     /// does better on these streams.
     pub best_within: f64,
-    /// `multirate` and `queue-fit` (capacity given) on the same streams.
+    /// `multirate`, then `multirate` and `queue-fit` given the capacity,
+    /// on the same streams.
     pub multirate_within: f64,
+    pub multirate_given_within: f64,
     pub queue_fit_within: f64,
 }
 
@@ -741,8 +769,9 @@ pub fn sub_stream_ceiling(
                 .any(|&(lo, hi)| lo <= 1.1 * t && hi >= 0.9 * t),
         );
     }
-    let params = params_for(case.target);
-    let within = |method| dist_of(&samples, method, &params, String::new()).within(0.10);
+    let given = params_for(case.target);
+    let unknown = AnalysisParams::default();
+    let within = |method, p| dist_of(&samples, method, p, String::new()).within(0.10);
     let share = |k: usize| k as f64 / samples.len().max(1) as f64;
     SubStreamCeiling {
         range,
@@ -751,8 +780,9 @@ pub fn sub_stream_ceiling(
         split: share(split),
         midpoint_within: share(midpoint),
         best_within: share(best),
-        multirate_within: within(Method::Multirate),
-        queue_fit_within: within(Method::QueueFit),
+        multirate_within: within(Method::Multirate, &unknown),
+        multirate_given_within: within(Method::Multirate, &given),
+        queue_fit_within: within(Method::QueueFit, &given),
     }
 }
 

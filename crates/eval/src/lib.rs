@@ -358,12 +358,12 @@ pub fn markdown(r: &Results) -> String {
     });
     let _ = writeln!(
         s,
-        "\n## Each sub-stream read by its own truth: the bracket rules' ceiling\n\nThe multi-rate streams above (5 x 64, 5 x 640 at 100 Gbit/s) with each sub-stream judged against the available bandwidth it met at the tight link (from its first packet's arrival there to the next sub-stream's), the stream answered from the bracket between two rates that disagrees with the fewest of those judgements, and scored against the whole stream's truth. Split: a sub-stream's rate lies on the other side of its own truth than of the stream's. Best point: within +-10 % if any point of a best-fitting bracket is, the most any rule that answers inside that bracket can reach; a rule that reads the sub-streams together (`queue-fit`, given the capacity) is not bound by it.\n\n| path | Range | streams | split | bracket midpoint within +-10 % | best point within +-10 % | multirate within +-10 % | queue-fit within +-10 % |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+        "\n## Each sub-stream read by its own truth: the bracket rules' ceiling\n\nThe multi-rate streams above (5 x 64, 5 x 640 at 100 Gbit/s) with each sub-stream judged against the available bandwidth it met at the tight link (from its first packet's arrival there to the next sub-stream's), the stream answered from the bracket between two rates that disagrees with the fewest of those judgements, and scored against the whole stream's truth. Split: a sub-stream's rate lies on the other side of its own truth than of the stream's. Best point: within +-10 % if any point of a best-fitting bracket is, the most any rule that answers inside that bracket can reach; a rule that reads the sub-streams together (`queue-fit`, given the capacity, and `multirate` meeting it halfway) is not bound by it.\n\n| path | Range | streams | split | bracket midpoint within +-10 % | best point within +-10 % | multirate within +-10 % | multirate, capacity given | queue-fit within +-10 % |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for (case, c) in &r.ceilings {
         let _ = writeln!(
             s,
-            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} |",
+            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} | {} |",
             case.name,
             c.range * 100.0,
             c.streams,
@@ -371,6 +371,7 @@ pub fn markdown(r: &Results) -> String {
             pct(c.midpoint_within),
             pct(c.best_within),
             pct(c.multirate_within),
+            pct(c.multirate_given_within),
             pct(c.queue_fit_within)
         );
     }
