@@ -4,8 +4,9 @@
 # multi-rate cell read 83.5 % within +-10 % at seed 1 and 80.1-81.5 % at
 # seeds 2-5), so a rule is judged on them all. Prints, per seed, the
 # share of `multirate` answers within +-10 % on each multi-rate path and
-# at Range 50 % (5 x 64), then each out-of-range cell's right bounds per
-# seed and pooled over the seeds (weighted by its streams).
+# at Range 50 % (5 x 64), without the tight link's capacity and then
+# given it, then each out-of-range cell's right bounds per seed and
+# pooled over the seeds (weighted by its streams).
 #   scripts/eval-seeds.sh [SEEDS]       (seeds 1..SEEDS, default 5; about a minute each)
 # Each seed's full tables stay in $OUT (default: a temporary folder).
 set -euo pipefail
@@ -22,6 +23,16 @@ for s in $(seq 1 "$seeds"); do
     /^\| multirate \(multi-pass\) \|/ { split($0, f, "|"); row = row sprintf(" | %s: %s", cell, f[5]) }
     /^Share of multi-pass multirate estimates/ { sens = 1 }
     sens && /^\| 50 % \|/ { split($0, f, "|"); row = row sprintf(" | Range 50 %%, 5 x 64: %s", f[4]); sens = 0 }
+    END { gsub(/  +/, " ", row); print "seed " s row }
+  ' "$out/seed$s.md"
+done
+echo
+echo "multirate given the tight link's capacity, within +-10 %"
+for s in $(seq 1 "$seeds"); do
+  awk -v s="$s" '
+    /^### / { cell = substr($0, 5) }
+    /^\| multirate \(capacity given\) \|/ { split($0, f, "|"); row = row sprintf(" | %s: %s", cell, f[5]) }
+    /^\| bursty, 125 us coalescence \| 50 % \|/ { split($0, f, "|"); row = row sprintf(" | Range 50 %%, 5 x 64: %s", f[9]) }
     END { gsub(/  +/, " ", row); print "seed " s row }
   ' "$out/seed$s.md"
 done

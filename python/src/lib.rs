@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -245,6 +246,38 @@ fn analyze<'py>(
         Ok(rows)
     });
     columns(py, &rows?)
+}
+
+/// A probe trace file analysed as `tightlink analyze` does it: the kind
+/// and the tight link's capacity from its metadata unless given, notes on
+/// the streams it lists as late or overflowed.
+#[pyfunction]
+#[pyo3(signature = (path, kind, method, params=None))]
+fn analyze_trace<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    kind: &str,
+    method: &str,
+    params: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let given = params
+        .and_then(|d| d.get_item("capacity_bps").ok().flatten())
+        .map(|v| format!("capacity_bps={v}"));
+    let params = settings(params)?
+        .params(&|n| format!("{}=", n.replace('-', "_")))
+        .map_err(err)?;
+    let methods: Methods = method
+        .parse()
+        .map_err(|e: anyhow::Error| err(e.context("method=")))?;
+    methods.check_capacity(given.as_deref()).map_err(err)?;
+    let kind = parse_kind(kind).map_err(|e| err(e.context("kind=")))?;
+    let rows: anyhow::Result<Vec<AnalysisRow>> = py.detach(|| {
+        let trace = tightlink_trace::read_path(&path)?;
+        tightlink_measure::analyze::analyze_trace(&trace, kind, methods, &params)
+            .map(|a| a.iter().map(AnalysisRow::from).collect::<Vec<_>>())
+            .with_context(|| path.display().to_string())
+    });
+    columns(py, &rows.map_err(err)?)
 }
 
 /// Packets of `streams` as columns (stream_id, seq, size_bytes, send_ns, recv_ns).
@@ -589,6 +622,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LOST", LOST)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze_trace, m)?)?;
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(write_trace, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;

@@ -152,7 +152,7 @@ def test_pairs_are_read_by_spruce():
 
 def test_multi_rate_streams_are_read_by_the_queue_fit_given_the_capacity():
     packets, truth = tightlink.simulate("sim:cross=smoothed:2.5G,seed=5", streams=10, centre_bps=7.5e9)
-    r = tightlink.analyze_packets(packets, kind="multi", method="queue-fit", capacity_bps=10e9)
+    r = r_fit = tightlink.analyze_packets(packets, kind="multi", method="queue-fit", capacity_bps=10e9)
     assert set(r["method"]) == {"queue-fit"}
     exact = np.array(r["bound"]) == "exact"
     err = np.abs(r["abw_bps"][exact] / truth["available_bps"][exact] - 1)
@@ -160,6 +160,27 @@ def test_multi_rate_streams_are_read_by_the_queue_fit_given_the_capacity():
     # Without the capacity it answers nothing.
     r = tightlink.analyze_packets(packets, kind="multi", method="queue-fit")
     assert set(r["bound"]) == {"none"}
+    # multirate meets the queue fit halfway where both answer a number.
+    alone = tightlink.analyze_packets(packets, kind="multi", method="multirate")
+    met = tightlink.analyze_packets(packets, kind="multi", method="multirate", capacity_bps=10e9)
+    both = exact & (np.array(alone["bound"]) == "exact")
+    assert both.sum() >= 9
+    halfway = (alone["abw_bps"][both] + r_fit["abw_bps"][both]) / 2
+    assert np.allclose(met["abw_bps"][both], halfway, rtol=1e-12)
     # A method that never reads the capacity refuses it, as the CLI does.
-    with pytest.raises(tightlink.TightlinkError, match="capacity_bps=10000000000.0: multirate does not read"):
-        tightlink.analyze_packets(packets, kind="multi", method="multirate", capacity_bps=10e9)
+    with pytest.raises(tightlink.TightlinkError, match="capacity_bps=10000000000.0: topp does not read"):
+        tightlink.analyze_packets(packets, kind="multi", method="topp", capacity_bps=10e9)
+
+
+def test_a_trace_s_capacity_is_read_from_its_metadata(tmp_path):
+    packets, _ = tightlink.simulate("sim:cross=smoothed:2.5G,seed=5", streams=3, centre_bps=7.5e9)
+    path = tmp_path / "t.csv"
+    tightlink.write_trace(path, packets, metadata={"capacity_bps": "10000000000"})
+    r = tightlink.analyze_trace(path, method="queue-fit")
+    assert set(r["bound"]) == {"exact"} and np.all(r["capacity_bps"] == 10e9)
+    # A capacity given wins over the trace's.
+    r = tightlink.analyze_trace(path, method="queue-fit", capacity_bps=12e9)
+    assert np.all(r["capacity_bps"] == 12e9)
+    tightlink.write_trace(path, packets, metadata={"capacity_bps": "fast"})
+    with pytest.raises(tightlink.TightlinkError, match="metadata capacity_bps=fast: must be a positive rate"):
+        tightlink.analyze_trace(path, method="queue-fit")

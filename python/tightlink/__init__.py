@@ -109,8 +109,9 @@ def analyze(
     stream's delays, given ``capacity_bps``).
     params: ``spike_up``, ``spike_down``, ``tolerance``, ``imr_window``,
     ``window``, ``max_passes``, ``consistency``, ``capacity_bps`` (the
-    tight link's capacity, for ``igi``, ``spruce`` and ``queue-fit``), as
-    `tightlink analyze`'s flags.
+    tight link's capacity: ``queue-fit`` needs it, ``igi`` and ``spruce``
+    take it over their own reading, ``multirate`` meets the queue fit
+    halfway with it), as `tightlink analyze`'s flags.
 
     Returns one row per (stream, method) in columns: numpy arrays for
     numbers (NaN where a method gives none), lists for text; the fields of
@@ -139,12 +140,12 @@ def analyze_packets(packets: np.ndarray, *, kind: str = "auto", method: str = "d
 
 
 def analyze_trace(path: Union[str, os.PathLike], *, kind: str = "auto", method: str = "default", **params: Any) -> Dict[str, Any]:
-    """Analyses a probe trace file like `tightlink analyze`: ``kind="auto"``
-    takes the trace's ``# stream_kinds=`` metadata, else each stream's send gaps."""
-    packets, meta = read_trace(path)
-    if kind == "auto":
-        kind = {"single": "single", "multi": "multi"}.get(meta.get("stream_kinds", ""), "auto")
-    return analyze_packets(packets, kind=kind, method=method, **params)
+    """Analyses a probe trace file as `tightlink analyze` does: ``kind="auto"``
+    takes the trace's ``# stream_kinds=`` metadata, else each stream's send
+    gaps; the tight link's capacity is ``capacity_bps`` if given, else the
+    trace's ``# capacity_bps=``; streams the trace lists as late or
+    overflowed carry a note. Columns as `analyze` returns them."""
+    return _native.analyze_trace(os.fspath(path), kind, method, params)
 
 
 def rows(columns: Mapping[str, Any]) -> List[Dict[str, Any]]:

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use tightlink_core::units::parse_rate;
 use tightlink_core::{AnalysisParams, StreamKind};
-use tightlink_measure::analyze::{analyze_trace, AnalysisSettings, Methods};
+use tightlink_measure::analyze::{analyze_trace, trace_capacity_bps, AnalysisSettings, Methods};
 
 use crate::report::{self, Format};
 
@@ -22,7 +22,7 @@ pub struct AnalyzeArgs {
     /// a stream the estimate sent again does not move its filter),
     /// igi (single-rate trains: IGI, with PTR as the receive rate), spruce
     /// (packet pairs), queue-fit (multi-rate streams, the fluid queue fitted
-    /// to the delays; needs `--capacity`);
+    /// to the delays; needs the capacity: `--capacity` or the trace's);
     /// `default` picks the best for each stream's kind; `all` runs every one.
     #[arg(long, short, default_value = "default", env = "TIGHTLINK_METHOD")]
     pub method: String,
@@ -57,9 +57,11 @@ pub struct AnalyzeArgs {
     /// excess staying positive (the queue never drains back).
     #[arg(long, value_enum, default_value_t = ConsistencyArg::Bracket)]
     pub consistency: ConsistencyArg,
-    /// The tight link's capacity when known (`igi`, `spruce`; without it
-    /// each train's own receive gaps, or the rate the pairs were sent at,
-    /// give one; `queue-fit` needs it), e.g. `10G`.
+    /// The tight link's capacity when known, e.g. `10G` (default: the
+    /// trace's `# capacity_bps=`, if any): `queue-fit` needs it; `igi` and
+    /// `spruce` take it over their own reading (each train's receive
+    /// gaps, the rate the pairs were sent at); `multirate` meets the queue
+    /// fit halfway with it.
     #[arg(long)]
     pub capacity: Option<String>,
 }
@@ -125,6 +127,16 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     } else {
         tightlink_trace::read_path(&args.trace)?
     };
+    if args.capacity.is_none() && methods.read_capacity() {
+        if let Some(c) =
+            trace_capacity_bps(&trace).with_context(|| args.trace.display().to_string())?
+        {
+            eprintln!(
+                "tightlink: the tight link's capacity is {:.3} Gbit/s, from the trace's metadata (capacity_bps; --capacity overrides)",
+                c / 1e9
+            );
+        }
+    }
     let kind = match args.kind {
         KindArg::Auto => None,
         KindArg::Single => Some(StreamKind::SingleRate),

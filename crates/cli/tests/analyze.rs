@@ -221,15 +221,29 @@ fn queue_fit_reads_simulated_streams_given_the_capacity_and_asks_for_it_otherwis
         }
     }
     assert!(within >= 18, "{within} of 20 within 10 %:\n{out}");
-    // Without a capacity it answers nothing, and says why.
-    let out = stdout(&tightlink(&["analyze", t, "-m", "queue-fit", "-f", "json"]));
+    // The simulator wrote the tight link's capacity into the trace: read
+    // without the flag, the same answers, and a note on where it came from.
+    let o = tightlink(&["analyze", t, "-m", "queue-fit", "-f", "csv"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("capacity is 10.000 Gbit/s, from the trace's metadata"),
+        "{err}"
+    );
+    // Without one anywhere it answers nothing, and says why.
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(text.contains("# capacity_bps=10000000000\n"));
+    let bare = dir.path().join("bare.trace");
+    std::fs::write(&bare, text.replace("# capacity_bps=10000000000\n", "")).unwrap();
+    let b = bare.to_str().unwrap();
+    let out = stdout(&tightlink(&["analyze", b, "-m", "queue-fit", "-f", "json"]));
     assert!(out.contains("--capacity"), "{out}");
     assert!(!out.contains("\"exact\""), "{out}");
     // Named for a method that never reads it, the capacity is refused.
-    let o = tightlink(&["analyze", t, "-m", "multirate", "--capacity", "10G"]);
+    let o = tightlink(&["analyze", b, "-m", "topp", "--capacity", "10G"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        !o.status.success() && err.contains("multirate does not read"),
+        !o.status.success() && err.contains("topp does not read"),
         "{err}"
     );
 }

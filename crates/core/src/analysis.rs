@@ -767,7 +767,7 @@ fn queue_fit_analysis(stream: &ProbeStream, params: &AnalysisParams, base: Analy
     let Some(capacity) = params.capacity_bps else {
         return none_with(
             base,
-            "queue-fit needs the tight link's capacity (--capacity)",
+            "queue-fit needs the tight link's capacity (--capacity, or the trace's capacity_bps)",
         );
     };
     if stream.loss_fraction() > params.max_loss {

@@ -41,14 +41,25 @@ impl Methods {
     /// (`--capacity 10G`, `capacity_bps=1e10`).
     pub fn check_capacity(self, given: Option<&str>) -> Result<()> {
         if let (Some(given), Methods::One(m)) = (given, self) {
-            if !matches!(m, Method::QueueFit | Method::Igi | Method::Spruce) {
+            if !self.read_capacity() {
                 bail!(
-                    "{given}: {} does not read a known capacity (queue-fit, igi and spruce do)",
+                    "{given}: {} does not read a known capacity (queue-fit, igi, spruce and multirate do)",
                     m.name()
                 );
             }
         }
         Ok(())
+    }
+
+    /// Whether some method of these reads a known capacity.
+    pub fn read_capacity(self) -> bool {
+        match self {
+            Methods::One(m) => matches!(
+                m,
+                Method::QueueFit | Method::Igi | Method::Spruce | Method::Multirate
+            ),
+            Methods::Default | Methods::All => true,
+        }
     }
 }
 
@@ -234,16 +245,38 @@ impl StreamAnalyzer {
     }
 }
 
+/// The tight link's capacity a trace's writer knew (`# capacity_bps=`,
+/// bit/s): `None` where it gives none, an error naming the key where its
+/// value is no positive rate.
+pub fn trace_capacity_bps(trace: &Trace) -> Result<Option<f64>> {
+    let Some(v) = trace.meta("capacity_bps") else {
+        return Ok(None);
+    };
+    match v.trim().parse::<f64>() {
+        Ok(c) if c.is_finite() && c > 0.0 => Ok(Some(c)),
+        _ => bail!("metadata capacity_bps={v}: must be a positive rate in bit/s"),
+    }
+}
+
 /// Analyses a trace: stream kinds from `kind`, else the trace's
 /// `# stream_kinds=` metadata, else each stream's send gaps. Streams the
 /// trace lists as late (`# late_streams=`: their sender stalled) carry a
-/// note that says so, and whether the estimate sent them again.
+/// note that says so, and whether the estimate sent them again. The
+/// tight link's capacity is `params`', else the trace's
+/// ([`trace_capacity_bps`]).
 pub fn analyze_trace(
     trace: &Trace,
     kind: Option<StreamKind>,
     methods: Methods,
     params: &AnalysisParams,
 ) -> Result<Vec<Analysis>> {
+    let params = &AnalysisParams {
+        capacity_bps: match params.capacity_bps {
+            Some(c) => Some(c),
+            None => trace_capacity_bps(trace)?,
+        },
+        ..*params
+    };
     let late = trace
         .stream_positions("late_streams")
         .map_err(|e| anyhow!(e))?;
@@ -424,24 +457,24 @@ mod tests {
     #[test]
     fn a_capacity_only_one_named_reader_takes() {
         let given = Some("--capacity 10G");
-        for m in [Method::QueueFit, Method::Igi, Method::Spruce] {
+        for m in [
+            Method::QueueFit,
+            Method::Igi,
+            Method::Spruce,
+            Method::Multirate,
+        ] {
             Methods::One(m).check_capacity(given).unwrap();
         }
         for m in [Methods::Default, Methods::All] {
             m.check_capacity(given).unwrap();
         }
-        let e = Methods::One(Method::Multirate)
+        let e = Methods::One(Method::Topp)
             .check_capacity(given)
             .unwrap_err()
             .to_string();
-        assert!(
-            e.starts_with("--capacity 10G: multirate does not read"),
-            "{e}"
-        );
+        assert!(e.starts_with("--capacity 10G: topp does not read"), "{e}");
         // Nothing given: nothing to refuse.
-        Methods::One(Method::Multirate)
-            .check_capacity(None)
-            .unwrap();
+        Methods::One(Method::Topp).check_capacity(None).unwrap();
     }
 
     #[test]
@@ -500,6 +533,37 @@ mod tests {
             Methods::All.for_kind(StreamKind::SingleRate).len(),
             Method::ALL.len()
         );
+    }
+
+    /// A trace whose writer knew the tight link's capacity: the queue fit
+    /// reads it there (10 Gbit/s with 3.7 of fluid cross traffic: 6.3
+    /// free, exactly), a capacity the caller gives wins, and a value that
+    /// is no rate stops with the key named.
+    #[test]
+    fn the_trace_s_capacity_is_read_unless_one_is_given() {
+        use tightlink_core::schedule::{multi_rate_schedule, rates_around};
+        use tightlink_core::synth::SynthPath;
+        let send = multi_rate_schedule(&rates_around(6.5e9, 0.3, 5), 64, 9000);
+        let mut trace = Trace {
+            metadata: vec![("capacity_bps".into(), "10000000000".into())],
+            streams: vec![SynthPath::ten_gig(3.7e9).stream(1, &send, 9000)],
+        };
+        let fit = |trace: &Trace, p: &AnalysisParams| {
+            analyze_trace(trace, None, Methods::One(Method::QueueFit), p)
+                .map(|rows| (rows[0].bound, rows[0].abw_bps, rows[0].detail.capacity_bps))
+        };
+        let (bound, abw, capacity) = fit(&trace, &AnalysisParams::default()).unwrap();
+        assert_eq!((bound, capacity), (Bound::Exact, Some(10e9)));
+        assert!((abw.unwrap() / 6.3e9 - 1.0).abs() < 1e-3, "{abw:?}");
+        let given = AnalysisParams {
+            capacity_bps: Some(12e9),
+            ..AnalysisParams::default()
+        };
+        assert_eq!(fit(&trace, &given).unwrap().2, Some(12e9));
+        trace.metadata[0].1 = "ten".into();
+        let e = fit(&trace, &AnalysisParams::default()).unwrap_err();
+        assert!(e.to_string().contains("metadata capacity_bps=ten"), "{e}");
+        assert!(fit(&trace, &given).is_ok());
     }
 
     /// Two multi-rate streams over a 10 Gbit/s hop with 5 Gbit/s of fluid

@@ -93,6 +93,10 @@ pub struct Simulated {
     pub streams: Vec<ProbeStream>,
     /// `None` where fewer than two packets of the stream arrived.
     pub truths: Vec<Option<GroundTruth>>,
+    /// The tight link's capacity (a token bucket's rate where one is
+    /// tightest), which the trace's `# capacity_bps=` carries: a path
+    /// property the user set, as a testbed's traces would carry it.
+    pub capacity_bps: f64,
 }
 
 impl Simulated {
@@ -104,6 +108,10 @@ impl Simulated {
             ("path".to_string(), self.target.clone()),
             ("stream_kinds".to_string(), self.kind.as_str().to_string()),
             ("size_layer".to_string(), "simulated packet".to_string()),
+            (
+                "capacity_bps".to_string(),
+                format!("{:.0}", self.capacity_bps),
+            ),
         ];
         save::write_trace(trace, metadata, &self.streams)?;
         match truth {
@@ -240,6 +248,7 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
         kind,
         streams: channel.streams,
         truths: channel.truths,
+        capacity_bps: spec.tight_capacity_bps(),
     })
 }
 
