@@ -626,13 +626,22 @@ pub fn out_of_range(base_seed: u64, case: &PathCase, n: usize) -> Vec<OutOfRange
     cells
 }
 
-/// The capacity `queue-fit` is given, as a share of the true one.
-pub const CAPACITY_ERRORS: [f64; 6] = [0.8, 0.9, 1.0, 1.1, 1.25, 1.5];
+/// The capacity `queue-fit` and `multirate` are given, as a share of the
+/// true one.
+pub const CAPACITY_ERRORS: [f64; 7] = [0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 3.0];
 
-/// `queue-fit` on one path's 5 x 64 streams at Range 50 % with the
+/// The same streams read with the capacity given times `factor`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapacityOff {
+    pub factor: f64,
+    pub queue_fit: ErrorDist,
+    pub multirate: ErrorDist,
+}
+
+/// One path's multi-rate streams (5 rates, Range `range`) read with the
 /// capacity given off by each of [`CAPACITY_ERRORS`].
-pub fn queue_fit_capacity(base_seed: u64, case: &PathCase, n: usize) -> Vec<(f64, ErrorDist)> {
-    let samples = multi_samples(base_seed, case.target, n, 0.5, 64 * case.length_scale);
+pub fn capacity_off(base_seed: u64, case: &PathCase, n: usize, range: f64) -> Vec<CapacityOff> {
+    let samples = multi_samples(base_seed, case.target, n, range, 64 * case.length_scale);
     let true_bps = parse_sim_target(case.target)
         .expect("valid")
         .tight_capacity_bps();
@@ -643,8 +652,11 @@ pub fn queue_fit_capacity(base_seed: u64, case: &PathCase, n: usize) -> Vec<(f64
                 capacity_bps: Some(k * true_bps),
                 ..AnalysisParams::default()
             };
-            let d = dist_of(&samples, Method::QueueFit, &params, format!("{k} x"));
-            (k, d)
+            CapacityOff {
+                factor: k,
+                queue_fit: dist_of(&samples, Method::QueueFit, &params, format!("{k} x")),
+                multirate: dist_of(&samples, Method::Multirate, &params, format!("{k} x")),
+            }
         })
         .collect()
 }
