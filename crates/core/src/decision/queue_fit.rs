@@ -234,14 +234,26 @@ pub fn queue_fit(
         let (sum, sum2) = r.iter().fold((0.0, 0.0), |(a, b), &x| (a + x, b + x * x));
         sum2 - sum * sum / m
     };
-    let (_, err) = minimise(|x| {
+    // The answer from the residuals' lower part (the pinball loss):
+    // bursts only add delay. The F test below stays on the least squares.
+    // Both losses on one walk of the queue per grid share.
+    let tau = fit_quantile(points.len());
+    let mut squares_grid = [0.0f64; GRID + 1];
+    let mut pinball_grid = [0.0f64; GRID + 1];
+    for (k, (sq, pin)) in squares_grid
+        .iter_mut()
+        .zip(pinball_grid.iter_mut())
+        .enumerate()
+    {
+        residuals_at(k as f64 * (1.0 / GRID as f64), &mut residuals);
+        *sq = squares(&residuals);
+        *pin = pinball(&mut residuals, tau);
+    }
+    let (_, err) = refine(&squares_grid, |x| {
         residuals_at(x, &mut residuals);
         squares(&residuals)
     });
-    // The answer from the residuals' lower part: bursts only add delay.
-    // The F test below stays on the least squares.
-    let tau = fit_quantile(points.len());
-    let (share, _) = minimise(|x| {
+    let (share, _) = refine(&pinball_grid, |x| {
         residuals_at(x, &mut residuals);
         pinball(&mut residuals, tau)
     });
@@ -271,16 +283,15 @@ pub fn queue_fit(
     })
 }
 
-/// The share of C in `0..=1` with the least `loss`: a grid of
-/// [`GRID`] steps (the lowest share at the least loss: where the delays
-/// show no queue, every share above the fastest rate fits alike), then
-/// golden-section steps between the best point's neighbours. The share
-/// and its loss.
-fn minimise(mut loss: impl FnMut(f64) -> f64) -> (f64, f64) {
+/// The share of C in `0..=1` with the least `loss`, from its values
+/// `grid[k]` at the shares `k / GRID` (the lowest share at the least
+/// loss: where the delays show no queue, every share above the fastest
+/// rate fits alike), then golden-section steps between the best point's
+/// neighbours. The share and its loss.
+fn refine(grid: &[f64; GRID + 1], mut loss: impl FnMut(f64) -> f64) -> (f64, f64) {
     let step = 1.0 / GRID as f64;
     let mut best = (0usize, f64::INFINITY);
-    for k in 0..=GRID {
-        let e = loss(k as f64 * step);
+    for (k, &e) in grid.iter().enumerate() {
         if e < best.1 {
             best = (k, e);
         }
