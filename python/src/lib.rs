@@ -13,7 +13,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use tightlink_core::{ProbePacket, ProbeStream};
+use tightlink_core::{AnalysisParams, ProbePacket, ProbeStream, StreamKind};
 use tightlink_measure::analyze::{
     parse_kind, AnalysisRow, AnalysisSettings, Methods, StreamAnalyzer,
 };
@@ -206,6 +206,28 @@ fn settings(params: Option<&Bound<'_, PyDict>>) -> PyResult<AnalysisSettings> {
     Ok(s)
 }
 
+/// `analyze`'s and `analyze_trace`'s kind, methods and settings, checked
+/// as the command line checks them (a capacity only for a method that
+/// reads one), the errors in Python's spelling.
+fn analysis_args(
+    kind: &str,
+    method: &str,
+    params: Option<&Bound<'_, PyDict>>,
+) -> PyResult<(Option<StreamKind>, Methods, AnalysisParams)> {
+    let given = params
+        .and_then(|d| d.get_item("capacity_bps").ok().flatten())
+        .map(|v| format!("capacity_bps={v}"));
+    let params = settings(params)?
+        .params(&|n| format!("{}=", n.replace('-', "_")))
+        .map_err(err)?;
+    let methods: Methods = method
+        .parse()
+        .map_err(|e: anyhow::Error| err(e.context("method=")))?;
+    methods.check_capacity(given.as_deref()).map_err(err)?;
+    let kind = parse_kind(kind).map_err(|e| err(e.context("kind=")))?;
+    Ok((kind, methods, params))
+}
+
 /// Every stream through the chosen methods; one row per (stream, method).
 /// (Python calls it with keywords: the arguments are the API.)
 #[allow(clippy::too_many_arguments)]
@@ -221,17 +243,7 @@ fn analyze<'py>(
     method: &str,
     params: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let given = params
-        .and_then(|d| d.get_item("capacity_bps").ok().flatten())
-        .map(|v| format!("capacity_bps={v}"));
-    let params = settings(params)?
-        .params(&|n| format!("{}=", n.replace('-', "_")))
-        .map_err(err)?;
-    let methods: Methods = method
-        .parse()
-        .map_err(|e: anyhow::Error| err(e.context("method=")))?;
-    methods.check_capacity(given.as_deref()).map_err(err)?;
-    let kind = parse_kind(kind).map_err(|e| err(e.context("kind=")))?;
+    let (kind, methods, params) = analysis_args(kind, method, params)?;
     let (send, recv) = (slice(&send_ns, "send_ns")?, slice(&recv_ns, "recv_ns")?);
     let (size, ids) = (
         slice(&size_bytes, "size_bytes")?,
@@ -260,17 +272,7 @@ fn analyze_trace<'py>(
     method: &str,
     params: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let given = params
-        .and_then(|d| d.get_item("capacity_bps").ok().flatten())
-        .map(|v| format!("capacity_bps={v}"));
-    let params = settings(params)?
-        .params(&|n| format!("{}=", n.replace('-', "_")))
-        .map_err(err)?;
-    let methods: Methods = method
-        .parse()
-        .map_err(|e: anyhow::Error| err(e.context("method=")))?;
-    methods.check_capacity(given.as_deref()).map_err(err)?;
-    let kind = parse_kind(kind).map_err(|e| err(e.context("kind=")))?;
+    let (kind, methods, params) = analysis_args(kind, method, params)?;
     let rows: anyhow::Result<Vec<AnalysisRow>> = py.detach(|| {
         let trace = tightlink_trace::read_path(&path)?;
         tightlink_measure::analyze::analyze_trace(&trace, kind, methods, &params)
@@ -487,7 +489,7 @@ fn estimate(
         },
         follow,
         follow_interval_ns: (interval_s * 1e9) as i64,
-        analysis: tightlink_measure::analysis::AnalysisParams {
+        analysis: AnalysisParams {
             capacity_bps,
             ..Default::default()
         },
