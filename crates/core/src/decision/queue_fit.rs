@@ -214,19 +214,18 @@ pub fn queue_fit(
     if gap_ns.iter().sum::<f64>() <= 0.0 {
         return None;
     }
-    let last = points.iter().map(|&(i, _)| i).max().unwrap_or(0);
-    let mut queue = vec![0.0f64; last + 1];
+    let queue = FluidQueue::new(&tx_ns, &gap_ns, &points);
     let mut residuals: Vec<f64> = Vec::with_capacity(points.len());
     // The residuals of the delays about the fluid queue with a free share
     // A / C.
-    let mut residuals_at = |share: f64, out: &mut Vec<f64>| {
-        let mut q = 0.0f64;
-        for i in 1..=last {
-            q = (q + tx_ns[i - 1] - share * gap_ns[i - 1]).max(0.0);
-            queue[i] = q;
-        }
+    let residuals_at = |share: f64, out: &mut Vec<f64>| {
         out.clear();
-        out.extend(points.iter().map(|&(i, d)| d - queue[i]));
+        out.extend(
+            queue
+                .at_points(share)
+                .zip(&points)
+                .map(|(q, &(_, d))| d - q),
+        );
     };
     // Their squares about their mean.
     let squares = |r: &[f64]| {
@@ -281,6 +280,127 @@ pub fn queue_fit(
         points: points.len(),
         f_stat,
     })
+}
+
+/// The fluid queue q_i = max(0, q_(i-1) + tx_(i-1) - share gap_(i-1))
+/// read at the delay points only, for any share without walking every
+/// packet. With S_i = TX_i - share GAP_i (the sums of tx and gap before
+/// packet i; S_0 = 0) the queue is S_i - min_(j <= i) S_j (Lindley). Each
+/// stretch of packets up to a point keeps the lower envelope of its lines
+/// TX_j - share GAP_j over shares from 0 up, so the running minimum moves
+/// from point to point: a few lines a point (one receive batch's) instead
+/// of every packet, for each of the fit's 161 shares.
+struct FluidQueue {
+    /// Per point: TX and GAP at its packet.
+    at: Vec<(f64, f64)>,
+    /// Per point, the lines (TX_j, GAP_j) of its stretch's envelope in
+    /// the order they take over as the share grows, and the shares where
+    /// each after the first takes over.
+    lines: Vec<(f64, f64)>,
+    takes_over: Vec<f64>,
+    /// Per point, where its lines start in `lines` (and its shares in
+    /// `takes_over`, one fewer per stretch: the stretch's first line has
+    /// none), with a last entry for the end.
+    starts: Vec<usize>,
+}
+
+impl FluidQueue {
+    /// `tx_ns[k]` and `gap_ns[k]` for packet k + 1 (as in the recursion);
+    /// `points` in packet order.
+    fn new(tx_ns: &[f64], gap_ns: &[f64], points: &[(usize, f64)]) -> Self {
+        let mut q = FluidQueue {
+            at: Vec::with_capacity(points.len()),
+            lines: Vec::new(),
+            takes_over: Vec::new(),
+            starts: Vec::with_capacity(points.len() + 1),
+        };
+        let (mut tx, mut gap) = (0.0f64, 0.0f64);
+        let mut next = 0usize;
+        let mut stretch: Vec<(f64, f64)> = Vec::new();
+        for &(i, _) in points {
+            // Packets next..=i: their lines.
+            stretch.clear();
+            while next <= i {
+                if next > 0 {
+                    tx += tx_ns[next - 1];
+                    gap += gap_ns[next - 1];
+                }
+                stretch.push((tx, gap));
+                next += 1;
+            }
+            q.at.push((tx, gap));
+            q.starts.push(q.lines.len());
+            q.push_envelope(&mut stretch);
+        }
+        q.starts.push(q.lines.len());
+        q
+    }
+
+    /// The lower envelope, over shares from 0 up, of the lines
+    /// `tx - share gap` in `stretch` (reordered).
+    fn push_envelope(&mut self, stretch: &mut [(f64, f64)]) {
+        // Shallower first; of equal slopes only the lowest counts.
+        stretch.sort_by(|x, y| x.1.total_cmp(&y.1).then(x.0.total_cmp(&y.0)));
+        let first = self.lines.len();
+        let first_share = self.takes_over.len();
+        for &(b, g) in stretch.iter() {
+            loop {
+                let n = self.lines.len() - first;
+                if n == 0 {
+                    break;
+                }
+                let (tb, tg) = self.lines[self.lines.len() - 1];
+                if g == tg {
+                    // Equal slopes, sorted by height: the one there is lower.
+                    break;
+                }
+                // Where the steeper new line crosses the top one.
+                let x = (b - tb) / (g - tg);
+                let dominated =
+                    x <= 0.0 || (n >= 2 && x <= self.takes_over[self.takes_over.len() - 1]);
+                if !dominated {
+                    break;
+                }
+                self.lines.pop();
+                if n >= 2 {
+                    self.takes_over.pop();
+                }
+            }
+            let n = self.lines.len() - first;
+            match self.lines.last() {
+                Some(&(tb, tg)) if n > 0 => {
+                    if g == tg {
+                        continue;
+                    }
+                    self.takes_over.push((b - tb) / (g - tg));
+                }
+                _ => {}
+            }
+            self.lines.push((b, g));
+        }
+        debug_assert_eq!(
+            self.takes_over.len() - first_share + 1,
+            self.lines.len() - first
+        );
+    }
+
+    /// The queue at each point, in order, for `share`.
+    fn at_points(&self, share: f64) -> impl Iterator<Item = f64> + '_ {
+        let mut lowest = f64::INFINITY;
+        let mut share_base = 0usize;
+        (0..self.at.len()).map(move |k| {
+            let (start, end) = (self.starts[k], self.starts[k + 1]);
+            if end > start {
+                let count = end - start - 1;
+                let shares = &self.takes_over[share_base..share_base + count];
+                share_base += count;
+                let (b, g) = self.lines[start + shares.partition_point(|&x| x <= share)];
+                lowest = lowest.min(b - share * g);
+            }
+            let (tx, gap) = self.at[k];
+            (tx - share * gap - lowest).max(0.0)
+        })
+    }
 }
 
 /// The share of C in `0..=1` with the least `loss`, from its values
@@ -588,6 +708,63 @@ mod tests {
         // the buffer and the fit reads A high.
         let f = queue_fit(&s, c, 4.5e9, 8.5e9, None).expect("fits");
         assert!(f.abw_bps > 1.03 * a, "{f:?}");
+    }
+
+    /// The recursion the envelope stands for, walked packet by packet.
+    fn walked(tx_ns: &[f64], gap_ns: &[f64], points: &[(usize, f64)], share: f64) -> Vec<f64> {
+        let last = points.last().map_or(0, |p| p.0);
+        let mut queue = vec![0.0f64; last + 1];
+        let mut q = 0.0f64;
+        for i in 1..=last {
+            q = (q + tx_ns[i - 1] - share * gap_ns[i - 1]).max(0.0);
+            queue[i] = q;
+        }
+        points.iter().map(|&(i, _)| queue[i]).collect()
+    }
+
+    #[test]
+    fn the_envelope_reads_the_queue_by_hand() {
+        // Packets of 1 us of link time every 2 us at first (no queue),
+        // then every 0.5 us: at share 0.5 (half the link free) the first
+        // four drain as they come, the next four add 1 - 0.25 = 0.75 us
+        // each. Points at packets 2, 4, 6 and 8.
+        let tx = [1.0; 8];
+        let gap = [2.0, 2.0, 2.0, 2.0, 0.5, 0.5, 0.5, 0.5];
+        let points = [(2, 0.0), (4, 0.0), (6, 0.0), (8, 0.0)];
+        let q = FluidQueue::new(&tx, &gap, &points);
+        let got: Vec<f64> = q.at_points(0.5).collect();
+        assert_eq!(got, vec![0.0, 0.0, 1.5, 3.0]);
+        // With nothing free every packet queues whole.
+        let got: Vec<f64> = q.at_points(0.0).collect();
+        assert_eq!(got, vec![2.0, 4.0, 6.0, 8.0]);
+    }
+
+    proptest! {
+        /// The envelope gives the walked queue at every point, for any
+        /// share, gaps of zero or out of order included.
+        #[test]
+        fn the_envelope_is_the_walked_queue(
+            steps in proptest::collection::vec((0.0f64..2000.0, -50.0f64..3000.0, any::<bool>()), 2..300),
+            shares in proptest::collection::vec(0.0f64..1.0, 1..20),
+        ) {
+            let tx: Vec<f64> = steps.iter().map(|s| s.0).collect();
+            let gap: Vec<f64> = steps.iter().map(|s| s.1).collect();
+            let mut points: Vec<(usize, f64)> = steps
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.2)
+                .map(|(k, _)| (k + 1, 0.0))
+                .collect();
+            points.insert(0, (0, 0.0));
+            let q = FluidQueue::new(&tx, &gap, &points);
+            for &share in &shares {
+                let want = walked(&tx, &gap, &points, share);
+                let got: Vec<f64> = q.at_points(share).collect();
+                for (g, w) in got.iter().zip(&want) {
+                    prop_assert!((g - w).abs() <= 1e-6 * (1.0 + w.abs()), "{} vs {} at {}", g, w, share);
+                }
+            }
+        }
     }
 
     proptest! {
