@@ -7,7 +7,7 @@
 # at Range 50 % (5 x 64), without the tight link's capacity and then
 # given it, then each out-of-range cell's right bounds per seed and
 # pooled over the seeds (weighted by its streams).
-#   scripts/eval-seeds.sh [SEEDS]       (seeds 1..SEEDS, default 5; about a minute each)
+#   scripts/eval-seeds.sh [SEEDS]       (seeds 1..SEEDS, default 5; about 40 s each)
 # Each seed's full tables stay in $OUT (default: a temporary folder).
 set -euo pipefail
 seeds=${1:-5}
