@@ -127,7 +127,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     } else {
         tightlink_trace::read_path(&args.trace)?
     };
-    if args.capacity.is_none() && methods.read_capacity() {
+    if args.capacity.is_none() && methods.reads_capacity() {
         if let Some(c) =
             trace_capacity_bps(&trace).with_context(|| args.trace.display().to_string())?
         {

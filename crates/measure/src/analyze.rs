@@ -41,7 +41,7 @@ impl Methods {
     /// (`--capacity 10G`, `capacity_bps=1e10`).
     pub fn check_capacity(self, given: Option<&str>) -> Result<()> {
         if let (Some(given), Methods::One(m)) = (given, self) {
-            if !self.read_capacity() {
+            if !self.reads_capacity() {
                 bail!(
                     "{given}: {} does not read a known capacity (queue-fit, igi, spruce and multirate do)",
                     m.name()
@@ -52,7 +52,7 @@ impl Methods {
     }
 
     /// Whether some method of these reads a known capacity.
-    pub fn read_capacity(self) -> bool {
+    pub fn reads_capacity(self) -> bool {
         match self {
             Methods::One(m) => matches!(
                 m,
