@@ -418,8 +418,8 @@ fn analyze_with(
     match kind {
         StreamKind::SingleRate => single_rate(stream, method, params, base, &mut room.gaps),
         StreamKind::MultiRate => {
-            let a = multi_rate(stream, method, params, base.clone(), tracker, room);
-            with_the_queue_fit(stream, method, params, base, a)
+            let a = multi_rate(stream, method, params, base, tracker, room);
+            with_the_queue_fit(stream, method, params, a)
         }
         StreamKind::Chirp => chirp(stream, params, base),
         StreamKind::Pairs => pairs(stream, params, base),
@@ -735,7 +735,6 @@ fn with_the_queue_fit(
     stream: &ProbeStream,
     method: Method,
     params: &AnalysisParams,
-    base: Analysis,
     a: Analysis,
 ) -> Analysis {
     let (Method::Multirate, Consistency::Bracket, Some(_), Bound::Exact, Some(e)) = (
@@ -747,7 +746,7 @@ fn with_the_queue_fit(
     ) else {
         return a;
     };
-    let fit = queue_fit_analysis(stream, params, base);
+    let fit = queue_fit_analysis(stream, params, a.clone());
     match (fit.bound, fit.abw_bps) {
         (Bound::Exact, Some(q)) => Analysis {
             abw_bps: Some(0.5 * (e + q)),

@@ -294,13 +294,11 @@ struct FluidQueue {
     /// Per point: TX and GAP at its packet.
     at: Vec<(f64, f64)>,
     /// Per point, the lines (TX_j, GAP_j) of its stretch's envelope in
-    /// the order they take over as the share grows, and the shares where
-    /// each after the first takes over.
+    /// the order they take over as the share grows, each with the share
+    /// where it does (the stretch's first: minus infinity).
     lines: Vec<(f64, f64)>,
     takes_over: Vec<f64>,
-    /// Per point, where its lines start in `lines` (and its shares in
-    /// `takes_over`, one fewer per stretch: the stretch's first line has
-    /// none), with a last entry for the end.
+    /// Per point, where its lines start, with a last entry for the end.
     starts: Vec<usize>,
 }
 
@@ -342,59 +340,38 @@ impl FluidQueue {
         // Shallower first; of equal slopes only the lowest counts.
         stretch.sort_by(|x, y| x.1.total_cmp(&y.1).then(x.0.total_cmp(&y.0)));
         let first = self.lines.len();
-        let first_share = self.takes_over.len();
-        for &(b, g) in stretch.iter() {
-            loop {
-                let n = self.lines.len() - first;
-                if n == 0 {
-                    break;
-                }
-                let (tb, tg) = self.lines[self.lines.len() - 1];
+        'lines: for &(b, g) in stretch.iter() {
+            let mut takes_over = f64::NEG_INFINITY;
+            while let (Some(&(tb, tg)), Some(&since)) =
+                (self.lines[first..].last(), self.takes_over[first..].last())
+            {
                 if g == tg {
                     // Equal slopes, sorted by height: the one there is lower.
-                    break;
+                    continue 'lines;
                 }
-                // Where the steeper new line crosses the top one.
+                // Where the steeper new line crosses the top one: past
+                // 0 and past where the top took over, the top stays.
                 let x = (b - tb) / (g - tg);
-                let dominated =
-                    x <= 0.0 || (n >= 2 && x <= self.takes_over[self.takes_over.len() - 1]);
-                if !dominated {
+                if x > 0.0 && x > since {
+                    takes_over = x;
                     break;
                 }
                 self.lines.pop();
-                if n >= 2 {
-                    self.takes_over.pop();
-                }
-            }
-            let n = self.lines.len() - first;
-            match self.lines.last() {
-                Some(&(tb, tg)) if n > 0 => {
-                    if g == tg {
-                        continue;
-                    }
-                    self.takes_over.push((b - tb) / (g - tg));
-                }
-                _ => {}
+                self.takes_over.pop();
             }
             self.lines.push((b, g));
+            self.takes_over.push(takes_over);
         }
-        debug_assert_eq!(
-            self.takes_over.len() - first_share + 1,
-            self.lines.len() - first
-        );
     }
 
     /// The queue at each point, in order, for `share`.
     fn at_points(&self, share: f64) -> impl Iterator<Item = f64> + '_ {
         let mut lowest = f64::INFINITY;
-        let mut share_base = 0usize;
         (0..self.at.len()).map(move |k| {
             let (start, end) = (self.starts[k], self.starts[k + 1]);
             if end > start {
-                let count = end - start - 1;
-                let shares = &self.takes_over[share_base..share_base + count];
-                share_base += count;
-                let (b, g) = self.lines[start + shares.partition_point(|&x| x <= share)];
+                let t = self.takes_over[start + 1..end].partition_point(|&x| x <= share);
+                let (b, g) = self.lines[start + t];
                 lowest = lowest.min(b - share * g);
             }
             let (tx, gap) = self.at[k];
