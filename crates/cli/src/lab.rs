@@ -44,6 +44,11 @@ pub enum LabCommand {
     /// (presets: pathload's `pathload_rcv`/`pathload_snd`, pathChirp's
     /// `pathchirp_rcv`/`pathchirp_snd`, `iperf3`) in
     /// turn on the same runs and the same truth: one table.
+    ///
+    /// The scenario may be a comma-separated list, or `third-party` for
+    /// every shipped scenario whose cross traffic iperf3 or iperf 2
+    /// makes: a campaign, each scenario in turn, then every method's runs
+    /// pooled and the silent misses counted.
     Compare(RunArgs),
     /// `estimate --follow` (bart) through the lab, each update against the
     /// kernel-counter truth over its stream and over 500 ms around it; a
@@ -220,6 +225,11 @@ pub struct RunArgs {
     /// Counter sampling period in microseconds.
     #[arg(long, default_value_t = 1000)]
     pub sample_us: u64,
+    /// `lab compare`: the peer tools to run, comma-separated
+    /// (`peer:pathload,peer:spruce`; `none` for none); default: every
+    /// preset found on PATH.
+    #[arg(long)]
+    pub peers: Option<String>,
 }
 
 fn delay_line(a: DelayLineArgs) -> Result<()> {
@@ -704,13 +714,78 @@ fn tcp_lab(a: TcpArgs) -> Result<()> {
 const COMPARE_METHODS: &str = "multirate,prcmt+bass,pathload,topp,pathchirp,igi,spruce,bart";
 
 fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
+    let names = scenario_names(&a.target.scenario, compare)?;
+    if names.len() == 1 {
+        return run_lab_one(&a, compare, &lab_of(&a.target)?);
+    }
+    if a.plot.is_some() || a.json_stream {
+        bail!(
+            "--plot and --json-stream take one scenario, not {}",
+            names.len()
+        );
+    }
+    need_root()?;
+    let mut all = Vec::new();
+    for name in &names {
+        let lab = lab_of(&LabTarget {
+            scenario: name.clone(),
+            name: a.target.name.clone(),
+        })?;
+        if !a.json {
+            eprintln!("scenario {name}: {}", lab.scenario.description);
+        }
+        all.extend(run_scenario(&a, compare, &lab)?);
+    }
+    if a.json {
+        for m in &all {
+            println!("{}", serde_json::to_string(m)?);
+        }
+    } else {
+        print_table(&all);
+        print_campaign_summary(&all);
+    }
+    Ok(())
+}
+
+/// The scenarios `lab run`/`lab compare` was given: one name or file,
+/// or (compare) a comma-separated list, where `third-party` stands for
+/// every shipped scenario whose cross traffic another tool makes.
+fn scenario_names(arg: &str, compare: bool) -> Result<Vec<String>> {
+    if !compare || !(arg.contains(',') || arg == "third-party") {
+        return Ok(vec![arg.to_string()]);
+    }
+    let mut v = Vec::new();
+    for n in arg.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if n == "third-party" {
+            v.extend(
+                tightlink_lab::scenario::THIRD_PARTY
+                    .iter()
+                    .map(|s| s.to_string()),
+            );
+        } else {
+            v.push(n.to_string());
+        }
+    }
+    if v.is_empty() {
+        bail!("lab compare {arg:?}: no scenario named");
+    }
+    Ok(v)
+}
+
+/// One scenario's runs and its own table (or JSON).
+fn run_lab_one(a: &RunArgs, compare: bool, lab: &Lab) -> Result<()> {
+    let results = run_scenario(a, compare, lab)?;
+    render_one(a, lab, &results)
+}
+
+/// The runs of one scenario, every method and tool interleaved.
+fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSummary>> {
     if let Some(n) = a.repeat.filter(|n| !(1..=1000).contains(n)) {
         bail!("--repeat {n}: must be within 1..1000");
     }
     if !(200..=100_000).contains(&a.sample_us) {
         bail!("--sample-us {}: must be within 200..100000", a.sample_us);
     }
-    let lab = lab_of(&a.target)?;
     let methods: Vec<String> = match (&a.method, compare) {
         // Every closed-loop method (queue-fit given the scenario's tight
         // link capacity).
@@ -750,6 +825,32 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
     };
     if compare {
         let (found, missing) = tightlink_lab::presets::found();
+        let wanted: Option<Vec<&str>> = a
+            .peers
+            .as_deref()
+            .map(|p| p.split(',').map(str::trim).collect());
+        if let Some(w) = &wanted {
+            for name in w.iter().filter(|n| **n != "none") {
+                if !tightlink_lab::presets::PRESETS
+                    .iter()
+                    .any(|p| p.name == *name)
+                {
+                    bail!(
+                        "--peers {name}: not a preset ({})",
+                        tightlink_lab::presets::PRESETS
+                            .iter()
+                            .map(|p| p.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
+            }
+        }
+        let chosen = |p: &&tightlink_lab::presets::Preset| {
+            wanted.as_ref().is_none_or(|w| w.contains(&p.name))
+        };
+        let found: Vec<_> = found.iter().filter(chosen).copied().collect();
+        let missing: Vec<_> = missing.iter().filter(chosen).copied().collect();
         for p in &missing {
             eprintln!(
                 "peer {}: `{}` is not on PATH (build {}), left out",
@@ -787,7 +888,7 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
             }),
         );
     }
-    let results = tightlink_lab::run::run(&lab, &opts, &mut |r| {
+    let results = tightlink_lab::run::run(lab, &opts, &mut |r| {
         if a.json_stream {
             line("run", serde_json::to_value(r).unwrap_or_default());
         }
@@ -826,6 +927,16 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
             }
             return Err(e.into());
         }
+    };
+    Ok(results)
+}
+
+/// `lab run`/`lab compare` on one scenario: the plot, then the JSON or
+/// the table and its notes.
+fn render_one(a: &RunArgs, lab: &Lab, results: &[MethodSummary]) -> Result<()> {
+    let results = results.to_vec();
+    let line = |event: &str, data: serde_json::Value| {
+        let _ = crate::estimate::json_event(event, data);
     };
     if let Some(p) = &a.plot {
         let series: Vec<(String, Vec<(f64, f64)>)> = results
@@ -874,6 +985,35 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Every method over every scenario of a campaign: its runs pooled into
+/// one row each, and the silent misses counted over all of them.
+fn print_campaign_summary(all: &[MethodSummary]) {
+    let mut methods: Vec<&str> = Vec::new();
+    for m in all {
+        if !methods.contains(&m.method.as_str()) {
+            methods.push(&m.method);
+        }
+    }
+    let pooled: Vec<MethodSummary> = methods
+        .iter()
+        .map(|method| {
+            let runs: Vec<RunRecord> = all
+                .iter()
+                .filter(|m| m.method == *method)
+                .flat_map(|m| m.per_run.iter().cloned())
+                .collect();
+            tightlink_lab::run::summarise("all", method, runs)
+        })
+        .collect();
+    println!("\nAll scenarios pooled:");
+    print_table(&pooled);
+    let silent: usize = pooled.iter().map(|m| m.silent_misses).sum();
+    let runs: usize = pooled.iter().map(|m| m.runs).sum();
+    println!(
+        "\nSilent misses (more than 10 % off, `exact`, a range that misses the truth, no warning): {silent} of {runs} runs."
+    );
 }
 
 /// "; the sender fell behind its schedule in N streams (K sent again)"
@@ -934,11 +1074,11 @@ fn pct(v: Option<f64>) -> String {
 }
 
 pub fn print_table(results: &[MethodSummary]) {
-    println!("| scenario | method | truth (median) | median err | p90 err | bias | bias (offered) | answered | holds truth | swings | time (median) | probe bytes (median) | cross dropped (median) |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| scenario | method | truth: hop carried (median) | median err | p90 err | bias | bias (offered) | answered | holds truth | silent misses | swings | time (median) | probe bytes (median) | cross dropped (median) |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in results {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} |",
             m.scenario,
             m.method,
             m.median_truth_bps
@@ -956,6 +1096,7 @@ pub fn print_table(results: &[MethodSummary]) {
             } else {
                 "-".into()
             },
+            m.silent_misses,
             m.swings,
             m.median_duration_s
                 .map_or("-".into(), |d| format!("{d:.2} s")),
@@ -1006,6 +1147,7 @@ mod tests {
             sender_late_streams: Some(late),
             delay_line: None,
             resent_streams: Some(resent),
+            warnings: None,
             error: None,
         }
     }

@@ -7,6 +7,8 @@
 //! - [`topology`]: namespaces, veth links, shaped hops (`tbf`/`htb`), the
 //!   random-loss filter, offloads; `up`, `down`, `status`.
 //! - [`cross`]: cross traffic on real sockets with the simulator's models.
+//! - [`generators`]: cross traffic from tools we did not write (iperf3,
+//!   iperf 2), started and stopped like our own.
 //! - [`delay`]: the user-space delay line a hop's `delay` runs (no netem
 //!   here).
 //! - [`kernel`]: `setns`, rtnetlink counters, ethtool offloads.
@@ -23,6 +25,7 @@
 pub mod cc;
 pub mod cross;
 pub mod delay;
+pub mod generators;
 pub mod kernel;
 pub mod passive;
 pub mod presets;

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 
 use crate::delay::{self, OneWayDelay};
+use crate::generators::{self, Generator};
 use crate::sampler::Sampler;
-use crate::scenario::Qdisc;
+use crate::scenario::{Cross, Qdisc};
 use crate::topology::{Lab, LabError, RCV_IP, SND_IP, XR_IP};
 use crate::truth::{self, Sample, Truth};
 use tightlink_sys::clock::realtime_ns;
@@ -95,6 +96,8 @@ pub struct RunRecord {
     /// this one's (`None` without delay lines): frames they dropped are
     /// this host's losses, probes among them read as the path's.
     pub delay_line: Option<LineCounts>,
+    /// tightlink: the warnings its answer carried.
+    pub warnings: Option<Vec<String>>,
     pub error: Option<String>,
 }
 
@@ -110,6 +113,16 @@ impl RunRecord {
             "at_most" => Some(t <= 1.1 * e),
             _ => Some(false),
         }
+    }
+
+    /// An answer more than 10 % off the truth that said `exact`, with a
+    /// range that misses the truth and no warning: a user had no reason
+    /// to doubt it.
+    pub fn is_silent_miss(&self) -> bool {
+        self.rel_error.is_some_and(|e| e.abs() > 0.10)
+            && self.bound.as_deref() == Some("exact")
+            && self.holds_truth() == Some(false)
+            && self.warnings.as_ref().is_some_and(|w| w.is_empty())
     }
 }
 
@@ -137,6 +150,8 @@ pub struct MethodSummary {
     pub with_range: usize,
     /// Runs that stopped as `swings`.
     pub swings: usize,
+    /// Runs that are [`RunRecord::is_silent_miss`].
+    pub silent_misses: usize,
     pub per_run: Vec<RunRecord>,
 }
 
@@ -229,6 +244,7 @@ pub fn summarise(scenario: &str, method: &str, runs: Vec<RunRecord>) -> MethodSu
             .iter()
             .filter(|r| r.holds_truth().is_some())
             .count(),
+        silent_misses: runs.iter().filter(|r| r.is_silent_miss()).count(),
         swings: runs
             .iter()
             .filter(|r| r.stop.as_deref() == Some("swings"))
@@ -404,47 +420,87 @@ pub(crate) fn start_services(
     std::thread::spawn(move || for _ in lines.lines() {});
     children.push(server);
     if let Some(c) = &lab.scenario.cross {
-        let to = format!("{XR_IP}:{SINK_PORT}");
+        if let Some(b) = c.generator.binary().filter(|b| !generators::on_path(b)) {
+            return Err(format!(
+                "cross.generator = \"{}\" needs `{b}` on PATH (Debian: apt install {b})",
+                c.generator.name()
+            ));
+        }
+        let (mut sink, mut sender) = cross_commands(lab, exe, c, SINK_PORT, seconds * 1000);
         children.push(
-            in_ns(lab, "xr", exe)
-                .args([
-                    "cross",
-                    "--sink",
-                    &to,
-                    "--duration",
-                    &format!("{}s", seconds + 5),
-                ])
-                .stdout(Stdio::null())
+            sink.stdout(Stdio::null())
                 .stderr(Stdio::null())
+                .process_group(0)
                 .spawn()
                 .map_err(|e| format!("start cross sink: {e}"))?,
         );
-        std::thread::sleep(Duration::from_millis(100));
+        // iperf's servers take longer than ours to listen.
+        let settle_ms = if c.generator == Generator::Tightlink {
+            100
+        } else {
+            300
+        };
+        std::thread::sleep(Duration::from_millis(settle_ms));
         cross_started_ns = Some(realtime_ns());
         children.push(
-            in_ns(lab, "xs", exe)
-                .args([
-                    "cross",
-                    &to,
-                    "--traffic",
-                    &c.traffic,
-                    "--duration",
-                    &format!("{seconds}s"),
-                    "--seed",
-                    &c.seed.to_string(),
-                    "--tcp",
-                    &c.tcp_flows.to_string(),
-                ])
+            sender
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
+                .process_group(0)
                 .spawn()
-                .map_err(|e| format!("start cross traffic: {e}"))?,
+                .map_err(|e| format!("start cross traffic ({}): {e}", c.generator.name()))?,
         );
     }
     Ok(Services {
         children,
         cross_started_ns,
     })
+}
+
+/// The cross sink's and the cross sender's commands (in the `xr` and
+/// `xs` namespaces) for the scenario's generator, the sender running for
+/// `millis` and the sink 5 s longer.
+pub(crate) fn cross_commands(
+    lab: &Lab,
+    exe: &PathBuf,
+    c: &Cross,
+    port: u16,
+    millis: u64,
+) -> (Command, Command) {
+    let to = format!("{XR_IP}:{port}");
+    match (
+        c.generator.sink_argv(XR_IP, port),
+        c.generator.sender_argv(XR_IP, port, millis.div_ceil(1000)),
+    ) {
+        (Some(sink), Some(sender)) => (
+            generators::in_netns(&lab.ns("xr"), &sink),
+            generators::in_netns(&lab.ns("xs"), &sender),
+        ),
+        _ => {
+            let mut sink = in_ns(lab, "xr", exe);
+            sink.args([
+                "cross",
+                "--sink",
+                &to,
+                "--duration",
+                &format!("{}ms", millis + 5000),
+            ]);
+            let mut sender = in_ns(lab, "xs", exe);
+            sender.args([
+                "cross",
+                &to,
+                "--traffic",
+                &c.traffic,
+                "--duration",
+                &format!("{millis}ms"),
+                "--seed",
+                &c.seed.to_string(),
+                "--tcp",
+                &c.tcp_flows.to_string(),
+            ]);
+            (sink, sender)
+        }
+    }
 }
 
 /// One estimate by `method` (or the tool), with its truth.
@@ -490,6 +546,7 @@ fn one_run(
         sender_late_streams: None,
         delay_line: None,
         resent_streams: None,
+        warnings: None,
         error: None,
     };
     let rates: Vec<f64> = lab.scenario.hops.iter().map(|h| h.rate_bps).collect();
@@ -547,6 +604,11 @@ fn one_run(
                 rec.streams = j["streams"].as_u64();
                 rec.sender_late_streams = j["sender_late_streams"].as_u64();
                 rec.resent_streams = j["resent_streams"].as_u64();
+                rec.warnings = j["warnings"].as_array().map(|w| {
+                    w.iter()
+                        .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
+                        .collect()
+                });
                 let unix_window = |key: &str| Some((j[key][0].as_i64()?, j[key][1].as_i64()?));
                 window = unix_window("probe_window_unix_ns").unwrap_or(window);
                 answer_window = unix_window("answer_window_unix_ns");
@@ -897,22 +959,21 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         let t0 = realtime_ns();
         let (out, probes) = std::thread::scope(|s| {
             let probes = has_delay.then(|| s.spawn(delay_probes));
-            let out = run_child(
-                {
-                    let mut cmd = in_ns(lab, "xs", exe);
-                    cmd.args([
-                        "cross",
-                        &xr_sink,
-                        "--traffic",
-                        &c.traffic,
-                        "--duration",
-                        "2s",
-                    ]);
-                    cmd.args(["--seed", &c.seed.to_string()]);
-                    cmd
-                },
-                Duration::from_secs(10),
-            );
+            // Another tool's sink listens beside ours, one port up.
+            let (mut sink, sender) = cross_commands(lab, exe, c, SINK_PORT + 1, 2000);
+            let tool_sink = (c.generator != Generator::Tightlink).then(|| {
+                let child = sink
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .process_group(0)
+                    .spawn();
+                std::thread::sleep(Duration::from_millis(300));
+                child
+            });
+            let out = run_child(sender, Duration::from_secs(10));
+            if let Some(Ok(mut child)) = tool_sink {
+                kill_group(&mut child);
+            }
             let probes = probes.map(|p| {
                 p.join()
                     .unwrap_or_else(|_| Err(err("delay probes panicked".into())))
@@ -1106,6 +1167,7 @@ mod tests {
             sender_late_streams: None,
             delay_line: None,
             resent_streams: None,
+            warnings: Some(Vec::new()),
             error: None,
         }
     }
@@ -1169,6 +1231,33 @@ mod tests {
         assert_eq!(held, vec![t, f, t, f, t, f]);
         let s = summarise("x", "m", runs);
         assert_eq!((s.held, s.with_range, s.swings), (3, 6, 1));
+    }
+
+    /// Truth 100 Mbit/s (`rec`'s): 115 said `exact` with 110-120 and no
+    /// warning is a silent miss; the same with a warning, a range that
+    /// holds the truth, "at least", or 108 (8 % off) is not.
+    #[test]
+    fn silent_misses_by_hand() {
+        let with = |e: f64, low: f64, high: f64, bound: &str, warned: bool| RunRecord {
+            bound: Some(bound.into()),
+            estimate_bps: Some(e),
+            rel_error: Some(e / 100e6 - 1.0),
+            low_bps: Some(low),
+            high_bps: Some(high),
+            warnings: Some(if warned { vec!["swung".into()] } else { vec![] }),
+            ..rec(None, 0.1)
+        };
+        let runs = vec![
+            with(115e6, 110e6, 120e6, "exact", false),
+            with(115e6, 110e6, 120e6, "exact", true),
+            with(115e6, 95e6, 120e6, "exact", false),
+            with(115e6, 115e6, 115e6, "at_least", false),
+            with(108e6, 105e6, 110e6, "exact", false),
+            with(85e6, 80e6, 89e6, "exact", false),
+        ];
+        let silent: Vec<bool> = runs.iter().map(RunRecord::is_silent_miss).collect();
+        assert_eq!(silent, vec![true, false, false, false, false, true]);
+        assert_eq!(summarise("x", "m", runs).silent_misses, 2);
     }
 
     #[test]

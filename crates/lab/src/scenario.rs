@@ -13,6 +13,10 @@
 //! [cross]
 //! traffic = "cbr:60M"     # the simulator's cross syntax (sim spec)
 //! hop = 1                 # enters before this hop (default: the last)
+//! # or a generator this project did not write (crate::generators):
+//! # generator = "iperf3-udp"   rate = "60M"  length = "1400B"  pacing_timer = "100us"
+//! # generator = "iperf3-tcp"   rate = "60M"  congestion = "cubic"  flows = 1
+//! # generator = "iperf2-isochronous"  rate = "50M"  frames_per_second = 60  rate_stddev = "5M"
 //! [path]
 //! loss = 0.01             # random drop share on the sender's access link
 //! ```
@@ -21,6 +25,8 @@ use serde::Deserialize;
 use tightlink_core::units::{parse_bytes, parse_rate, parse_time_ns};
 use tightlink_sim::cross::CrossSpec;
 use tightlink_sim::spec::parse_cross;
+
+use crate::generators::{self, Generator};
 
 /// The shipped scenarios: (name, TOML).
 pub const BUILT_IN: &[(&str, &str)] = &[
@@ -57,6 +63,46 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "tcp-random-loss",
         include_str!("../scenarios/tcp-random-loss.toml"),
     ),
+    (
+        "iperf3-udp60",
+        include_str!("../scenarios/iperf3-udp60.toml"),
+    ),
+    (
+        "iperf3-udp60-fine",
+        include_str!("../scenarios/iperf3-udp60-fine.toml"),
+    ),
+    (
+        "iperf3-udp120-fine",
+        include_str!("../scenarios/iperf3-udp120-fine.toml"),
+    ),
+    (
+        "iperf3-cubic60",
+        include_str!("../scenarios/iperf3-cubic60.toml"),
+    ),
+    (
+        "iperf3-cubic120",
+        include_str!("../scenarios/iperf3-cubic120.toml"),
+    ),
+    (
+        "iperf3-bbr60",
+        include_str!("../scenarios/iperf3-bbr60.toml"),
+    ),
+    (
+        "iperf2-video",
+        include_str!("../scenarios/iperf2-video.toml"),
+    ),
+];
+
+/// The shipped scenarios whose cross traffic tools this project did not
+/// write make (`lab compare third-party`).
+pub const THIRD_PARTY: &[&str] = &[
+    "iperf3-udp60",
+    "iperf3-udp60-fine",
+    "iperf3-udp120-fine",
+    "iperf3-cubic60",
+    "iperf3-cubic120",
+    "iperf3-bbr60",
+    "iperf2-video",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -90,10 +136,18 @@ struct RawHop {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCross {
-    traffic: String,
+    traffic: Option<String>,
     hop: Option<usize>,
     tcp_flows: Option<usize>,
     seed: Option<u64>,
+    generator: Option<String>,
+    rate: Option<String>,
+    length: Option<String>,
+    pacing_timer: Option<String>,
+    congestion: Option<String>,
+    flows: Option<usize>,
+    frames_per_second: Option<u32>,
+    rate_stddev: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -143,7 +197,10 @@ pub struct Hop {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cross {
-    /// Text as given (passed to `tightlink cross --traffic`).
+    /// What sends it: tightlink's own models or another tool.
+    pub generator: Generator,
+    /// Text as given (passed to `tightlink cross --traffic`); for another
+    /// tool, a summary of its settings.
     pub traffic: String,
     pub spec: Option<CrossSpec>,
     /// Index (0-based) of the first shaped hop it crosses; it leaves the
@@ -263,45 +320,7 @@ impl Scenario {
         }
         let cross = match raw.cross {
             None => None,
-            Some(c) => {
-                let spec =
-                    parse_cross(&c.traffic).map_err(|e| fail(format!("cross.traffic: {e}")))?;
-                let hop = c.hop.unwrap_or(hops.len());
-                if hop == 0 || hop > hops.len() {
-                    return Err(fail(format!(
-                        "cross.hop = {hop}: hops are numbered 1 to {}",
-                        hops.len()
-                    )));
-                }
-                let entry_hop = hop - 1;
-                let tcp_flows = c.tcp_flows.unwrap_or(0);
-                if crate::cross::sends_nothing(spec.as_ref(), tcp_flows) {
-                    return Err(fail(format!(
-                        "cross.traffic = {:?}: sends nothing (no rate, no tcp_flows); \
-                         leave [cross] out for an idle path",
-                        c.traffic
-                    )));
-                }
-                if let Some(s) = &spec {
-                    for (i, h) in hops.iter().enumerate().skip(entry_hop) {
-                        if s.rate_bps >= h.rate_bps {
-                            return Err(fail(format!(
-                                "cross traffic of {:.0} Mbit/s fills hop {} ({:.0} Mbit/s)",
-                                s.rate_bps / 1e6,
-                                i + 1,
-                                h.rate_bps / 1e6
-                            )));
-                        }
-                    }
-                }
-                Some(Cross {
-                    traffic: c.traffic,
-                    spec,
-                    entry_hop,
-                    tcp_flows,
-                    seed: c.seed.unwrap_or(1),
-                })
-            }
+            Some(c) => Some(parse_cross_table(c, &hops).map_err(fail)?),
         };
         let path = raw.path.unwrap_or(RawPath {
             loss: None,
@@ -345,7 +364,13 @@ impl Scenario {
     /// Mean cross rate crossing hop `i` (bit/s), as configured.
     pub fn cross_bps_on(&self, i: usize) -> f64 {
         match &self.cross {
-            Some(c) if i >= c.entry_hop => c.spec.as_ref().map_or(0.0, |s| s.rate_bps),
+            Some(c) if i >= c.entry_hop => c
+                .spec
+                .as_ref()
+                .map(|s| s.rate_bps)
+                .or(c.generator.mean_frame_bps())
+                .or(c.generator.asked_bps())
+                .unwrap_or(0.0),
             _ => 0.0,
         }
     }
@@ -368,11 +393,206 @@ impl Scenario {
     /// The available bandwidth the scenario intends: min over hops of rate
     /// minus the cross rate on it (TCP flows make it unknowable: `None`).
     pub fn nominal_available_bps(&self) -> Option<f64> {
-        if self.cross.as_ref().is_some_and(|c| c.tcp_flows > 0) {
+        if self
+            .cross
+            .as_ref()
+            .is_some_and(|c| c.tcp_flows > 0 || c.generator.is_tcp())
+        {
             return None;
         }
         self.tight_hop().map(|i| self.free_bps_on(i))
     }
+}
+
+/// `[cross]`: tightlink's own traffic (`traffic`, `tcp_flows`, `seed`) or
+/// another tool's (`generator` and its keys); each key is checked against
+/// the generator it belongs to.
+fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
+    let hop = c.hop.unwrap_or(hops.len());
+    if hop == 0 || hop > hops.len() {
+        return Err(format!(
+            "cross.hop = {hop}: hops are numbered 1 to {}",
+            hops.len()
+        ));
+    }
+    let entry_hop = hop - 1;
+    let generator_name = c.generator.as_deref().unwrap_or("tightlink");
+    // Keys that belong to one generator only are errors on another.
+    let only = |key: &str, given: bool, owners: &[&str]| -> Result<(), String> {
+        if given && !owners.contains(&generator_name) {
+            return Err(format!(
+                "cross.{key}: belongs to generator {} (this one is {generator_name})",
+                owners.join(" or ")
+            ));
+        }
+        Ok(())
+    };
+    only("traffic", c.traffic.is_some(), &["tightlink"])?;
+    only("tcp_flows", c.tcp_flows.is_some(), &["tightlink"])?;
+    only("seed", c.seed.is_some(), &["tightlink"])?;
+    only(
+        "rate",
+        c.rate.is_some(),
+        &["iperf3-udp", "iperf3-tcp", "iperf2-isochronous"],
+    )?;
+    only("length", c.length.is_some(), &["iperf3-udp"])?;
+    only("pacing_timer", c.pacing_timer.is_some(), &["iperf3-udp"])?;
+    only("congestion", c.congestion.is_some(), &["iperf3-tcp"])?;
+    only("flows", c.flows.is_some(), &["iperf3-tcp"])?;
+    only(
+        "frames_per_second",
+        c.frames_per_second.is_some(),
+        &["iperf2-isochronous"],
+    )?;
+    only(
+        "rate_stddev",
+        c.rate_stddev.is_some(),
+        &["iperf2-isochronous"],
+    )?;
+    let rate = || -> Result<f64, String> {
+        let r = c
+            .rate
+            .as_deref()
+            .ok_or_else(|| format!("cross.rate: generator {generator_name} needs one"))?;
+        let bps = parse_rate(r).map_err(|e| format!("cross.rate: {e}"))?;
+        if !(bps > 0.0 && bps <= 10e9) {
+            return Err(format!(
+                "cross.rate = \"{r}\": must be above 0 and at most 10 Gbit/s"
+            ));
+        }
+        Ok(bps)
+    };
+    let (generator, spec, tcp_flows, traffic) = match generator_name {
+        "tightlink" => {
+            let traffic = c
+                .traffic
+                .ok_or("cross.traffic: missing (or name another `generator`)")?;
+            let spec = parse_cross(&traffic).map_err(|e| format!("cross.traffic: {e}"))?;
+            let tcp_flows = c.tcp_flows.unwrap_or(0);
+            if crate::cross::sends_nothing(spec.as_ref(), tcp_flows) {
+                return Err(format!(
+                    "cross.traffic = {traffic:?}: sends nothing (no rate, no tcp_flows); \
+                     leave [cross] out for an idle path"
+                ));
+            }
+            (Generator::Tightlink, spec, tcp_flows, traffic)
+        }
+        "iperf3-udp" => {
+            let length_bytes = match &c.length {
+                None => generators::IPERF3_UDP_LENGTH_BYTES,
+                Some(l) => parse_bytes(l).map_err(|e| format!("cross.length: {e}"))?,
+            };
+            if !(64..=1472).contains(&length_bytes) {
+                return Err(format!(
+                    "cross.length = {length_bytes} B: a datagram of 64 to 1472 B fits one frame"
+                ));
+            }
+            let pacing_timer_us = match &c.pacing_timer {
+                None => generators::IPERF3_PACING_TIMER_US,
+                Some(t) => {
+                    let ns = parse_time_ns(t).map_err(|e| format!("cross.pacing_timer: {e}"))?;
+                    if !(1_000..=1_000_000_000).contains(&ns) {
+                        return Err(format!(
+                            "cross.pacing_timer = \"{t}\": must be 1 us to 1 s"
+                        ));
+                    }
+                    (ns / 1_000) as u64
+                }
+            };
+            let g = Generator::Iperf3Udp {
+                rate_bps: rate()?,
+                length_bytes,
+                pacing_timer_us,
+            };
+            let t = format!(
+                "iperf3 UDP {} Mbit/s of {length_bytes} B datagrams, pacing timer {pacing_timer_us} us",
+                g.asked_bps().unwrap_or(0.0) / 1e6
+            );
+            (g, None, 0, t)
+        }
+        "iperf3-tcp" => {
+            let congestion = c.congestion.unwrap_or_else(|| "cubic".into());
+            if !["cubic", "bbr", "reno"].contains(&congestion.as_str()) {
+                return Err(format!(
+                    "cross.congestion = \"{congestion}\": expected cubic, bbr or reno"
+                ));
+            }
+            let flows = c.flows.unwrap_or(1);
+            if !(1..=16).contains(&flows) {
+                return Err(format!("cross.flows = {flows}: must be 1 to 16"));
+            }
+            let g = Generator::Iperf3Tcp {
+                rate_bps: rate()?,
+                congestion,
+                flows,
+            };
+            let t = match &g {
+                Generator::Iperf3Tcp {
+                    rate_bps,
+                    congestion,
+                    flows,
+                } => format!(
+                    "iperf3 TCP ({congestion}), {flows} flow(s) capped at {} Mbit/s each",
+                    rate_bps / 1e6
+                ),
+                _ => unreachable!("built just above"),
+            };
+            (g, None, 0, t)
+        }
+        "iperf2-isochronous" => {
+            let frames_per_second = c.frames_per_second.unwrap_or(60);
+            if !(1..=10_000).contains(&frames_per_second) {
+                return Err(format!(
+                    "cross.frames_per_second = {frames_per_second}: must be 1 to 10000"
+                ));
+            }
+            let stddev_bps = match &c.rate_stddev {
+                None => 0.0,
+                Some(r) => parse_rate(r).map_err(|e| format!("cross.rate_stddev: {e}"))?,
+            };
+            let g = Generator::Iperf2Isochronous {
+                frames_per_second,
+                rate_bps: rate()?,
+                stddev_bps,
+            };
+            let t = format!(
+                "iperf 2 isochronous, {frames_per_second} frames/s, {} Mbit/s (sd {} Mbit/s)",
+                g.asked_bps().unwrap_or(0.0) / 1e6,
+                stddev_bps / 1e6
+            );
+            (g, None, 0, t)
+        }
+        other => {
+            return Err(format!(
+                "cross.generator = \"{other}\": expected tightlink, iperf3-udp, iperf3-tcp or iperf2-isochronous"
+            ))
+        }
+    };
+    let mean_bps = spec
+        .as_ref()
+        .map(|s| s.rate_bps)
+        .or(generator.mean_frame_bps())
+        .or(generator.asked_bps());
+    if let Some(m) = mean_bps {
+        for (i, h) in hops.iter().enumerate().skip(entry_hop) {
+            if m >= h.rate_bps {
+                return Err(format!(
+                    "cross traffic of {:.0} Mbit/s fills hop {} ({:.0} Mbit/s)",
+                    m / 1e6,
+                    i + 1,
+                    h.rate_bps / 1e6
+                ));
+            }
+        }
+    }
+    Ok(Cross {
+        generator,
+        traffic,
+        spec,
+        entry_hop,
+        tcp_flows,
+        seed: c.seed.unwrap_or(1),
+    })
 }
 
 #[cfg(test)]
@@ -469,5 +689,83 @@ mod tests {
         assert!(e.to_string().contains("hop"), "{e}");
         let e = Scenario::load("/nonexistent/x.toml").unwrap_err();
         assert!(e.to_string().contains("cbr30"), "{e}");
+    }
+
+    #[test]
+    fn third_party_generators_parse_and_their_keys_are_checked() {
+        let s = Scenario::load("iperf3-udp60-fine").unwrap();
+        let c = s.cross.as_ref().unwrap();
+        assert_eq!(
+            c.generator,
+            Generator::Iperf3Udp {
+                rate_bps: 60e6,
+                length_bytes: 1400,
+                pacing_timer_us: 100
+            }
+        );
+        // 200 less 60 * 1442 / 1400 of frames.
+        assert!((s.nominal_available_bps().unwrap() - 138.2e6).abs() < 1.0);
+        assert_eq!(
+            Scenario::load("iperf3-udp60")
+                .unwrap()
+                .cross
+                .unwrap()
+                .generator,
+            Generator::Iperf3Udp {
+                rate_bps: 60e6,
+                length_bytes: 1400,
+                pacing_timer_us: 1000
+            }
+        );
+        // TCP's share is the counters' to say.
+        let t = Scenario::load("iperf3-bbr60").unwrap();
+        assert_eq!(t.nominal_available_bps(), None);
+        assert_eq!(t.tight_capacity_bps(), 200e6);
+        for name in THIRD_PARTY {
+            let s = Scenario::load(name).unwrap();
+            assert!(s.cross.unwrap().generator.binary().is_some(), "{name}");
+        }
+        let base = "[[hop]]\nrate = \"200M\"\n[cross]\n";
+        let bad = |extra: &str, says: &str| {
+            let e = Scenario::parse("t", &format!("{base}{extra}")).unwrap_err();
+            assert!(e.to_string().contains(says), "{extra}: {e}");
+        };
+        bad(
+            "generator = \"iperf3-udp\"\n",
+            "cross.rate: generator iperf3-udp needs one",
+        );
+        bad(
+            "generator = \"iperf3-udp\"\nrate = \"60M\"\ncongestion = \"bbr\"\n",
+            "cross.congestion: belongs to generator iperf3-tcp",
+        );
+        bad(
+            "generator = \"iperf3-tcp\"\nrate = \"60M\"\ntraffic = \"cbr:60M\"\n",
+            "cross.traffic: belongs to generator tightlink",
+        );
+        bad(
+            "generator = \"iperf3-udp\"\nrate = \"250M\"\n",
+            "fills hop 1",
+        );
+        bad(
+            "generator = \"iperf3-udp\"\nrate = \"60M\"\nlength = \"9000B\"\n",
+            "cross.length = 9000 B",
+        );
+        bad(
+            "generator = \"iperf3-udp\"\nrate = \"60M\"\npacing_timer = \"10ns\"\n",
+            "cross.pacing_timer",
+        );
+        bad(
+            "generator = \"iperf3-tcp\"\nrate = \"60M\"\ncongestion = \"vegas\"\n",
+            "expected cubic, bbr or reno",
+        );
+        bad(
+            "generator = \"ostinato\"\n",
+            "cross.generator = \"ostinato\"",
+        );
+        bad("rate = \"60M\"\n", "cross.rate: belongs to generator");
+        bad(
+            "hop = 2\ntraffic = \"cbr:1M\"\n",
+            "hops are numbered 1 to 1",
+        );
     }
 }

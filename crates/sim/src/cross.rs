@@ -59,11 +59,65 @@ impl SizeMix {
 /// What kind of cross traffic, and its parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CrossModel {
-    Cbr { size_bytes: u32 },
-    Poisson { sizes: SizeMix },
+    Cbr {
+        size_bytes: u32,
+    },
+    Poisson {
+        sizes: SizeMix,
+    },
     Bursty(OnOffParams),
     Smoothed(OnOffParams),
+    /// A sender paced by a timer, as iperf3's UDP client is: at each tick
+    /// it sends the frames it owes, back to back at its line rate.
+    Paced(PacedParams),
 }
+
+/// A timer-paced sender ([`CrossModel::Paced`]). Each tick fires late by
+/// an exponential draw of mean `late_mean_ns`, and with probability
+/// `stall_share` a tick is held by a stall uniform up to `stall_max_ns`
+/// (the host runs something else); the frames owed then leave at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PacedParams {
+    pub tick_ns: f64,
+    pub size_bytes: u32,
+    /// The rate frames of one tick leave at, back to back.
+    pub line_bps: f64,
+    pub late_mean_ns: f64,
+    pub stall_share: f64,
+    pub stall_max_ns: f64,
+    /// Bytes owed are released in whole blocks of this many (0: frame by
+    /// frame): iperf3's TCP client capped by `-b` writes 128 KB at a time
+    /// whenever it is behind, and the kernel sends each write at once.
+    pub block_bytes: u64,
+}
+
+impl PacedParams {
+    /// iperf3's UDP client with a `tick_ns` pacing timer, its frames of
+    /// 1442 B (1400 B datagrams) leaving a host that sends one every
+    /// 4 us (the gaps inside a tick at a 1 ms timer), its ticks late and
+    /// stalled as captured in the lab (docs/simulator.md).
+    pub fn iperf3(tick_ns: f64) -> Self {
+        PacedParams {
+            tick_ns,
+            size_bytes: 1442,
+            line_bps: 1442.0 * 8.0 / 4e-6,
+            late_mean_ns: IPERF3_LATE_MEAN_NS,
+            stall_share: IPERF3_STALL_SHARE,
+            stall_max_ns: IPERF3_STALL_MAX_NS,
+            block_bytes: 0,
+        }
+    }
+}
+
+/// How late an iperf3 pacing tick fires, mean (ns): its frames' gaps at
+/// a 100 us timer and 60 Mbit/s, captured at the lab's router, were
+/// 200 us at the median and 207 at the 90th percentile (docs/simulator.md).
+pub const IPERF3_LATE_MEAN_NS: f64 = 5_000.0;
+/// Share of iperf3's ticks held by a stall of the host: 9 gaps over 1 ms
+/// in 60,000 ticks of that capture.
+pub const IPERF3_STALL_SHARE: f64 = 0.00015;
+/// The longest such stall (ns): 2.15 ms in that capture.
+pub const IPERF3_STALL_MAX_NS: f64 = 2_200_000.0;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct OnOffParams {
@@ -111,6 +165,7 @@ impl CrossSpec {
             CrossModel::Poisson { .. } => "poisson",
             CrossModel::Bursty(_) => "bursty",
             CrossModel::Smoothed(_) => "smoothed",
+            CrossModel::Paced(_) => "paced",
         }
     }
 }
@@ -130,6 +185,77 @@ enum Source {
         next_size: u32,
     },
     OnOff(OnOff),
+    Paced(Paced),
+}
+
+/// A timer-paced sender's state.
+#[derive(Debug, Clone)]
+struct Paced {
+    p: PacedParams,
+    ns_per_bit: f64,
+    /// The nominal time of the next tick.
+    tick_ns: f64,
+    /// Frames sent so far, and the frames of the current tick still to go
+    /// with the time the next of them leaves.
+    sent: u64,
+    pending: u64,
+    next_ns: f64,
+}
+
+impl Paced {
+    fn new(rng: &mut Rng, rate_bps: f64, p: &PacedParams) -> Self {
+        let mut s = Paced {
+            ns_per_bit: 1e9 / rate_bps,
+            tick_ns: rng.unit() * p.tick_ns,
+            p: p.clone(),
+            sent: 0,
+            pending: 0,
+            next_ns: 0.0,
+        };
+        s.fire(rng);
+        s
+    }
+
+    /// Fires ticks until one owes frames: they leave from its time on.
+    fn fire(&mut self, rng: &mut Rng) {
+        let frame_ns = self.p.size_bytes as f64 * 8.0 * self.ns_per_bit;
+        loop {
+            let mut late = rng.exp(self.p.late_mean_ns);
+            if rng.unit() < self.p.stall_share {
+                late += rng.unit() * self.p.stall_max_ns;
+            }
+            let at = self.tick_ns + late;
+            // Ticks are set from the timer, not from when the last fired:
+            // one held by a stall is followed by those it covered.
+            self.tick_ns += self.p.tick_ns;
+            // Owed: the frames the rate allows by `at`, beyond those sent
+            // (a frame leaves once any of its bits is owed, as a sender
+            // that sends while it is behind does).
+            let owed = if self.p.block_bytes == 0 {
+                (at / frame_ns).ceil() as u64
+            } else {
+                let block_ns = self.p.block_bytes as f64 * 8.0 * self.ns_per_bit;
+                let blocks = (at / block_ns).ceil() as u64;
+                (blocks * self.p.block_bytes).div_ceil(self.p.size_bytes as u64)
+            };
+            if owed > self.sent {
+                self.pending = owed - self.sent;
+                self.next_ns = at.max(self.next_ns);
+                return;
+            }
+        }
+    }
+
+    fn pop(&mut self, rng: &mut Rng) -> (f64, u32) {
+        let out = (self.next_ns, self.p.size_bytes);
+        self.sent += 1;
+        self.pending -= 1;
+        self.next_ns += self.p.size_bytes as f64 * 8e9 / self.p.line_bps;
+        if self.pending == 0 {
+            self.fire(rng);
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -251,6 +377,7 @@ impl Source {
             Source::Cbr { next_ns, .. } => *next_ns,
             Source::Poisson { next_ns, .. } => *next_ns,
             Source::OnOff(s) => s.next.0,
+            Source::Paced(s) => s.next_ns,
         }
     }
 
@@ -277,6 +404,7 @@ impl Source {
                 out
             }
             Source::OnOff(s) => s.pop(rng),
+            Source::Paced(s) => s.pop(rng),
         }
     }
 }
@@ -320,6 +448,9 @@ impl CrossTraffic {
                         sizes: sizes.clone(),
                         next_size,
                     });
+                }
+                CrossModel::Paced(p) => {
+                    sources.push(Source::Paced(Paced::new(&mut rng, spec.rate_bps, p)));
                 }
                 CrossModel::Bursty(p) | CrossModel::Smoothed(p) => {
                     let smooth = matches!(spec.model, CrossModel::Smoothed(_));
@@ -444,6 +575,8 @@ mod tests {
             // Pareto ON/OFF with shape 1.5 converges slowly: 10 s of traffic.
             (CrossModel::Bursty(OnOffParams::default()), 0.08),
             (CrossModel::Smoothed(OnOffParams::default()), 0.08),
+            (CrossModel::Paced(PacedParams::iperf3(100_000.0)), 0.01),
+            (CrossModel::Paced(PacedParams::iperf3(1_000_000.0)), 0.01),
         ];
         for (model, tol) in cases {
             let r = mean_rate(
@@ -505,5 +638,80 @@ mod tests {
             }
             assert!(bits <= limit + 1500.0 * 8.0, "{bits} > {limit}");
         }
+    }
+
+    /// By hand: 60 Mbit/s of 1500 B frames (one every 200 us) on a 100 us
+    /// timer that is never late: a frame every other tick, and at a 1 ms
+    /// timer five back to back at each tick, 1 us apart at 12 Gbit/s.
+    #[test]
+    fn a_paced_sender_sends_what_it_owes_at_each_tick() {
+        let exact = |tick_ns: f64| PacedParams {
+            tick_ns,
+            size_bytes: 1500,
+            line_bps: 12e9,
+            late_mean_ns: 0.0,
+            stall_share: 0.0,
+            stall_max_ns: 0.0,
+            block_bytes: 0,
+        };
+        let times = |p: PacedParams, n: usize| {
+            let mut c = CrossTraffic::new(
+                &CrossSpec {
+                    model: CrossModel::Paced(p),
+                    rate_bps: 60e6,
+                    step: None,
+                },
+                Rng::new(3),
+            );
+            (0..n).map(|_| c.pop().unwrap().0).collect::<Vec<f64>>()
+        };
+        let t = times(exact(100_000.0), 20);
+        for w in t[5..].windows(2) {
+            assert!((w[1] - w[0] - 200_000.0).abs() < 1.0, "{w:?}");
+        }
+        let t = times(exact(1_000_000.0), 30);
+        let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        // After the first tick: 4 gaps of 1 us, then the rest of the ms.
+        let ticks: Vec<usize> = (0..gaps.len()).filter(|&i| gaps[i] > 10_000.0).collect();
+        for w in ticks.windows(2) {
+            assert_eq!(w[1] - w[0], 5, "{gaps:?}");
+            for g in &gaps[w[0] + 1..w[1]] {
+                assert!((g - 1_000.0).abs() < 1.0, "{g}");
+            }
+            assert!((gaps[w[1]] - (1e6 - 4_000.0)).abs() < 1.0, "{}", gaps[w[1]]);
+        }
+    }
+
+    /// A stall holds the ticks it covers; their frames leave at once
+    /// after it, and the mean rate holds whatever the stalls.
+    #[test]
+    fn a_stalled_timer_sends_its_debt_at_once() {
+        let p = PacedParams {
+            stall_share: 0.01,
+            stall_max_ns: 3_000_000.0,
+            ..PacedParams::iperf3(100_000.0)
+        };
+        let spec = CrossSpec {
+            model: CrossModel::Paced(p.clone()),
+            rate_bps: 60e6,
+            step: None,
+        };
+        let mut c = CrossTraffic::new(&spec, Rng::new(5));
+        let t: Vec<f64> = (0..20_000).map(|_| c.pop().unwrap().0).collect();
+        let gap = p.size_bytes as f64 * 8e9 / p.line_bps;
+        let mut longest_run = 0;
+        let mut run = 0;
+        for w in t.windows(2) {
+            assert!(w[1] >= w[0]);
+            if w[1] - w[0] < gap + 1.0 {
+                run += 1;
+                longest_run = longest_run.max(run);
+            } else {
+                run = 0;
+            }
+        }
+        // A 1-3 ms stall at 60 Mbit/s owes 5-15 frames of 1442 B.
+        assert!(longest_run >= 5, "{longest_run}");
+        assert!((mean_rate(spec, 2e9) / 60e6 - 1.0).abs() < 0.01);
     }
 }

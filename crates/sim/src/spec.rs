@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | `hops` | capacities, e.g. `40G+10G` | `10G+10G` |
 //! | `capacity` | one capacity for the last hop (shorthand) | |
-//! | `cross` | per hop `none`, `cbr:RATE`, `poisson:RATE`, `bursty:RATE`, `smoothed:RATE`; one value applies to the last hop | `bursty:2.5G` on the last hop |
+//! | `cross` | per hop `none`, `cbr:RATE`, `poisson:RATE`, `bursty:RATE`, `smoothed:RATE`, `paced:RATE` (a timer-paced sender such as iperf3's UDP client: `paced:60M:tick=100us`, and `late=`, `stall=`, `stalls=`, `line=`, `block=128KB` for writes of a block at a time as iperf3's capped TCP); one value applies to the last hop | `bursty:2.5G` on the last hop |
 //! | `shaper` | per hop `none` or a token bucket `RATE/BUCKET` (`500M/3000B`) in front of the link; one value applies to the last hop | `none` |
 //! | `buffer` | bytes per hop (`1MB`, `64KB`) | `1MB` |
 //! | `delay` | propagation per hop (`50us`) | `1us` |
@@ -25,7 +25,7 @@
 //! Rates take `G`, `M`, `K` suffixes (bit/s), times `ns`, `us`, `ms`, `s`,
 //! sizes `B`, `KB`, `MB` (1000-based).
 
-use crate::cross::{CrossModel, CrossSpec, OnOffParams, SizeMix, Step};
+use crate::cross::{CrossModel, CrossSpec, OnOffParams, PacedParams, SizeMix, Step};
 use crate::hop::{HopSpec, TokenBucket};
 use crate::path::{HopConfig, IcmpSpec, JitterSpec, PathSpec};
 use crate::receiver::ReceiverSpec;
@@ -100,9 +100,10 @@ pub fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
             sizes: SizeMix::web(),
         },
         "bursty" | "smoothed" => CrossModel::Bursty(OnOffParams::default()),
+        "paced" => CrossModel::Paced(PacedParams::iperf3(1e6)),
         _ => {
             return err(format!(
-                "cross model '{kind}': expected cbr, poisson, bursty or smoothed"
+                "cross model '{kind}': expected cbr, poisson, bursty, smoothed or paced"
             ))
         }
     };
@@ -126,10 +127,54 @@ pub fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
             step = Some(Step { at_ns, rate_bps });
             continue;
         }
+        let bad = |what: &str| SpecError(format!("cross '{s}': {k}={v}: {what}"));
+        if let CrossModel::Paced(p) = &mut model {
+            let time = |what: &str| -> Result<f64, SpecError> {
+                let t = parse_time_ns(v).map_err(|e| bad(&e.0))?;
+                if !(0.0..=1e9).contains(&t) {
+                    return Err(bad(&format!("{what} must be 0 to 1 s")));
+                }
+                Ok(t)
+            };
+            match k {
+                "tick" => {
+                    p.tick_ns = time("a tick")?;
+                    if p.tick_ns < 1_000.0 {
+                        return Err(bad("a tick must be 1 us or longer"));
+                    }
+                }
+                "late" => p.late_mean_ns = time("the mean lateness")?,
+                "block" => {
+                    p.block_bytes = units::parse_bytes(v).map_err(|e| bad(&e.0))?;
+                    if p.block_bytes > 64_000_000 {
+                        return Err(bad("a block of at most 64 MB"));
+                    }
+                }
+                "line" => {
+                    p.line_bps = units::parse_rate(v).map_err(|e| bad(&e.0))?;
+                    if p.line_bps.is_nan() || p.line_bps <= 0.0 {
+                        return Err(bad("a line rate above 0"));
+                    }
+                }
+                "stall" => p.stall_max_ns = time("the longest stall")?,
+                "stalls" => {
+                    p.stall_share = v
+                        .parse()
+                        .ok()
+                        .filter(|x: &f64| (0.0..=1.0).contains(x))
+                        .ok_or_else(|| bad("expected a share of ticks in [0, 1]"))?
+                }
+                _ => {
+                    return Err(bad(
+                        "unknown option (known: tick, late, stall, stalls, block, line, step)",
+                    ))
+                }
+            }
+            continue;
+        }
         if !matches!(model, CrossModel::Bursty(_)) {
             return err(format!("cross '{s}': {kind} takes no options"));
         }
-        let bad = |what: &str| SpecError(format!("cross '{s}': {k}={v}: {what}"));
         match k {
             "sources" => {
                 on_off.sources = v
@@ -162,6 +207,14 @@ pub fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
     }
     if on_off.mean_on_ns <= 0.0 {
         return err(format!("cross '{s}': on must be positive"));
+    }
+    if let CrossModel::Paced(p) = &model {
+        if p.line_bps <= rate_bps {
+            return err(format!(
+                "cross '{s}': a paced sender's line ({} bit/s) must be faster than its rate",
+                p.line_bps
+            ));
+        }
     }
     model = match (kind, model) {
         ("smoothed", _) => CrossModel::Smoothed(on_off),
@@ -467,6 +520,34 @@ mod tests {
         assert_eq!(m.narrow_capacity_bps(), 10e9);
         assert_eq!(m.nominal_available_bps(), 7e9);
         assert!(m.hops.iter().all(|h| h.hop.buffer_bytes == 2_000_000));
+    }
+
+    #[test]
+    fn paced_cross_traffic_takes_its_timer_and_blocks() {
+        let spec = parse_sim_target("sim:cross=paced:60M:tick=100us:block=128KB:line=2G").unwrap();
+        match &spec.hops.last().unwrap().cross.as_ref().unwrap().model {
+            CrossModel::Paced(p) => {
+                assert_eq!(p.tick_ns, 100_000.0);
+                assert_eq!(p.block_bytes, 128_000);
+                assert_eq!(p.line_bps, 2e9);
+                assert_eq!(p.size_bytes, 1442);
+            }
+            m => panic!("{m:?}"),
+        }
+        // iperf3's own default timer: 1 ms.
+        match &parse_sim_target("sim:cross=paced:2G").unwrap().hops[1].cross {
+            Some(c) => assert!(matches!(&c.model, CrossModel::Paced(p) if p.tick_ns == 1e6)),
+            None => panic!("no cross traffic"),
+        }
+        for (bad, says) in [
+            ("sim:cross=paced:2G:tick=10ns", "1 us or longer"),
+            ("sim:cross=paced:2G:line=1G", "must be faster than its rate"),
+            ("sim:cross=paced:2G:stalls=2", "share of ticks"),
+            ("sim:cross=paced:2G:sources=4", "known: tick"),
+        ] {
+            let e = parse_sim_target(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]
