@@ -934,7 +934,6 @@ fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSumma
 /// `lab run`/`lab compare` on one scenario: the plot, then the JSON or
 /// the table and its notes.
 fn render_one(a: &RunArgs, lab: &Lab, results: &[MethodSummary]) -> Result<()> {
-    let results = results.to_vec();
     let line = |event: &str, data: serde_json::Value| {
         let _ = crate::estimate::json_event(event, data);
     };
@@ -954,9 +953,9 @@ fn render_one(a: &RunArgs, lab: &Lab, results: &[MethodSummary]) -> Result<()> {
             .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
     }
     if a.json_stream {
-        line("end", serde_json::to_value(&results)?);
+        line("end", serde_json::to_value(results)?);
     } else if a.json {
-        for m in &results {
+        for m in results {
             println!("{}", serde_json::to_string(m)?);
         }
     } else {
@@ -964,7 +963,7 @@ fn render_one(a: &RunArgs, lab: &Lab, results: &[MethodSummary]) -> Result<()> {
             "scenario {}: {}",
             lab.scenario.name, lab.scenario.description
         );
-        print_table(&results);
+        print_table(results);
         let runs: Vec<&RunRecord> = results.iter().flat_map(|m| &m.per_run).collect();
         let stolen_runs: Vec<f64> = runs
             .iter()

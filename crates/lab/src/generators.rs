@@ -12,7 +12,7 @@
 //! sends a frame of MEAN/FPS bits (drawn with STD) at each of FPS ticks a
 //! second, as video does: bursts of back-to-back datagrams.
 
-use std::path::Path;
+use std::fmt;
 use std::process::Command;
 
 /// UDP/IPv4 header bytes plus the 14-byte Ethernet header: a datagram's
@@ -190,21 +190,48 @@ impl Generator {
     }
 }
 
-/// A command for `argv` run in namespace `ns`, quiet.
+/// What a table says of the traffic (the tool and its settings).
+impl fmt::Display for Generator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Generator::Tightlink => write!(f, "tightlink cross"),
+            Generator::Iperf3Udp {
+                rate_bps,
+                length_bytes,
+                pacing_timer_us,
+            } => write!(
+                f,
+                "iperf3 UDP {} Mbit/s of {length_bytes} B datagrams, pacing timer {pacing_timer_us} us",
+                rate_bps / 1e6
+            ),
+            Generator::Iperf3Tcp {
+                rate_bps,
+                congestion,
+                flows,
+            } => write!(
+                f,
+                "iperf3 TCP ({congestion}), {flows} flow(s) capped at {} Mbit/s each",
+                rate_bps / 1e6
+            ),
+            Generator::Iperf2Isochronous {
+                frames_per_second,
+                rate_bps,
+                stddev_bps,
+            } => write!(
+                f,
+                "iperf 2 isochronous, {frames_per_second} frames/s, {} Mbit/s (sd {} Mbit/s)",
+                rate_bps / 1e6,
+                stddev_bps / 1e6
+            ),
+        }
+    }
+}
+
+/// A command for `argv` run in namespace `ns`.
 pub fn in_netns(ns: &str, argv: &[String]) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", ns]).args(argv);
     c
-}
-
-/// Whether `binary` is on `PATH`.
-pub fn on_path(binary: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| {
-            let f = d.join(binary);
-            Path::new(&f).is_file()
-        })
-    })
 }
 
 #[cfg(test)]

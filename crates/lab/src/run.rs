@@ -420,7 +420,7 @@ pub(crate) fn start_services(
     std::thread::spawn(move || for _ in lines.lines() {});
     children.push(server);
     if let Some(c) = &lab.scenario.cross {
-        if let Some(b) = c.generator.binary().filter(|b| !generators::on_path(b)) {
+        if let Some(b) = c.generator.binary().filter(|b| !crate::presets::on_path(b)) {
             return Err(format!(
                 "cross.generator = \"{}\" needs `{b}` on PATH (Debian: apt install {b})",
                 c.generator.name()

@@ -210,6 +210,18 @@ pub struct Cross {
     pub seed: u64,
 }
 
+impl Cross {
+    /// Its mean rate as configured: the model's frames, a tool's datagram
+    /// frames, or a capped TCP flow's cap (`None`: TCP bulk flows alone).
+    pub fn configured_bps(&self) -> Option<f64> {
+        self.spec
+            .as_ref()
+            .map(|s| s.rate_bps)
+            .or(self.generator.mean_frame_bps())
+            .or(self.generator.asked_bps())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
     pub name: String,
@@ -364,13 +376,7 @@ impl Scenario {
     /// Mean cross rate crossing hop `i` (bit/s), as configured.
     pub fn cross_bps_on(&self, i: usize) -> f64 {
         match &self.cross {
-            Some(c) if i >= c.entry_hop => c
-                .spec
-                .as_ref()
-                .map(|s| s.rate_bps)
-                .or(c.generator.mean_frame_bps())
-                .or(c.generator.asked_bps())
-                .unwrap_or(0.0),
+            Some(c) if i >= c.entry_hop => c.configured_bps().unwrap_or(0.0),
             _ => 0.0,
         }
     }
@@ -475,7 +481,7 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
                      leave [cross] out for an idle path"
                 ));
             }
-            (Generator::Tightlink, spec, tcp_flows, traffic)
+            (Generator::Tightlink, spec, tcp_flows, Some(traffic))
         }
         "iperf3-udp" => {
             let length_bytes = match &c.length {
@@ -504,11 +510,7 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
                 length_bytes,
                 pacing_timer_us,
             };
-            let t = format!(
-                "iperf3 UDP {} Mbit/s of {length_bytes} B datagrams, pacing timer {pacing_timer_us} us",
-                g.asked_bps().unwrap_or(0.0) / 1e6
-            );
-            (g, None, 0, t)
+            (g, None, 0, None)
         }
         "iperf3-tcp" => {
             let congestion = c.congestion.unwrap_or_else(|| "cubic".into());
@@ -526,18 +528,7 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
                 congestion,
                 flows,
             };
-            let t = match &g {
-                Generator::Iperf3Tcp {
-                    rate_bps,
-                    congestion,
-                    flows,
-                } => format!(
-                    "iperf3 TCP ({congestion}), {flows} flow(s) capped at {} Mbit/s each",
-                    rate_bps / 1e6
-                ),
-                _ => unreachable!("built just above"),
-            };
-            (g, None, 0, t)
+            (g, None, 0, None)
         }
         "iperf2-isochronous" => {
             let frames_per_second = c.frames_per_second.unwrap_or(60);
@@ -555,12 +546,7 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
                 rate_bps: rate()?,
                 stddev_bps,
             };
-            let t = format!(
-                "iperf 2 isochronous, {frames_per_second} frames/s, {} Mbit/s (sd {} Mbit/s)",
-                g.asked_bps().unwrap_or(0.0) / 1e6,
-                stddev_bps / 1e6
-            );
-            (g, None, 0, t)
+            (g, None, 0, None)
         }
         other => {
             return Err(format!(
@@ -568,12 +554,16 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
             ))
         }
     };
-    let mean_bps = spec
-        .as_ref()
-        .map(|s| s.rate_bps)
-        .or(generator.mean_frame_bps())
-        .or(generator.asked_bps());
-    if let Some(m) = mean_bps {
+    let traffic = traffic.unwrap_or_else(|| generator.to_string());
+    let cross = Cross {
+        generator,
+        traffic,
+        spec,
+        entry_hop,
+        tcp_flows,
+        seed: c.seed.unwrap_or(1),
+    };
+    if let Some(m) = cross.configured_bps() {
         for (i, h) in hops.iter().enumerate().skip(entry_hop) {
             if m >= h.rate_bps {
                 return Err(format!(
@@ -585,14 +575,7 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
             }
         }
     }
-    Ok(Cross {
-        generator,
-        traffic,
-        spec,
-        entry_hop,
-        tcp_flows,
-        seed: c.seed.unwrap_or(1),
-    })
+    Ok(cross)
 }
 
 #[cfg(test)]
