@@ -109,14 +109,14 @@ impl PacedParams {
     }
 }
 
-/// How late an iperf3 pacing tick fires, mean (ns): its frames' gaps at
-/// a 100 us timer and 60 Mbit/s, captured at the lab's router, were
-/// 200 us at the median and 207 at the 90th percentile (docs/simulator.md).
+/// How late an iperf3 pacing tick fires, mean (ns), fitted to the spread
+/// of its frames' gaps in a capture at the lab's router
+/// (docs/simulator.md gives the capture).
 pub const IPERF3_LATE_MEAN_NS: f64 = 5_000.0;
-/// Share of iperf3's ticks held by a stall of the host: 9 gaps over 1 ms
-/// in 60,000 ticks of that capture.
+/// Share of iperf3's ticks held by a stall of the host (gaps over 1 ms
+/// per tick in that capture).
 pub const IPERF3_STALL_SHARE: f64 = 0.00015;
-/// The longest such stall (ns): 2.15 ms in that capture.
+/// The longest such stall (ns), as in that capture.
 pub const IPERF3_STALL_MAX_NS: f64 = 2_200_000.0;
 
 #[derive(Debug, Clone, PartialEq)]
