@@ -325,6 +325,8 @@ pub struct Analyzer {
     floors: Vec<Option<i64>>,
     arrivals: Vec<(i64, u32)>,
     gaps: GapsRoom,
+    /// A stream with its steps taken out.
+    unstepped: crate::decision::burst::Unstepped,
 }
 
 /// The gaps' working memory: raw gaps; the smoothing's (BASS's events
@@ -416,7 +418,45 @@ fn analyze_with(
         return queue_fit_analysis(stream, params, base);
     }
     match kind {
+        StreamKind::SingleRate if reads_the_trend(method) => {
+            // As for multi-rate streams below: a step is no rate's doing.
+            let mut u = std::mem::take(&mut room.unstepped);
+            let window = params.multipass.window;
+            let stepped = crate::decision::burst::without_steps_into(stream, window, &mut u);
+            let unstepped = stepped.then(|| {
+                let a = single_rate(&u.stream, method, params, base.clone(), &mut room.gaps);
+                above_with_the_batches(&u, a)
+            });
+            let a = match unstepped.flatten() {
+                Some(a) => a,
+                None => single_rate(stream, method, params, base, &mut room.gaps),
+            };
+            room.unstepped = u;
+            a
+        }
         StreamKind::SingleRate => single_rate(stream, method, params, base, &mut room.gaps),
+        StreamKind::MultiRate if reads_the_crossing(method) => {
+            // A queue rise that came in one step is no rate's doing: a
+            // batch of cross traffic or a pause of the path.
+            let mut u = std::mem::take(&mut room.unstepped);
+            let window = params.multipass.window;
+            let stepped = crate::decision::burst::without_steps_into(stream, window, &mut u);
+            let mut read = |s: &ProbeStream, room: &mut Analyzer| {
+                let a = multi_rate(s, method, params, base.clone(), tracker, room);
+                let fastest = room.subs.iter().map(|s| s.rate_bps).fold(0.0, f64::max);
+                (with_the_queue_fit(s, method, params, a), fastest)
+            };
+            let unstepped = stepped.then(|| {
+                let (a, fastest) = read(&u.stream, room);
+                less_the_batches(&u, a, fastest)
+            });
+            let a = match unstepped.flatten() {
+                Some(a) => a,
+                None => read(stream, room).0,
+            };
+            room.unstepped = u;
+            a
+        }
         StreamKind::MultiRate => {
             let a = multi_rate(stream, method, params, base, tracker, room);
             with_the_queue_fit(stream, method, params, a)
@@ -424,6 +464,115 @@ fn analyze_with(
         StreamKind::Chirp => chirp(stream, params, base),
         StreamKind::Pairs => pairs(stream, params, base),
     }
+}
+
+/// Whether `method` reads a multi-rate stream's crossing from its gaps,
+/// sub-stream by sub-stream (TOPP and BART fit a line instead).
+fn reads_the_crossing(method: Method) -> bool {
+    matches!(
+        method,
+        Method::Multirate
+            | Method::MultirateSinglePass
+            | Method::MultiratePrcmtDp1
+            | Method::MultiratePrcmtDp2
+    )
+}
+
+/// Whether `method` decides a single-rate stream by the trend of its
+/// one-way delays (Pathload and IMR-Pathload).
+fn reads_the_trend(method: Method) -> bool {
+    matches!(
+        method,
+        Method::Pathload | Method::ImrAvg | Method::ImrWavelet
+    )
+}
+
+/// The decision `a` on a single-rate stream whose steps were taken out,
+/// with the batches behind them counted: "above" between them is above
+/// with them; "below" between them is above where the stream's rate
+/// exceeds what the batches leave of the drain rate
+/// ([`crate::decision::burst::Unstepped::less_the_batches`] of an "at
+/// least" reading). `None` where the stream as sent decides better (no
+/// decision between them, or no batch explains the steps).
+fn above_with_the_batches(u: &crate::decision::burst::Unstepped, a: Analysis) -> Option<Analysis> {
+    let rate = a.avg_rate_bps?;
+    let decision = match a.decision? {
+        Decision::Above => Decision::Above,
+        Decision::Ambiguous => return None,
+        Decision::Below => {
+            let (_, left) = u
+                .less_the_batches(Bound::AtLeast, rate, rate)
+                .filter(|&(_, left)| left > 0.0)?;
+            if rate > left {
+                Decision::Above
+            } else {
+                Decision::Below
+            }
+        }
+    };
+    let note = format!(
+        "{} step{} of queue at once ({:.0} us, {:.1} % of the stream) read as batches of \
+         cross traffic",
+        u.steps.len(),
+        if u.steps.len() == 1 { "" } else { "s" },
+        u.steps.iter().map(|&(_, ns)| ns).sum::<f64>() / 1e3,
+        100.0 * u.held_share(),
+    );
+    Some(Analysis {
+        decision: Some(decision),
+        bound: single_bound(decision),
+        reason: Some(match a.reason {
+            Some(r) => format!("{r}; {note}"),
+            None => note,
+        }),
+        ..a
+    })
+}
+
+/// The reading `a` of a stream whose steps were taken out, with the
+/// batches behind them counted
+/// ([`crate::decision::burst::Unstepped::less_the_batches`]); `fastest_bps`
+/// is its fastest sub-stream's rate. `None` where the stream as sent
+/// reads better: its steps drained faster than a queue the probes
+/// crossed can (they came after the tight link), the reading between
+/// them is "at most" (a bound the batches only tighten) or none, or the
+/// batches would take all of it (no batch explains such steps).
+fn less_the_batches(
+    u: &crate::decision::burst::Unstepped,
+    a: Analysis,
+    fastest_bps: f64,
+) -> Option<Analysis> {
+    let e = a
+        .abw_bps
+        .filter(|_| matches!(a.bound, Bound::Exact | Bound::AtLeast))?;
+    let (bound, left) = u
+        .less_the_batches(a.bound, e, fastest_bps)
+        .filter(|&(_, left)| left > 0.0)?;
+    let between = match a.bound {
+        Bound::AtLeast => "at least ",
+        _ => "",
+    };
+    let note = format!(
+        "{} step{} of queue at once ({:.0} us, {:.1} % of the stream; drained at {:.3} \
+         Gbit/s) read as batches of cross traffic: {between}{:.3} Gbit/s between them, \
+         {:.3} with them",
+        u.steps.len(),
+        if u.steps.len() == 1 { "" } else { "s" },
+        u.steps.iter().map(|&(_, ns)| ns).sum::<f64>() / 1e3,
+        100.0 * u.held_share(),
+        u.drain_bps().unwrap_or(0.0) / 1e9,
+        e / 1e9,
+        left / 1e9
+    );
+    Some(Analysis {
+        abw_bps: Some(left),
+        bound,
+        reason: Some(match a.reason {
+            Some(r) => format!("{r}; {note}"),
+            None => note,
+        }),
+        ..a
+    })
 }
 
 /// How a receiver that stamped `stream` in batches did it: "received in
@@ -861,6 +1010,7 @@ fn multi_rate(
         floors,
         arrivals,
         gaps,
+        ..
     } = room;
     stream.sub_streams_with_delay_floors_into(params.gap_tolerance, subs, floors);
     let (subs, floors): (&[SubStream], &[Option<i64>]) = (subs, floors);

@@ -110,18 +110,7 @@ pub const PRESETS: [Preset; 6] = [
     },
 ];
 
-/// Whether `binary` is an executable on `PATH`.
-pub fn on_path(binary: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| {
-            let f = d.join(binary);
-            std::fs::metadata(&f).is_ok_and(|m| {
-                use std::os::unix::fs::PermissionsExt;
-                m.is_file() && m.permissions().mode() & 0o111 != 0
-            })
-        })
-    })
-}
+pub use crate::generators::on_path;
 
 impl Preset {
     pub fn tool(&self) -> Tool {

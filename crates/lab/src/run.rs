@@ -17,7 +17,7 @@ use crate::delay::{self, OneWayDelay};
 use crate::generators::{self, Generator};
 use crate::sampler::Sampler;
 use crate::scenario::{Cross, Qdisc};
-use crate::topology::{Lab, LabError, RCV_IP, SND_IP, XR_IP};
+use crate::topology::{Lab, LabError, RCV_IP, SND_IP, XR_IP, XS_IP};
 use crate::truth::{self, Sample, Truth};
 use tightlink_sys::clock::realtime_ns;
 
@@ -420,20 +420,22 @@ pub(crate) fn start_services(
     std::thread::spawn(move || for _ in lines.lines() {});
     children.push(server);
     if let Some(c) = &lab.scenario.cross {
-        if let Some(b) = c.generator.binary().filter(|b| !crate::presets::on_path(b)) {
+        if let Some(b) = c.generator.binary().filter(|b| !generators::on_path(b)) {
             return Err(format!(
                 "cross.generator = \"{}\" needs `{b}` on PATH (Debian: apt install {b})",
                 c.generator.name()
             ));
         }
-        let (mut sink, mut sender) = cross_commands(lab, exe, c, SINK_PORT, seconds * 1000);
-        children.push(
-            sink.stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .process_group(0)
-                .spawn()
-                .map_err(|e| format!("start cross sink: {e}"))?,
-        );
+        let (sink, mut sender) = cross_commands(lab, exe, c, SINK_PORT, seconds * 1000)?;
+        if let Some(mut sink) = sink {
+            children.push(
+                sink.stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .process_group(0)
+                    .spawn()
+                    .map_err(|e| format!("start cross sink: {e}"))?,
+            );
+        }
         // iperf's servers take longer than ours to listen.
         let settle_ms = if c.generator == Generator::Tightlink {
             100
@@ -459,48 +461,100 @@ pub(crate) fn start_services(
 
 /// The cross sink's and the cross sender's commands (in the `xr` and
 /// `xs` namespaces) for the scenario's generator, the sender running for
-/// `millis` and the sink 5 s longer.
+/// `millis` and the sink 5 s longer. A replay has no sink; its capture is
+/// written out for tcpreplay first.
 pub(crate) fn cross_commands(
     lab: &Lab,
     exe: &PathBuf,
     c: &Cross,
     port: u16,
     millis: u64,
-) -> (Command, Command) {
+) -> Result<(Option<Command>, Command), String> {
     let to = format!("{XR_IP}:{port}");
-    match (
-        c.generator.sink_argv(XR_IP, port),
-        c.generator.sender_argv(XR_IP, port, millis.div_ceil(1000)),
-    ) {
-        (Some(sink), Some(sender)) => (
-            generators::in_netns(&lab.ns("xr"), &sink),
-            generators::in_netns(&lab.ns("xs"), &sender),
-        ),
-        _ => {
-            let mut sink = in_ns(lab, "xr", exe);
-            sink.args([
-                "cross",
-                "--sink",
-                &to,
-                "--duration",
-                &format!("{}ms", millis + 5000),
-            ]);
-            let mut sender = in_ns(lab, "xs", exe);
-            sender.args([
-                "cross",
-                &to,
-                "--traffic",
-                &c.traffic,
-                "--duration",
-                &format!("{millis}ms"),
-                "--seed",
-                &c.seed.to_string(),
-                "--tcp",
-                &c.tcp_flows.to_string(),
-            ]);
-            (sink, sender)
-        }
+    let seconds = millis.div_ceil(1000);
+    if let Generator::TcpReplay { capture, .. } = &c.generator {
+        let pcap = replay_file(lab, capture)?;
+        let path = generators::ReplayPath {
+            interface: "eth0".into(),
+            source_mac: interface_mac(&lab.ns("xs"), "eth0")?,
+            router_mac: interface_mac(&lab.router(c.entry_hop), "from_xs")?,
+            source_ip: XS_IP.into(),
+            destination_ip: XR_IP.into(),
+        };
+        let argv = c
+            .generator
+            .replay_argv(&pcap, &path, seconds)
+            .expect("a replay");
+        return Ok((None, generators::in_netns(&lab.ns("xs"), &argv)));
     }
+    Ok(
+        match (
+            c.generator.sink_argv(XR_IP, port),
+            c.generator.sender_argv(XR_IP, port, seconds),
+        ) {
+            (Some(sink), Some(sender)) => (
+                Some(generators::in_netns(&lab.ns("xr"), &sink)),
+                generators::in_netns(&lab.ns("xs"), &sender),
+            ),
+            _ => {
+                let mut sink = in_ns(lab, "xr", exe);
+                sink.args([
+                    "cross",
+                    "--sink",
+                    &to,
+                    "--duration",
+                    &format!("{}ms", millis + 5000),
+                ]);
+                let mut sender = in_ns(lab, "xs", exe);
+                sender.args([
+                    "cross",
+                    &to,
+                    "--traffic",
+                    &c.traffic,
+                    "--duration",
+                    &format!("{millis}ms"),
+                    "--seed",
+                    &c.seed.to_string(),
+                    "--tcp",
+                    &c.tcp_flows.to_string(),
+                ]);
+                (Some(sink), sender)
+            }
+        },
+    )
+}
+
+/// The pcap tcpreplay reads for `capture`: the shipped one or a file,
+/// unpacked and its frames padded to their length on the wire, written
+/// into the lab's run directory.
+fn replay_file(lab: &Lab, capture: &str) -> Result<String, String> {
+    let bytes = generators::capture_bytes(capture)
+        .and_then(|b| generators::pad_to_wire(&b))
+        .map_err(|e| format!("cross.capture = \"{capture}\": {e}"))?;
+    let dir = std::path::Path::new(crate::topology::DELAY_STATUS_DIR);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let file = dir.join(format!("{}-replay.pcap", lab.ns("xs")));
+    std::fs::write(&file, bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(file.display().to_string())
+}
+
+/// The MAC address of `interface` in namespace `ns`.
+fn interface_mac(ns: &str, interface: &str) -> Result<String, String> {
+    let argv = [
+        "cat".to_string(),
+        format!("/sys/class/net/{interface}/address"),
+    ];
+    let out = generators::in_netns(ns, &argv)
+        .output()
+        .map_err(|e| format!("read {interface}'s address in {ns}: {e}"))?;
+    let mac = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || mac.len() != 17 {
+        return Err(format!(
+            "read {interface}'s address in {ns}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(mac)
 }
 
 /// One estimate by `method` (or the tool), with its truth.
@@ -960,16 +1014,21 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         let (out, probes) = std::thread::scope(|s| {
             let probes = has_delay.then(|| s.spawn(delay_probes));
             // Another tool's sink listens beside ours, one port up.
-            let (mut sink, sender) = cross_commands(lab, exe, c, SINK_PORT + 1, 2000);
-            let tool_sink = (c.generator != Generator::Tightlink).then(|| {
-                let child = sink
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .process_group(0)
-                    .spawn();
-                std::thread::sleep(Duration::from_millis(300));
-                child
-            });
+            let (sink, sender) = match cross_commands(lab, exe, c, SINK_PORT + 1, 2000) {
+                Ok(commands) => commands,
+                Err(e) => return (Err(e), None),
+            };
+            let tool_sink = sink
+                .filter(|_| c.generator != Generator::Tightlink)
+                .map(|mut sink| {
+                    let child = sink
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .process_group(0)
+                        .spawn();
+                    std::thread::sleep(Duration::from_millis(300));
+                    child
+                });
             let out = run_child(sender, Duration::from_secs(10));
             if let Some(Ok(mut child)) = tool_sink {
                 kill_group(&mut child);

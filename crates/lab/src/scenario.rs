@@ -17,6 +17,7 @@
 //! # generator = "iperf3-udp"   rate = "60M"  length = "1400B"  pacing_timer = "100us"
 //! # generator = "iperf3-tcp"   rate = "60M"  congestion = "cubic"  flows = 1
 //! # generator = "iperf2-isochronous"  rate = "50M"  frames_per_second = 60  rate_stddev = "5M"
+//! # generator = "tcpreplay"    capture = "mix" (shipped) or "FILE.pcap[.gz]"  multiplier = 1.0
 //! [path]
 //! loss = 0.01             # random drop share on the sender's access link
 //! ```
@@ -91,6 +92,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "iperf2-video",
         include_str!("../scenarios/iperf2-video.toml"),
     ),
+    (
+        "tcpreplay-mix",
+        include_str!("../scenarios/tcpreplay-mix.toml"),
+    ),
 ];
 
 /// The shipped scenarios whose cross traffic tools this project did not
@@ -103,6 +108,7 @@ pub const THIRD_PARTY: &[&str] = &[
     "iperf3-cubic120",
     "iperf3-bbr60",
     "iperf2-video",
+    "tcpreplay-mix",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -148,6 +154,8 @@ struct RawCross {
     flows: Option<usize>,
     frames_per_second: Option<u32>,
     rate_stddev: Option<String>,
+    capture: Option<String>,
+    multiplier: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -455,6 +463,8 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
         c.rate_stddev.is_some(),
         &["iperf2-isochronous"],
     )?;
+    only("capture", c.capture.is_some(), &["tcpreplay"])?;
+    only("multiplier", c.multiplier.is_some(), &["tcpreplay"])?;
     let rate = || -> Result<f64, String> {
         let r = c
             .rate
@@ -498,9 +508,7 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
                 Some(t) => {
                     let ns = parse_time_ns(t).map_err(|e| format!("cross.pacing_timer: {e}"))?;
                     if !(1_000..=1_000_000_000).contains(&ns) {
-                        return Err(format!(
-                            "cross.pacing_timer = \"{t}\": must be 1 us to 1 s"
-                        ));
+                        return Err(format!("cross.pacing_timer = \"{t}\": must be 1 us to 1 s"));
                     }
                     (ns / 1_000) as u64
                 }
@@ -548,9 +556,35 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
             };
             (g, None, 0, None)
         }
+        "tcpreplay" => {
+            let capture = c.capture.unwrap_or_else(|| "mix".into());
+            let multiplier = c.multiplier.unwrap_or(1.0);
+            if !(multiplier > 0.0 && multiplier <= 100.0) {
+                return Err(format!(
+                    "cross.multiplier = {multiplier}: must be above 0 and at most 100"
+                ));
+            }
+            let bytes = generators::capture_bytes(&capture)
+                .map_err(|e| format!("cross.capture = \"{capture}\": {e}"))?;
+            let span = generators::pcap_span(&bytes)
+                .map_err(|e| format!("cross.capture = \"{capture}\": {e}"))?;
+            let mean = span.mean_bps().ok_or_else(|| {
+                format!(
+                    "cross.capture = \"{capture}\": {} frames over no time: nothing to pace",
+                    span.frames
+                )
+            })?;
+            let g = Generator::TcpReplay {
+                capture,
+                multiplier,
+                mean_frame_bps: mean * multiplier,
+            };
+            (g, None, 0, None)
+        }
         other => {
             return Err(format!(
-                "cross.generator = \"{other}\": expected tightlink, iperf3-udp, iperf3-tcp or iperf2-isochronous"
+                "cross.generator = \"{other}\": expected tightlink, iperf3-udp, iperf3-tcp, \
+                 iperf2-isochronous or tcpreplay"
             ))
         }
     };
@@ -716,6 +750,23 @@ mod tests {
         bad(
             "generator = \"iperf3-udp\"\n",
             "cross.rate: generator iperf3-udp needs one",
+        );
+        bad(
+            "generator = \"tcpreplay\"\ncapture = \"/nonexistent.pcap\"\n",
+            "cross.capture = \"/nonexistent.pcap\": cannot read",
+        );
+        bad(
+            "generator = \"tcpreplay\"\nmultiplier = 0.0\n",
+            "cross.multiplier = 0: must be above 0",
+        );
+        bad(
+            "generator = \"iperf3-udp\"\nrate = \"60M\"\ncapture = \"mix\"\n",
+            "cross.capture: belongs to generator tcpreplay",
+        );
+        // At 4x the shipped mix fills the 200 Mbit/s hop.
+        bad(
+            "generator = \"tcpreplay\"\nmultiplier = 4.0\n",
+            "fills hop 1",
         );
         bad(
             "generator = \"iperf3-udp\"\nrate = \"60M\"\ncongestion = \"bbr\"\n",

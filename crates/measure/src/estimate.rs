@@ -251,6 +251,7 @@ pub fn estimate(
     let held = held_streams(&options.analysis, &kept, &kept_late);
     r.warnings.extend(held.burst_warning());
     r.warnings.extend(held.pause_warning());
+    r.warnings.extend(held.single_step_warning());
     if let Some(w) = coalesced_trend_streams(options.method, &options.analysis, &kept) {
         r.warnings.push(w);
     }
@@ -560,10 +561,13 @@ pub fn pause_warning(
 }
 
 /// The multi-rate streams of a run, and what held those of them whose
-/// sender kept to schedule.
+/// sender kept to schedule; the single-rate streams, and how many of
+/// those that kept to schedule met a step of queue (`without_steps`).
 struct HeldStreams {
     multi: usize,
     held: Vec<Held>,
+    single: usize,
+    stepped_single: usize,
 }
 
 impl HeldStreams {
@@ -586,8 +590,16 @@ impl HeldStreams {
     fn pause_warning(&self) -> Option<String> {
         let (n, most_ms) = self.counted(Held::pause_rise_ns)?;
         Some(format!(
-            "{n} of {} multi-rate streams were held at once (the queue rose up to {most_ms:.2} ms in one step): a pause of the path (the measuring hosts, a hypervisor taking their CPUs, or a shaper's timer) or batches of cross traffic that came at once; those streams read the pause as cross traffic",
+            "{n} of {} multi-rate streams were held at once (the queue rose up to {most_ms:.2} ms in one step): batches of cross traffic that came at once, or a pause of the path (the measuring hosts, a hypervisor taking their CPUs, or a shaper's timer); the readings count each step's time as a batch's, which a pause is not",
             self.multi
+        ))
+    }
+
+    fn single_step_warning(&self) -> Option<String> {
+        let n = self.stepped_single;
+        bursts_swing(n, self.single).then(|| format!(
+            "{n} of {} single-rate streams met the queue rising in steps: batches of cross traffic that came at once, or pauses of the path; the decisions count each step's time as a batch's, which a pause is not, and the trend tests were not made for either",
+            self.single
         ))
     }
 }
@@ -596,13 +608,23 @@ impl HeldStreams {
 /// whose sender kept to schedule (`late` flags the others).
 fn held_streams(analysis: &AnalysisParams, streams: &[ProbeStream], late: &[bool]) -> HeldStreams {
     let mut held = Vec::new();
-    let mut multi = 0usize;
+    let (mut multi, mut single, mut stepped_single) = (0usize, 0usize, 0usize);
     for (k, s) in streams.iter().enumerate() {
-        if s.infer_kind(analysis.gap_tolerance) != tightlink_core::StreamKind::MultiRate {
-            continue;
+        let on_time = !late.get(k).copied().unwrap_or(false);
+        match s.infer_kind(analysis.gap_tolerance) {
+            tightlink_core::StreamKind::MultiRate => {}
+            tightlink_core::StreamKind::SingleRate => {
+                single += 1;
+                let window = analysis.multipass.window;
+                stepped_single += usize::from(
+                    on_time && tightlink_core::decision::burst::without_steps(s, window).is_some(),
+                );
+                continue;
+            }
+            _ => continue,
         }
         multi += 1;
-        if late.get(k).copied().unwrap_or(false) {
+        if !on_time {
             continue;
         }
         let a = tightlink_core::analyze(
@@ -613,7 +635,12 @@ fn held_streams(analysis: &AnalysisParams, streams: &[ProbeStream], late: &[bool
         );
         held.extend(crate::analyze::held_by(s, &a));
     }
-    HeldStreams { multi, held }
+    HeldStreams {
+        multi,
+        held,
+        single,
+        stepped_single,
+    }
 }
 
 /// Pathload's trend tests on streams a coalescing receiver stamped in

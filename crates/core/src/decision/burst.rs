@@ -26,7 +26,7 @@
 //! apart).
 
 use super::Bound;
-use crate::stream::{GapTolerance, ProbeStream};
+use crate::stream::{GapTolerance, ProbePacket, ProbeStream};
 
 /// Receive span over send span beyond which only a burst explains the
 /// queue (see the module notes).
@@ -51,13 +51,21 @@ pub const PAUSE_SHARE: f64 = 0.5;
 /// notes). Only a burst where the stream's rates stay under twice the
 /// tight link's capacity ([`met_burst`] checks).
 pub fn burst_rise(stream: &ProbeStream) -> Rise {
+    rise_and_widest_step(stream).0
+}
+
+/// [`burst_rise`], with the received packets either side of the rise's
+/// widest step (`None` when it has none).
+fn rise_and_widest_step(stream: &ProbeStream) -> (Rise, Option<(usize, usize)>) {
     let Some(t0) = stream.packets.first().map(|p| p.send_ns) else {
-        return Rise::default();
+        return (Rise::default(), None);
     };
     let mut best = Rise::default();
-    // The lowest point so far, the widest step since it, and the last
-    // packet received (its index and height).
+    let mut best_step = None;
+    // The lowest point so far, the widest step since it (and where), and
+    // the last packet received (its index and height).
     let (mut lowest, mut widest) = (f64::INFINITY, 0.0f64);
+    let mut widest_at = None;
     let mut last: Option<(usize, f64)> = None;
     for (i, p) in stream.packets.iter().enumerate() {
         let Some(recv) = p.recv_ns else { continue };
@@ -66,21 +74,76 @@ pub fn burst_rise(stream: &ProbeStream) -> Rise {
         let u =
             crate::stream::diff_ns(recv, t0) - BURST_SPREAD * crate::stream::diff_ns(p.send_ns, t0);
         if let Some((j, v)) = last {
-            widest = widest.max((u - v) / (i - j) as f64);
+            let step = (u - v) / (i - j) as f64;
+            if step > widest {
+                widest = step;
+                widest_at = Some((j, i));
+            }
         }
         if u - lowest > best.rise_ns {
             best = Rise {
                 rise_ns: u - lowest,
                 widest_step_ns: widest,
             };
+            best_step = widest_at;
         }
         if u < lowest {
             lowest = u;
             widest = 0.0;
+            widest_at = None;
         }
         last = Some((i, u));
     }
-    best
+    (best, best_step)
+}
+
+/// Packets sent within which a queue rise counts as one step
+/// ([`without_steps`]): a batch that reaches the queue faster than the
+/// probes' gaps (a kernel TCP sender's window off a fast link) may land
+/// across a few of them.
+pub const AT_ONCE_PACKETS: usize = 4;
+
+/// [`burst_rise`]'s rise, with the most of it any run of up to
+/// [`AT_ONCE_PACKETS`] packets sent carried (a run over lost packets
+/// counts in proportion) and that run's first and last received packets.
+fn rise_and_steepest_run(stream: &ProbeStream) -> (f64, f64, Option<(usize, usize)>) {
+    let Some(t0) = stream.packets.first().map(|p| p.send_ns) else {
+        return (0.0, 0.0, None);
+    };
+    let (mut best, mut best_run, mut best_at) = (0.0f64, 0.0f64, None);
+    let (mut lowest, mut steepest, mut steepest_at) = (f64::INFINITY, 0.0f64, None);
+    // The last received packets (index, height), oldest first.
+    let mut recent = [(0usize, 0.0f64); AT_ONCE_PACKETS];
+    let mut held = 0usize;
+    for (i, p) in stream.packets.iter().enumerate() {
+        let Some(recv) = p.recv_ns else { continue };
+        let u =
+            crate::stream::diff_ns(recv, t0) - BURST_SPREAD * crate::stream::diff_ns(p.send_ns, t0);
+        for &(j, v) in &recent[..held] {
+            let sent = i - j;
+            let run = (u - v) * (AT_ONCE_PACKETS as f64 / sent as f64).min(1.0);
+            if run > steepest {
+                steepest = run;
+                steepest_at = Some((j, i));
+            }
+        }
+        if u - lowest > best {
+            (best, best_run, best_at) = (u - lowest, steepest, steepest_at);
+        }
+        if u < lowest {
+            lowest = u;
+            steepest = 0.0;
+            steepest_at = None;
+            held = 0;
+        }
+        if held == AT_ONCE_PACKETS {
+            recent.rotate_left(1);
+            held -= 1;
+        }
+        recent[held] = (i, u);
+        held += 1;
+    }
+    (best, best_run, best_at)
 }
 
 /// What held a stream's probes beyond their own queue ([`held`]).
@@ -139,9 +202,13 @@ pub fn held(stream: &ProbeStream, capacity_at_least_bps: f64) -> Option<Held> {
     if !(fastest > 0.0 && fastest <= BURST_SPREAD * capacity_at_least_bps) {
         return None;
     }
+    classify(stream, burst_rise(stream))
+}
+
+/// [`held`] for the stream's rise `r`, whatever the stream's rates.
+fn classify(stream: &ProbeStream, r: Rise) -> Option<Held> {
     let batches = stream.receive_batch_interval_ns().unwrap_or(0.0);
     let least = (stream.send_span_ns() / 20.0).max(2.0 * batches);
-    let r = burst_rise(stream);
     if !(least > 0.0 && r.rise_ns >= least) {
         return None;
     }
@@ -150,6 +217,277 @@ pub fn held(stream: &ProbeStream, capacity_at_least_bps: f64) -> Option<Held> {
     } else {
         Held::Burst { rise_ns: r.rise_ns }
     })
+}
+
+/// Whether a rise of `rise_ns` came at once: a run of up to
+/// [`AT_ONCE_PACKETS`] packets carried half of it or more (`run_ns`), and
+/// it is two mean send gaps or more (one receive gap three send gaps at
+/// least, where cross traffic at the link's own rate widens it to two).
+/// Smaller than [`held`] asks: a step needs no share of the stream's
+/// span to move the reading of the sub-stream it falls in.
+fn came_at_once(stream: &ProbeStream, rise_ns: f64, run_ns: f64) -> bool {
+    let n = stream.packets.len();
+    if n < 2 {
+        return false;
+    }
+    let least = 2.0 * stream.send_span_ns() / (n - 1) as f64;
+    least > 0.0 && rise_ns >= least && run_ns >= PAUSE_SHARE * rise_ns
+}
+
+/// Most steps [`without_steps`] takes out of one stream.
+pub const MOST_STEPS: usize = 64;
+
+/// Gaps beside a step whose delay growth stands in for the step's own.
+pub const STEP_NEIGHBOURS: usize = 8;
+
+/// A stream with its steps taken out ([`without_steps`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Unstepped {
+    /// The packets from each step on arrive earlier by its growth.
+    pub stream: ProbeStream,
+    /// Each step: the first packet after it, and the delay it added
+    /// beyond the gaps beside it (ns).
+    pub steps: Vec<(usize, f64)>,
+}
+
+impl Unstepped {
+    /// The share of the stream's send span the steps held the queue:
+    /// the link time the batches took (a pause of the path takes the
+    /// same from the probes).
+    pub fn held_share(&self) -> f64 {
+        let span = self.stream.send_span_ns();
+        if span <= 0.0 {
+            return 0.0;
+        }
+        self.steps.iter().map(|&(_, ns)| ns).sum::<f64>() / span
+    }
+
+    /// The rate the queue drained at behind the steps: each probe's
+    /// bytes over its receive gap, the [`STEP_NEIGHBOURS`] gaps after
+    /// each step, their median. The queue is busy there, so this is the
+    /// tight link's capacity (less what other cross traffic took of it).
+    pub fn drain_bps(&self) -> Option<f64> {
+        let mut rates = [0.0f64; MOST_STEPS * STEP_NEIGHBOURS];
+        let mut n = 0;
+        for &(i, _) in &self.steps {
+            let received = self.stream.packets[i..]
+                .iter()
+                .filter_map(|p| Some((p.recv_ns?, p.size_bytes)));
+            let mut last: Option<i64> = None;
+            for (r, size) in received.take(STEP_NEIGHBOURS + 1) {
+                if let Some(gap) = last.map(|l| crate::stream::diff_ns(r, l)) {
+                    if gap > 0.0 && n < rates.len() {
+                        rates[n] = size as f64 * 8e9 / gap;
+                        n += 1;
+                    }
+                }
+                last = Some(r);
+            }
+        }
+        let rates = &mut rates[..n];
+        rates.sort_by(f64::total_cmp);
+        crate::stats::quantile_sorted(rates, 0.5)
+    }
+
+    /// What an exact or "at least" reading of the unstepped stream
+    /// (`bound`, `reading_bps`) leaves once the batches behind the steps
+    /// are counted: their link time, [`Unstepped::held_share`], at the
+    /// link's rate, the faster of the drain rate and the reading (the
+    /// link carries at least what it leaves free). Between the batches
+    /// the path left the reading; the batches took their share on top.
+    ///
+    /// An "at least" reading (no queue grew between the batches up to
+    /// the fastest rate sent) lies between that rate and the drain rate,
+    /// which the path cannot beat: the answer is the drain rate less the
+    /// batches, exact (a lone kernel TCP flow capped by its sender leaves
+    /// the link idle between its windows). The next stream, centred
+    /// there, probes past it and reads the crossing where there is one.
+    ///
+    /// `None` where the packets behind the steps came faster than twice
+    /// the stream's fastest rate (`fastest_bps`) or no drain rate shows:
+    /// no queue the probes crossed drained there (a receiver that
+    /// stamped late and then caught up, after the tight link), and the
+    /// stream is better read as it came.
+    pub fn less_the_batches(
+        &self,
+        bound: Bound,
+        reading_bps: f64,
+        fastest_bps: f64,
+    ) -> Option<(Bound, f64)> {
+        let drain = self.drain_bps()?;
+        if drain.is_nan() || fastest_bps.is_nan() || drain > BURST_SPREAD * fastest_bps {
+            return None;
+        }
+        let link = drain.max(reading_bps);
+        let share = self.held_share();
+        Some(match bound {
+            Bound::AtLeast => (Bound::Exact, link * (1.0 - share)),
+            _ => (bound, reading_bps - link * share),
+        })
+    }
+}
+
+/// The stream with each queue rise that came in one step taken out: the
+/// packets from the step on arrive earlier by the step's growth beyond
+/// what the gaps before it grew (the gaps after it when it opens the
+/// stream). `None` when it met no such step.
+///
+/// A batch of cross traffic that reaches the queue at once (a kernel
+/// TCP sender's window, a paced sender's frames owed after its timer
+/// stalled) and a pause of the path add the same delay to every packet
+/// behind them, and the queue then drains at the rate the probes and
+/// the rest of the cross traffic leave free. Read as it is, the step is
+/// a queue the sub-stream it fell in built: the crossing lands at
+/// whatever rate was being sent when the batch came (under iperf3 TCP
+/// flows capped at 60 Mbit/s in the lab, 9-18 % low). Taken out, the
+/// gaps say what the path left between the batches; the batches' link
+/// time is then taken off that ([`Unstepped::less_the_batches`]). Up to
+/// one step per `window` gaps (the smoothing window, over which
+/// frequent batches average out like any cross traffic; more, and the
+/// stream is left as it is), and [`MOST_STEPS`], the widest first; a
+/// rise built over many gaps (a burst faster than the link) is left
+/// alone.
+pub fn without_steps(stream: &ProbeStream, window: usize) -> Option<Unstepped> {
+    let mut u = Unstepped::default();
+    without_steps_into(stream, window, &mut u).then_some(u)
+}
+
+/// [`without_steps`] into `out`, reusing its memory; whether the stream
+/// met a step (`out` is then the unstepped stream).
+pub fn without_steps_into(stream: &ProbeStream, window: usize, out: &mut Unstepped) -> bool {
+    out.steps.clear();
+    // A receiver that stamps in batches makes a step of every batch: the
+    // smoothing reads such streams batch by batch.
+    if stream.receive_batch_count().is_some() {
+        return false;
+    }
+    // One step per smoothing window at most: more often, the window
+    // averages the batches as it averages any cross traffic.
+    let rare = (stream.packets.len().saturating_sub(1) / window.max(1)).clamp(1, MOST_STEPS);
+    loop {
+        if out.steps.len() > rare {
+            out.steps.clear();
+            return false;
+        }
+        let s = if out.steps.is_empty() {
+            stream
+        } else {
+            &out.stream
+        };
+        let (rise, run, at) = rise_and_steepest_run(s);
+        let (true, Some((j, i))) = (came_at_once(s, rise, run), at) else {
+            break;
+        };
+        let (delta, usual) = step_growth_ns(s, j, i);
+        if delta.is_nan() || delta < 1.0 {
+            break;
+        }
+        if out.steps.is_empty() {
+            out.stream.id = stream.id;
+            out.stream.packets.clone_from(&stream.packets);
+        }
+        // Inside the run, each packet keeps what the gaps beside it
+        // would have grown; from its end on, all of the step goes.
+        let first = out.stream.packets[j];
+        for (k, p) in out.stream.packets.iter_mut().enumerate().skip(j + 1) {
+            let Some(r) = p.recv_ns.as_mut() else {
+                continue;
+            };
+            let shift = if k < i {
+                let Some(r0) = first.recv_ns else { continue };
+                let grew = crate::stream::diff_ns(*r, r0)
+                    - crate::stream::diff_ns(p.send_ns, first.send_ns);
+                (grew - usual * (k - j) as f64).clamp(0.0, delta)
+            } else {
+                delta
+            };
+            *r = r.saturating_sub(shift.round() as i64);
+        }
+        out.steps.push((i, delta.round()));
+    }
+    // Gaps left that grew half as much as the smallest step taken out
+    // count as steps too: where they make the steps frequent, the steps
+    // were the tall end of cross traffic that comes in bunches of every
+    // size, which the window averages.
+    let smallest = out
+        .steps
+        .iter()
+        .map(|&(_, ns)| ns)
+        .fold(f64::INFINITY, f64::min);
+    if !out.steps.is_empty()
+        && out.steps.len() + gaps_growing_ns(&out.stream, STEPS_APART * smallest) > rare
+    {
+        out.steps.clear();
+    }
+    !out.steps.is_empty()
+}
+
+/// How much less than the smallest step taken out a gap left must grow
+/// not to count as one ([`without_steps`]).
+const STEPS_APART: f64 = 0.5;
+
+/// How many gaps between two received packets grew by `least_ns` or
+/// more (their receive gap less their send gap).
+fn gaps_growing_ns(stream: &ProbeStream, least_ns: f64) -> usize {
+    let mut last: Option<(i64, i64)> = None;
+    let mut count = 0;
+    for p in &stream.packets {
+        let Some(r) = p.recv_ns else { continue };
+        if let Some((send, recv)) = last {
+            let growth = crate::stream::diff_ns(r, recv) - crate::stream::diff_ns(p.send_ns, send);
+            count += usize::from(growth >= least_ns);
+        }
+        last = Some((p.send_ns, r));
+    }
+    count
+}
+
+/// How much more the delay grew from received packet `j` to `i` than
+/// the [`STEP_NEIGHBOURS`] gaps before (or, at the stream's start, after)
+/// grew over as many packets sent, and that usual growth per packet
+/// (their median).
+fn step_growth_ns(stream: &ProbeStream, j: usize, i: usize) -> (f64, f64) {
+    let growth = |a: &ProbePacket, b: &ProbePacket| -> Option<f64> {
+        let recv = crate::stream::diff_ns(b.recv_ns?, a.recv_ns?);
+        Some(recv - crate::stream::diff_ns(b.send_ns, a.send_ns))
+    };
+    let Some(step) = growth(&stream.packets[j], &stream.packets[i]) else {
+        return (0.0, 0.0);
+    };
+    // Per packet sent, over received neighbours: before the step, or
+    // after it when it opens the stream.
+    let mut beside = [0.0f64; STEP_NEIGHBOURS];
+    let mut n = 0;
+    let packets = &stream.packets;
+    let received = |k: &usize| packets[*k].recv_ns.is_some();
+    let mut later = j;
+    for k in (0..j).rev().filter(received) {
+        if let Some(g) = growth(&packets[k], &packets[later]) {
+            beside[n] = g / (later - k) as f64;
+            n += 1;
+        }
+        if n == STEP_NEIGHBOURS {
+            break;
+        }
+        later = k;
+    }
+    if n == 0 {
+        let mut earlier = i;
+        for k in (i + 1..packets.len()).filter(received) {
+            if let Some(g) = growth(&packets[earlier], &packets[k]) {
+                beside[n] = g / (k - earlier) as f64;
+                n += 1;
+            }
+            if n == STEP_NEIGHBOURS {
+                break;
+            }
+            earlier = k;
+        }
+    }
+    let beside = &mut beside[..n];
+    beside.sort_by(f64::total_cmp);
+    let usual = crate::stats::quantile_sorted(beside, 0.5).unwrap_or(0.0);
+    (step - usual * (i - j) as f64, usual)
 }
 
 /// The rise of a burst faster than the link the stream met ([`held`];
@@ -295,5 +633,189 @@ mod tests {
         assert_eq!(met_burst(&s, 100e6), None, "100 us < 195 us");
         assert_eq!(burst_rise(&stream(&[0], &[Some(5)])).rise_ns, 0.0);
         assert_eq!(met_burst(&stream(&[0, 1], &[None, None]), 100e6), None);
+    }
+
+    /// Receive times through a FIFO of `capacity_bps` that is idle but
+    /// for `batches` (arrival ns, bytes) of cross traffic, for probes of
+    /// `size` bytes sent at `send_ns`.
+    fn fifo(send_ns: &[i64], size: u32, capacity_bps: f64, batches: &[(i64, u32)]) -> Vec<i64> {
+        let per_byte = 8e9 / capacity_bps;
+        let mut free_at = 0.0f64;
+        let mut next = 0;
+        send_ns
+            .iter()
+            .map(|&t| {
+                while next < batches.len() && batches[next].0 <= t {
+                    let (at, bytes) = batches[next];
+                    free_at = free_at.max(at as f64) + bytes as f64 * per_byte;
+                    next += 1;
+                }
+                free_at = free_at.max(t as f64) + size as f64 * per_byte;
+                free_at.round() as i64
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_by_hand() {
+        // 64 probes of 1500 B 100 us apart (120 Mbit/s) through an idle
+        // 200 Mbit/s FIFO (60 us a probe); 25,000 B of cross traffic
+        // (1 ms of the link) arrive just before probe 21.
+        let send: Vec<i64> = (0..64).map(|i| i * 100_000).collect();
+        let recv = fifo(&send, 1500, 200e6, &[(2_099_000, 25_000)]);
+        // Probe 21 waits out the batch: 1 ms more than probe 20; the
+        // queue then drains 40 us a gap (100 us sent, 60 us served).
+        assert_eq!(recv[20] - send[20], 60_000);
+        assert_eq!(recv[21] - send[21], 1_059_000);
+        assert_eq!(recv[22] - recv[21], 60_000);
+        let s = stream(&send, &recv.iter().map(|&r| Some(r)).collect::<Vec<_>>());
+        let u = without_steps(&s, 16).expect("a step");
+        // One step after probe 20: 999 us (the batch came 1 us before
+        // probe 21 was sent), nothing usual beside it.
+        assert_eq!(u.steps, vec![(21, 999_000.0)]);
+        assert_eq!(u.stream.packets[21].recv_ns, Some(recv[21] - 999_000));
+        assert_eq!(u.stream.packets[20], s.packets[20]);
+        // The queue behind it drained at the link's 200 Mbit/s.
+        assert_eq!(u.drain_bps(), Some(200e6));
+        // It held the link 999 us of the 6.3 ms sent: 15.9 %.
+        assert!((u.held_share() - 0.999 / 6.3).abs() < 1e-9);
+        // Between the batches the probes built no queue up to their
+        // 120 Mbit/s: at least that, and at most the 200 the queue
+        // drained at; the answer is the link less the batch, which is
+        // the truth over the stream (200 less 25,000 B in 6.3 ms).
+        let (bound, left) = u.less_the_batches(Bound::AtLeast, 120e6, 120e6).unwrap();
+        assert_eq!(bound, Bound::Exact);
+        let truth = 200e6 - 25_000.0 * 8.0 / 6.3e-3;
+        assert!((left / truth - 1.0).abs() < 0.001, "{left} vs {truth}");
+        // An exact reading between them loses the batch's link time.
+        let (bound, left) = u.less_the_batches(Bound::Exact, 150e6, 120e6).unwrap();
+        assert_eq!(bound, Bound::Exact);
+        assert!((left - (150e6 - 200e6 * 0.999 / 6.3)).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_receiver_that_stamped_late_takes_nothing_from_the_path() {
+        // Probes 100 us apart on an idle path, but the receiver stamps
+        // probes 21-30 at once, 1 us apart, 1 ms late: they drained at
+        // 12 Gbit/s, which no queue the 120 Mbit/s probes crossed does.
+        let send: Vec<i64> = (0..64).map(|i| i * 100_000).collect();
+        let recv: Vec<Option<i64>> = (0..64)
+            .map(|i| {
+                Some(match i {
+                    21..=30 => 3_100_000 + (i - 21) * 1_000,
+                    _ => i * 100_000 + 60_000,
+                })
+            })
+            .collect();
+        let s = stream(&send, &recv);
+        let u = without_steps(&s, 16).expect("a step");
+        assert_eq!(u.drain_bps(), Some(12e9));
+        assert_eq!(u.less_the_batches(Bound::AtLeast, 120e6, 120e6), None);
+    }
+
+    #[test]
+    fn frequent_batches_are_left_to_the_window() {
+        // A batch of 12,500 B (500 us of the link) every 8 probes: 8
+        // steps in 64 probes, over the one per 16 gaps the window leaves
+        // to steps.
+        let send: Vec<i64> = (0..64).map(|i| i * 100_000).collect();
+        let batches: Vec<(i64, u32)> = (0..8).map(|k| (k * 800_000 + 350_000, 12_500)).collect();
+        let recv = fifo(&send, 1500, 200e6, &batches);
+        let s = stream(&send, &recv.iter().map(|&r| Some(r)).collect::<Vec<_>>());
+        assert_eq!(without_steps(&s, 16), None);
+        // Two of them are rare enough.
+        let recv = fifo(&send, 1500, 200e6, &batches[..2]);
+        let s = stream(&send, &recv.iter().map(|&r| Some(r)).collect::<Vec<_>>());
+        assert_eq!(without_steps(&s, 16).map(|u| u.steps.len()), Some(2));
+    }
+
+    #[test]
+    fn a_rise_over_many_gaps_is_no_step() {
+        // The burst of `a_burst_by_hand`: 800 us over ten steps of 80.
+        let s = delayed(|i| match i {
+            0..=9 => 10_000,
+            10..=19 => 10_000 + (i - 9) * 180_000,
+            _ => 1_810_000 - (i - 19) * 20_000,
+        });
+        assert_eq!(without_steps(&s, 16), None);
+        // A pause (`a_pause_is_no_burst`) is one.
+        let s = delayed(|i| {
+            if i < 10 {
+                10_000
+            } else {
+                (1_010_000 - (i - 10) * 10_000).max(10_000)
+            }
+        });
+        assert_eq!(without_steps(&s, 16).map(|u| u.steps.len()), Some(1));
+    }
+
+    #[test]
+    fn multirate_reads_the_path_between_and_with_the_batches() {
+        // A multi-rate stream (5 rates of 32 probes, 98-182 Mbit/s) through
+        // an idle 200 Mbit/s FIFO that two 37,500 B batches of cross
+        // traffic (1.5 ms of the link each) reach in the second and the
+        // fourth sub-stream, as a kernel TCP flow's windows do. Read as it
+        // came, the batches' queue passed for the probes' own and the
+        // stream said only "at least 149 Mbit/s"; read with the steps
+        // taken out, the path left at least the top rate between them,
+        // and the answer is the link less the batches: the truth over
+        // the stream.
+        use crate::schedule::{multi_rate_schedule, rates_around};
+        use crate::{analyze, AnalysisParams, Method, StreamKind};
+        let send = multi_rate_schedule(&rates_around(140e6, 0.3, 5), 32, 1500);
+        let batches = [(send[40] - 1_000, 37_500), (send[100] - 1_000, 37_500)];
+        let recv = fifo(&send, 1500, 200e6, &batches);
+        let s = stream(&send, &recv.iter().map(|&r| Some(r)).collect::<Vec<_>>());
+        let span_s = (send[159] - send[0]) as f64 / 1e9;
+        let truth = 200e6 - 2.0 * 37_500.0 * 8.0 / span_s;
+        let a = analyze(
+            &s,
+            StreamKind::MultiRate,
+            Method::Multirate,
+            &AnalysisParams::default(),
+        );
+        assert_eq!(a.bound, Bound::Exact, "{a:?}");
+        let e = a.abw_bps.unwrap();
+        assert!((e / truth - 1.0).abs() < 0.02, "{e} vs {truth}: {a:?}");
+        assert!(a.reason.unwrap().contains("2 steps of queue at once"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn unstepping_moves_only_receive_stamps_earlier(
+            gaps in proptest::collection::vec(20_000i64..200_000, 8..200),
+            delays in proptest::collection::vec(proptest::option::weighted(0.95, 0i64..3_000_000), 8..200),
+        ) {
+            let n = gaps.len().min(delays.len());
+            let send: Vec<i64> = gaps[..n].iter().scan(0, |t, g| { *t += g; Some(*t) }).collect();
+            let recv: Vec<Option<i64>> = (0..n).map(|i| delays[i].map(|d| send[i] + d)).collect();
+            let s = stream(&send, &recv);
+            if let Some(u) = without_steps(&s, 16) {
+                proptest::prop_assert!(!u.steps.is_empty());
+                proptest::prop_assert!(u.steps.len() <= (n - 1) / 16 + 1);
+                proptest::prop_assert!(u.steps.iter().all(|&(_, ns)| ns >= 1.0));
+                proptest::prop_assert_eq!(u.stream.packets.len(), n);
+                for (a, b) in s.packets.iter().zip(&u.stream.packets) {
+                    proptest::prop_assert_eq!(a.send_ns, b.send_ns);
+                    proptest::prop_assert_eq!(a.recv_ns.is_some(), b.recv_ns.is_some());
+                    if let (Some(x), Some(y)) = (a.recv_ns, b.recv_ns) {
+                        proptest::prop_assert!(y <= x);
+                    }
+                }
+                proptest::prop_assert!(u.held_share() > 0.0);
+            }
+        }
+
+        #[test]
+        fn a_path_without_cross_traffic_has_no_steps(
+            gap in 20_000i64..200_000,
+            jitter in proptest::collection::vec(0i64..10_000, 16..200),
+        ) {
+            // Stamps wander by less than a tenth of the gap.
+            let jitter: Vec<i64> = jitter.iter().map(|j| j * gap / 100_000).collect();
+            let send: Vec<i64> = (0..jitter.len() as i64).map(|i| i * gap).collect();
+            let recv: Vec<Option<i64>> = send.iter().zip(&jitter).map(|(s, j)| Some(s + 50_000 + j)).collect();
+            proptest::prop_assert_eq!(without_steps(&stream(&send, &recv), 16), None);
+        }
     }
 }

@@ -872,18 +872,19 @@ mod tests {
         );
     }
 
-    /// Every second stream is held 1 ms at once (10 Mbit in one step):
-    /// a pause, not a burst, so the run may stop `stable` (those streams
-    /// read lower, and the median of all lands between).
+    /// Every second stream is held 1 ms at once (10 Mbit in one step): a
+    /// batch of cross traffic, or a pause of the path, which a stream
+    /// cannot tell apart. Those streams read the path less the batch's
+    /// link time (1 ms of a stream about 4.6 ms long: about 2.8 Gbit/s),
+    /// the others 5: the answers alternate, so the run swings and
+    /// answers their mean, between the two.
     #[test]
-    fn pauses_do_not_make_the_path_swing() {
+    fn streams_held_at_once_count_the_batch() {
         let calm = run_on(|_| false);
-        let paused = run_on_hop(|i| i % 2 == 1, true);
-        assert_eq!(paused.stop, Stop::Stable, "{paused:?}");
-        assert!(
-            (paused.available_bandwidth_bps / calm.available_bandwidth_bps - 1.0).abs() < 0.1,
-            "{paused:?} {calm:?}"
-        );
+        let held = run_on_hop(|i| i % 2 == 1, true);
+        assert_eq!(held.stop, Stop::Swings, "{held:?}");
+        let share = held.available_bandwidth_bps / calm.available_bandwidth_bps;
+        assert!((0.6..0.9).contains(&share), "{held:?} {calm:?}");
     }
 
     /// A 5 Gbit/s hop behind a 10 Gbit/s sender, no cross traffic while
