@@ -34,6 +34,7 @@ use crate::address::with_default_port;
 use crate::backend::packet::PacketRing;
 use crate::backend::{self, xdp};
 use crate::backend::{send_paced, Backend, Transmit};
+use crate::ctl::{ctl_err, io_err, refused};
 use crate::ledger::SendLedger;
 use crate::receiver::{collect_stream, Expect};
 use crate::stamps::Departures;
@@ -100,38 +101,6 @@ pub struct UdpChannel {
     pub server_drops: Option<DropCounters>,
     warnings: Vec<String>,
     description: String,
-}
-
-pub(crate) fn io_err(what: &str) -> impl Fn(io::Error) -> ChannelError + '_ {
-    move |e| ChannelError::Io(format!("{what}: {e}"))
-}
-
-/// A control-connection failure, said as what happened to the session.
-pub(crate) fn ctl_err(e: tightlink_wire::control::ControlError) -> ChannelError {
-    use tightlink_wire::control::ControlError;
-    let what = match &e {
-        ControlError::Io(io) => match io.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Some(
-                "the server did not answer within the control timeout (the connection is cut, or the server hangs)",
-            ),
-            io::ErrorKind::UnexpectedEof
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::BrokenPipe => Some(
-                "the server closed the control connection mid-session (restarted, killed, or it ended the session)",
-            ),
-            _ => None,
-        },
-        _ => None,
-    };
-    ChannelError::Io(match what {
-        Some(w) => format!("cannot measure: {w} ({e})"),
-        None => format!("server control connection: {e}"),
-    })
-}
-
-pub(crate) fn refused(reason: &str) -> ChannelError {
-    ChannelError::Io(format!("the server refused: {reason}"))
 }
 
 /// A control connection past its handshake: the session the server
@@ -696,7 +665,7 @@ impl Channel for UdpChannel {
             // without a key spends on the way out.
             byte_limit: Some(self.limits.max_session_bytes * 9 / 10),
             stream_packet_limit: Some(self.limits.max_stream_packets as usize),
-            stream_span_limit_ns: Some(crate::server::MAX_STREAM_NS as i64),
+            stream_span_limit_ns: Some(crate::ctl::MAX_STREAM_NS as i64),
         }
     }
 

@@ -87,7 +87,7 @@ pub const HELD_COUNT: std::ops::Range<usize> = 86..90;
 /// held whole (a train held in part comes back out of order). The pacing
 /// thread sends one train at a time, so this also bounds how long a
 /// train waits behind each other one.
-pub const MAX_HOLD_SPAN_NS: u64 = crate::server::MAX_STREAM_NS;
+pub const MAX_HOLD_SPAN_NS: u64 = crate::ctl::MAX_STREAM_NS;
 /// A held train whose last packet never came is sent this long after
 /// its latest arrival.
 const HOLD_FLUSH_NS: i64 = 50_000_000;

@@ -42,8 +42,8 @@ use std::time::Duration;
 use tightlink_sys::sockopt;
 
 use tightlink_wire::control::{
-    read_message, write_message, ControlError, Direction, Limits, Message, Record, RecordKind,
-    Scheduled, RECORDS_PER_FRAME, VERSION,
+    read_message, write_message, ControlError, Direction, Limits, Message, RecordKind, Scheduled,
+    VERSION,
 };
 use tightlink_wire::twamp::ProbeRepr;
 use tightlink_wire::DropCounters;
@@ -57,8 +57,8 @@ use crate::{auth, clock, packets};
 /// 10 Gbit/s, 12.8 ms of probes queued while the server's thread is away.
 pub const DEFAULT_PROBE_RCVBUF_BYTES: i32 = 16_000_000;
 
-/// Longest stream, so receive offsets fit the records' 32-bit ns.
-pub const MAX_STREAM_NS: u64 = 2_000_000_000;
+use crate::ctl::send_records;
+pub use crate::ctl::MAX_STREAM_NS;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -1079,53 +1079,6 @@ fn send_schedule(
         &offsets,
         clock::monotonic_ns() + 200_000,
     )
-}
-
-/// Sends per-packet timestamps as `Records` frames: a base (the earliest
-/// stamp) and 32-bit offsets; positions without a stamp are left out.
-pub(crate) fn send_records(
-    w: &mut BufWriter<&TcpStream>,
-    stream: u32,
-    kind: RecordKind,
-    stamps: &[Option<i64>],
-) -> io::Result<()> {
-    let base_ns = stamps.iter().flatten().copied().min().unwrap_or(0);
-    let records: Vec<Record> = stamps
-        .iter()
-        .enumerate()
-        .filter_map(|(i, t)| {
-            t.map(|t| Record {
-                position: i as u32,
-                offset_ns: (t - base_ns).clamp(0, u32::MAX as i64) as u32,
-            })
-        })
-        .collect();
-    let mut chunks = records.chunks(RECORDS_PER_FRAME).peekable();
-    if chunks.peek().is_none() {
-        return write_message(
-            w,
-            &Message::Records {
-                stream,
-                kind,
-                base_ns,
-                last: true,
-                records: vec![],
-            },
-        );
-    }
-    while let Some(chunk) = chunks.next() {
-        write_message(
-            w,
-            &Message::Records {
-                stream,
-                kind,
-                base_ns,
-                last: chunks.peek().is_none(),
-                records: chunk.to_vec(),
-            },
-        )?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

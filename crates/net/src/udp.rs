@@ -20,11 +20,11 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use tightlink_sys::sockopt;
 
-use crate::backend::{Backend, ProbeSource, Transmit};
 use crate::stamps::{
     cmsg_stamp, drain_errqueue, recv_mmsg, Received, TxStamp, BATCH, HEADER_COPY,
     SOF_TIMESTAMPING_RX_SOFTWARE, SOF_TIMESTAMPING_SOFTWARE, TX_STAMP_FLAGS,
 };
+use crate::transmit::{Backend, ProbeSource, Transmit};
 
 pub struct ProbeSocket {
     sock: UdpSocket,

@@ -21,8 +21,8 @@ use tightlink_sys::sockopt;
 use tightlink_wire::udp4::{Udp4Header, Udp4View, HEADER_LEN};
 
 use super::route::NextHop;
-use super::{Backend, ProbeSource, Transmit};
 use crate::stamps::{drain_errqueue, Received, TxStamp, BATCH, HEADER_COPY, TX_STAMP_FLAGS};
+use crate::transmit::{Backend, ProbeSource, Transmit};
 
 use tightlink_sys::packet::{
     bind as bind_ll, socket as socket_packet, ETH_P_IP, PACKET_IGNORE_OUTGOING, PACKET_RX_RING,

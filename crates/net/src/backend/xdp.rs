@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use tightlink_wire::udp4::{Udp4Header, HEADER_LEN};
 
 use super::route::NextHop;
-use super::{Backend, Transmit};
 use crate::stamps::TxStamp;
+use crate::transmit::{Backend, Transmit};
 
 /// UMEM chunk: one frame each; a page, the largest aligned chunk.
 const CHUNK: u32 = 4096;

@@ -18,6 +18,7 @@
 //! - [`serve`]: the server's side of the session.
 
 pub mod book;
+mod progress;
 pub mod reassembly;
 mod receive;
 mod send;
@@ -35,8 +36,11 @@ use tightlink_sys::sockopt;
 use tightlink_wire::control::{read_message, write_message, Direction, Limits, Message};
 use tightlink_wire::data::HEADER_LEN;
 
-use crate::client::{ctl_err, io_err, open_session, refused};
+use crate::client::open_session;
 use crate::clock;
+use crate::ctl::{ctl_err, io_err, refused};
+use progress::err;
+pub use progress::{hex, TransferEvent, TransferInterval};
 use reassembly::Reassembly;
 use receive::{RecvEnd, RecvEvent};
 use send::SendPlan;
@@ -78,38 +82,6 @@ impl Default for TransferOptions {
     }
 }
 
-/// One progress interval.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TransferInterval {
-    /// Since the first data packet, ns.
-    pub start_ns: i64,
-    pub end_ns: i64,
-    /// Bytes the server came to hold in order during the interval.
-    pub delivered_bytes: u64,
-    pub sent_bytes: u64,
-    pub retransmitted_bytes: u64,
-    /// The controller's rate at the interval's end (frame bit/s).
-    pub rate_bps: f64,
-    /// The last estimate read in the interval, if any.
-    pub estimate_bps: Option<f64>,
-    /// Median round trip of the streams whose stamps came back.
-    pub rtt_ns: Option<i64>,
-    /// Bytes delivered in all so far.
-    pub total_delivered_bytes: u64,
-}
-
-impl TransferInterval {
-    /// Goodput over the interval (payload bit/s).
-    pub fn goodput_bps(&self) -> f64 {
-        self.delivered_bytes as f64 * 8e9 / (self.end_ns - self.start_ns).max(1) as f64
-    }
-}
-
-pub enum TransferEvent<'a> {
-    Interval(&'a TransferInterval),
-    Update(&'a RapidUpdate),
-}
-
 #[derive(Debug, Clone)]
 pub struct TransferSummary {
     pub server: SocketAddr,
@@ -140,10 +112,6 @@ impl TransferSummary {
     pub fn goodput_bps(&self) -> f64 {
         self.bytes as f64 * 8e9 / self.duration_ns.max(1) as f64
     }
-}
-
-fn err(what: impl Into<String>) -> ChannelError {
-    ChannelError::Io(what.into())
 }
 
 /// Runs one transfer with the server at `server` (`HOST[:PORT]`): to it,
@@ -467,10 +435,6 @@ impl ReverseState {
         self.mark_delivered = delivered;
         iv
     }
-}
-
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn send_udp(udp: &UdpSocket, b: &[u8]) -> Result<(), ChannelError> {

@@ -15,10 +15,22 @@ use tightlink_wire::data::DataRepr;
 use tightlink_wire::{DropCounters, DropReason};
 
 use super::reassembly::{Reassembly, StreamStamps};
-use super::serve::ServeEnd;
 use crate::clock;
 use crate::stamps::{cmsg_stamp, recv_mmsg, BATCH};
 use crate::udp::ProbeSocket;
+
+/// How a transfer ended early: the client is told why (`Refuse`), or the
+/// connection broke (`Fail`).
+pub enum ServeEnd {
+    Refuse(String),
+    Fail(String),
+}
+
+impl From<io::Error> for ServeEnd {
+    fn from(e: io::Error) -> Self {
+        ServeEnd::Fail(e.to_string())
+    }
+}
 
 /// Where the data comes from and how long to wait for it.
 pub(crate) struct RecvEnd<'a> {
@@ -211,7 +223,7 @@ fn close_streams(
         return Ok(());
     }
     for c in &closed {
-        crate::server::send_records(w, c.stream, RecordKind::Receive, &c.recv_ns)?;
+        crate::ctl::send_records(w, c.stream, RecordKind::Receive, &c.recv_ns)?;
         out.streams += 1;
     }
     write_message(

@@ -15,9 +15,9 @@ use tightlink_wire::control::{read_message, write_message, Message};
 use tightlink_wire::data::{DataRepr, HEADER_LEN};
 
 use super::book::{DataSource, SendBook};
-use super::{err, hex, TransferEvent, TransferInterval};
-use crate::client::{ctl_err, io_err, refused};
+use super::progress::{err, hex, TransferEvent, TransferInterval};
 use crate::clock;
+use crate::ctl::{ctl_err, io_err, refused};
 
 /// Feedback is not read when a packet is due sooner than this...
 const SEND_SLACK_NS: i64 = 150_000;

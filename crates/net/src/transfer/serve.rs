@@ -12,7 +12,7 @@
 //! what the client has acknowledged (as TCP does; a client that
 //! acknowledges bytes it never got harms only its own link).
 
-use std::io::{self, BufWriter};
+use std::io::BufWriter;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -34,18 +34,7 @@ use crate::udp::ProbeSocket;
 pub const OPEN_WINDOW_BYTES: u64 = 8 << 20;
 pub const KEYED_WINDOW_BYTES: u64 = 64 << 20;
 
-/// How a transfer ended early: the client is told why (`Refuse`), or the
-/// connection broke (`Fail`).
-pub enum ServeEnd {
-    Refuse(String),
-    Fail(String),
-}
-
-impl From<io::Error> for ServeEnd {
-    fn from(e: io::Error) -> Self {
-        ServeEnd::Fail(e.to_string())
-    }
-}
+pub use super::receive::ServeEnd;
 
 /// What a finished transfer session moved.
 #[derive(Debug, Default)]
@@ -236,7 +225,7 @@ pub fn send(
         &mut |b| {
             sock.send_to(b, client)
                 .map(|_| ())
-                .map_err(|e| super::err(format!("data socket: {e}")))
+                .map_err(|e| super::progress::err(format!("data socket: {e}")))
         },
         &mut |_| {},
     )
