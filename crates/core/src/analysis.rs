@@ -478,12 +478,13 @@ fn reads_the_crossing(method: Method) -> bool {
     )
 }
 
-/// Whether `method` decides a single-rate stream by the trend of its
-/// one-way delays (Pathload and IMR-Pathload).
+/// Whether `method` decides a single-rate stream by its gaps or the
+/// trend of its one-way delays (PRC-MT, Pathload, IMR-Pathload), which
+/// a step of queue moves.
 fn reads_the_trend(method: Method) -> bool {
     matches!(
         method,
-        Method::Pathload | Method::ImrAvg | Method::ImrWavelet
+        Method::Prcmt | Method::PrcmtBass | Method::Pathload | Method::ImrAvg | Method::ImrWavelet
     )
 }
 

@@ -780,6 +780,30 @@ mod tests {
         assert!(a.reason.unwrap().contains("2 steps of queue at once"));
     }
 
+    #[test]
+    fn single_rate_decisions_count_the_batches() {
+        // 100 probes of 1500 B 100 us apart (120 Mbit/s) through an idle
+        // 200 Mbit/s FIFO that three batches reach, 30 probes apart.
+        // Between them the path carries the stream; with them it leaves
+        // 200 less their link time over the stream's 9.9 ms: three of
+        // 12,500 B (0.5 ms each) leave 170 Mbit/s, "below"; three of
+        // 62,500 B (2.5 ms each) leave 48, "above".
+        use crate::{analyze, AnalysisParams, Decision, Method, StreamKind};
+        let send: Vec<i64> = (0..100).map(|i| i * 100_000).collect();
+        let p = AnalysisParams::default();
+        for (bytes, want) in [(12_500, Decision::Below), (62_500, Decision::Above)] {
+            let batches: Vec<(i64, u32)> =
+                (0..3).map(|k| (k * 3_000_000 + 1_050_000, bytes)).collect();
+            let recv = fifo(&send, 1500, 200e6, &batches);
+            let s = stream(&send, &recv.iter().map(|&r| Some(r)).collect::<Vec<_>>());
+            assert_eq!(without_steps(&s, 16).map(|u| u.steps.len()), Some(3));
+            for m in [Method::PrcmtBass, Method::Pathload] {
+                let a = analyze(&s, StreamKind::SingleRate, m, &p);
+                assert_eq!(a.decision, Some(want), "{bytes} B, {}: {a:?}", m.name());
+            }
+        }
+    }
+
     proptest::proptest! {
         #[test]
         fn unstepping_moves_only_receive_stamps_earlier(
