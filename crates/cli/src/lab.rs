@@ -754,22 +754,7 @@ fn scenario_names(arg: &str, compare: bool) -> Result<Vec<String>> {
     if !compare || !(arg.contains(',') || arg == "third-party") {
         return Ok(vec![arg.to_string()]);
     }
-    let mut v = Vec::new();
-    for n in arg.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        if n == "third-party" {
-            v.extend(
-                tightlink_lab::scenario::THIRD_PARTY
-                    .iter()
-                    .map(|s| s.to_string()),
-            );
-        } else {
-            v.push(n.to_string());
-        }
-    }
-    if v.is_empty() {
-        bail!("lab compare {arg:?}: no scenario named");
-    }
-    Ok(v)
+    Ok(tightlink_lab::presets::campaign(arg)?)
 }
 
 /// One scenario's runs and its own table (or JSON).
@@ -802,17 +787,12 @@ fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSumma
             .map_err(|e| anyhow::anyhow!("--method {e}"))?;
     }
     let tool = match (&a.tool, &a.pick) {
-        (Some(c), Some(p)) => Some(Tool {
-            command: c.clone(),
-            pick: regex::Regex::new(p).with_context(|| format!("--pick {p}"))?,
-            name: c
-                .split_whitespace()
-                .next()
-                .and_then(|w| std::path::Path::new(w).file_name())
-                .map_or("tool".into(), |n| n.to_string_lossy().into_owned()),
-            server: a.tool_server.clone(),
-            at_receiver: a.tool_at_receiver,
-        }),
+        (Some(c), Some(p)) => Some(tightlink_lab::presets::user_tool(
+            c,
+            p,
+            a.tool_server.clone(),
+            a.tool_at_receiver,
+        )?),
         _ => None,
     };
     let mut tools: Vec<Tool> = tool.into_iter().collect();
@@ -824,33 +804,7 @@ fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSumma
         Vec::new()
     };
     if compare {
-        let (found, missing) = tightlink_lab::presets::found();
-        let wanted: Option<Vec<&str>> = a
-            .peers
-            .as_deref()
-            .map(|p| p.split(',').map(str::trim).collect());
-        if let Some(w) = &wanted {
-            for name in w.iter().filter(|n| **n != "none") {
-                if !tightlink_lab::presets::PRESETS
-                    .iter()
-                    .any(|p| p.name == *name)
-                {
-                    bail!(
-                        "--peers {name}: not a preset ({})",
-                        tightlink_lab::presets::PRESETS
-                            .iter()
-                            .map(|p| p.name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
-                }
-            }
-        }
-        let chosen = |p: &&tightlink_lab::presets::Preset| {
-            wanted.as_ref().is_none_or(|w| w.contains(&p.name))
-        };
-        let found: Vec<_> = found.iter().filter(chosen).copied().collect();
-        let missing: Vec<_> = missing.iter().filter(chosen).copied().collect();
+        let (found, missing) = tightlink_lab::presets::choose(a.peers.as_deref())?;
         for p in &missing {
             eprintln!(
                 "peer {}: `{}` is not on PATH (build {}), left out",

@@ -129,6 +129,87 @@ pub fn found() -> (Vec<Preset>, Vec<Preset>) {
     PRESETS.iter().partition(|p| on_path(p.binary))
 }
 
+/// What a lab run cannot be asked for: said with the flag or name at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("--peers {0}: not a preset ({names})", names = preset_names())]
+    UnknownPeer(String),
+    #[error("--pick {pick}: {why}")]
+    BadPick { pick: String, why: String },
+    #[error("lab compare {0:?}: no scenario named")]
+    NoScenario(String),
+}
+
+fn preset_names() -> String {
+    PRESETS
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The presets `peers` asks for (`a,b`; `none` for none; `None`: every
+/// one), split into those on `PATH` and those not.
+pub fn choose(peers: Option<&str>) -> Result<(Vec<Preset>, Vec<Preset>), PlanError> {
+    let wanted: Option<Vec<&str>> = peers.map(|p| p.split(',').map(str::trim).collect());
+    if let Some(w) = &wanted {
+        if let Some(bad) = w
+            .iter()
+            .find(|n| **n != "none" && !PRESETS.iter().any(|p| p.name == **n))
+        {
+            return Err(PlanError::UnknownPeer(bad.to_string()));
+        }
+    }
+    let chosen = |p: &&Preset| wanted.as_ref().is_none_or(|w| w.contains(&p.name));
+    let (found, missing) = found();
+    Ok((
+        found.iter().filter(chosen).copied().collect(),
+        missing.iter().filter(chosen).copied().collect(),
+    ))
+}
+
+/// A user's tool (`--tool COMMAND --pick REGEX`), named after its
+/// command's first word.
+pub fn user_tool(
+    command: &str,
+    pick: &str,
+    server: Option<String>,
+    at_receiver: bool,
+) -> Result<Tool, PlanError> {
+    Ok(Tool {
+        command: command.to_string(),
+        pick: Regex::new(pick).map_err(|e| PlanError::BadPick {
+            pick: pick.to_string(),
+            why: e.to_string(),
+        })?,
+        name: command
+            .split_whitespace()
+            .next()
+            .and_then(|w| std::path::Path::new(w).file_name())
+            .map_or("tool".into(), |n| n.to_string_lossy().into_owned()),
+        server,
+        at_receiver,
+    })
+}
+
+/// The scenarios `lab compare SCENARIO` runs: a comma-separated list,
+/// where `third-party` stands for every shipped scenario whose cross
+/// traffic another tool makes ([`crate::scenario::THIRD_PARTY`]).
+pub fn campaign(arg: &str) -> Result<Vec<String>, PlanError> {
+    let mut v = Vec::new();
+    for n in arg.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if n == "third-party" {
+            v.extend(crate::scenario::THIRD_PARTY.iter().map(|s| s.to_string()));
+        } else {
+            v.push(n.to_string());
+        }
+    }
+    if v.is_empty() {
+        return Err(PlanError::NoScenario(arg.to_string()));
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +242,47 @@ mod tests {
         let out = "[  5]   0.00-3.00   sec  50.0 MBytes   140 Mbits/sec    3             sender\n\
                    [  5]   0.00-3.04   sec  49.5 MBytes   137 Mbits/sec                  receiver\n";
         assert_eq!(pick_rate(&iperf.pick, out).unwrap(), 137e6);
+    }
+
+    #[test]
+    fn a_campaign_names_its_scenarios() {
+        let third = crate::scenario::THIRD_PARTY;
+        assert_eq!(campaign("third-party").unwrap(), third.to_vec());
+        assert_eq!(campaign(" cbr30, two-hop ").unwrap(), ["cbr30", "two-hop"]);
+        let mixed = campaign("quiet,third-party").unwrap();
+        assert_eq!((mixed.len(), mixed[0].as_str()), (1 + third.len(), "quiet"));
+        assert_eq!(
+            campaign(" , ").unwrap_err().to_string(),
+            "lab compare \" , \": no scenario named"
+        );
+    }
+
+    #[test]
+    fn a_users_tool_is_named_after_its_command() {
+        let t = user_tool(
+            "/opt/bin/iperf3 -c {server}",
+            r"([\d.]+) (\w)bits",
+            None,
+            true,
+        )
+        .unwrap();
+        assert_eq!((t.name.as_str(), t.at_receiver), ("iperf3", true));
+        let e = user_tool("x", "(", None, false).unwrap_err();
+        assert!(e.to_string().starts_with("--pick (: "), "{e}");
+    }
+
+    #[test]
+    fn peers_are_chosen_by_preset_name() {
+        let e = choose(Some("peer:pathload,peer:nope")).unwrap_err();
+        assert_eq!(e, PlanError::UnknownPeer("peer:nope".into()));
+        assert!(e
+            .to_string()
+            .contains("not a preset (peer:pathload, peer:pathchirp"));
+        let (found, missing) = choose(Some("none")).unwrap();
+        assert!(found.is_empty() && missing.is_empty());
+        let (found, missing) = choose(Some("peer:spruce")).unwrap();
+        assert_eq!(found.len() + missing.len(), 1);
+        let (found, missing) = choose(None).unwrap();
+        assert_eq!(found.len() + missing.len(), PRESETS.len());
     }
 }
