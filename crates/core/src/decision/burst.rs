@@ -338,8 +338,8 @@ impl Unstepped {
 /// behind them, and the queue then drains at the rate the probes and
 /// the rest of the cross traffic leave free. Read as it is, the step is
 /// a queue the sub-stream it fell in built: the crossing lands at
-/// whatever rate was being sent when the batch came (under iperf3 TCP
-/// flows capped at 60 Mbit/s in the lab, 9-18 % low). Taken out, the
+/// whatever rate was being sent when the batch came, under the
+/// available bandwidth wherever that rate was. Taken out, the
 /// gaps say what the path left between the batches; the batches' link
 /// time is then taken off that ([`Unstepped::less_the_batches`]). Up to
 /// one step per `window` gaps (the smoothing window, over which
