@@ -447,47 +447,52 @@ fn gaps_growing_ns(stream: &ProbeStream, least_ns: f64) -> usize {
 /// grew over as many packets sent, and that usual growth per packet
 /// (their median).
 fn step_growth_ns(stream: &ProbeStream, j: usize, i: usize) -> (f64, f64) {
-    let growth = |a: &ProbePacket, b: &ProbePacket| -> Option<f64> {
-        let recv = crate::stream::diff_ns(b.recv_ns?, a.recv_ns?);
-        Some(recv - crate::stream::diff_ns(b.send_ns, a.send_ns))
-    };
-    let Some(step) = growth(&stream.packets[j], &stream.packets[i]) else {
+    let Some(step) = delay_growth_ns(&stream.packets[j], &stream.packets[i]) else {
         return (0.0, 0.0);
     };
     // Per packet sent, over received neighbours: before the step, or
     // after it when it opens the stream.
     let mut beside = [0.0f64; STEP_NEIGHBOURS];
-    let mut n = 0;
-    let packets = &stream.packets;
-    let received = |k: &usize| packets[*k].recv_ns.is_some();
-    let mut later = j;
-    for k in (0..j).rev().filter(received) {
-        if let Some(g) = growth(&packets[k], &packets[later]) {
-            beside[n] = g / (later - k) as f64;
-            n += 1;
-        }
-        if n == STEP_NEIGHBOURS {
-            break;
-        }
-        later = k;
-    }
+    let mut n = neighbour_growths(stream, j, (0..j).rev(), &mut beside);
     if n == 0 {
-        let mut earlier = i;
-        for k in (i + 1..packets.len()).filter(received) {
-            if let Some(g) = growth(&packets[earlier], &packets[k]) {
-                beside[n] = g / (k - earlier) as f64;
-                n += 1;
-            }
-            if n == STEP_NEIGHBOURS {
-                break;
-            }
-            earlier = k;
-        }
+        n = neighbour_growths(stream, i, i + 1..stream.packets.len(), &mut beside);
     }
     let beside = &mut beside[..n];
     beside.sort_by(f64::total_cmp);
     let usual = crate::stats::quantile_sorted(beside, 0.5).unwrap_or(0.0);
     (step - usual * (i - j) as f64, usual)
+}
+
+/// How much more the receive gap from `a` to `b` is than their send
+/// gap (ns; `None` unless both arrived).
+fn delay_growth_ns(a: &ProbePacket, b: &ProbePacket) -> Option<f64> {
+    let recv = crate::stream::diff_ns(b.recv_ns?, a.recv_ns?);
+    Some(recv - crate::stream::diff_ns(b.send_ns, a.send_ns))
+}
+
+/// The delay growth per packet sent between consecutive received
+/// packets, walking from packet `from` through `walk` (either way),
+/// into `out` until it is full; how many.
+fn neighbour_growths(
+    stream: &ProbeStream,
+    from: usize,
+    walk: impl Iterator<Item = usize>,
+    out: &mut [f64; STEP_NEIGHBOURS],
+) -> usize {
+    let packets = &stream.packets;
+    let (mut n, mut last) = (0, from);
+    for k in walk.filter(|&k| packets[k].recv_ns.is_some()) {
+        let (a, b) = (k.min(last), k.max(last));
+        if let Some(g) = delay_growth_ns(&packets[a], &packets[b]) {
+            out[n] = g / (b - a) as f64;
+            n += 1;
+        }
+        if n == STEP_NEIGHBOURS {
+            break;
+        }
+        last = k;
+    }
+    n
 }
 
 /// The rise of a burst faster than the link the stream met ([`held`];
