@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use tightlink_core::units::{parse_period_s, parse_rate};
-use tightlink_measure::{Method, Target};
+use tightlink_measure::{Method, Target, UnknownMethod};
 
 /// The config file as written (`deny_unknown_fields` everywhere: a typo
 /// is an error, never a silently ignored setting).
@@ -167,15 +167,24 @@ pub fn load(path: Option<&Path>, over: &Overrides) -> Result<AgentConfig> {
     resolve(file, over, path)
 }
 
-/// Parses the TOML text; an error starts with its line (`12: unknown
-/// field ...`) so the caller can put the file name in front.
-pub fn parse_file(text: &str) -> Result<FileConfig, String> {
-    toml::from_str(text).map_err(|e| {
-        let line = e
+/// A config file's TOML that does not parse, or a key it does not know:
+/// displayed with its line first (`12: unknown field ...`) so the caller
+/// can put the file name in front.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{line}: {message}")]
+pub struct ConfigSyntax {
+    pub line: usize,
+    pub message: String,
+}
+
+/// Parses the TOML text.
+pub fn parse_file(text: &str) -> Result<FileConfig, ConfigSyntax> {
+    toml::from_str(text).map_err(|e| ConfigSyntax {
+        line: e
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
-            .unwrap_or(1);
-        format!("{line}: {}", e.message().trim())
+            .unwrap_or(1),
+        message: e.message().trim().to_string(),
     })
 }
 
@@ -201,15 +210,21 @@ fn methods(what: &str, names: &[String], capacity_known: bool) -> Result<Vec<Met
     Ok(out)
 }
 
+/// Why a method name is not one the agent can run toward a target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentMethodError {
+    #[error(transparent)]
+    Unknown(#[from] UnknownMethod),
+    #[error("{0} needs the tight link's capacity: give the target `capacity = \"10G\"` (its rate, when known)")]
+    NeedsCapacity(String),
+}
+
 /// A method the agent can run toward a target: any closed-loop method,
 /// `queue-fit` only where the target's capacity is configured.
-pub fn agent_method(name: &str, capacity_known: bool) -> Result<Method, String> {
-    match name.parse::<Method>() {
-        Ok(Method::QueueFit) if !capacity_known => Err(format!(
-            "{name} needs the tight link's capacity: give the target `capacity = \"10G\"` (its rate, when known)"
-        )),
-        Ok(m) => Ok(m),
-        Err(e) => Err(e.to_string()),
+pub fn agent_method(name: &str, capacity_known: bool) -> Result<Method, AgentMethodError> {
+    match name.parse::<Method>()? {
+        Method::QueueFit if !capacity_known => Err(AgentMethodError::NeedsCapacity(name.into())),
+        m => Ok(m),
     }
 }
 
@@ -452,8 +467,9 @@ target = "sim:cross=cbr:3G,seed=4"
     fn unknown_keys_name_their_line() {
         let text = "interval = \"1m\"\n\n[[target]]\ntarget = \"sim:\"\ncolour = \"blue\"\n";
         let e = parse_file(text).unwrap_err();
-        assert!(e.starts_with("5: "), "{e}");
-        assert!(e.contains("colour"), "{e}");
+        assert_eq!(e.line, 5, "{e}");
+        assert!(e.message.contains("colour"), "{e}");
+        assert!(e.to_string().starts_with("5: "), "{e}");
         let e = load(
             Some(Path::new("/nonexistent/agent.toml")),
             &Overrides::default(),

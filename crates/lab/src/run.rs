@@ -253,35 +253,41 @@ pub fn summarise(scenario: &str, method: &str, runs: Vec<RunRecord>) -> MethodSu
     }
 }
 
+/// Why `--pick` found no rate in a tool's output.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PickError {
+    #[error("--pick '{pattern}' matched nothing in the output: {head:?}")]
+    NoMatch { pattern: String, head: String },
+    #[error("--pick captured '{0}', not a number")]
+    NotANumber(String),
+    #[error("--pick needs a capture group for the number")]
+    NoGroup,
+    #[error("--pick matched neither lo and hi nor value")]
+    NoValueGroup,
+    #[error("--pick unit starting '{0}': expected k, M, G or T")]
+    Unit(char),
+}
+
 /// A number with an optional unit prefix from a tool's output: group 1
 /// and group 2, or with named groups, `lo` and `hi` (a range: its
 /// midpoint) or `value`, and `unit` or `vunit`.
-pub fn pick_rate(pick: &Regex, output: &str) -> Result<f64, String> {
-    let caps = pick.captures(output).ok_or_else(|| {
-        let head: String = output.chars().take(300).collect();
-        format!(
-            "--pick '{}' matched nothing in the output: {head:?}",
-            pick.as_str()
-        )
+pub fn pick_rate(pick: &Regex, output: &str) -> Result<f64, PickError> {
+    let caps = pick.captures(output).ok_or_else(|| PickError::NoMatch {
+        pattern: pick.as_str().to_string(),
+        head: output.chars().take(300).collect(),
     })?;
-    let number = |m: regex::Match| -> Result<f64, String> {
+    let number = |m: regex::Match| -> Result<f64, PickError> {
         m.as_str()
             .parse()
-            .map_err(|_| format!("--pick captured '{}', not a number", m.as_str()))
+            .map_err(|_| PickError::NotANumber(m.as_str().to_string()))
     };
     let named = pick.capture_names().flatten().next().is_some();
     let v = if !named {
-        number(
-            caps.get(1)
-                .ok_or_else(|| "--pick needs a capture group for the number".to_string())?,
-        )?
+        number(caps.get(1).ok_or(PickError::NoGroup)?)?
     } else if let (Some(lo), Some(hi)) = (caps.name("lo"), caps.name("hi")) {
         (number(lo)? + number(hi)?) / 2.0
     } else {
-        number(
-            caps.name("value")
-                .ok_or_else(|| "--pick matched neither lo and hi nor value".to_string())?,
-        )?
+        number(caps.name("value").ok_or(PickError::NoValueGroup)?)?
     };
     let unit = if named {
         caps.name("unit").or_else(|| caps.name("vunit"))
@@ -295,7 +301,7 @@ pub fn pick_rate(pick: &Regex, output: &str) -> Result<f64, String> {
         Some(Some('G' | 'g')) => 1e9,
         Some(Some('T')) => 1e12,
         Some(Some('b' | 'B')) => 1.0,
-        Some(Some(c)) => return Err(format!("--pick unit starting '{c}': expected k, M, G or T")),
+        Some(Some(c)) => return Err(PickError::Unit(c)),
     };
     Ok(v * scale)
 }
@@ -626,7 +632,7 @@ fn one_run(
                 if !ok {
                     return Err(format!("exited with failure: {}", err.trim()));
                 }
-                pick_rate(&tool.pick, &out)
+                pick_rate(&tool.pick, &out).map_err(|e| e.to_string())
             });
             (window, window, v)
         }
@@ -1047,7 +1053,7 @@ pub fn check(lab: &Lab, exe: &PathBuf, period: Duration) -> Result<CheckReport, 
         let (a, b) = (t0 + 500_000_000, t0 + 1_500_000_000);
         let s = samples_until(&sampler, b);
         let rates: Vec<f64> = hops.iter().map(|h| h.rate_bps).collect();
-        let t = truth::truth(&s, &rates, a, b).map_err(err)?;
+        let t = truth::truth(&s, &rates, a, b).map_err(|e| err(e.to_string()))?;
         let nominal = lab.scenario.nominal_available_bps().unwrap_or(f64::NAN);
         cross_only = Some((nominal, t.available_bps));
     }
@@ -1326,10 +1332,18 @@ mod tests {
         assert_eq!(pick_rate(&iperf, out).unwrap(), 143e6);
         let plain = Regex::new(r"avail=([\d.e+]+)").unwrap();
         assert_eq!(pick_rate(&plain, "avail=1.5e8").unwrap(), 1.5e8);
+        assert!(matches!(
+            pick_rate(&plain, "nothing"),
+            Err(PickError::NoMatch { .. })
+        ));
         assert!(pick_rate(&plain, "nothing")
             .unwrap_err()
+            .to_string()
             .contains("matched nothing"));
         let bad = Regex::new(r"(x)").unwrap();
-        assert!(pick_rate(&bad, "x").unwrap_err().contains("not a number"));
+        assert_eq!(
+            pick_rate(&bad, "x"),
+            Err(PickError::NotANumber("x".to_string()))
+        );
     }
 }

@@ -127,26 +127,42 @@ fn per_hop(
     Some((avail, a, b))
 }
 
+/// Why the counters give no truth over a window.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoTruth {
+    #[error("empty window {start_ns}..{end_ns}")]
+    EmptyWindow { start_ns: i64, end_ns: i64 },
+    #[error("samples and hops disagree")]
+    HopsDisagree,
+    #[error("counters sampled {first_ns}..{last_ns} do not cover the window {start_ns}..{end_ns}")]
+    NotCovered {
+        first_ns: i64,
+        last_ns: i64,
+        start_ns: i64,
+        end_ns: i64,
+    },
+}
+
 /// The truth over `[start_ns, end_ns]`, or why there is none.
 pub fn truth(
     samples: &[Sample],
     rates_bps: &[f64],
     start_ns: i64,
     end_ns: i64,
-) -> Result<Truth, String> {
+) -> Result<Truth, NoTruth> {
     if end_ns <= start_ns {
-        return Err(format!("empty window {start_ns}..{end_ns}"));
+        return Err(NoTruth::EmptyWindow { start_ns, end_ns });
     }
     if samples.iter().any(|s| s.hop_bytes.len() != rates_bps.len()) {
-        return Err("samples and hops disagree".into());
+        return Err(NoTruth::HopsDisagree);
     }
-    let (avail, a, b) = per_hop(samples, rates_bps, start_ns, end_ns).ok_or_else(|| {
-        format!(
-            "counters sampled {}..{} do not cover the window {start_ns}..{end_ns}",
-            samples.first().map_or(0, |s| s.t_ns),
-            samples.last().map_or(0, |s| s.t_ns)
-        )
-    })?;
+    let (avail, a, b) =
+        per_hop(samples, rates_bps, start_ns, end_ns).ok_or_else(|| NoTruth::NotCovered {
+            first_ns: samples.first().map_or(0, |s| s.t_ns),
+            last_ns: samples.last().map_or(0, |s| s.t_ns),
+            start_ns,
+            end_ns,
+        })?;
     let (tight_hop, available_bps) = avail
         .iter()
         .copied()

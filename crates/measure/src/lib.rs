@@ -96,7 +96,7 @@ pub use tightlink_core::channel::HostFindings;
 pub use tightlink_core::{Bound, ProbeStream};
 pub use tightlink_net::backend::Backend;
 pub use tightlink_probe::capacity::{CapacityMethod, CapacityReport, CapacityStop};
-pub use tightlink_probe::strategy::{Method, Stop};
+pub use tightlink_probe::strategy::{Method, Stop, UnknownMethod};
 
 /// Per-stream analysis of recorded or hand-made streams (the pure core).
 pub mod analysis {

@@ -10,7 +10,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
-use tightlink_core::channel::{Channel, StreamRequest};
+use tightlink_core::channel::{Channel, ChannelError, StreamRequest};
 use tightlink_core::stats::median;
 use tightlink_core::ProbeStream;
 use tightlink_wire::control::Direction;
@@ -152,22 +152,43 @@ pub fn pacing_row(
 /// Frame size of the backend tables' trains (the paper's 1514 bytes).
 pub const TABLE_FRAME_BYTES: u32 = 1514;
 
+/// Why a check of `doctor` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    /// The channel to the peer failed.
+    #[error("{0}")]
+    Channel(#[from] ChannelError),
+    /// A train came back with too little to read.
+    #[error("{0}")]
+    Train(&'static str),
+    /// Pacing a train on this host failed.
+    #[error("pacing {backend} {frame_bytes} B at {rate_bps}: {source}")]
+    Pacing {
+        backend: Backend,
+        frame_bytes: u32,
+        rate_bps: f64,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The loopback server could not start.
+    #[error("loopback server: {0}")]
+    Server(#[source] std::io::Error),
+}
+
 /// A paced train of `n` frames at `rate_bps` through a channel.
 fn train(
     ch: &mut UdpChannel,
     rate_bps: f64,
     n: usize,
-) -> Result<(ProbeStream, Departures), String> {
+) -> Result<(ProbeStream, Departures), DoctorError> {
     let frame = TABLE_FRAME_BYTES;
     let gap = frame as f64 * 8e9 / rate_bps;
     let times: Vec<i64> = (0..n).map(|i| (i as f64 * gap).round() as i64).collect();
-    let p = ch
-        .probe(&StreamRequest::from_send_times(&times, frame))
-        .map_err(|e| e.to_string())?;
+    let p = ch.probe(&StreamRequest::from_send_times(&times, frame))?;
     let d = ch
         .last_departures()
         .cloned()
-        .ok_or("the channel kept no departures")?;
+        .ok_or(DoctorError::Train("the channel kept no departures"))?;
     Ok((p.stream, d))
 }
 
@@ -193,7 +214,7 @@ pub fn send_row(
     rate_bps: f64,
     n: usize,
     reps: usize,
-) -> Result<SendRow, String> {
+) -> Result<SendRow, DoctorError> {
     let frame = TABLE_FRAME_BYTES;
     let (mut est, mut act) = (Vec::new(), Vec::new());
     let (mut on_time, mut sends, mut lost) = (0.0, 0usize, 0);
@@ -201,8 +222,10 @@ pub fn send_row(
         let (s, d) = train(ch, rate_bps, n)?;
         let recv: Vec<i64> = s.packets.iter().filter_map(|p| p.recv_ns).collect();
         lost += n - recv.len();
-        act.push(span_rate(frame, &recv).ok_or("fewer than two packets arrived")?);
-        est.push(span_rate(frame, &d.user_ns).ok_or("no send times")?);
+        act.push(
+            span_rate(frame, &recv).ok_or(DoctorError::Train("fewer than two packets arrived"))?,
+        );
+        est.push(span_rate(frame, &d.user_ns).ok_or(DoctorError::Train("no send times"))?);
         on_time += (1.0 - d.late_share(1_000)) * d.user_ns.len() as f64;
         sends += d.user_ns.len();
     }
@@ -224,7 +247,7 @@ pub fn receive_row(
     rate_bps: f64,
     n: usize,
     reps: usize,
-) -> Result<ReceiveRow, String> {
+) -> Result<ReceiveRow, DoctorError> {
     let frame = TABLE_FRAME_BYTES;
     let (mut sent, mut recv) = (Vec::new(), Vec::new());
     let (mut b2b, mut gaps_total, mut batches, mut lost) = (0usize, 0usize, Vec::new(), 0);
@@ -240,8 +263,12 @@ pub fn receive_row(
         lost += n - s.packets.iter().filter(|p| p.recv_ns.is_some()).count();
         let tx: Vec<i64> = both.iter().map(|b| b.0).collect();
         let rx: Vec<i64> = both.iter().map(|b| b.1).collect();
-        sent.push(span_rate(frame, &tx).ok_or("fewer than two packets stamped at both ends")?);
-        recv.push(span_rate(frame, &rx).ok_or("fewer than two packets arrived")?);
+        sent.push(span_rate(frame, &tx).ok_or(DoctorError::Train(
+            "fewer than two packets stamped at both ends",
+        ))?);
+        recv.push(
+            span_rate(frame, &rx).ok_or(DoctorError::Train("fewer than two packets arrived"))?,
+        );
         let gaps: Vec<i64> = rx.windows(2).map(|w| w[1] - w[0]).collect();
         b2b += gaps.iter().filter(|&&g| g < 1_000).count();
         gaps_total += gaps.len();
@@ -278,20 +305,20 @@ struct Peer {
     loopback: bool,
 }
 
-fn connect(peer: &Peer, backend: Backend, direction: Direction) -> Result<UdpChannel, String> {
+fn connect(peer: &Peer, backend: Backend, direction: Direction) -> Result<UdpChannel, DoctorError> {
     let opts = ClientOptions {
         key: peer.key.clone(),
         backend,
         direction,
         ..Default::default()
     };
-    UdpChannel::connect(&peer.addr, &opts).map_err(|e| e.to_string())
+    Ok(UdpChannel::connect(&peer.addr, &opts)?)
 }
 
 /// Runs every check. `peer`: a `tightlink server` to measure the
 /// receiving side against (with `key`, its keyed limits apply); `None`
 /// starts one on loopback.
-pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doctor, String> {
+pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doctor, DoctorError> {
     let frames = [128u32, 1514, 9014];
     let rates = [100e6, 500e6, 1e9, 2e9, 4e9, 8e9, 10e9];
     let table_rates = [1e9, 2e9, 4e9, 8e9, 10e9];
@@ -317,8 +344,12 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
             send_cost_ns.push((b, f, cost));
             let mut best = 0.0;
             for &r in &rates {
-                let row =
-                    pacing_row(b, f, r, n).map_err(|e| format!("pacing {b} {f} B at {r}: {e}"))?;
+                let row = pacing_row(b, f, r, n).map_err(|source| DoctorError::Pacing {
+                    backend: b,
+                    frame_bytes: f,
+                    rate_bps: r,
+                    source,
+                })?;
                 if row.within_1us >= PRECISE_SHARE {
                     best = r;
                 }
@@ -341,7 +372,7 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
                 log: false,
                 ..Default::default()
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(DoctorError::Server)?;
             Peer {
                 addr: addr.to_string(),
                 key: Some(key),
@@ -369,7 +400,7 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
             ));
             continue;
         }
-        let rows = (|| -> Result<(), String> {
+        let rows = (|| -> Result<(), DoctorError> {
             let mut ch = connect(&peer, b, Direction::Forward)?;
             let top = ch.limits().max_rate_bps as f64;
             for &r in table_rates.iter().filter(|&&r| r <= top) {
@@ -392,7 +423,7 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
             unavailable.push((b, "receive: no per-packet kernel stamps (needs an XDP program; would stamp in user space after batching)".into()));
             continue;
         }
-        let rows = (|| -> Result<(), String> {
+        let rows = (|| -> Result<(), DoctorError> {
             let mut ch = connect(&peer, b, Direction::Reverse)?;
             let top = ch.limits().max_rate_bps as f64;
             for &r in table_rates.iter().filter(|&&r| r <= top) {

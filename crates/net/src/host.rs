@@ -53,7 +53,7 @@ pub fn loopback_tx<'a>(
         SocketAddr::V6(_) => Err(std::io::Error::other("IPv4 only")),
     };
     let (src, dst) = (v4(sock.local_addr()?)?, v4(to)?);
-    let hop = || next_hop(*dst.ip(), &mut || {}).map_err(std::io::Error::other);
+    let hop = || next_hop(*dst.ip(), &mut || {}).map_err(std::io::Error::from);
     Ok(match backend {
         Backend::Udp => Box::new(UdpTx { sock, to }),
         Backend::Packet => Box::new(PacketTx::open(src, dst, &hop()?)?),

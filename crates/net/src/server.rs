@@ -591,6 +591,18 @@ pub struct Handshake {
     pub authenticated: bool,
 }
 
+/// Why a handshake did not open a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandshakeError {
+    /// The client asked for something this server does not give (a
+    /// version, a key); the refusal was sent to it.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The bytes or the connection failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// The server's side of the handshake (Hello, Challenge, Open, the key
 /// check) over any byte streams: what a session would then accept, or
 /// the refusal or failure it would end with. The session runs exactly
@@ -599,15 +611,18 @@ pub fn handshake_over(
     r: &mut impl io::Read,
     w: &mut impl io::Write,
     config: &ServerConfig,
-) -> Result<Handshake, String> {
+) -> Result<Handshake, HandshakeError> {
     let mut o = Outcome::default();
     match handshake(r, w, config, &mut o) {
         Ok(opened) => Ok(Handshake {
             direction: opened.direction,
             authenticated: o.authenticated,
         }),
-        Err(End::Refuse(why)) => Err(refuse(w, why)),
-        Err(End::Fail(e)) => Err(e),
+        Err(End::Refuse(why)) => {
+            refuse(w, why.clone());
+            Err(HandshakeError::Refused(why))
+        }
+        Err(End::Fail(e)) => Err(HandshakeError::Failed(e)),
     }
 }
 
@@ -1127,14 +1142,20 @@ mod tests {
             wants_key: false,
         }]);
         let e = handshake_over(&mut &old[..], &mut Vec::new(), &config).unwrap_err();
-        assert!(e.contains("protocol version"), "{e}");
+        assert!(
+            matches!(&e, HandshakeError::Refused(why) if why.contains("protocol version")),
+            "{e}"
+        );
         let keyed = ServerConfig {
             key: Some(b"k".to_vec()),
             require_key: true,
             ..ServerConfig::default()
         };
         let e = handshake_over(&mut &input[..], &mut Vec::new(), &keyed).unwrap_err();
-        assert!(e.contains("requires a key"), "{e}");
+        assert!(
+            matches!(&e, HandshakeError::Refused(why) if why.contains("requires a key")),
+            "{e}"
+        );
         let junk: &[u8] = b"GET / HTTP/1.1";
         assert!(handshake_over(&mut &junk[..], &mut Vec::new(), &config).is_err());
     }

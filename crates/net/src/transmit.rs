@@ -39,13 +39,18 @@ impl Backend {
     }
 }
 
+/// A name no backend answers to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown backend '{0}' (udp, packet or xdp)")]
+pub struct UnknownBackend(pub String);
+
 impl std::str::FromStr for Backend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownBackend;
+    fn from_str(s: &str) -> Result<Self, UnknownBackend> {
         Backend::ALL
             .into_iter()
             .find(|b| b.name() == s)
-            .ok_or_else(|| format!("unknown backend '{s}' (udp, packet or xdp)"))
+            .ok_or_else(|| UnknownBackend(s.to_string()))
     }
 }
 

@@ -78,13 +78,18 @@ impl fmt::Display for CapacityMethod {
     }
 }
 
+/// A name no capacity method answers to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}: not a capacity method (pathrate, capprobe)")]
+pub struct UnknownCapacityMethod(pub String);
+
 impl FromStr for CapacityMethod {
-    type Err = String;
+    type Err = UnknownCapacityMethod;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         CapacityMethod::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| format!("{s}: not a capacity method (pathrate, capprobe)"))
+            .ok_or_else(|| UnknownCapacityMethod(s.to_string()))
     }
 }
 

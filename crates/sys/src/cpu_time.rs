@@ -29,34 +29,35 @@ pub struct CpuTimes {
 /// Reads the all-CPU line of `/proc/stat`.
 pub fn read() -> io::Result<CpuTimes> {
     let text = std::fs::read_to_string("/proc/stat")?;
-    parse_proc_stat(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    parse_proc_stat(&text)
 }
 
 /// The all-CPU line (`cpu  user nice system idle iowait irq softirq
 /// steal ...`) of a `/proc/stat` text. Kernels before 2.6.11 had no steal
 /// column: it reads as 0 there.
-pub fn parse_proc_stat(text: &str) -> Result<CpuTimes, String> {
+pub fn parse_proc_stat(text: &str) -> io::Result<CpuTimes> {
+    let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
     let (n, line) = text
         .lines()
         .enumerate()
         .find(|(_, l)| l.split_whitespace().next() == Some("cpu"))
-        .ok_or("/proc/stat: no all-CPU (\"cpu \") line")?;
+        .ok_or_else(|| bad("/proc/stat: no all-CPU (\"cpu \") line".into()))?;
     let mut fields = Vec::with_capacity(8);
     for (i, f) in line.split_whitespace().skip(1).take(8).enumerate() {
         fields.push(f.parse::<u64>().map_err(|e| {
-            format!(
+            bad(format!(
                 "/proc/stat:{}: column {} ({f:?}) is not a tick count: {e}",
                 n + 1,
                 i + 2
-            )
+            ))
         })?);
     }
     if fields.len() < 4 {
-        return Err(format!(
+        return Err(bad(format!(
             "/proc/stat:{}: the cpu line has {} counters, at least 4 expected",
             n + 1,
             fields.len()
-        ));
+        )));
     }
     Ok(CpuTimes {
         total_ticks: fields.iter().sum(),
@@ -116,11 +117,12 @@ mod tests {
     #[test]
     fn bad_files_say_what_and_where() {
         let e = parse_proc_stat("intr 1\nctxt 2\n").unwrap_err();
-        assert!(e.contains("no all-CPU"), "{e}");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("no all-CPU"), "{e}");
         let e = parse_proc_stat("ctxt 2\ncpu 1 2 x 4\n").unwrap_err();
-        assert!(e.contains("/proc/stat:2: column 4"), "{e}");
+        assert!(e.to_string().contains("/proc/stat:2: column 4"), "{e}");
         let e = parse_proc_stat("cpu 1 2\n").unwrap_err();
-        assert!(e.contains("2 counters"), "{e}");
+        assert!(e.to_string().contains("2 counters"), "{e}");
     }
 
     /// This machine's own file parses, and time passes in it.

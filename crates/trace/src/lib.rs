@@ -52,21 +52,22 @@ impl Trace {
     /// `key` (`# late_streams=1,4`); none when the key is absent. An
     /// entry that is not a position in this trace is an error that says
     /// which.
-    pub fn stream_positions(&self, key: &str) -> Result<Vec<usize>, String> {
+    pub fn stream_positions(&self, key: &str) -> Result<Vec<usize>, BadPositions> {
         let Some(v) = self.meta(key) else {
             return Ok(Vec::new());
         };
         let n = self.streams.len();
+        let bad = |why: String| BadPositions {
+            key: key.to_string(),
+            value: v.to_string(),
+            why,
+        };
         v.split(',')
             .filter(|p| !p.trim().is_empty())
             .map(|p| match p.trim().parse::<usize>() {
                 Ok(i) if i < n => Ok(i),
-                Ok(i) => Err(format!(
-                    "metadata {key}={v}: stream {i} is not in the trace ({n} streams)"
-                )),
-                Err(_) => Err(format!(
-                    "metadata {key}={v}: `{p}` is not a stream position"
-                )),
+                Ok(i) => Err(bad(format!("stream {i} is not in the trace ({n} streams)"))),
+                Err(_) => Err(bad(format!("`{p}` is not a stream position"))),
             })
             .collect()
     }
@@ -74,6 +75,16 @@ impl Trace {
     pub fn packet_count(&self) -> usize {
         self.streams.iter().map(|s| s.len()).sum()
     }
+}
+
+/// A metadata list of stream positions that names a stream the trace
+/// does not have, or something that is not a position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("metadata {key}={value}: {why}")]
+pub struct BadPositions {
+    pub key: String,
+    pub value: String,
+    pub why: String,
 }
 
 /// Why a trace could not be read.
@@ -374,11 +385,15 @@ mod tests {
         assert_eq!(with("").stream_positions("late_streams"), Ok(vec![]));
         assert_eq!(with("1").stream_positions("superseded_streams"), Ok(vec![]));
         assert_eq!(
-            with("1,9").stream_positions("late_streams"),
+            with("1,9")
+                .stream_positions("late_streams")
+                .map_err(|e| e.to_string()),
             Err("metadata late_streams=1,9: stream 9 is not in the trace (8 streams)".to_string())
         );
         assert_eq!(
-            with("1,x").stream_positions("late_streams"),
+            with("1,x")
+                .stream_positions("late_streams")
+                .map_err(|e| e.to_string()),
             Err("metadata late_streams=1,x: `x` is not a stream position".to_string())
         );
     }

@@ -150,7 +150,7 @@ pub(crate) fn open_for_session(
                     std::net::UdpSocket::bind(SocketAddr::V4(SocketAddrV4::new(*local4.ip(), 0)))
                         .and_then(|u| u.send_to(&warm, server_udp));
             })
-            .map_err(berr)?;
+            .map_err(|e| berr(e.to_string()))?;
             if hop.ifname == "lo" {
                 return Err(berr(format!(
                     "cannot send to {}: {}; use --backend udp for a server on this host",
@@ -289,6 +289,7 @@ mod tests {
         assert!("dpdk"
             .parse::<Backend>()
             .unwrap_err()
+            .to_string()
             .contains("udp, packet or xdp"));
     }
 }

@@ -400,8 +400,8 @@ impl ProbeSource for PacketRing {
 }
 
 /// Whether this process may open packet sockets (CAP_NET_RAW).
-pub fn available() -> Result<(), String> {
-    socket_packet(0).map(|_| ()).map_err(|e| e.to_string())
+pub fn available() -> io::Result<()> {
+    socket_packet(0).map(|_| ())
 }
 
 #[cfg(test)]

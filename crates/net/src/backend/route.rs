@@ -137,15 +137,47 @@ fn hw_addr(ifname: &str) -> Option<[u8; 6]> {
     }
 }
 
-fn ifindex(ifname: &str) -> Result<u32, String> {
-    tightlink_sys::netif::index(ifname).map_err(|e| e.to_string())
+fn ifindex(ifname: &str) -> Result<u32, NextHopError> {
+    tightlink_sys::netif::index(ifname).map_err(|source| NextHopError::Interface {
+        ifname: ifname.to_string(),
+        source,
+    })
+}
+
+/// Why the frames' next hop toward an address is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum NextHopError {
+    #[error("{file}: {source}")]
+    Read {
+        file: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no route to {0}")]
+    NoRoute(Ipv4Addr),
+    #[error("no Ethernet address for {0}")]
+    NoEthernetAddress(String),
+    #[error("interface {ifname}: {source}")]
+    Interface {
+        ifname: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no neighbour entry for {neighbour} on {ifname} after 1 s (is it up?)")]
+    Unresolved { neighbour: Ipv4Addr, ifname: String },
+}
+
+impl From<NextHopError> for std::io::Error {
+    fn from(e: NextHopError) -> Self {
+        std::io::Error::other(e.to_string())
+    }
 }
 
 /// The interface, MACs and gateway for frames to `dst`. `poke` sends one
 /// ordinary packet toward `dst` (through the IP stack) so that the kernel
 /// resolves the neighbour; it is called when the neighbour cache has no
 /// complete entry, and the cache is read again for up to a second.
-pub fn next_hop(dst: Ipv4Addr, poke: &mut dyn FnMut()) -> Result<NextHop, String> {
+pub fn next_hop(dst: Ipv4Addr, poke: &mut dyn FnMut()) -> Result<NextHop, NextHopError> {
     let local = tightlink_sys::netif::interface_of(dst.into()).is_some();
     if dst.is_loopback() || local {
         // The kernel delivers to its own addresses over lo, whose
@@ -158,19 +190,21 @@ pub fn next_hop(dst: Ipv4Addr, poke: &mut dyn FnMut()) -> Result<NextHop, String
             gateway: None,
         });
     }
-    let table = std::fs::read_to_string("/proc/thread-self/net/route")
-        .map_err(|e| format!("/proc/thread-self/net/route: {e}"))?;
+    let read = |file: &'static str| {
+        std::fs::read_to_string(file).map_err(|source| NextHopError::Read { file, source })
+    };
+    let table = read("/proc/thread-self/net/route")?;
     let rows = parse_route_table(&table);
-    let r = best_route(&rows, dst).ok_or_else(|| format!("no route to {dst}"))?;
+    let r = best_route(&rows, dst).ok_or(NextHopError::NoRoute(dst))?;
     let gateway = (!r.gateway.is_unspecified()).then_some(r.gateway);
     let neighbour = gateway.unwrap_or(dst);
     let ifname = r.iface.clone();
-    let src_mac = hw_addr(&ifname).ok_or_else(|| format!("no Ethernet address for {ifname}"))?;
+    let src_mac =
+        hw_addr(&ifname).ok_or_else(|| NextHopError::NoEthernetAddress(ifname.clone()))?;
     let deadline = clock::monotonic_ns() + 1_000_000_000;
     let mut poked = false;
     loop {
-        let arp = std::fs::read_to_string("/proc/thread-self/net/arp")
-            .map_err(|e| format!("/proc/thread-self/net/arp: {e}"))?;
+        let arp = read("/proc/thread-self/net/arp")?;
         if let Some(dst_mac) = arp_lookup(&arp, neighbour, &ifname) {
             return Ok(NextHop {
                 ifindex: ifindex(&ifname)?,
@@ -181,9 +215,7 @@ pub fn next_hop(dst: Ipv4Addr, poke: &mut dyn FnMut()) -> Result<NextHop, String
             });
         }
         if clock::monotonic_ns() > deadline {
-            return Err(format!(
-                "no neighbour entry for {neighbour} on {ifname} after 1 s (is it up?)"
-            ));
+            return Err(NextHopError::Unresolved { neighbour, ifname });
         }
         if !poked {
             poke();

@@ -15,6 +15,15 @@ use tightlink_wire::DropReason;
 /// ahead keeps its data but not its stamp.
 pub const MAX_OPEN_STREAMS: u32 = 256;
 
+/// A sender announced a stream more than [`MAX_OPEN_STREAMS`] past the
+/// oldest one still awaiting its stamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("stream {stream} announced while stream {oldest_open} is still open (at most {MAX_OPEN_STREAMS} open)")]
+pub struct TooFarAhead {
+    pub stream: u32,
+    pub oldest_open: u32,
+}
+
 /// How long after a stream's end was signalled (a packet of a later
 /// stream, or the sender saying it sent the stream) its missing packets
 /// are taken as lost. A FIFO path delivers a stream's packets before the
@@ -179,15 +188,15 @@ impl StreamStamps {
     /// `now_ns` (monotonic). A sender keeps fewer than
     /// [`MAX_OPEN_STREAMS`] streams awaiting their stamps; one further
     /// ahead is refused.
-    pub fn sent(&mut self, stream: u32, now_ns: i64) -> Result<(), String> {
+    pub fn sent(&mut self, stream: u32, now_ns: i64) -> Result<(), TooFarAhead> {
         if stream < self.next_close {
             return Ok(());
         }
         if stream - self.next_close >= MAX_OPEN_STREAMS {
-            return Err(format!(
-                "stream {stream} announced while stream {} is still open (at most {MAX_OPEN_STREAMS} open)",
-                self.next_close
-            ));
+            return Err(TooFarAhead {
+                stream,
+                oldest_open: self.next_close,
+            });
         }
         self.end_through(self.next_close, stream, now_ns, true);
         Ok(())

@@ -172,7 +172,7 @@ pub(crate) fn receive(
             match read_message(&mut r) {
                 Ok(Message::StreamSent { stream }) => {
                     st.sent(stream, clock::monotonic_ns())
-                        .map_err(ServeEnd::Refuse)?;
+                        .map_err(|e| ServeEnd::Refuse(e.to_string()))?;
                 }
                 Ok(Message::TransferEnd { bytes, digest }) => {
                     close_streams(w, &mut st, re, i64::MAX, &mut out)?;
