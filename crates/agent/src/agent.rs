@@ -339,6 +339,11 @@ impl Agent {
                     result,
                 ))
                 .or_insert(0) += 1;
+            for &code in &row.warning_codes {
+                *c.warnings
+                    .entry((label.clone(), row.method.clone(), code))
+                    .or_insert(0) += 1;
+            }
             if let Some(b) = row.probe_bytes {
                 *c.probe_bytes.entry(label).or_insert(0) += b;
             }

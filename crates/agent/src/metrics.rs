@@ -256,6 +256,8 @@ pub fn result_samples(x: &mut Exposition, r: &Row) {
 pub struct Counters {
     /// (name, method, origin, result) -> count.
     pub measurements: BTreeMap<(String, String, String, &'static str), u64>,
+    /// (name, method, warning code) -> warnings given.
+    pub warnings: BTreeMap<(String, String, &'static str), u64>,
     /// name -> probe bytes sent.
     pub probe_bytes: BTreeMap<String, u64>,
     /// name -> runs skipped because the previous one overran.
@@ -294,6 +296,15 @@ pub fn counter_samples(x: &mut Exposition, c: &Counters, start_unix_s: f64) {
             "counter",
             "Measurements finished, by target, method, origin (schedule or probe) and result (ok or error).",
             &labels(&[("name", name), ("method", method), ("origin", origin), ("result", result)]),
+            *n as f64,
+        );
+    }
+    for ((name, method, code), n) in &c.warnings {
+        x.sample(
+            "tightlink_agent_warnings_total",
+            "counter",
+            "Warnings the measurements gave, by target, method and warning code (the `warning_codes` of the JSON report).",
+            &labels(&[("name", name), ("method", method), ("code", code)]),
             *n as f64,
         );
     }

@@ -109,6 +109,9 @@ pub struct Row {
     pub error: Option<String>,
     /// The whole report, as `estimate --json` prints it.
     pub report: Option<String>,
+    /// The codes of the report's warnings, for the agent's counters (the
+    /// stored report holds them; rows read back leave this empty).
+    pub warning_codes: Vec<&'static str>,
 }
 
 /// Where a measurement came from and when: the fields every row has.
@@ -161,6 +164,7 @@ impl Row {
             seed: o.seed,
             error: None,
             report: None,
+            warning_codes: Vec::new(),
         }
     }
 
@@ -188,6 +192,7 @@ impl Row {
                     .sum()
             }),
             report: Some(serde_json::to_string(r).expect("a report serialises")),
+            warning_codes: r.all_warnings().map(|w| w.code.name()).collect(),
             ..Row::base(o, true)
         }
     }
@@ -426,6 +431,7 @@ fn row_from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         seed: r.get::<_, Option<i64>>("seed")?.map(|b| b as u64),
         error: r.get("error")?,
         report: r.get("report")?,
+        warning_codes: Vec::new(),
     })
 }
 

@@ -347,6 +347,72 @@ target = "sim:capacity=1G,cross=poisson:300M,seed=7"
     assert!(!ok && err.contains("no history there"), "{err}");
 }
 
+/// Warnings are counted by their stable code, and each stored report
+/// gives a code beside every warning's text. A simulated 5 Gbit/s shaper
+/// with a 256 KB bucket warns `shaper` at every run; the unshaped path
+/// does not.
+#[test]
+fn the_agent_counts_warnings_by_code() {
+    let dir = scratch("agent-warnings");
+    let (db, cfg) = agent_config(
+        dir.path(),
+        r#"interval = "1s"
+
+[[target]]
+name = "shaped"
+target = "sim:cross=none,shaper=5G/256KB"
+
+[[target]]
+name = "plain"
+target = "sim:cross=none"
+"#,
+    );
+    let agent = AgentProc::start(&cfg);
+    wait_for(
+        "both targets measured twice",
+        Duration::from_secs(30),
+        || {
+            let r = rows(&db);
+            ["shaped", "plain"]
+                .iter()
+                .all(|n| r.iter().filter(|x| x.name == *n).count() >= 2)
+        },
+    );
+    let (_, metrics) = get(agent.addr, "/metrics");
+    let (ok, log) = agent.terminate(Duration::from_secs(20));
+    assert!(ok, "{log}");
+    let all = rows(&db);
+    let shaped_rows = all.iter().filter(|r| r.name == "shaped").count();
+    let shaper_warnings = sample(
+        &metrics,
+        "tightlink_agent_warnings_total",
+        "name=\"shaped\",method=\"auto\",code=\"shaper\"",
+    )
+    .unwrap_or_else(|| panic!("no shaper warning counted: {metrics}"));
+    // The scrape came before the last rows were stored.
+    assert!(
+        shaper_warnings >= 2.0 && shaper_warnings <= shaped_rows as f64,
+        "{shaper_warnings} of {shaped_rows}: {metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "tightlink_agent_warnings_total",
+            "name=\"plain\",method=\"auto\",code=\"shaper\""
+        ),
+        None,
+        "{metrics}"
+    );
+    for r in &all {
+        let report: serde_json::Value = serde_json::from_str(r.report.as_deref().unwrap()).unwrap();
+        let texts = report["warnings"].as_array().unwrap();
+        let codes = report["warning_codes"].as_array().unwrap();
+        assert_eq!(texts.len(), codes.len(), "{report}");
+        let has_shaper = codes.iter().any(|c| c == "shaper");
+        assert_eq!(has_shaper, r.name == "shaped", "{report}");
+    }
+}
+
 #[test]
 fn bad_configs_are_refused_with_file_and_line() {
     let dir = scratch("agent-badcfg");

@@ -137,7 +137,7 @@ pub struct HostFindings {
     pub rate_layer: &'static str,
     /// Warnings about the receive path (offloads that merge packets, a
     /// reflector's stamps).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::warning::Warning>,
     /// What the far end is and how it stamps, when the channel can tell
     /// (a reflector's layout and stamp quality).
     pub far_end: Option<String>,

@@ -40,6 +40,7 @@ pub mod stream;
 pub mod synth;
 pub mod tcp;
 pub mod units;
+pub mod warning;
 
 pub use analysis::{analyze, Analysis, AnalysisParams, Analyzer, Method};
 pub use decision::{Bound, Decision};

@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::path::PathBuf;
+use tightlink_core::warning::{Warning, WarningCode};
 
 use anyhow::Result;
 use serde::Serialize;
@@ -84,10 +85,10 @@ pub fn capacity(
         ch.close()?;
         let host_stolen_share = ch.side_report().host.and_then(|h| h.stolen_share);
         if let Some(share) = host_stolen_share.filter(|&x| x >= STOLEN_SHARE_WARNING) {
-            report.warnings.push(format!(
+            report.warnings.push(Warning::new(WarningCode::CpuStolen, format!(
                 "the hypervisor took {:.0} % of this host's CPU time while it measured (steal time in /proc/stat): a stalled vCPU sends a pair's packets apart and stamps arrivals late, and a shaper on this host releases the tokens it missed together, so dispersions may read either way",
                 share * 100.0
-            ));
+            )));
         }
         per_method.push(ch.streams.len().to_string());
         streams.append(&mut ch.streams);
@@ -137,7 +138,8 @@ struct Json<'a> {
     truth_bps: Option<f64>,
     stop: &'a str,
     rate_layer: &'a str,
-    warnings: &'a [String],
+    warnings: Vec<&'a str>,
+    warning_codes: Vec<&'static str>,
     host_stolen_share: Option<f64>,
 }
 
@@ -165,7 +167,8 @@ impl Serialize for CapacityResult {
             truth_bps: r.truth_bps,
             stop: r.stop.as_str(),
             rate_layer: self.rate_layer,
-            warnings: &r.warnings,
+            warnings: r.warnings.iter().map(|w| w.text.as_str()).collect(),
+            warning_codes: r.warnings.iter().map(|w| w.code.name()).collect(),
             host_stolen_share: self.host_stolen_share,
         }
         .serialize(s)

@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::time::Instant;
+use tightlink_core::warning::{Warning, WarningCode};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -103,10 +104,19 @@ pub struct EstimateReport {
     pub answer_window_unix_ns: Option<[i64; 2]>,
     /// What the reader must know about the path's answer (the host's own
     /// warnings are in `host`).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl EstimateReport {
+    /// The host's warnings, then the path's: the order JSON and the CLI
+    /// give them in.
+    pub fn all_warnings(&self) -> impl Iterator<Item = &Warning> {
+        self.host
+            .iter()
+            .flat_map(|h| h.warnings.iter())
+            .chain(self.warnings.iter())
+    }
+
     /// The host's pacing limit when it has one.
     pub fn host_limit_bps(&self) -> Option<f64> {
         self.host
@@ -215,7 +225,8 @@ pub fn estimate(
         .map(|(_, s)| s.clone())
         .collect();
     if let (Some(h), Some(w)) = (host.as_mut(), loss_at_the_lowest_rates(&kept_up)) {
-        h.warnings.push(w);
+        h.warnings
+            .push(Warning::new(WarningCode::LossAtLowestRates, w));
     }
     let wall_s = started.elapsed().as_secs_f64();
     let ceiling = info.max_rate_bps;
@@ -240,8 +251,9 @@ pub fn estimate(
         capped: None,
         warnings: Vec::new(),
     };
+    let mut warnings = Vec::new();
     if r.estimate.stop == Stop::Swings {
-        r.warnings.push(swing_warning(&r.estimate, &kept));
+        warnings.push((WarningCode::Swing, Some(swing_warning(&r.estimate, &kept))));
     }
     let kept_late: Vec<bool> = channel
         .kept()
@@ -249,35 +261,40 @@ pub fn estimate(
         .collect();
     // Each stream is analysed once for both.
     let held = held_streams(&options.analysis, &kept, &kept_late);
-    r.warnings.extend(held.burst_warning());
-    r.warnings.extend(held.pause_warning());
-    r.warnings.extend(held.single_step_warning());
-    if let Some(w) = coalesced_trend_streams(options.method, &options.analysis, &kept) {
-        r.warnings.push(w);
-    }
-    if let Some(w) = jumbo_chirps(options.method, &kept) {
-        r.warnings.push(w);
-    }
-    if let Some(w) = unsettled_budget_stop(&r.estimate) {
-        r.warnings.push(w);
-    }
-    if let Some(w) = shaper_warning(&r.estimate) {
-        r.warnings.push(w);
-    }
-    if let Some(w) = whole_at_top_warning(&r.estimate) {
-        r.warnings.push(w);
-    }
-    if let Some(w) = slow_trains_warning(&r.estimate) {
-        r.warnings.push(w);
-    }
+    warnings.extend([
+        (WarningCode::Burst, held.burst_warning()),
+        (WarningCode::Pause, held.pause_warning()),
+        (WarningCode::SingleStep, held.single_step_warning()),
+        (
+            WarningCode::CoalescedTrend,
+            coalesced_trend_streams(options.method, &options.analysis, &kept),
+        ),
+        (
+            WarningCode::JumboChirps,
+            jumbo_chirps(options.method, &kept),
+        ),
+        (
+            WarningCode::UnsettledBudget,
+            unsettled_budget_stop(&r.estimate),
+        ),
+        (WarningCode::Shaper, shaper_warning(&r.estimate)),
+        (WarningCode::WholeAtTop, whole_at_top_warning(&r.estimate)),
+        (WarningCode::SlowTrains, slow_trains_warning(&r.estimate)),
+    ]);
     if matches!(
         r.estimate.stop,
         Stop::NoUsableStream | Stop::NoUsableAdrTrain
     ) {
-        if let Some(why) = why_unusable(options.method, &options.analysis, &kept) {
-            r.warnings.push(why);
-        }
+        warnings.push((
+            WarningCode::Unusable,
+            why_unusable(options.method, &options.analysis, &kept),
+        ));
     }
+    r.warnings.extend(
+        warnings
+            .into_iter()
+            .filter_map(|(code, text)| Some(Warning::new(code, text?))),
+    );
     if r.host.is_some() {
         apply_ceiling(&mut r, ceiling);
     }
@@ -892,7 +909,9 @@ struct Json<'a> {
     sender_bottleneck_bps: Option<f64>,
     wall_s: f64,
     drops: std::collections::BTreeMap<&'static str, u64>,
-    warnings: Vec<String>,
+    /// Each warning's text, and in the same order its stable code.
+    warnings: Vec<&'a str>,
+    warning_codes: Vec<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     far_end: Option<String>,
     host_stolen_share: Option<f64>,
@@ -985,12 +1004,8 @@ impl Serialize for EstimateReport {
             drops: host
                 .map(|h| h.drops.iter().copied().collect())
                 .unwrap_or_default(),
-            warnings: host
-                .map(|h| h.warnings.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .chain(self.warnings.iter().cloned())
-                .collect(),
+            warnings: self.all_warnings().map(|w| w.text.as_str()).collect(),
+            warning_codes: self.all_warnings().map(|w| w.code.name()).collect(),
             far_end: host.and_then(|h| h.far_end.clone()),
             host_stolen_share: host.and_then(|h| h.stolen_share),
             probe_window_unix_ns: self.probe_window_unix_ns,

@@ -5,6 +5,7 @@
 use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
+use tightlink_core::warning::{Warning, WarningCode};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
@@ -95,12 +96,13 @@ impl HopsResult {
 
     /// What the reader should know beyond the numbers: where a link may
     /// be a shaped hop that hid behind its bucket.
-    pub fn warnings(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
+    pub fn warnings(&self) -> Vec<Warning> {
+        let mut out: Vec<Warning> = self
             .report
             .head_fit
             .as_ref()
             .and_then(|f| head_fit_warning(f, &self.params.head_packets))
+            .map(|text| Warning::new(WarningCode::HeadFit, text))
             .into_iter()
             .collect();
         let links: Vec<(u8, u8, Option<bool>)> = self
@@ -118,11 +120,11 @@ impl HopsResult {
             return out;
         };
         let ttls: Vec<String> = hidden.iter().map(u8::to_string).collect();
-        out.push(format!(
+        out.push(Warning::new(WarningCode::HeadFit, format!(
             "link(s) {} passed heads of up to {longest} packets that a later link queued: a shaped hop whose bucket outlasts the head's excess over its rate looks the same; --behind {} sends heads four times as long",
             ttls.join(", "),
             shortest.saturating_mul(4)
-        ));
+        )));
         out
     }
 
@@ -324,6 +326,7 @@ struct Json<'a> {
     probe_bytes: u64,
     duration_s: f64,
     warnings: Vec<String>,
+    warning_codes: Vec<&'static str>,
 }
 
 impl Serialize for HopsResult {
@@ -392,7 +395,8 @@ impl Serialize for HopsResult {
             probes: r.probes,
             probe_bytes: r.cost.probe_bytes,
             duration_s: r.cost.duration_s,
-            warnings: self.warnings(),
+            warnings: self.warnings().into_iter().map(|w| w.text).collect(),
+            warning_codes: self.warnings().iter().map(|w| w.code.name()).collect(),
         }
         .serialize(s)
     }

@@ -18,6 +18,7 @@ use std::io::{self, BufWriter};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
+use tightlink_core::warning::{Warning, WarningCode};
 
 use tightlink_core::channel::{
     Channel, ChannelError, ChannelInfo, Probed, SideReport, StreamRequest,
@@ -99,7 +100,7 @@ pub struct UdpChannel {
     pub drops: DropCounters,
     /// The server's drop counts, once the session is closed.
     pub server_drops: Option<DropCounters>,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
     description: String,
 }
 
@@ -236,9 +237,10 @@ impl UdpChannel {
         let frame_bytes = payload + overhead;
         let mut warnings = Vec::new();
         if sock.udp_gro() {
-            warnings.push(
-                "UDP_GRO is on for the probe socket: it merges packets and their timestamps".into(),
-            );
+            warnings.push(Warning::new(
+                WarningCode::MergingOffloads,
+                "UDP_GRO is on for the probe socket: it merges packets and their timestamps",
+            ));
         }
         warnings.extend(host::merging_offloads(cs.local_ip));
         let (raw_tx, ring) = backend::open_for_session(
@@ -574,8 +576,10 @@ impl UdpChannel {
             let lost = r.dropped().map_err(io_err("packet ring"))?;
             dropped = dropped.saturating_add(u32::try_from(lost).unwrap_or(u32::MAX));
             if r.malformed > 0 {
-                self.warnings
-                    .push(format!("packet ring: {} frames not IPv4 UDP", r.malformed));
+                self.warnings.push(Warning::new(
+                    WarningCode::MalformedFrames,
+                    format!("packet ring: {} frames not IPv4 UDP", r.malformed),
+                ));
             }
         }
         if c.unstamped > 0 {

@@ -5,6 +5,7 @@
 //! all of it; the UDP channel runs the quick send-cost check on connect.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use tightlink_core::warning::{Warning, WarningCode};
 
 use crate::backend::packet::PacketTx;
 use crate::backend::route::next_hop;
@@ -86,21 +87,21 @@ pub fn offloads(dev: &str) -> (Option<bool>, Option<bool>) {
 /// the interface holding `ip`. GRO alone merges UDP only for sockets that
 /// ask (UDP_GRO) or with `rx-udp-gro-forwarding`, so it is named, not
 /// fatal; LRO merges everything.
-pub fn merging_offloads(ip: IpAddr) -> Vec<String> {
+pub fn merging_offloads(ip: IpAddr) -> Vec<Warning> {
     let Some(dev) = tightlink_sys::netif::interface_of(ip) else {
         return Vec::new();
     };
     let (gro, lro) = offloads(&dev);
     let mut w = Vec::new();
     if lro == Some(true) {
-        w.push(format!(
+        w.push(Warning::new(WarningCode::MergingOffloads, format!(
             "LRO is on for {dev}: it merges received packets and their timestamps (ethtool -K {dev} lro off)"
-        ));
+        )));
     }
     if gro == Some(true) && dev != "lo" {
-        w.push(format!(
+        w.push(Warning::new(WarningCode::MergingOffloads, format!(
             "GRO is on for {dev}: UDP probes stay apart unless rx-udp-gro-forwarding or UDP_GRO is on, but turn it off to be sure (ethtool -K {dev} gro off)"
-        ));
+        )));
     }
     w
 }

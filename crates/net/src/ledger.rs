@@ -7,6 +7,7 @@
 //! from a schedule and receive stamps.
 
 use tightlink_core::channel::{HostFindings, STALL_TO_SEND_AGAIN_NS};
+use tightlink_core::warning::{Warning, WarningCode};
 use tightlink_core::{ProbePacket, ProbeStream};
 pub use tightlink_sys::cpu_time::STOLEN_SHARE_WARNING;
 use tightlink_sys::cpu_time::{self, CpuTimes};
@@ -224,38 +225,38 @@ impl SendLedger {
         cpu_now: Option<CpuTimes>,
         host_limit_bps: f64,
         mut drops: Vec<(&'static str, u64)>,
-        mut warnings: Vec<String>,
+        mut warnings: Vec<Warning>,
     ) -> HostFindings {
         if self.receiver_dropped > 0 {
             drops.push(("socket_overflow", self.receiver_dropped));
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningCode::ReceiverDrops, format!(
                 "the receiving host's socket dropped {} datagrams in {} of {} streams (its receive buffer or packet ring was full: that host read too slowly); probes lost there are the host's, not the path's: streams that lost probes then were sent again while the resend limits allowed, and any kept read those losses as congestion",
                 self.receiver_dropped, self.receiver_overflowed_streams, self.streams
-            ));
+            )));
         }
         if self.overtaken > 0 {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningCode::Reordered, format!(
                 "the path reordered probes: {} packets in {} streams arrived after later-sent ones and count as lost (their times say nothing of the queue the rest saw; loss reads as congestion, so the estimate may read low)",
                 self.overtaken, self.overtaken_streams
-            ));
+            )));
         }
         if self.late_unqueued >= 2 && self.late_unqueued * 2 >= self.streams {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningCode::SenderLate, format!(
                 "the sending host fell behind its schedule in {} of {} streams with no queue of its own to explain it (another process on its CPUs?): late packets leave in catch-up bursts that the path disperses, so the estimate may read low",
                 self.late_unqueued, self.streams
-            ));
+            )));
         }
         let stolen_share = self
             .cpu_at_open
             .zip(cpu_now)
             .and_then(|(a, b)| cpu_time::stolen_share(a, b));
         if let Some(s) = stolen_share.filter(|&s| s >= STOLEN_SHARE_WARNING) {
-            warnings.push(stolen_warning(s));
+            warnings.push(Warning::new(WarningCode::CpuStolen, stolen_warning(s)));
         }
         if let Some(&(_, n)) = drops.iter().find(|(name, _)| *name == "duplicate") {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningCode::Duplicated, format!(
                 "the path duplicated {n} probes: the copies were not used, but they load the path, so the estimate is what is left beside them"
-            ));
+            )));
         }
         let mut own = self.own_link.clone();
         own.sort_by(f64::total_cmp);
@@ -548,7 +549,10 @@ mod tests {
         let f = ledger.findings(at(1_400, 140), 1e9, Vec::new(), Vec::new());
         assert_eq!(f.stolen_share, Some(0.1));
         assert_eq!(f.warnings.len(), 1);
-        assert!(f.warnings[0].contains("took 10 % of this host's CPU time"));
+        assert_eq!(f.warnings[0].code, WarningCode::CpuStolen);
+        assert!(f.warnings[0]
+            .text
+            .contains("took 10 % of this host's CPU time"));
         let f = ledger.findings(at(1_400, 108), 1e9, Vec::new(), Vec::new());
         assert_eq!(f.stolen_share, Some(0.02));
         assert!(f.warnings.is_empty(), "{:?}", f.warnings);
@@ -584,7 +588,8 @@ mod tests {
         }
         let w = ledger.findings(None, 1e9, Vec::new(), Vec::new()).warnings;
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("2 of 4 streams"), "{w:?}");
+        assert_eq!(w[0].code, WarningCode::SenderLate);
+        assert!(w[0].text.contains("2 of 4 streams"), "{w:?}");
     }
 
     /// Missing stamps are counted; with more than 10 % missing no queue

@@ -36,6 +36,7 @@
 
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
+use tightlink_core::warning::{Warning, WarningCode};
 use tightlink_sys::sockopt;
 
 use tightlink_core::channel::{
@@ -110,7 +111,7 @@ pub struct TwampChannel {
     hello_bytes: usize,
     /// The reflector's replies' stamps so far.
     stamps: StampStats,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
 }
 
 /// What the replies said about the reflector's clock, over the session.
@@ -416,10 +417,10 @@ impl TwampChannel {
             return Ok(());
         }
         if full > FALLBACK_PAYLOAD && self.ask(FALLBACK_PAYLOAD as usize, 2, wait)?.is_some() {
-            self.warnings.push(format!(
+            self.warnings.push(Warning::new(WarningCode::FallbackProbeSize, format!(
                 "the reflector answered {FALLBACK_PAYLOAD}-byte test packets but not {full}-byte ones (its receive buffer, or the path's MTU): probes are {} bytes (frame)",
                 FALLBACK_PAYLOAD + self.overhead
-            ));
+            )));
             self.max_payload = FALLBACK_PAYLOAD;
             self.frame_bytes = FALLBACK_PAYLOAD + self.overhead;
             return Ok(());
@@ -953,36 +954,39 @@ impl Channel for TwampChannel {
     fn side_report(&self) -> SideReport {
         let mut warnings = self.warnings.clone();
         if let Some(q) = self.stamps.step_ns {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningCode::CoarseStamps, format!(
                 "the reflector's receive stamps come in {} us steps: gaps finer than that are not seen",
                 q / 1_000
-            ));
+            )));
         }
         if self.stamps.faster > 0 {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningCode::LaggingStamps, format!(
                 "{} of {} trains arrived at the reflector faster than they were sent ({}): its receive stamps lag at times (user-space stamps under load?); estimates may read high",
                 self.stamps.faster,
                 self.stamps.streams,
                 self.faster_words()
-            ));
+            )));
         }
         if self.unstamped > 0 {
-            warnings.push(format!(
-                "{} replies came without a kernel receive stamp: counted as lost",
-                self.unstamped
+            warnings.push(Warning::new(
+                WarningCode::UnstampedReplies,
+                format!(
+                    "{} replies came without a kernel receive stamp: counted as lost",
+                    self.unstamped
+                ),
             ));
         }
         if self.reflector_late_streams > 0 {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningCode::ReflectorLate, format!(
                 "the reflector sent {} held trains back behind their schedule (over a tenth of the replies 20 us late or more): its host limits those streams, not the path",
                 self.reflector_late_streams
-            ));
+            )));
         }
         if self.forward_lossy_streams > 0 {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningCode::ForwardLoss, format!(
                 "{} held trains lost probes on the way to the reflector: the reflector sent back only what arrived, so those streams probed the way back below their schedule and the missing ones count as lost",
                 self.forward_lossy_streams
-            ));
+            )));
         }
         // Sent back by the reflector: its host, not ours, paces the train.
         let host_limit_bps = if self.hold {

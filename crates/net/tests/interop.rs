@@ -165,7 +165,8 @@ fn far_end(ch: &TwampChannel) -> String {
 }
 
 fn warnings(ch: &TwampChannel) -> Vec<String> {
-    ch.side_report().host.unwrap().warnings
+    let w = ch.side_report().host.unwrap().warnings;
+    w.into_iter().map(|w| w.text).collect()
 }
 
 #[test]

@@ -395,9 +395,10 @@ fn a_receiver_that_cannot_keep_up_is_named() {
     assert!(p.receiver_overflowed, "lost {lost}, {h:?}");
     assert!(lost > 0 && overflow >= Some(lost), "lost {lost}, {h:?}");
     assert!(
-        h.warnings
-            .iter()
-            .any(|w| w.starts_with("the receiving host's socket dropped")),
+        h.warnings.iter().any(
+            |w| w.code == tightlink_core::warning::WarningCode::ReceiverDrops
+                && w.text.starts_with("the receiving host's socket dropped")
+        ),
         "{h:?}"
     );
     ch.close_session().unwrap();
@@ -524,7 +525,9 @@ fn our_reflector_gives_the_gaps_toward_it() {
     assert!(host.drops.is_empty(), "{:?}", host.drops);
     // Kernel stamps: no train "faster than sent".
     assert!(
-        host.warnings.iter().all(|w| !w.contains("faster")),
+        host.warnings
+            .iter()
+            .all(|w| w.code != tightlink_core::warning::WarningCode::LaggingStamps),
         "{:?}",
         host.warnings
     );

@@ -32,6 +32,7 @@ use tightlink_core::capacity::{
     size_scaling, train_dispersion_bps, train_shape, CapProbeParams, Pairs, PathrateParams, Shaper,
     SizeScaling,
 };
+use tightlink_core::warning::{Warning, WarningCode};
 
 use crate::Cost;
 use tightlink_core::channel::{Channel, ChannelError, ChannelInfo, StreamRequest};
@@ -192,7 +193,7 @@ pub struct CapacityReport {
     /// Why the method stopped.
     pub stop: CapacityStop,
     /// What makes the answer doubtful (receiver batching, lost pairs...).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 struct Counter<'a> {
@@ -404,10 +405,10 @@ pub fn train_request(n: usize, size: u32, max_rate_bps: f64) -> StreamRequest {
     }
 }
 
-fn scaling_warning(s: Option<SizeScaling>) -> Option<String> {
+fn scaling_warning(s: Option<SizeScaling>) -> Option<Warning> {
     let s = s?;
     (!s.consistent).then(|| {
-        format!(
+        Warning::new(WarningCode::SizeScaling, format!(
             "pair dispersion does not grow with packet size as a link would make it (slope gives {}, pairs read {}): a per-packet cost sets their gap, not a link (receive batching by interrupt coalescence, or a host that cannot move packets faster); pair methods cannot be trusted here",
             if s.implied_bps.is_finite() {
                 format!("{:.3} Gbit/s", s.implied_bps / 1e9)
@@ -415,28 +416,31 @@ fn scaling_warning(s: Option<SizeScaling>) -> Option<String> {
                 "no capacity".to_string()
             },
             format_args!("{:.3} Gbit/s", s.median_rate_bps / 1e9)
-        )
+        ))
     })
 }
 
-fn pair_warnings(p: &Pairs, w: &mut Vec<String>) {
+fn pair_warnings(p: &Pairs, w: &mut Vec<Warning>) {
     let total = p.total().max(1) as f64;
     if p.batched as f64 > 0.1 * total {
-        w.push(format!(
+        w.push(Warning::new(WarningCode::BatchedPairs, format!(
             "{} of {} pairs arrived faster than the sender's link can send them (stamped in one receive batch, or squeezed together behind the narrow link) and were dropped",
             p.batched,
             p.total()
-        ));
+        )));
     }
     if p.lost as f64 > 0.1 * total {
-        w.push(format!("{} of {} pairs lost a packet", p.lost, p.total()));
+        w.push(Warning::new(
+            WarningCode::LostPairs,
+            format!("{} of {} pairs lost a packet", p.lost, p.total()),
+        ));
     }
     if p.sender_limited as f64 > 0.1 * total {
-        w.push(format!(
+        w.push(Warning::new(WarningCode::SenderLimitedPairs, format!(
             "{} of {} pairs left the sender further apart than they arrived: the sender, not the path, set their gap",
             p.sender_limited,
             p.total()
-        ));
+        )));
     }
 }
 
@@ -475,15 +479,19 @@ fn judged_scaling(
 const SHAPER_AGREEMENT: f64 = 0.05;
 
 /// Why an exact capacity is withdrawn: it parts from the shaper's rate.
-fn parts_from_shaper(capacity_bps: f64, shaper: &Shaper, method: CapacityMethod) -> Option<String> {
+fn parts_from_shaper(
+    capacity_bps: f64,
+    shaper: &Shaper,
+    method: CapacityMethod,
+) -> Option<Warning> {
     let apart = capacity_bps / shaper.rate_bps - 1.0;
     (apart.abs() > SHAPER_AGREEMENT).then(|| {
-        format!(
+        Warning::new(WarningCode::PartsFromShaper, format!(
             "{method}'s pairs read {:.1} Mbit/s but the shaper's trains {:.1} Mbit/s ({:+.1} %): both measure the token rate, so the capacity could not be told (a shaper that paces unevenly, e.g. a timer that wakes late and releases packets together)",
             capacity_bps / 1e6,
             shaper.rate_bps / 1e6,
             100.0 * apart
-        )
+        ))
     })
 }
 
@@ -507,7 +515,7 @@ fn report(
     method: CapacityMethod,
     pairs: &Pairs,
     stop: CapacityStop,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
 ) -> CapacityReport {
     CapacityReport {
         method,
@@ -576,13 +584,13 @@ impl Trains {
         shaper_from_trains(&self.shapes)
     }
 
-    fn warnings(&self, max: f64, w: &mut Vec<String>) {
+    fn warnings(&self, max: f64, w: &mut Vec<Warning>) {
         if let Some(bps) = self.faster_than_sent_bps {
-            w.push(format!(
+            w.push(Warning::new(WarningCode::FastTails, format!(
                 "the trains' tails arrived at {:.1} Mbit/s, faster than they were sent ({:.1}): packets held back on the way (a stalled receiver or shaper) came out together, so no token-bucket shaper is assumed",
                 bps / 1e6,
                 max / 1e6
-            ));
+            )));
         }
     }
 
@@ -701,7 +709,7 @@ pub fn run_pathrate(
         r.bound = Bound::Exact;
         if e.below_adr {
             r.warnings
-                .push("no pair mode reaches the trains' dispersion rate (ADR): the highest mode is answered".into());
+                .push(Warning::new(WarningCode::BelowAdr, "no pair mode reaches the trains' dispersion rate (ADR): the highest mode is answered"));
         }
         r.capacity_bps = Some(e.capacity_bps);
         r.low_bps = e.mode.low_bps;
@@ -813,17 +821,20 @@ pub fn run_capprobe(
         // on a 500 Mbit/s tbf once under load), so no number is claimed,
         // not even the trains' dispersion rate as a lower bound: behind
         // a missed bucket it sits above the token rate.
-        r.warnings.push(format!(
-            "CapProbe did not settle in {} pairs ({}): the capacity could not be told",
-            pairs.total(),
-            if agree {
-                format!("last reading {:.1} Mbit/s", b.capacity_bps / 1e6)
-            } else {
-                format!(
-                    "the two probe sizes disagree, best reading {:.1} Mbit/s",
-                    b.capacity_bps / 1e6
-                )
-            }
+        r.warnings.push(Warning::new(
+            WarningCode::Unsettled,
+            format!(
+                "CapProbe did not settle in {} pairs ({}): the capacity could not be told",
+                pairs.total(),
+                if agree {
+                    format!("last reading {:.1} Mbit/s", b.capacity_bps / 1e6)
+                } else {
+                    format!(
+                        "the two probe sizes disagree, best reading {:.1} Mbit/s",
+                        b.capacity_bps / 1e6
+                    )
+                }
+            ),
         ));
         r.pairs_used = b.samples;
     }
@@ -853,7 +864,9 @@ mod tests {
         let m = CapacityMethod::Capprobe;
         let w = parts_from_shaper(527.3e6, &shaper(495.5e6), m).expect("withdrawn");
         assert!(
-            w.contains("527.3") && w.contains("495.5") && w.contains("+6.4 %"),
+            w.code == WarningCode::PartsFromShaper
+                && w.text.contains("527.3")
+                && w.text.contains("+6.4 %"),
             "{w}"
         );
         assert_eq!(parts_from_shaper(509.9e6, &shaper(498.2e6), m), None);

@@ -3,6 +3,7 @@
 //! traffic), and what they say when the receiver batches.
 
 use tightlink_core::channel::{Channel, ChannelError, ChannelInfo, Probed, StreamRequest};
+use tightlink_core::warning::WarningCode;
 use tightlink_core::Bound;
 use tightlink_probe::capacity::{CapacityMethod, CapacityParams, CapacityStop};
 use tightlink_sim::SimChannel;
@@ -59,14 +60,17 @@ fn coalescence_is_named_not_answered() {
     );
     let lower = p.capacity_bps.unwrap();
     assert!(lower <= 10e9 * 1.01 && lower > 7e9, "{lower}");
-    assert!(p.warnings.iter().any(|w| w.contains("coalescence")));
+    assert!(p
+        .warnings
+        .iter()
+        .any(|w| w.code == WarningCode::SizeScaling && w.text.contains("coalescence")));
     let c = "capprobe"
         .parse::<CapacityMethod>()
         .unwrap()
         .run(&mut channel(spec), CapacityParams::default())
         .unwrap();
     assert_eq!((c.bound, c.capacity_bps), (Bound::None, None));
-    assert!(c.warnings.iter().any(|w| w.contains("batch")));
+    assert!(c.warnings.iter().any(|w| w.text.contains("batch")));
     // It gave up after its first pair stream (after the shaper check),
     // and batches did not pass for a bucket.
     assert_eq!(c.cost.streams, CapacityParams::default().shaper_trains + 1);
@@ -136,7 +140,7 @@ fn capprobe_out_of_pairs_claims_no_number() {
     assert_eq!((r.bound, r.capacity_bps), (Bound::None, None), "{r:?}");
     assert_eq!(r.pairs_sent, p.pairs_per_stream);
     assert!(
-        r.warnings.iter().any(|w| w.contains("did not settle")),
+        r.warnings.iter().any(|w| w.code == WarningCode::Unsettled),
         "{:?}",
         r.warnings
     );
@@ -189,9 +193,7 @@ fn tails_faster_than_the_sender_are_no_shaper() {
             .unwrap();
         assert_eq!(r.shaper, None, "{m}: {r:?}");
         assert!(
-            r.warnings
-                .iter()
-                .any(|w| w.contains("faster than they were sent")),
+            r.warnings.iter().any(|w| w.code == WarningCode::FastTails),
             "{m}: {:?}",
             r.warnings
         );

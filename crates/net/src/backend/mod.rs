@@ -24,6 +24,7 @@
 
 use std::io;
 use std::time::Duration;
+use tightlink_core::warning::{Warning, WarningCode};
 
 use tightlink_wire::twamp::SenderPacket;
 use tightlink_wire::NtpTimestamp;
@@ -127,7 +128,7 @@ pub(crate) fn open_for_session(
     sock: &ProbeSocket,
     server_udp: SocketAddr,
     session: u64,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<BackendParts, ChannelError> {
     let berr = |e: String| ChannelError::Io(format!("--backend {backend}: {e}"));
     if backend == Backend::Udp {
@@ -163,10 +164,10 @@ pub(crate) fn open_for_session(
                     Box::new(PacketTx::open(local4, peer4, &hop).map_err(|e| berr(e.to_string()))?)
                 }
                 _ => {
-                    warnings.push(format!(
+                    warnings.push(Warning::new(WarningCode::XdpPastQdisc, format!(
                         "the xdp backend hands frames to {}'s driver past the qdisc and gets no transmit stamps: a shaper on this host's own link neither applies nor shows",
                         hop.ifname
-                    ));
+                    )));
                     Box::new(XdpTx::open(local4, peer4, &hop).map_err(|e| berr(e.to_string()))?)
                 }
             };
