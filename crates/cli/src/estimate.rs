@@ -20,7 +20,8 @@ pub struct EstimateArgs {
     /// `twamp:HOST[:PORT]` (or `stamp:`) of a TWAMP-light or STAMP
     /// reflector (port 862 by default; its receive stamps measure the path
     /// toward it);
-    /// `sim:` with the path described (see README), or nothing for the
+    /// `sim:` with the path described (`hops`, `cross`, `shaper`, `coalescence`,
+    /// `loss`, `seed`, ...: the guide's command-line chapter lists them), or nothing for the
     /// embedded default: 10 Gbit/s, 2.5 Gbit/s bursty cross traffic,
     /// 125 us receiver coalescence; `trace:FILE` replays a saved run.
     #[arg(default_value = "sim:")]

@@ -22,7 +22,7 @@ pub enum SimKind {
 
 #[derive(Args)]
 pub struct SimulateArgs {
-    /// The simulated path (`sim:...`, see README); nothing for the default.
+    /// The simulated path (`sim:...`: the guide's command-line chapter lists its keys); nothing for the default.
     #[arg(default_value = "sim:")]
     pub target: String,
     /// Probe trace to write (gzip when the name ends in `.gz`).
