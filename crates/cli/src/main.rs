@@ -11,6 +11,7 @@ mod cross;
 mod doctor;
 mod estimate;
 mod eval;
+mod generate;
 mod history;
 mod hops;
 mod lab;
@@ -23,10 +24,13 @@ mod transfer;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+/// The version and the commit it was built from (`tightlink --version`).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("TIGHTLINK_BUILT_FROM"));
+
 #[derive(Parser)]
 #[command(
     name = "tightlink",
-    version,
+    version = VERSION,
     about = "Available bandwidth and capacity of network paths, measured without filling them."
 )]
 struct Cli {
@@ -91,6 +95,9 @@ enum Command {
     /// Cross traffic on real sockets with the simulator's models (CBR,
     /// Poisson, bursty, smoothed), or `--sink` to count it.
     Cross(cross::CrossArgs),
+    /// Shell completions, man pages and the Markdown reference, made from
+    /// these very definitions (for packagers and the guide).
+    Generate(generate::GenerateArgs),
 }
 
 fn main() {
@@ -125,6 +132,7 @@ fn main() {
         Command::Cross(args) => cross::run(args),
         Command::Agent(args) => agent::run(args),
         Command::History(args) => history::run(args),
+        Command::Generate(args) => generate::run(args, Cli::command()),
     };
     if let Err(e) = result {
         // A reader that went away (`| head`) is not an error of ours.
