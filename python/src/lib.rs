@@ -27,6 +27,26 @@ create_exception!(
     "An error of tightlink, with the message the command line gives."
 );
 
+/// glibc before 2.25 has no getrandom(3), which Rust's standard library
+/// calls, while manylinux2014 wheels promise glibc 2.17; the system call
+/// is older (Linux 3.17). Defined here, the module loads on those
+/// systems too (Python opens extension modules RTLD_LOCAL: nothing else
+/// in the process binds to it).
+///
+/// # Safety
+///
+/// As getrandom(2): `buf` is valid for `len` bytes of writes.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[no_mangle]
+pub unsafe extern "C" fn getrandom(
+    buf: *mut std::ffi::c_void,
+    len: usize,
+    flags: std::ffi::c_uint,
+) -> isize {
+    // SAFETY: the caller's buffer, as getrandom(2) takes it.
+    unsafe { libc::syscall(libc::SYS_getrandom, buf, len, flags) as isize }
+}
+
 /// `recv_ns` of a lost packet.
 pub const LOST: i64 = i64::MIN;
 

@@ -204,7 +204,7 @@ pub fn capture_to_pcap(
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = cmsg.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = std::mem::size_of_val(&cmsg);
+        msg.msg_controllen = std::mem::size_of_val(&cmsg) as _;
         // MSG_TRUNC: the return value is the frame's full length.
         // SAFETY: msg points at live buffers of the stated sizes.
         let n = unsafe { libc::recvmsg(fd.0, &mut msg, libc::MSG_TRUNC) };
@@ -263,7 +263,7 @@ fn hardware_type(fd: &Fd, name: &std::ffi::CStr) -> Result<u16, LiveError> {
         *d = *s as libc::c_char;
     }
     // SAFETY: SIOCGIFHWADDR fills the ifreq we pass.
-    let r = unsafe { libc::ioctl(fd.0, libc::SIOCGIFHWADDR, &mut ifr) };
+    let r = unsafe { libc::ioctl(fd.0, libc::SIOCGIFHWADDR as _, &mut ifr) };
     if r != 0 {
         return Err(os_err("SIOCGIFHWADDR"));
     }

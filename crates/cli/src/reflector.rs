@@ -46,6 +46,8 @@ pub struct ReflectorArgs {
 }
 
 pub fn run(args: ReflectorArgs) -> Result<()> {
+    // As PID 1 in a container the kernel would drop SIGTERM: stop on it.
+    tightlink_net::exit_on_stop_signals().context("stop signals")?;
     let rate = |flag: &str, v: &str| {
         tightlink_core::units::parse_rate(v).with_context(|| format!("{flag} {v}"))
     };

@@ -55,6 +55,8 @@ pub struct ServerArgs {
 }
 
 pub fn run(args: ServerArgs) -> Result<()> {
+    // As PID 1 in a container the kernel would drop SIGTERM: stop on it.
+    tightlink_net::exit_on_stop_signals().context("stop signals")?;
     let mut config = ServerConfig {
         bind: SocketAddr::new(args.bind, args.port),
         require_key: args.require_key,

@@ -321,9 +321,10 @@ fn send_batch(fd: libc::c_int, frames: &[Frame]) -> u64 {
 /// SCHED_FIFO at `priority` for the calling thread (root only; the
 /// caller may go on without it).
 fn set_realtime_priority(priority: i32) -> io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
+    // SAFETY: sched_param is plain data (musl's has more fields than
+    // glibc's, all zero here); only the priority is set.
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+    param.sched_priority = priority;
     // SAFETY: changes only the calling thread's policy.
     let r = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
     if r != 0 {

@@ -50,5 +50,9 @@ pub use reflector::{Reflector, ReflectorConfig};
 pub use server::{Server, ServerConfig};
 pub use twamp_light::TwampChannel;
 
+/// For the faces that run the server or the reflector as a process:
+/// SIGINT and SIGTERM end it, also as a container's PID 1.
+pub use tightlink_sys::signal::exit_on_stop_signals;
+
 /// The server's default TCP control port.
 pub const DEFAULT_PORT: u16 = 7447;

@@ -126,7 +126,7 @@ pub(crate) fn recv_mmsg(
             fd,
             msgs.as_mut_ptr(),
             count as u32,
-            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            (libc::MSG_DONTWAIT | libc::MSG_TRUNC) as _,
             std::ptr::null_mut(),
         );
         if n < 0 {

@@ -34,6 +34,34 @@ pub fn catch_stop_signals() -> io::Result<()> {
     Ok(())
 }
 
+extern "C" fn exit_now(sig: libc::c_int) {
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(128 + sig) }
+}
+
+/// SIGINT and SIGTERM end the process at once, as their default does,
+/// also where it is PID 1 (a container's entry point), which the kernel
+/// spares signals it has no handler for. For services with nothing to
+/// finish (the server and the reflector keep no files open for writing).
+pub fn exit_on_stop_signals() -> io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: as in `catch_stop_signals`; the handler only calls _exit.
+        let rc = unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = exit_now as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(io::Error::other(format!(
+                "sigaction({sig}): {}",
+                io::Error::last_os_error()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// How many stop signals arrived since the start (0: keep running; a
 /// second one means the user wants out now).
 pub fn stop_signals() -> usize {

@@ -153,8 +153,8 @@ pub fn socket_drops(fd: RawFd) -> io::Result<u32> {
 /// `timeout` (zero would mean "never", so it is raised to 1 us).
 pub fn set_recv_timeout(fd: RawFd, timeout: std::time::Duration) -> io::Result<()> {
     let tv = libc::timeval {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_usec: (timeout.subsec_micros().max(u32::from(timeout.is_zero()))) as libc::suseconds_t,
+        tv_sec: timeout.as_secs() as _,
+        tv_usec: (timeout.subsec_micros().max(u32::from(timeout.is_zero()))) as _,
     };
     // SAFETY: a timeval option of the stated size on a valid fd.
     let r = unsafe {
@@ -188,7 +188,7 @@ pub fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<i64>
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = std::mem::size_of_val(&control);
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
         let n = libc::recvmsg(fd, &mut msg, 0);
         if n < 0 {
             return Err(io::Error::last_os_error());

@@ -126,7 +126,7 @@ fn hw_addr(ifname: &str) -> Option<[u8; 6]> {
         }
         if libc::ioctl(
             std::os::fd::AsRawFd::as_raw_fd(&sock),
-            libc::SIOCGIFHWADDR,
+            libc::SIOCGIFHWADDR as _,
             &mut ifr,
         ) != 0
         {
