@@ -102,6 +102,16 @@ pub fn reference(cli: &Command) -> String {
                 .to_string()
                 .trim_start_matches("Usage: ")
         );
+        if let Some(after) = cmd.get_after_help() {
+            let text = after.to_string();
+            if let Some(lines) = text.strip_prefix("Examples:\n") {
+                out.push_str("```sh\n");
+                for l in lines.lines() {
+                    let _ = writeln!(out, "{}", l.strip_prefix("  ").unwrap_or(l));
+                }
+                out.push_str("```\n\n");
+            }
+        }
         let subs: Vec<&Command> = cmd.get_subcommands().filter(|s| shown(s)).collect();
         if !subs.is_empty() {
             out.push_str("| command | what it does |\n|---|---|\n");
@@ -204,6 +214,7 @@ mod tests {
         let cli = Command::new("tightlink").subcommand(
             Command::new("estimate")
                 .about("Estimate a path | quickly")
+                .after_help("Examples:\n  tightlink estimate        # the simulated path\n  tightlink estimate --json")
                 .arg(
                     Arg::new("target")
                         .help("HOST or sim:")
@@ -225,6 +236,11 @@ mod tests {
         );
         let md = reference(&cli);
         assert!(md.contains("## `tightlink estimate`"), "{md}");
+        // Examples become a shell block (which the guide's test runs).
+        assert!(
+            md.contains("```sh\ntightlink estimate        # the simulated path\ntightlink estimate --json\n```"),
+            "{md}"
+        );
         assert!(
             md.contains("| `estimate` | Estimate a path \\| quickly |"),
             "{md}"

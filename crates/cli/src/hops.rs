@@ -41,8 +41,9 @@ pub struct HopsArgs {
     pub gap: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Run on this CPU only (the head must leave faster than the first
-    /// shaped hop; on a 2-CPU lab whose routers use CPU 1, use 0).
+    /// Run on this CPU only: the head must leave faster than the first
+    /// shaped hop, so keep the sender off a CPU other work keeps busy
+    /// (a namespace lab's routers, say).
     #[arg(long)]
     pub cpu: Option<usize>,
     /// One JSON object.

@@ -38,14 +38,30 @@ struct Cli {
     command: Command,
 }
 
+// Each command's examples (its --help ends with them; the guide's
+// reference shows them, and a test runs every one).
+const EXAMPLES_ESTIMATE: &str = "Examples:\n  tightlink estimate                                   # the embedded simulated 10 Gbit/s path\n  tightlink estimate sim:cross=cbr:3G -m multirate --json\n  tightlink estimate sim: --follow --max-streams 20    # track the path (bart), a line per stream\n  tightlink estimate sim: --save-trace run.trace       # keep the streams; `estimate trace:run.trace` replays them";
+const EXAMPLES_CAPACITY: &str = "Examples:\n  tightlink capacity                                   # Pathrate and CapProbe on the simulated narrow link\n  tightlink capacity --method capprobe --json";
+const EXAMPLES_ANALYZE: &str = "Examples:\n  tightlink simulate -o run.trace --truth truth.csv    # streams to read, with their truth\n  tightlink analyze run.trace                          # the best method for each stream's kind\n  tightlink analyze run.trace -m all -f csv            # every method, one row each";
+const EXAMPLES_SIMULATE: &str = "Examples:\n  tightlink simulate -o run.trace --truth truth.csv\n  tightlink simulate sim:cross=poisson:4G -o multi.trace.gz --kind multi --streams 50";
+const EXAMPLES_SERVER: &str = "Examples:\n  tightlink server                                     # TCP 7447, open limits (1 Gbit/s, 50 MB, 30 s a session)\n  tightlink server --port 7460 --max-rate 5G --max-sessions 4";
+const EXAMPLES_REFLECTOR: &str = "Examples:\n  tightlink reflector                                  # UDP 862 (root, or CAP_NET_BIND_SERVICE)\n  tightlink reflector --port 8620                      # an unprivileged port: `estimate twamp:HOST:8620`";
+const EXAMPLES_AGENT: &str = "Examples:\n  tightlink agent                                      # the simulated path every 5 min, /metrics on 127.0.0.1:9447\n  tightlink agent --config deploy/agent.toml --check   # what a config resolves to, then exit";
+const EXAMPLES_HISTORY: &str =
+    "Examples:\n  tightlink history --since 1h\n  tightlink history --since 1d --format csv";
+const EXAMPLES_LAB: &str = "Examples:\n  tightlink lab list                                   # the shipped scenarios\n  sudo tightlink lab run cbr30 --method auto --repeat 3";
+const EXAMPLES_TRANSFER: &str = "Examples:\n  tightlink transfer --bytes 20MB                       # through the simulated path (30 ms RTT)\n  tightlink transfer --time 2s --json";
+
 #[derive(Subcommand)]
 enum Command {
     /// Estimate the available bandwidth of a path (by default the embedded
     /// simulated 10 Gbit/s path), next to the simulator's ground truth.
+    #[command(after_help = EXAMPLES_ESTIMATE)]
     Estimate(estimate::EstimateArgs),
     /// Estimate the narrow link's capacity by Pathrate and CapProbe, side
     /// by side (by default on a simulated 10 Gbit/s narrow link behind
     /// 40 Gbit/s with 30 % cross traffic).
+    #[command(after_help = EXAMPLES_CAPACITY)]
     Capacity(capacity::CapacityArgs),
     /// Each link's capacity by variable packet size (pathchar): TTL-limited
     /// UDP probes of several sizes and their ICMP errors (no root needed);
@@ -53,6 +69,7 @@ enum Command {
     Hops(hops::HopsArgs),
     /// Analyze a recorded probe trace (format v1, plain or gzip): one
     /// decision or estimate per stream and method.
+    #[command(after_help = EXAMPLES_ANALYZE)]
     Analyze(analyze::AnalyzeArgs),
     /// Passive estimators on a TCP flow from a pcap/pcapng capture taken
     /// at the sender: RTT, losses and their classes (congestion or
@@ -63,6 +80,7 @@ enum Command {
     Capture(capture::CaptureArgs),
     /// Send probe streams through a simulated path and write them as a
     /// probe trace, with the ground truth per stream in a separate CSV.
+    #[command(after_help = EXAMPLES_SIMULATE)]
     Simulate(simulate::SimulateArgs),
     /// Reproduce the BASS paper's evaluation on the simulator: decision
     /// error vs stream length, multi-rate error distributions, Range
@@ -70,10 +88,12 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Serve as the far end of real measurements (TCP control port 7447,
     /// a UDP port per session); safe to expose (limits, timeouts, optional key).
+    #[command(after_help = EXAMPLES_SERVER)]
     Server(server::ServerArgs),
     /// A TWAMP-light and STAMP reflector (RFC 5357, RFC 8762, UDP 862):
     /// any such sender, `estimate twamp:HOST` among them, can use this host
     /// as its far end; rate-limited per sender, short requests budgeted.
+    #[command(after_help = EXAMPLES_REFLECTOR)]
     Reflector(reflector::ReflectorArgs),
     /// Is this host the bottleneck? Clock, pacing precision per packet
     /// size, receiver batching, offloads; prints the rate it can probe up to.
@@ -81,16 +101,20 @@ enum Command {
     /// The namespace testbed: scenarios with a known bottleneck, cross
     /// traffic and kernel-counter truth; `lab run cbr30` measures every
     /// method there (root).
+    #[command(after_help = EXAMPLES_LAB)]
     Lab(lab::LabArgs),
     /// Watch many paths as a service: targets on schedules, every result
     /// in a SQLite history, Prometheus /metrics and /probe (see
     /// `deploy/`).
+    #[command(after_help = EXAMPLES_AGENT)]
     Agent(agent::AgentArgs),
     /// What the agent stored: table, JSON or CSV, or a plot over time.
+    #[command(after_help = EXAMPLES_HISTORY)]
     History(history::HistoryArgs),
     /// A bulk transfer rate-controlled by the estimates (Rapid: the data
     /// are the probe streams), to a server over reliable UDP with the
     /// digest checked, or through the simulated path.
+    #[command(after_help = EXAMPLES_TRANSFER)]
     Transfer(transfer::TransferArgs),
     /// Cross traffic on real sockets with the simulator's models (CBR,
     /// Poisson, bursty, smoothed), or `--sink` to count it.

@@ -56,9 +56,9 @@ pub struct TransferArgs {
     /// Seed of the data bytes (and of nothing else).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Run on this CPU only. On a 2-CPU lab whose routers use CPU 1, use
-    /// 0: a sender spinning beside the routers' work read the 200 Mbit/s
-    /// lab path at 267-282 Mbit/s, pinned to CPU 0 at 205.
+    /// Run on this CPU only: a sender that spins beside other busy work
+    /// (a namespace lab's routers, say) paces unevenly and reads the
+    /// path high; pin it to a quiet CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
 }

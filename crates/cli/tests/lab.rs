@@ -127,29 +127,18 @@ fn a_lab_in_use_is_not_torn_down_by_another_run() {
 /// counters is rate - X within 2 %. Measured here: -0.0 to -0.5 % and
 /// +-0.01 % (BENCHMARKS.md, `tightlink lab check`).
 ///
-/// A check is taken up to three times, the first that passes counts: with
-/// both cores busy, tbf's watchdog wakes late and the bucket overflows, so
-/// one flood in a few reads 2-3 % low (CI once read 194.4 of 200; here,
-/// under two busy loops, 196.1 then 199.6 and 199.3). That is the machine
-/// at that moment; a broken flood or counter reads wrong every time. On
-/// a slower VM (2026-11-27: `doctor` put a UDP send at 5.4 us where 3.4-4.4
-/// was usual) every flood read 1-3 % low (194.8-197.7 of 200; one at
-/// 181.8), so the saturated rate is held to 3 %, not 1 %. Later that day
-/// a clean-clone CI run read 182.2, 190.9 and 193.6 in three attempts:
-/// the hypervisor was taking CPU time (steal). `lab check` now reports
-/// the share stolen during the flood, and floods read low by about that
-/// share (-1.0 % with 1.8 % stolen, -2.4 % with 3.9, -15.4 % with 15.4),
-/// so the rate may fall short by 3 % plus the stolen share; a flood or
-/// tbf that is broken falls short with nothing stolen.
-///
-/// On 2026-12-02 one VM read 177-193 of 200 in every attempt with nothing
-/// stolen, and 199.9-200.0 in three floods of three through a 6000 or
-/// 12000 B bucket: its tbf timer fired later than a 3000 B bucket lasts.
-/// `lab check` now floods again with a bucket four times as large where
-/// the first flood fell short and says so when that one sends the rate;
-/// such a check passes if the small bucket still sent 85 % (plus the
-/// stolen share) and the warning names the hop. A broken flood, counters
-/// or tbf fall short with either bucket.
+/// A check is taken up to three times, the first that passes counts: a
+/// busy host (both cores taken, a hypervisor stealing CPU time) makes
+/// tbf's watchdog wake late and one flood in a few read a few percent
+/// low, where a broken flood or counter reads wrong every time. So the
+/// saturated rate is held to 3 % plus the CPU share stolen during the
+/// flood (`lab check` reports it). Where a host's tbf timer fires later
+/// than a 3000 B bucket lasts, `lab check` floods again through a bucket
+/// four times as large and says so; the check then passes if the small
+/// bucket still sent 85 % (plus the stolen share) and the warning names
+/// the hop. A broken flood, counters or tbf fall short with either
+/// bucket. The runs behind these bounds: docs/lab.md, "Bounds of the
+/// real-packet tests".
 #[test]
 fn truth_checks_hold_on_quiet_and_cbr30() {
     if !may_run() {
@@ -263,27 +252,18 @@ fn one_truth_check(scenario: &'static str, letter: char) -> Result<(), String> {
 /// small probes and reads their one-way delay off the receiver's kernel
 /// stamps. Never early (p5 at least what was asked: the line spins to the
 /// due time), the median within 200 us of it (forwarding through four
-/// namespaces included: measured +33 to +48 us on 2026-11-20, +66 to +97
-/// us on a slower VM on 2026-11-27, where a clean-clone CI run read +103
-/// to +451), none lost unless the line stalled (its worst delay 5 ms over:
-/// then at most 2 %, the socket's overflow while it slept), and the line
-/// is not the bottleneck (the saturated hop still delivers 90 % of its
-/// rate: a line that bottlenecked it would deliver far less; with the
-/// line spinning on one core of two, one clean-clone CI run saw the tbf
-/// deliver 181-193 of 200 Mbit/s in three attempts).
-/// Up to three attempts, like the truth checks: a stalled core shows in
-/// one run, a wrong delay in every one. A clean-clone CI run on
-/// 2026-12-02 read medians +257, +767 and +2261 us in its three
-/// attempts, and on this VM that day the median read +210 us idle and
-/// +1699 us beside three busy loops, while the 5th percentile read +38
-/// and +29 us: the median carries the tbf's queue (its timer lost tokens
-/// under the flood: 91.5 and 95.7 % of the rate) and the line's late
-/// sends (4.6 % of its frames 100 us late, idle). So the accuracy claim
-/// is the 5th percentile, within 200 us; the median is held to 200 us
-/// too unless `lab check` warned that the host fell short (it reads the
-/// line's own count of frames it released 100 us or more after their
-/// due time around the measurement, and floods a tbf that fell short
-/// again through a larger bucket), then to 5 ms.
+/// namespaces included), none lost unless the line stalled (its worst
+/// delay 5 ms over: then at most 2 %, the socket's overflow while it
+/// slept), and the line is not the bottleneck (the saturated hop still
+/// delivers 90 % of its rate). Up to three attempts, like the truth
+/// checks: a stalled core shows in one run, a wrong delay in every one.
+/// On a busy host the median carries the tbf's queue and the line's late
+/// sends, so the accuracy claim is the 5th percentile, within 200 us; the
+/// median is held to 200 us too unless `lab check` warned that the host
+/// fell short (the line's own count of frames released 100 us or more
+/// late, and a tbf that fell short again through a larger bucket), then
+/// to 5 ms. The runs behind these bounds: docs/lab.md, "Bounds of the
+/// real-packet tests".
 #[test]
 fn a_hop_delay_adds_what_was_asked() {
     if !may_run() {
@@ -376,29 +356,18 @@ fn lab_run_cbr30(name: &str, repeat: &str, methods: &str, output: &str) -> Vec<s
 /// estimate. Justification: 10 repeats gave medians 2.4 % (multirate) and
 /// 0.4 % (pathload) with worst runs 2.4 % and 0.5 % (BENCHMARKS.md); the
 /// bound leaves room for a slow CI machine without letting a broken truth
-/// or estimator (errors of 30 % and more) through. It was 8 % over three
-/// runs until a slow VM (2026-12-02) read multirate in two modes: 8 of 12
-/// runs within 3.2 %, 4 at -9.1 to -10.6 % (not explained yet; the tbf
-/// sent at its rate while busy in those runs); three runs failed the
-/// median whenever two fell low, as a clean-clone CI run did that day
-/// (13.7 %). Three attempts: one
-/// clean-clone CI run on a slow VM (2026-11-27) read multirate 27 %
-/// where five runs alone that morning read 2.3 % median, and the
-/// project's CI (2026-12-03) read pathload 26.7 % with nothing stolen,
-/// then saw 53 of the 60 Mbit/s reach the sink; ten runs each right
-/// after read both within 1.5 %. Where the
-/// hypervisor took CPU time during a run (the truth's `stolen_share`),
-/// the stalled tbf carried less than its rate: the available bandwidth
-/// was lower than rate minus cross by up to share x rate, i.e. 200/140 of
-/// the share relative to it, so the bound widens by that much for the
-/// most stolen run. Where the median of all runs misses the bound, a run
-/// whose sender fell behind its schedule in most of its streams (another
-/// process on the CPUs: the estimate warns it may read low) and that read
-/// low is left out of it; at least two runs must remain. (Leaving them
-/// out always failed runs like one here on 2026-12-02: three multirate
-/// runs, each late in half its streams or more, read -4.8, -4.6 and
-/// -1.4 %.) Three busy loops beside the test here read
-/// 8-17 % low, warned, in every run.
+/// or estimator (errors of 30 % and more) through. Three attempts: a
+/// busy host reads a whole run low now and then, a broken estimator in
+/// every attempt. Where the hypervisor took CPU time during a run (the
+/// truth's `stolen_share`), the stalled tbf carried less than its rate:
+/// the available bandwidth was lower than rate minus cross by up to
+/// share x rate, i.e. 200/140 of the share relative to it, so the bound
+/// widens by that much for the most stolen run. Where the median of all
+/// runs misses the bound, a run whose sender fell behind its schedule in
+/// most of its streams (another process on the CPUs: the estimate warns
+/// it may read low) and that read low is left out of it; at least two
+/// runs must remain. The runs behind these bounds: docs/lab.md, "Bounds
+/// of the real-packet tests".
 #[test]
 fn cbr30_runs_end_to_end_within_the_bound() {
     if !may_run() {
@@ -600,17 +569,14 @@ fn bad_scenarios_and_names_are_refused_with_reasons() {
 /// 5 % of 500 Mbit/s, or say why they cannot (receiver batching), never
 /// answer wrong. Measured here (`sudo scripts/capacity-lab.sh 20`):
 /// median error 0.2 %, worst 0.7 % (Pathrate) and 1.0 % (CapProbe), the
-/// shaper found in 20 of 20; on a busy machine earlier the same day
-/// CapProbe's worst was 2.7 %. The bound is our target.
+/// shaper found in 20 of 20. The bound is our target.
 ///
 /// A host where the shaper does not hold its rate under a flood (`lab
-/// check shaper500` below 99 % of it; on 2026-11-25 a 2-core VM read
-/// 421-488 Mbit/s, and CapProbe said "receiver batching" in 3 of 3 runs
-/// once at 485) does not show the bucket cleanly: there every run must
-/// still be right or say why not, but an exact answer is not required,
-/// and right is between 95 % of the flood's rate and 105 % of the
-/// configured one (on 2026-11-27 a CI run's flood read 473.2 Mbit/s and
-/// CapProbe 473.1: what a flow got, not the configuration).
+/// check shaper500` below 99 % of it) does not show the bucket cleanly:
+/// there every run must still be right or say why not, but an exact
+/// answer is not required, and right is between 95 % of the flood's rate
+/// and 105 % of the configured one (what a flow got, not the
+/// configuration).
 /// The host's own flood rate is not the limit there (2.6 Gbit/s through
 /// a 5 Gbit/s tbf on the same VM); the shaper's tbf on a busy 2-core
 /// machine is, as on the chain3 lab.
@@ -817,11 +783,8 @@ fn passive_transfers_hold(
     // sent 5 % or more under it, against what it sent if that is nearer:
     // where CUBIC kept the queue (quiet) a tbf sends less than its rate
     // when the host wakes its timer late, and pairs queued behind each
-    // other are spread by it too. Here the tbf sent 192.5-194.6 Mbit/s on
-    // quiet and the capacity read +0.4..+2.2 %; a clean-clone CI run on a
-    // slow VM read -15 % and -11 %. With random losses the queue empties
-    // at times and the tbf sends less for that reason (a CI run: it sent
-    // 163-185 Mbit/s, the capacity read +1.0 % and +0.0 %).
+    // other are spread by it too. With random losses the queue empties
+    // at times and the tbf sends less for that reason.
     let mut caps = Vec::new();
     for j in &runs {
         ensure!(j["congestion"] == "cubic" && j["rate_bps"] == 200e6, "{j}");
@@ -945,19 +908,11 @@ const CHAIN_BPS: [f64; 3] = [300e6, 200e6, 100e6];
 /// Why half of the shipped chain3 (600, 400, 200): on 2-core VMs whose
 /// routers forward the chain on two busy vCPUs the 600 and 400 Mbit/s
 /// hops drain heads at what the CPUs forward, not at the tbf's rate.
-/// 2026-12-02, one VM, five runs each in turn: chain3 read the 600 link
-/// `at_least` 11-17 twice and 474 and 593 (heads left the host at
-/// 490-1500 Mbit/s, its flood reached 424), the 400 link 299-361 or
-/// `at_least`, the 200 link 143-205; the half chain read 288-305, 189-199
-/// and 96-101 in all five. Three clean-clone CI runs on such VMs had
-/// failed on chain3 (the 400 link read 230-310 `measured`, the 200 link
-/// 209-449). Earlier history, with chain3: `--behind 16` (heads of 16 and
-/// 24) could not queue the 400 link from a host flooding at 400-500
-/// (`>=` 60-242 or `inconsistent` in 7 of 7 runs behind a 504 Mbit/s
-/// tbf on the sender's link, `--behind 64` 394-396 in 3 of 3); buckets
-/// of 3000 B sent their bursts late on a slow VM (the timer that ends a
-/// tbf's wait fired later than the bucket lasted); a fast VM's 96-packet
-/// heads overflowed r1's 100 KB queue, so `hops` shrinks such heads.
+/// On such hosts the half chain reads every link within bounds where
+/// chain3's faster links do not; heads as long as a fast host sends can
+/// overflow a router's 100 KB queue, so `hops` shrinks such heads. The
+/// runs behind this choice: docs/lab.md, "Bounds of the real-packet
+/// tests".
 #[test]
 fn per_hop_capacity_of_a_three_router_chain() {
     if !may_run() {
@@ -1131,18 +1086,11 @@ fn judge_chain3_links(runs: Chain3Runs, flood_bps: f64) -> Result<(), String> {
 /// It is judged by the truth over its own streams (`stream_summary`):
 /// on slower VMs the cross sender falls behind while the streams take
 /// the CPUs, so the probes meet a freer path than the 500 ms truth says
-/// (on 2026-12-02 and 12-03 the streams met 90-115 Mbit/s after the step
-/// where that truth read 80, and in one run of 15 no step at all: that
-/// run is retried). Measured here (2026-12-03, 22 runs): median error
-/// against the streams' truth 5-30 % before the step (four over 25 %)
-/// and 7-48 % after (one over 40 %), where against the 500 ms truth five
-/// of 14 were over 40 % after; the estimates fell to 0.37-0.70 of theirs
-/// across the step where the streams met it. Earlier figures
-/// (2026-11-24, against the 500 ms truth): 8.8-9.9 % before, 13.9-19.1 %
-/// after. The bounds leave room for a busy machine; a tracker that
-/// stays up (about 100 % off after the step, its estimates about as
-/// high after as before) or reads nothing fails them. Up to three
-/// attempts.
+/// (a run that met no step at all is retried). The bounds leave room
+/// for a busy machine; a tracker that stays up (about 100 % off after
+/// the step, its estimates about as high after as before) or reads
+/// nothing fails them. Up to three attempts. The runs behind these
+/// bounds: docs/lab.md, "Bounds of the real-packet tests".
 #[test]
 fn the_tracker_follows_a_step_on_the_lab() {
     if !may_run() {

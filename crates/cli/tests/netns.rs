@@ -71,9 +71,9 @@ impl Lab {
     /// `reverse_tbf`: toward the sender; `sender_tbf`: on the sender's
     /// own interface. Each `(rate, burst)`. Only the router's receive
     /// work is steered (to CPU 1), as `scripts/netns-200m.sh` does: with
-    /// the sender's and receiver's also pinned to CPU 0, a slow VM
-    /// (2026-11-27) read the quiet 200 Mbit/s tbf 10-28 % low in most
-    /// tests, the script 200-206 Mbit/s.
+    /// the sender's and receiver's also pinned to CPU 0 as well, a slow
+    /// host reads the quiet 200 Mbit/s tbf well low where the script
+    /// reads it right.
     fn up(router_tbf: Option<&str>, reverse_tbf: Option<&str>, sender_tbf: Option<&str>) -> Lab {
         let prefix = format!("tlt{}", std::process::id() % 100_000);
         let lab = Lab {
@@ -257,9 +257,8 @@ fn rel(est: f64, truth: f64) -> f64 {
 /// An estimate's relative error, where a low reading is excused by what
 /// the hypervisor took while it ran (its report's `host_stolen_share`):
 /// the tbf runs on this host and stalls with it, delivering less than its
-/// rate by about that share (`lab check` on 2026-11-27: -2.4 % with 3.9 %
-/// stolen, -15.4 % with 15.4 %), and the probes' stalls read as queueing
-/// besides (estimates read 114-170 of 200 with 10-20 % stolen). Below the
+/// rate by about that share (`lab check` prints both), and the probes'
+/// stalls read as queueing besides. Below the
 /// warning's share the share itself is added back; from it on, the run
 /// must say so (the warning) and a low reading is then what it warned of.
 /// A high reading, or a low one with nothing stolen, counts in full.
@@ -281,15 +280,12 @@ fn median_off(runs: &[serde_json::Value], truth: f64) -> f64 {
 }
 
 /// Runs `round` up to twice, until it passes; fails with both rounds'
-/// reasons. For the accuracy tests (median of three runs): on this 2-vCPU
-/// VM the sender falls behind its schedule by 0.3-8 ms in some streams
-/// (the router's and the far end's receive work land on its core), and
-/// for seconds at a time estimates read 15-20 % low with nothing stolen,
-/// most often toward the reflector (2026-11-27: a clean-
-/// clone CI run read 159.1, 174.1 and 192.7 forward; alone, one round of
-/// 196.5, 163.4 and 168.5, then five rounds within 10 %; six runs on the
-/// same path minutes later read 199-205). A reflector that
-/// measured the wrong direction reads 150, not 200, in every round.
+/// reasons. For the accuracy tests (median of three runs): on a 2-vCPU
+/// host the sender falls behind its schedule in some streams (the
+/// router's and the far end's receive work land on its core), and for
+/// seconds at a time estimates can read 15-20 % low with nothing stolen,
+/// most often toward the reflector. A reflector that measured the wrong
+/// direction reads 150, not 200, in every round.
 fn within_two_rounds(what: &str, round: impl FnMut() -> Result<(), String>) {
     common::within_attempts(2, what, round);
 }
@@ -297,9 +293,8 @@ fn within_two_rounds(what: &str, round: impl FnMut() -> Result<(), String>) {
 /// For tests whose point is that an estimate still comes right (after a
 /// flood, with a key, behind a shaped sender), not its precision: within
 /// 10 % (`off`), or an answer that says why it is not steady (a warning)
-/// with a range that holds the truth. On this VM one clean-clone CI run
-/// answered 173.2 Mbit/s after the flood with "swung between 133.5 and
-/// 203.1", a run in a few seconds of bad scheduling.
+/// with a range that holds the truth (a run in a few seconds of bad
+/// scheduling swings, and says so).
 fn holds(v: &serde_json::Value, truth: f64) -> bool {
     let (lo, hi) = (
         v["low_bps"].as_f64().unwrap_or(f64::NAN),
@@ -368,8 +363,8 @@ fn brief(runs: &[serde_json::Value]) -> Vec<String> {
 /// egress, no cross traffic. Every strategy that answers a number must be
 /// within 10 % of 200 Mbit/s (tbf counts the frame without FCS, the layer
 /// tightlink reports), and the byte budget stays small. The default
-/// method's figure is the median of three runs, as everywhere here (on
-/// this VM a single run reads 15-20 % low for seconds at a time, see
+/// method's figure is the median of three runs, as everywhere here (a
+/// single run can read 15-20 % low on a busy host, see
 /// `within_two_rounds`).
 #[test]
 fn forward_estimate_through_a_200_mbit_tbf() {
@@ -503,11 +498,10 @@ fn reverse_estimate_measures_the_other_direction() {
 /// A TWAMP-light reflector as the far end: its receive stamps measure the
 /// path toward it (200 Mbit/s), not the return path (100 Mbit/s here),
 /// with the UDP and the AF_PACKET sender. Median of three runs each, in up
-/// to two rounds (`within_two_rounds`), held to -25..+10 % of 200: on this
-/// 2-vCPU VM the reflected estimates read 10-25 % low for minutes at a
-/// time while the server's read 197-206 on the same path, interleaved
-/// (2026-11-27; medians of three 149.8-176.8 in such periods, 199-205 in
-/// others). Not explained: the replies cross the router during the
+/// to two rounds (`within_two_rounds`), held to -25..+10 % of 200: on a
+/// 2-vCPU host the reflected estimates can read 10-25 % low for minutes
+/// at a time while the server's read right on the same path,
+/// interleaved. Not explained: the replies cross the router during the
 /// stream where a server's records come after it, but a flood through the
 /// tbf delivered 198-200 with 200 Mbit/s going back as without.
 /// The server-based tests hold the estimator itself to 10 %; a reflector
@@ -770,8 +764,8 @@ fn a_flood_leaves_the_server_serving_with_bounded_memory() {
         "server memory grew from {rss_before} kB to {rss_after} kB"
     );
     // The next clients are served and read the path as the forward test
-    // does, the median of three: one estimate on this lab, flood or no
-    // flood, read `swings` at 164-191 Mbit/s in 10 of 42 (2026-12-02).
+    // does, the median of three: a single estimate on this lab, flood or
+    // no flood, can read `swings`.
     let runs: Vec<serde_json::Value> = (0..3).map(|_| lab.estimate_json(&[])).collect();
     if let Err(e) = median_within(&runs, 200e6) {
         panic!("{e}");

@@ -107,7 +107,7 @@ pub fn merging_offloads(ip: IpAddr) -> Vec<Warning> {
 }
 
 /// CPU frequency scaling: the governor of cpu0, or `None` when the kernel
-/// exposes none (as in these VMs: the hypervisor decides).
+/// exposes none (as in many VMs, where the hypervisor decides).
 pub fn cpu_governor() -> Option<String> {
     std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
         .ok()

@@ -846,9 +846,9 @@ pub fn run_capprobe(
 mod tests {
     use super::*;
 
-    /// The lab's 500 Mbit/s tbf on a slow VM (2026-11-27): CapProbe
-    /// 527.3 where the trains said 495.5 (+6.4 %) is withdrawn; 509.9
-    /// beside 498.2 (+2.3 %) and 473.1 beside 471.0 stand.
+    /// Readings of the lab's 500 Mbit/s tbf: CapProbe 527.3 where the
+    /// trains said 495.5 (+6.4 %) is withdrawn; 509.9 beside 498.2
+    /// (+2.3 %) and 473.1 beside 471.0 stand.
     #[test]
     fn pairs_that_part_from_the_shaper_are_withdrawn() {
         let shaper = |rate_bps: f64| Shaper {

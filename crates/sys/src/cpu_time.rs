@@ -11,10 +11,9 @@
 use std::io;
 
 /// From this share of CPU time stolen by the hypervisor on, a measurement
-/// says it may read low. Measured on a 2-vCPU guest (2026-11-27): a
-/// 200 Mbit/s tbf on the same host, flooded for 1.5 s, delivered 2.5 %
-/// under its rate with 5 % stolen, 5-6 % under with 6-10 %, 16 % under
-/// with 19 %; and 0-1 % under with 2 % or less.
+/// says it may read low: from about this share on, a tbf on the same
+/// host flooded by `tightlink lab check quiet` delivers measurably under
+/// its rate (docs/evaluation.md, "Stolen CPU time and a tbf").
 pub const STOLEN_SHARE_WARNING: f64 = 0.05;
 
 /// The all-CPU line of `/proc/stat`, in ticks summed over CPUs.
@@ -125,7 +124,7 @@ mod tests {
         assert!(e.to_string().contains("2 counters"), "{e}");
     }
 
-    /// This machine's own file parses, and time passes in it.
+    /// The host's own file parses, and time passes in it.
     #[test]
     fn this_hosts_file_reads() {
         let a = read().unwrap();

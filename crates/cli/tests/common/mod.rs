@@ -35,10 +35,9 @@ pub fn tightlink_text(args: &[&str]) -> (bool, String, String) {
 /// Whether a real-path run lost 5 % or more of the host's CPU time to the
 /// hypervisor (its `host_stolen_share`, the tool's own warning share); if
 /// so the run must say so in a warning. Its answer may then read low, by
-/// more than the share (on 2026-11-27's VM a 300 Mbit/s ceiling on
-/// loopback, normally answered "at least 300", read 265 "exact" with 16 %
-/// stolen; a 200 Mbit/s tbf read 114-170 with 10-20 %): tests of a
-/// bound or a figure accept such a low answer, never a high one.
+/// more than the share (a stalled vCPU stalls the pacing and any shaper
+/// on the host): tests of a bound or a figure accept such a low answer,
+/// never a high one.
 pub fn host_spoiled(v: &serde_json::Value) -> bool {
     let stolen = v["host_stolen_share"].as_f64().unwrap_or(0.0);
     if stolen < 0.05 {
@@ -56,11 +55,8 @@ pub fn host_spoiled(v: &serde_json::Value) -> bool {
 
 /// Runs `one` up to `n` times, until it passes; fails with every
 /// attempt's reason. For measurements on real packets that a stalled
-/// core can spoil in one run (the 2-core VMs these tests run on change
-/// speed between days: on 2026-11-27 a UDP send cost 5.4 us where 3.4-4.4
-/// was usual, and one clean-clone CI run saw the lab's tbf deliver
-/// 181-193 of its 200 Mbit/s under a flood); a wrong method or truth is
-/// wrong in every attempt. After a failed attempt the host is read
+/// core can spoil in one run (small VMs change speed from hour to hour);
+/// a wrong method or truth is wrong in every attempt. After a failed attempt the host is read
 /// ([`host_after_a_failure`]) and, while the hypervisor takes its CPU,
 /// the next attempt waits: each failure says what the host did then.
 pub fn within_attempts(n: usize, what: &str, mut one: impl FnMut() -> Result<(), String>) {
@@ -94,10 +90,8 @@ const HOST_READ: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The longest wait for the host after one failed attempt, and in all the
 /// tests of one binary: a VM whose CPU the hypervisor takes degrades for
-/// minutes (on 2026-12-03 a clean-clone CI run saw 17.6-34.2 % stolen in
-/// three attempts in a row, the lab's 200 Mbit/s tbf passing 94-155),
-/// and attempts made in that stretch fail together whatever the code
-/// does; CI must still end within its time.
+/// minutes, and attempts made in that stretch fail together whatever the
+/// code does; CI must still end within its time.
 const HOST_WAIT_PER_FAILURE: std::time::Duration = std::time::Duration::from_secs(30);
 const HOST_WAIT_PER_BINARY: std::time::Duration = std::time::Duration::from_secs(120);
 
@@ -111,8 +105,7 @@ fn stolen_over(span: std::time::Duration) -> Option<f64> {
 
 /// As [`stolen_over`], with how late this thread woke from 1 ms sleeps
 /// meanwhile (the longest delay, in ms): a host can stall its threads
-/// while reporting nothing stolen (2026-12-03: a CBR generator offered 53
-/// of its 60 Mbit/s with 0.0 % stolen).
+/// while reporting nothing stolen.
 fn stolen_and_late_over(span: std::time::Duration) -> Option<(f64, f64)> {
     let before = tightlink_sys::cpu_time::read().ok()?;
     let start = std::time::Instant::now();

@@ -17,11 +17,10 @@
 //!   full queue, every later overflow then read "random" and nothing
 //!   brought it down. A drop-tail queue overflows at the same RTT each
 //!   time, so the upper end of the recent loss RTTs is where it stands.
-//!   The second highest (until 2026-12-03) let one outlier go but not
-//!   two (a busy lab host: 10.65 and 5.82 ms against a 4.1 ms full
-//!   queue, both after pauses, and 12 of 19 overflows read "random"),
-//!   and where random drops outnumber overflows it often stood on a
-//!   random drop's RTT, calling more random drops congestion.
+//!   The second highest lets one outlier go but not two (two pauses of a
+//!   busy host in a row set it far above a full queue), and where random
+//!   drops outnumber overflows it stands on a random drop's RTT, calling
+//!   more random drops congestion.
 //! - The congestion level `c = min((RTT - RTTmin) / (RTTcong - RTTmin), 1)`
 //!   with RTTmin the smallest RTT seen so far.
 //! - A loss is congestion when `c >= congested_level` at it (ours: the

@@ -83,19 +83,10 @@ impl Default for ProbabilisticParams {
             model: BisectionParams::default(),
             top_over_adr: 1.25,
             coverage: 0.9,
-            // Measured 2026-11-26 (simulator: 40 seeds of the default and
-            // smoothed 10 Gbit/s paths; lab: 10 runs of each scenario),
-            // median error and probe bytes:
-            // - 32 packets (the length rule's pick), 0.06: simulator
-            //   2.6 % at 10.0 MB and 3.0 % at 6.4 MB; lab 2.3-6.8 %, all
-            //   high: a 200 Mbit/s tbf's 3000-byte bucket lets a stream
-            //   5 % over its rate through unqueued for 40 packets;
-            // - 64, 0.06: simulator 2.0 % at 15 MB, 1.3 % at 11.6 MB
-            //   (20 seeds); lab 1.7-3.2 % at 1.8-3.6 MB;
-            // - 64, 0.1 (these): simulator 3.2 % at 8.1 MB, 1.3 % at
-            //   7.5 MB; lab 2.1-4.0 % at 1.1-1.9 MB;
-            // - 128, 0.06: simulator 1.8 % at 27 MB (20 seeds); lab
-            //   1.2-2.9 % at 3.0-4.9 MB.
+            // Stream length and tolerance: 64 packets keep a tbf's small
+            // bucket from passing a stream a few percent over its rate
+            // unqueued; 0.1 halves the bytes of 0.06 for a little error
+            // (docs/simulator.md, "Tuning scan-pba").
             tolerance: 0.1,
             min_packets: 64,
         }

@@ -46,30 +46,15 @@ pub struct ScanPbaParams {
 impl Default for ScanPbaParams {
     fn default() -> Self {
         ScanPbaParams {
-            // 2026-11-27, `auto` on the default path, 200 seeds: 3.0 /
-            // 7.3 % at 11.3 MB (seeds 1-20: 10.7) with 64 packets at
-            // every rate, 3.1 / 8.0 % at 10.0 (9.5) with the rates equal
-            // in time; smoothed 1.5 / 3.3 % at 10.1, 1.4 / 3.2 % at 8.9.
+            // The scan's rates equal in time, not in packets: as accurate
+            // for fewer bytes (docs/simulator.md, "Tuning scan-pba").
             scan: MultirateParams {
                 equal_time_scan: true,
                 ..MultirateParams::default()
             },
-            // Measured 2026-11-26, 40 seeds of the simulator's default and
-            // smoothed 10 Gbit/s paths (median / p90 error, probe MB):
-            // tolerance 0.08 and scan_sd 0.15: 3.3 / 8.0 % at 8.9 MB,
-            // 1.5 / 2.7 % at 7.5; 0.08 and 0.2 (these): 2.6 / 6.1 % at
-            // 9.5, 1.5 / 4.0 % at 8.1; 0.08 and 0.3: 2.5 / 6.7 % at 9.8;
-            // 0.07 and 0.2: 2.8 / 6.6 % at 10.9; 0.07 and 0.3: 1.9 /
-            // 7.0 % at 11.2. 20 seeds: 0.1 and 0.1: 4.7 / 13.0 % at 5.8;
-            // 0.06 and 0.1: 3.5 / 5.5 % at 10.9; 0.04: over 20 MB.
-            // Tried and not kept: four packets at the sender's top rate
-            // before each stream, left out of its reading, to empty a
-            // token bucket (simulator 4.1 % and 4.6 % where 2.5 and
-            // 1.8 %: the queue they leave drains into the stream); 128
-            // or 192 packets at least on the lab (quiet still +2.1 and
-            // +1.7 %, 3.6 and 5.1 MB); scan_sd 0.03-0.05 there (the wide
-            // scan's rates are 200 Mbit/s apart on a 1 Gbit/s sender:
-            // it is not precise there either).
+            // Tolerance and scan_sd: the pair with the least error for
+            // the bytes on the simulator's default and smoothed paths
+            // (docs/simulator.md, "Tuning scan-pba", with what was tried).
             bisection: ProbabilisticParams {
                 tolerance: 0.08,
                 ..Default::default()

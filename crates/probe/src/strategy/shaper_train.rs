@@ -256,10 +256,8 @@ fn shaper_train(
 /// How much longer the train sent again is when the first passed whole.
 const LONGER_TRAIN: f64 = 4.0;
 /// How much shorter the train sent first, to rule out a bucket on a FIFO
-/// path, is than the full one. On the lab (`lab run SC --repeat 10
-/// --method auto`, 2026-11-28) an eighth dropped 49-54 KB of cbr60's
-/// cross traffic per estimate and a quarter 69-75, where the full train
-/// alone dropped 178-186.
+/// path, is than the full one: the shorter, the less cross traffic it
+/// pushes out of the queue (docs/simulator.md, "Tuning scan-pba").
 const SHORT_TRAIN_SHARE: f64 = 8.0;
 
 /// The trains change an answer only when their tails read this share of
