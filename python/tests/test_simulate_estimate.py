@@ -184,3 +184,13 @@ def test_a_trace_s_capacity_is_read_from_its_metadata(tmp_path):
     tightlink.write_trace(path, packets, metadata={"capacity_bps": "fast"})
     with pytest.raises(tightlink.TightlinkError, match="metadata capacity_bps=fast: must be a positive rate"):
         tightlink.analyze_trace(path, method="queue-fit")
+
+
+def test_follow_tracks_with_bart_unless_told_otherwise():
+    """As ``estimate --follow``: no method given means ``bart``."""
+    updates = []
+    r = tightlink.estimate("sim:", follow=True, max_streams=5, on_update=updates.append)
+    assert r["method"] == "bart"
+    assert len(updates) == 5
+    with pytest.raises(tightlink.TightlinkError, match="bart"):
+        tightlink.estimate("sim:", follow=True, method="auto", max_streams=5)

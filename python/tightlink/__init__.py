@@ -276,7 +276,7 @@ def simulate(
 def estimate(
     target: str = "sim:",
     *,
-    method: str = "auto",
+    method: Optional[str] = None,
     max_streams: int = 60,
     max_bytes: Optional[int] = None,
     reverse: bool = False,
@@ -295,7 +295,9 @@ def estimate(
     ``max_bytes`` caps the probe bytes (``--max-bytes``; the default
     budget is 100 MB).
 
-    ``follow=True`` (``method="bart"``) tracks the available bandwidth for
+    ``method``: ``"auto"`` by default, ``"bart"`` with ``follow=True``.
+
+    ``follow=True`` tracks the available bandwidth with ``bart`` for
     ``max_streams`` streams, one every ``interval_s`` (0: back to back), as
     ``estimate --follow``; ``on_update`` is called with each update (the
     dict of ``--json-stream``'s ``update`` events) as it comes.
@@ -303,6 +305,8 @@ def estimate(
     ``capacity_bps``: the tight link's capacity when known
     (``--capacity``); ``method="queue-fit"`` needs it, ``igi``, ``ptr``
     and ``spruce`` use it, the other methods refuse it."""
+    if method is None:
+        method = "bart" if follow else "auto"
     text = _native.estimate(
         target,
         method,
