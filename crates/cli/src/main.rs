@@ -51,6 +51,11 @@ const EXAMPLES_HISTORY: &str =
     "Examples:\n  tightlink history --since 1h\n  tightlink history --since 1d --format csv";
 const EXAMPLES_LAB: &str = "Examples:\n  tightlink lab list                                   # the shipped scenarios\n  sudo tightlink lab run cbr30 --method auto --repeat 3";
 const EXAMPLES_TRANSFER: &str = "Examples:\n  tightlink transfer --bytes 20MB                       # through the simulated path (30 ms RTT)\n  tightlink transfer --time 2s --json";
+const EXAMPLES_HOPS: &str = "Examples:\n  tightlink hops                                       # the simulated four-link path, lone probes\n  tightlink hops --behind 16 --json                    # probes behind heads of 16 packets (token-bucket shapers)";
+const EXAMPLES_DOCTOR: &str = "Examples:\n  tightlink doctor --quick                             # against a server it starts on loopback";
+const EXAMPLES_EVAL: &str = "Examples:\n  tightlink eval --quick --plots plots                 # the tables and the paper's figures, under a minute on 2 cores";
+const EXAMPLES_CAPTURE: &str = "Examples:\n  sudo tightlink capture -i lo -w lo.pcap --duration 1s    # then: tightlink analyze-tcp lo.pcap";
+const EXAMPLES_CROSS: &str = "Examples:\n  tightlink cross 127.0.0.1:9 --traffic cbr:10M --duration 1s   # 10 Mbit/s of CBR to the discard port\n  tightlink cross 127.0.0.1:9 --traffic bursty:20M --duration 1s";
 
 #[derive(Subcommand)]
 enum Command {
@@ -66,6 +71,7 @@ enum Command {
     /// Each link's capacity by variable packet size (pathchar): TTL-limited
     /// UDP probes of several sizes and their ICMP errors (no root needed);
     /// `--behind N` to see token-bucket shapers.
+    #[command(after_help = EXAMPLES_HOPS)]
     Hops(hops::HopsArgs),
     /// Analyze a recorded probe trace (format v1, plain or gzip): one
     /// decision or estimate per stream and method.
@@ -77,6 +83,7 @@ enum Command {
     AnalyzeTcp(analyze_tcp::AnalyzeTcpArgs),
     /// Capture an interface into a pcap file (both directions, kernel
     /// nanosecond stamps) for analyze-tcp, without tcpdump (CAP_NET_RAW).
+    #[command(after_help = EXAMPLES_CAPTURE)]
     Capture(capture::CaptureArgs),
     /// Send probe streams through a simulated path and write them as a
     /// probe trace, with the ground truth per stream in a separate CSV.
@@ -85,6 +92,7 @@ enum Command {
     /// Reproduce the BASS paper's evaluation on the simulator: decision
     /// error vs stream length, multi-rate error distributions, Range
     /// sensitivity, closed-loop strategies, 10 and 100 Gbit/s.
+    #[command(after_help = EXAMPLES_EVAL)]
     Eval(eval::EvalArgs),
     /// Serve as the far end of real measurements (TCP control port 7447,
     /// a UDP port per session); safe to expose (limits, timeouts, optional key).
@@ -97,6 +105,7 @@ enum Command {
     Reflector(reflector::ReflectorArgs),
     /// Is this host the bottleneck? Clock, pacing precision per packet
     /// size, receiver batching, offloads; prints the rate it can probe up to.
+    #[command(after_help = EXAMPLES_DOCTOR)]
     Doctor(doctor::DoctorArgs),
     /// The namespace testbed: scenarios with a known bottleneck, cross
     /// traffic and kernel-counter truth; `lab run cbr30` measures every
@@ -118,6 +127,7 @@ enum Command {
     Transfer(transfer::TransferArgs),
     /// Cross traffic on real sockets with the simulator's models (CBR,
     /// Poisson, bursty, smoothed), or `--sink` to count it.
+    #[command(after_help = EXAMPLES_CROSS)]
     Cross(cross::CrossArgs),
     /// Shell completions, man pages and the Markdown reference, made from
     /// these very definitions (for packagers and the guide).
