@@ -3,7 +3,7 @@
 //! (Blocks marked `text` are synopses and output, not run.)
 //!
 //! The examples' far host, `far.example.net`, is this host; the
-//! long-running commands (`server`, `reflector`, `agent`, `cross`) run in
+//! long-running commands (`server`, `reflector`, `agent`) run in
 //! the background until the next one of their kind starts or the page
 //! ends, and must still be running a second after they start. `sudo`
 //! commands and privileged ports run only as root (CI is root). Other
@@ -98,7 +98,9 @@ enum Plan {
     Skip(&'static str),
 }
 
-const DAEMONS: [&str; 4] = ["server", "reflector", "agent", "cross"];
+/// Commands that run until stopped (`cross` ends after its `--duration`:
+/// it runs to its end like any other).
+const DAEMONS: [&str; 3] = ["server", "reflector", "agent"];
 
 fn plan(command: &str, root: bool) -> Plan {
     let (sudo, cmd) = match command.strip_prefix("sudo ") {
