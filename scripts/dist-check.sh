@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what scripts/dist.sh built in dist/ the way a user would, with no
 # Rust toolchain on PATH, and runs it: the Debian package (root: dpkg -i,
-# `tightlink server` and the agent from it, then dpkg -r), the static
+# `tightlink server` and the agent from it, then dpkg -P), the static
 # tarball's binary, and the wheel in a fresh venv (an estimate from Python).
 # Also checks what each needs of the system: the binary nothing (static),
 # the wheel's module no glibc symbol newer than 2.17 and none unversioned.
@@ -73,8 +73,9 @@ else
   grep -q ' ok$' "$work/history.txt" || fail "the packaged agent stored no result"
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   pids=()
-  dpkg -r tightlink >/dev/null
-  check "removed again"
+  dpkg -P tightlink >/dev/null
+  [ ! -e /etc/tightlink/agent.toml ] && [ ! -e /usr/bin/tightlink ] || fail "the purge left files behind"
+  check "purged again (nothing left behind, /etc/tightlink included)"
 fi
 
 echo "== Python wheel"
