@@ -15,12 +15,18 @@ extern "C" fn on_stop(_: libc::c_int) {
 /// Installs the handler for SIGINT and SIGTERM (replacing the default,
 /// which ends the process at once).
 pub fn catch_stop_signals() -> io::Result<()> {
+    on_stop_signals(on_stop)
+}
+
+/// Installs `handler` for SIGINT and SIGTERM.
+fn on_stop_signals(handler: extern "C" fn(libc::c_int)) -> io::Result<()> {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: a zeroed sigaction with a handler that only touches an
-        // atomic; sa_mask empty; no SA_RESTART, so blocking calls return.
+        // atomic or calls _exit; sa_mask empty; no SA_RESTART, so
+        // blocking calls return.
         let rc = unsafe {
             let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = on_stop as *const () as libc::sighandler_t;
+            act.sa_sigaction = handler as *const () as libc::sighandler_t;
             libc::sigemptyset(&mut act.sa_mask);
             libc::sigaction(sig, &act, std::ptr::null_mut())
         };
@@ -44,22 +50,7 @@ extern "C" fn exit_now(sig: libc::c_int) {
 /// spares signals it has no handler for. For services with nothing to
 /// finish (the server and the reflector keep no files open for writing).
 pub fn exit_on_stop_signals() -> io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: as in `catch_stop_signals`; the handler only calls _exit.
-        let rc = unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = exit_now as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut act.sa_mask);
-            libc::sigaction(sig, &act, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(io::Error::other(format!(
-                "sigaction({sig}): {}",
-                io::Error::last_os_error()
-            )));
-        }
-    }
-    Ok(())
+    on_stop_signals(exit_now)
 }
 
 /// How many stop signals arrived since the start (0: keep running; a
