@@ -230,6 +230,11 @@ pub struct RunArgs {
     /// preset found on PATH.
     #[arg(long)]
     pub peers: Option<String>,
+    /// Keep each tightlink estimate's streams as a probe trace in this
+    /// directory (`SCENARIO-METHOD-RUN.trace.gz`), for `estimate trace:FILE`
+    /// or Python's `read_trace` to replay.
+    #[arg(long, value_name = "DIR")]
+    pub save_traces: Option<PathBuf>,
 }
 
 fn delay_line(a: DelayLineArgs) -> Result<()> {
@@ -820,12 +825,17 @@ fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSumma
         tools.extend(found.iter().map(|p| p.tool()));
     }
     need_root()?;
+    if let Some(dir) = &a.save_traces {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--save-traces {}: cannot create it", dir.display()))?;
+    }
     let opts = RunOptions {
         repeat: a.repeat.unwrap_or(lab.scenario.repeat).max(1),
         methods,
         tools,
         exe: std::env::current_exe()?,
         sample_period: Duration::from_micros(a.sample_us),
+        save_traces: a.save_traces.clone(),
     };
     let quiet = a.json || a.json_stream;
     let line = |event: &str, data: serde_json::Value| {

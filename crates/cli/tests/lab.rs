@@ -474,8 +474,29 @@ fn cbr30_runs_end_to_end_within_the_bound() {
     });
     assert!(namespaces_of(&lab.name).is_empty(), "run left namespaces");
     // --json-stream: start, one `run` line per estimate as it is made,
-    // then `end` with the same per-method summaries.
-    let events = lab_run_cbr30(&lab.name, "2", "multirate", "--json-stream");
+    // then `end` with the same per-method summaries; --save-traces keeps
+    // each estimate's streams, and replaying one gives the run's answer.
+    let traces = tempfile::tempdir().unwrap();
+    let dir = traces.path().join("kept");
+    let (ok, out, err) = tightlink(&[
+        "lab",
+        "run",
+        "cbr30",
+        "--name",
+        &lab.name,
+        "--repeat",
+        "2",
+        "--method",
+        "multirate",
+        "--json-stream",
+        "--save-traces",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "lab run --json-stream --save-traces: {err}");
+    let events: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e["event"].as_str().unwrap())
@@ -483,6 +504,19 @@ fn cbr30_runs_end_to_end_within_the_bound() {
     assert_eq!(kinds, ["start", "run", "run", "end"], "{events:?}");
     assert!(events[1]["data"]["estimate_bps"].as_f64().unwrap() > 0.0);
     assert_eq!(events[3]["data"][0]["per_run"].as_array().unwrap().len(), 2);
+    for (run, event) in [(1, &events[1]), (2, &events[2])] {
+        let file = dir.join(format!("cbr30-multirate-{run}.trace.gz"));
+        let target = format!("trace:{}", file.display());
+        let (ok, out, err) = tightlink(&["estimate", &target, "--method", "multirate", "--json"]);
+        assert!(ok, "replay of {}: {err}", file.display());
+        let replayed: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        let live = event["data"]["estimate_bps"].as_f64().unwrap();
+        let again = replayed["available_bandwidth_bps"].as_f64().unwrap();
+        assert!(
+            (again / live - 1.0).abs() < 1e-9,
+            "run {run}: {live} live, {again} replayed"
+        );
+    }
 }
 
 /// Writes a scenario file `name` into `dir` and returns its path, for

@@ -54,6 +54,8 @@ pub struct RunOptions {
     /// The tightlink binary to run in the namespaces.
     pub exe: PathBuf,
     pub sample_period: Duration,
+    /// Where each tightlink estimate keeps its streams as a probe trace.
+    pub save_traces: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -639,6 +641,10 @@ fn one_run(
         Entry::Method(method) => {
             let mut cmd = in_ns(lab, "snd", &opts.exe);
             cmd.args(["estimate", RCV_IP, "--method", method, "--json"]);
+            if let Some(dir) = &opts.save_traces {
+                let file = format!("{}-{method}-{}.trace.gz", lab.scenario.name, run + 1);
+                cmd.arg("--save-trace").arg(dir.join(file));
+            }
             if *method == "queue-fit" {
                 // The lab knows its tight link: tbf's rate, at the layer
                 // real paths are measured at.
