@@ -87,6 +87,18 @@ pub struct BartUpdate {
     pub window_ns: [i64; 2],
 }
 
+/// BART with its default parameters.
+pub(super) fn run_default(
+    s: &mut Session,
+    _method: Strategy,
+    analysis: &AnalysisParams,
+    size: Option<u32>,
+) -> Result<(Report, u32), StrategyError> {
+    let mut p = BartStrategyParams::default();
+    p.streams.size_bytes = size.unwrap_or(p.streams.size_bytes);
+    Ok((run(s, p, analysis)?, p.streams.size_bytes))
+}
+
 impl Default for BartStrategyParams {
     fn default() -> Self {
         BartStrategyParams {

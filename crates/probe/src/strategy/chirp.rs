@@ -72,6 +72,18 @@ impl Default for PathchirpParams {
     }
 }
 
+/// pathChirp with its default parameters.
+pub(super) fn run_default(
+    s: &mut Session,
+    _method: Strategy,
+    analysis: &AnalysisParams,
+    size: Option<u32>,
+) -> Result<(Report, u32), StrategyError> {
+    let mut p = PathchirpParams::default();
+    p.size_bytes = size.unwrap_or(p.size_bytes);
+    Ok((run(s, p, analysis)?, p.size_bytes))
+}
+
 /// Mean of `v` and its ~95 % interval, mean +- 1.96 sd / sqrt(n).
 pub fn mean_interval(v: &[f64]) -> (f64, f64, f64) {
     let n = v.len() as f64;

@@ -57,6 +57,22 @@ struct Step {
     send_bps: f64,
 }
 
+/// The gap search with its default parameters, answering IGI or (for
+/// `ptr`) PTR.
+pub(super) fn run_default(
+    s: &mut Session,
+    method: Strategy,
+    analysis: &AnalysisParams,
+    size: Option<u32>,
+) -> Result<(Report, u32), StrategyError> {
+    let mut p = IgiSearchParams {
+        ptr: method == Strategy::Ptr,
+        ..Default::default()
+    };
+    p.size_bytes = size.unwrap_or(p.size_bytes);
+    Ok((run(s, p, analysis)?, p.size_bytes))
+}
+
 impl Step {
     fn answer(&self, ptr: bool) -> (f64, f64, f64) {
         let v = if ptr { &self.ptr } else { &self.igi };

@@ -81,82 +81,185 @@ pub enum Method {
     Spruce,
 }
 
+/// Runs a strategy's own streams with its default parameters, probes of
+/// `size` bytes where the channel has one (else the strategy's own), up
+/// to its answer; returns the answer and the probe size it sent.
+type RunStreams =
+    fn(&mut Session, Method, &AnalysisParams, Option<u32>) -> Result<(Report, u32), StrategyError>;
+
+/// One strategy in the [`REGISTRY`].
+#[derive(Debug, Clone, Copy)]
+pub struct Registered {
+    pub method: Method,
+    /// Its name on the command line, in JSON, the agent's config and
+    /// Python.
+    pub name: &'static str,
+    /// The per-stream method that decides its streams.
+    pub per_stream: CoreMethod,
+    /// Whether it reads a known tight-link capacity
+    /// (`AnalysisParams::capacity_bps`).
+    pub uses_capacity: bool,
+    run_streams: RunStreams,
+}
+
+impl Registered {
+    const fn new(
+        method: Method,
+        name: &'static str,
+        per_stream: CoreMethod,
+        uses_capacity: bool,
+        run_streams: RunStreams,
+    ) -> Self {
+        Registered {
+            method,
+            name,
+            per_stream,
+            uses_capacity,
+            run_streams,
+        }
+    }
+}
+
+/// Every strategy, in the order of [`Method`]'s variants: adding one is a
+/// variant, a line here and its module.
+pub const REGISTRY: [Registered; 18] = {
+    use CoreMethod as C;
+    use Method as M;
+    [
+        Registered::new(
+            M::Multirate,
+            "multirate",
+            C::Multirate,
+            false,
+            multirate::run_default,
+        ),
+        Registered::new(
+            M::MultirateSinglePass,
+            "multirate-single-pass",
+            C::MultirateSinglePass,
+            false,
+            multirate::run_default,
+        ),
+        Registered::new(
+            M::MultiratePrcmtDp1,
+            "multirate-prcmt-dp1",
+            C::MultiratePrcmtDp1,
+            false,
+            multirate::run_default,
+        ),
+        Registered::new(
+            M::MultiratePrcmtDp2,
+            "multirate-prcmt-dp2",
+            C::MultiratePrcmtDp2,
+            false,
+            multirate::run_default,
+        ),
+        Registered::new(
+            M::Prcmt,
+            "prcmt",
+            C::PrcmtBass,
+            false,
+            prcmt_search::run_default,
+        ),
+        Registered::new(
+            M::PrcmtPba,
+            "prcmt-pba",
+            C::PrcmtBass,
+            false,
+            prcmt_search::run_default,
+        ),
+        Registered::new(
+            M::ScanPba,
+            "scan-pba",
+            C::PrcmtBass,
+            false,
+            scan_pba::run_default,
+        ),
+        // Its scan is multi-rate; what follows depends on the receiver.
+        Registered::new(M::Auto, "auto", C::Multirate, false, scan_pba::run_default),
+        Registered::new(
+            M::Pathload,
+            "pathload",
+            C::Pathload,
+            false,
+            pathload_search::run_default,
+        ),
+        Registered::new(
+            M::ImrAvg,
+            "imr-avg",
+            C::ImrAvg,
+            false,
+            pathload_search::run_default,
+        ),
+        Registered::new(
+            M::ImrWavelet,
+            "imr-wavelet",
+            C::ImrWavelet,
+            false,
+            pathload_search::run_default,
+        ),
+        Registered::new(M::Topp, "topp", C::Topp, false, multirate::run_default),
+        Registered::new(
+            M::QueueFit,
+            "queue-fit",
+            C::QueueFit,
+            true,
+            multirate::run_default,
+        ),
+        Registered::new(
+            M::Pathchirp,
+            "pathchirp",
+            C::Pathchirp,
+            false,
+            chirp::run_default,
+        ),
+        Registered::new(M::Bart, "bart", C::Bart, false, bart::run_default),
+        Registered::new(M::Igi, "igi", C::Igi, true, igi::run_default),
+        Registered::new(M::Ptr, "ptr", C::Igi, true, igi::run_default),
+        Registered::new(M::Spruce, "spruce", C::Spruce, true, spruce::run_default),
+    ]
+};
+
+// The registry is indexed by the variant.
+const _: () = {
+    let mut i = 0;
+    while i < REGISTRY.len() {
+        assert!(REGISTRY[i].method as usize == i);
+        i += 1;
+    }
+};
+
 impl Method {
-    pub const ALL: [Method; 18] = [
-        Method::Multirate,
-        Method::MultirateSinglePass,
-        Method::MultiratePrcmtDp1,
-        Method::MultiratePrcmtDp2,
-        Method::Prcmt,
-        Method::PrcmtPba,
-        Method::ScanPba,
-        Method::Auto,
-        Method::Pathload,
-        Method::ImrAvg,
-        Method::ImrWavelet,
-        Method::Topp,
-        Method::QueueFit,
-        Method::Pathchirp,
-        Method::Bart,
-        Method::Igi,
-        Method::Ptr,
-        Method::Spruce,
-    ];
+    pub const ALL: [Method; 18] = {
+        let mut all = [Method::Auto; 18];
+        let mut i = 0;
+        while i < REGISTRY.len() {
+            all[i] = REGISTRY[i].method;
+            i += 1;
+        }
+        all
+    };
+
+    /// Its entry in the [`REGISTRY`].
+    pub fn registered(self) -> &'static Registered {
+        &REGISTRY[self as usize]
+    }
 
     /// Whether the method reads a known tight-link capacity
     /// (`AnalysisParams::capacity_bps`): the queue fit needs it, IGI/PTR
     /// and Spruce take it instead of measuring one; the others never
     /// look at it.
     pub fn uses_capacity(self) -> bool {
-        matches!(
-            self,
-            Method::QueueFit | Method::Igi | Method::Ptr | Method::Spruce
-        )
+        self.registered().uses_capacity
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Method::Multirate => "multirate",
-            Method::MultirateSinglePass => "multirate-single-pass",
-            Method::MultiratePrcmtDp1 => "multirate-prcmt-dp1",
-            Method::MultiratePrcmtDp2 => "multirate-prcmt-dp2",
-            Method::Prcmt => "prcmt",
-            Method::PrcmtPba => "prcmt-pba",
-            Method::ScanPba => "scan-pba",
-            Method::Auto => "auto",
-            Method::Pathload => "pathload",
-            Method::ImrAvg => "imr-avg",
-            Method::ImrWavelet => "imr-wavelet",
-            Method::Topp => "topp",
-            Method::QueueFit => "queue-fit",
-            Method::Pathchirp => "pathchirp",
-            Method::Bart => "bart",
-            Method::Igi => "igi",
-            Method::Ptr => "ptr",
-            Method::Spruce => "spruce",
-        }
+        self.registered().name
     }
 
     /// The per-stream method that decides each of this strategy's streams.
     pub fn per_stream(self) -> CoreMethod {
-        match self {
-            Method::Multirate => CoreMethod::Multirate,
-            Method::MultirateSinglePass => CoreMethod::MultirateSinglePass,
-            Method::MultiratePrcmtDp1 => CoreMethod::MultiratePrcmtDp1,
-            Method::MultiratePrcmtDp2 => CoreMethod::MultiratePrcmtDp2,
-            Method::Prcmt | Method::PrcmtPba | Method::ScanPba => CoreMethod::PrcmtBass,
-            // Its scan is multi-rate; what follows depends on the receiver.
-            Method::Auto => CoreMethod::Multirate,
-            Method::Pathload => CoreMethod::Pathload,
-            Method::ImrAvg => CoreMethod::ImrAvg,
-            Method::ImrWavelet => CoreMethod::ImrWavelet,
-            Method::Topp => CoreMethod::Topp,
-            Method::QueueFit => CoreMethod::QueueFit,
-            Method::Pathchirp => CoreMethod::Pathchirp,
-            Method::Bart => CoreMethod::Bart,
-            Method::Igi | Method::Ptr => CoreMethod::Igi,
-            Method::Spruce => CoreMethod::Spruce,
-        }
+        self.registered().per_stream
     }
 
     /// The strategy whose streams `m` decides (`prcmt` without BASS has
@@ -193,7 +296,7 @@ impl Method {
             shaper_train::bytes_held_back(s.max_rate_bps(), probe_bytes, budget.max_bytes);
         s.budget.max_bytes = budget.max_bytes.saturating_sub(held_back);
         s.budget.max_streams = budget.max_streams.saturating_sub(2);
-        let (report, size_bytes) = self.run_streams(&mut s, analysis, size)?;
+        let (report, size_bytes) = (self.registered().run_streams)(&mut s, self, analysis, size)?;
         s.budget = budget;
         // A strategy that checked during its streams (see
         // `shaper_train::early_shaper_check`) has its answer already.
@@ -203,76 +306,6 @@ impl Method {
             return Ok(report);
         }
         shaper_train::after_shaper_train(&mut s, report, size_bytes)
-    }
-
-    /// The method's own streams, up to its answer; and the probe size it
-    /// sent.
-    fn run_streams(
-        self,
-        s: &mut Session,
-        analysis: &AnalysisParams,
-        size: Option<u32>,
-    ) -> Result<(Report, u32), StrategyError> {
-        match self {
-            Method::Multirate
-            | Method::MultirateSinglePass
-            | Method::MultiratePrcmtDp1
-            | Method::MultiratePrcmtDp2
-            | Method::Topp
-            | Method::QueueFit => {
-                let mut p = multirate::MultirateParams {
-                    method: self.per_stream(),
-                    ..Default::default()
-                };
-                p.size_bytes = size.unwrap_or(p.size_bytes);
-                Ok((multirate::run(s, p, analysis)?, p.size_bytes))
-            }
-            Method::Prcmt | Method::PrcmtPba => {
-                let mut p = prcmt_search::PrcmtSearchParams::default();
-                p.size_bytes = size.unwrap_or(p.size_bytes);
-                if self == Method::PrcmtPba {
-                    p.search = prcmt_search::Search::Probabilistic(Default::default());
-                }
-                Ok((prcmt_search::run(s, p, analysis)?, p.size_bytes))
-            }
-            Method::ScanPba | Method::Auto => {
-                let mut p = scan_pba::ScanPbaParams::default();
-                p.scan.size_bytes = size.unwrap_or(p.scan.size_bytes);
-                let auto = self == Method::Auto;
-                Ok((scan_pba::run(s, p, analysis, auto)?, p.scan.size_bytes))
-            }
-            Method::Pathload | Method::ImrAvg | Method::ImrWavelet => {
-                let mut p = pathload_search::PathloadSearchParams {
-                    method: self.per_stream(),
-                    ..Default::default()
-                };
-                p.size_bytes = size.unwrap_or(p.size_bytes);
-                Ok((pathload_search::run(s, p, analysis)?, p.size_bytes))
-            }
-            Method::Pathchirp => {
-                let mut p = chirp::PathchirpParams::default();
-                p.size_bytes = size.unwrap_or(p.size_bytes);
-                Ok((chirp::run(s, p, analysis)?, p.size_bytes))
-            }
-            Method::Bart => {
-                let mut p = bart::BartStrategyParams::default();
-                p.streams.size_bytes = size.unwrap_or(p.streams.size_bytes);
-                Ok((bart::run(s, p, analysis)?, p.streams.size_bytes))
-            }
-            Method::Igi | Method::Ptr => {
-                let mut p = igi::IgiSearchParams {
-                    ptr: self == Method::Ptr,
-                    ..Default::default()
-                };
-                p.size_bytes = size.unwrap_or(p.size_bytes);
-                Ok((igi::run(s, p, analysis)?, p.size_bytes))
-            }
-            Method::Spruce => {
-                let mut p = spruce::SpruceParams::default();
-                p.size_bytes = size.unwrap_or(p.size_bytes);
-                Ok((spruce::run(s, p, analysis)?, p.size_bytes))
-            }
-        }
     }
 }
 

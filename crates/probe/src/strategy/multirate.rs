@@ -136,6 +136,22 @@ pub struct MultirateParams {
     pub equal_time_scan: bool,
 }
 
+/// The strategy with its default parameters for `method` (the
+/// `multirate` family, TOPP and the queue fit read its streams).
+pub(super) fn run_default(
+    s: &mut Session,
+    method: Strategy,
+    analysis: &AnalysisParams,
+    size: Option<u32>,
+) -> Result<(Report, u32), StrategyError> {
+    let mut p = MultirateParams {
+        method: method.per_stream(),
+        ..Default::default()
+    };
+    p.size_bytes = size.unwrap_or(p.size_bytes);
+    Ok((run(s, p, analysis)?, p.size_bytes))
+}
+
 impl Default for MultirateParams {
     fn default() -> Self {
         MultirateParams {

@@ -40,6 +40,21 @@ impl Default for PathloadSearchParams {
     }
 }
 
+/// The search with its default parameters and `method`'s trend test.
+pub(super) fn run_default(
+    s: &mut Session,
+    method: Strategy,
+    analysis: &AnalysisParams,
+    size: Option<u32>,
+) -> Result<(Report, u32), StrategyError> {
+    let mut p = PathloadSearchParams {
+        method: method.per_stream(),
+        ..Default::default()
+    };
+    p.size_bytes = size.unwrap_or(p.size_bytes);
+    Ok((run(s, p, analysis)?, p.size_bytes))
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Fleet {
     Increasing,

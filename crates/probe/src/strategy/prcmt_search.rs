@@ -209,6 +209,22 @@ pub fn lengths_for_batches(
     lengths.map(|l| l * (scale.min(64.0) as usize))
 }
 
+/// The search with its default parameters: binary for `prcmt`,
+/// probabilistic for `prcmt-pba`.
+pub(super) fn run_default(
+    s: &mut Session,
+    method: Strategy,
+    analysis: &AnalysisParams,
+    size: Option<u32>,
+) -> Result<(Report, u32), StrategyError> {
+    let mut p = PrcmtSearchParams::default();
+    p.size_bytes = size.unwrap_or(p.size_bytes);
+    if method == Strategy::PrcmtPba {
+        p.search = Search::Probabilistic(Default::default());
+    }
+    Ok((run(s, p, analysis)?, p.size_bytes))
+}
+
 /// PRC-MT's length rule: streams at the ADR of each candidate length in
 /// turn; the shortest whose receive rate the next longer one does not
 /// change by more than the tolerance (the longest when none does, or what

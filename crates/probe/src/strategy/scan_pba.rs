@@ -65,6 +65,19 @@ impl Default for ScanPbaParams {
     }
 }
 
+/// `scan-pba` or `auto` with their default parameters.
+pub(super) fn run_default(
+    s: &mut Session,
+    method: Strategy,
+    analysis: &AnalysisParams,
+    size: Option<u32>,
+) -> Result<(Report, u32), StrategyError> {
+    let mut p = ScanPbaParams::default();
+    p.scan.size_bytes = size.unwrap_or(p.scan.size_bytes);
+    let auto = method == Strategy::Auto;
+    Ok((run(s, p, analysis, auto)?, p.scan.size_bytes))
+}
+
 /// `scan-pba`, or with `auto` set the default `auto`: the wide scan;
 /// then, where the receiver stamped it in batches (interrupt
 /// coalescence) or too little of it arrived to tell

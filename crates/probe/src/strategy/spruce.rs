@@ -41,6 +41,18 @@ impl Default for SpruceParams {
     }
 }
 
+/// Spruce with its default parameters.
+pub(super) fn run_default(
+    s: &mut Session,
+    _method: Strategy,
+    analysis: &AnalysisParams,
+    size: Option<u32>,
+) -> Result<(Report, u32), StrategyError> {
+    let mut p = SpruceParams::default();
+    p.size_bytes = size.unwrap_or(p.size_bytes);
+    Ok((run(s, p, analysis)?, p.size_bytes))
+}
+
 /// Send times of `n` pairs `pair_gap_ns` apart, exponential gaps of mean
 /// `mean_gap_ns` between pair starts.
 pub fn pair_schedule(n: usize, pair_gap_ns: f64, mean_gap_ns: f64, rng: &mut Rng) -> Vec<i64> {
