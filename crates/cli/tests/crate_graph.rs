@@ -26,7 +26,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["tightlink-core", "tightlink-wire", "tightlink-sys"],
     ),
     ("tightlink-plot", &[]),
-    // The namespace lab drives real traffic with the simulator's models.
+    // The namespace lab drives real traffic with the simulator's models,
+    // and reads the estimates it runs as the library's typed reports.
     (
         "tightlink-lab",
         &[
@@ -34,6 +35,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "tightlink-sim",
             "tightlink-capture",
             "tightlink-sys",
+            "tightlink-measure",
         ],
     ),
     (

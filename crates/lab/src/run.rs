@@ -659,28 +659,22 @@ fn one_run(
                 if !ok {
                     return Err(err.trim().to_string());
                 }
-                let j: serde_json::Value = serde_json::from_str(out.trim())
+                let j: tightlink_measure::EstimateJson = serde_json::from_str(out.trim())
                     .map_err(|e| format!("estimate --json: {e}"))?;
-                rec.duration_s = j["wall_s"].as_f64().unwrap_or(0.0);
-                rec.probe_bytes = j["probe_bytes"].as_u64();
-                rec.bound = j["bound"].as_str().map(str::to_string);
-                rec.low_bps = j["low_bps"].as_f64();
-                rec.high_bps = j["high_bps"].as_f64();
-                rec.stop = j["stop"].as_str().map(str::to_string);
-                rec.streams = j["streams"].as_u64();
-                rec.sender_late_streams = j["sender_late_streams"].as_u64();
-                rec.resent_streams = j["resent_streams"].as_u64();
-                rec.warnings = j["warnings"].as_array().map(|w| {
-                    w.iter()
-                        .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
-                        .collect()
-                });
-                let unix_window = |key: &str| Some((j[key][0].as_i64()?, j[key][1].as_i64()?));
-                window = unix_window("probe_window_unix_ns").unwrap_or(window);
-                answer_window = unix_window("answer_window_unix_ns");
-                j["available_bandwidth_bps"]
-                    .as_f64()
-                    .ok_or_else(|| "no available_bandwidth_bps in the output".to_string())
+                rec.duration_s = j.wall_s;
+                rec.probe_bytes = Some(j.probe_bytes);
+                rec.bound = Some(j.bound);
+                rec.low_bps = Some(j.low_bps);
+                rec.high_bps = Some(j.high_bps);
+                rec.stop = Some(j.stop);
+                rec.streams = Some(j.streams as u64);
+                rec.sender_late_streams = j.sender_late_streams.map(|n| n as u64);
+                rec.resent_streams = Some(j.resent_streams as u64);
+                rec.warnings = Some(j.warnings);
+                let unix_window = |w: Option<[i64; 2]>| w.map(|[a, z]| (a, z));
+                window = unix_window(j.probe_window_unix_ns).unwrap_or(window);
+                answer_window = unix_window(j.answer_window_unix_ns);
+                Ok(j.available_bandwidth_bps)
             });
             (window, answer_window.unwrap_or(window), v)
         }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use tightlink_core::warning::{Warning, WarningCode};
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tightlink_core::channel::{Channel, HostFindings, Recorder};
 use tightlink_core::decision::burst::{bursts_swing, Held};
 use tightlink_core::units::format_rate;
@@ -882,104 +882,114 @@ fn answer_window(streams: &[ProbeStream], checks: &[usize]) -> Option<[i64; 2]> 
     window_of(answering)
 }
 
-/// The `--json` object, field for field.
-#[derive(Serialize)]
-struct Json<'a> {
-    target: &'a str,
-    method: &'static str,
-    available_bandwidth_bps: f64,
-    bound: &'static str,
-    low_bps: f64,
-    high_bps: f64,
-    probe_bytes: u64,
-    probe_packets: u64,
-    streams: usize,
+/// The `--json` object, field for field: what [`EstimateReport`]
+/// serialises to, and what a reader of that JSON (the lab, a test, a
+/// script in Rust) deserialises it into. Fields are added, never renamed;
+/// a field an older report lacks reads as its default.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EstimateJson {
+    pub target: String,
+    pub method: String,
+    pub available_bandwidth_bps: f64,
+    pub bound: String,
+    pub low_bps: f64,
+    pub high_bps: f64,
+    pub probe_bytes: u64,
+    pub probe_packets: u64,
+    pub streams: usize,
     /// Streams sent again because their sender fell behind (their bytes
     /// are in `probe_bytes`).
-    resent_streams: usize,
-    duration_s: f64,
-    truth_bps: Option<f64>,
-    stop: &'static str,
-    rate_layer: &'static str,
-    host_limit_bps: Option<f64>,
-    host_limited: bool,
+    pub resent_streams: usize,
+    pub duration_s: f64,
+    pub truth_bps: Option<f64>,
+    pub stop: String,
+    pub rate_layer: String,
+    pub host_limit_bps: Option<f64>,
+    pub host_limited: bool,
     /// Streams whose sender fell behind its schedule (real targets).
-    sender_late_streams: Option<usize>,
-    probe_ceiling_bps: Option<f64>,
-    sender_bottleneck_bps: Option<f64>,
-    wall_s: f64,
-    drops: std::collections::BTreeMap<&'static str, u64>,
+    pub sender_late_streams: Option<usize>,
+    pub probe_ceiling_bps: Option<f64>,
+    pub sender_bottleneck_bps: Option<f64>,
+    pub wall_s: f64,
+    pub drops: std::collections::BTreeMap<String, u64>,
     /// Each warning's text, and in the same order its stable code.
-    warnings: Vec<&'a str>,
-    warning_codes: Vec<&'static str>,
+    pub warnings: Vec<String>,
+    pub warning_codes: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    far_end: Option<String>,
-    host_stolen_share: Option<f64>,
-    probe_window_unix_ns: Option<[i64; 2]>,
-    answer_window_unix_ns: Option<[i64; 2]>,
-    shaper: Option<JsonShaper>,
-    busy: Option<JsonBusy>,
-    slow_trains: Option<JsonSlowTrains>,
+    pub far_end: Option<String>,
+    pub host_stolen_share: Option<f64>,
+    pub probe_window_unix_ns: Option<[i64; 2]>,
+    pub answer_window_unix_ns: Option<[i64; 2]>,
+    pub shaper: Option<ShaperJson>,
+    pub busy: Option<BusyJson>,
+    pub slow_trains: Option<SlowTrainsJson>,
     /// Where a search stopped `swings`: the lowest rate a stream met
     /// congestion at and the highest it met room at, among the decisions
     /// that contradicted the rest (`null` otherwise).
-    swung_bps: Option<[f64; 2]>,
+    pub swung_bps: Option<[f64; 2]>,
 }
 
 /// Two shaper trains whose tails both came out well under an exact answer
 /// they could not change (`null` otherwise): the range reaches down to
 /// the slower tail.
-#[derive(Serialize)]
-struct JsonSlowTrains {
-    rate_bps: f64,
-    tails_bps: [f64; 2],
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SlowTrainsJson {
+    pub rate_bps: f64,
+    pub tails_bps: [f64; 2],
 }
 
 /// The idle check's lone probes, where they found the link busy (`null`
 /// otherwise).
-#[derive(Serialize)]
-struct JsonBusy {
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct BusyJson {
     /// The rate the streams read, the link's when idle.
-    idle_bps: f64,
+    pub idle_bps: f64,
     /// Probes that waited or were lost, of those sent, over `span_ns`.
-    busy: usize,
-    probes: usize,
-    span_ns: i64,
+    pub busy: usize,
+    pub probes: usize,
+    pub span_ns: i64,
 }
 
 /// A token bucket the shaper trains showed (`null` when none).
-#[derive(Serialize)]
-struct JsonShaper {
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ShaperJson {
     /// What the probe streams had answered, and its bound.
-    streams_bps: f64,
-    streams_bound: &'static str,
+    pub streams_bps: f64,
+    pub streams_bound: String,
     /// The trains' head and tail rates, and the bytes ahead of the tail.
-    head_bps: f64,
-    tail_bps: f64,
-    bucket_bytes: f64,
-    train_bytes: u64,
+    pub head_bps: f64,
+    pub tail_bps: f64,
+    pub bucket_bytes: f64,
+    pub train_bytes: u64,
     /// False where the trains' tails alone refuted the streams (a head
     /// hidden in one receive batch).
-    head_seen: bool,
+    pub head_seen: bool,
     /// Where cross traffic shares the bucket (a third train at a lower
     /// rate): the bucket's rate and the cross traffic's; `null` otherwise.
-    token_bps: Option<f64>,
-    cross_bps: Option<f64>,
+    pub token_bps: Option<f64>,
+    pub cross_bps: Option<f64>,
     /// How far the two trains' tails at one rate lay apart, relative:
     /// over 2 % with no line drawn, cross traffic moves through the
     /// bucket and the answer is "at most" the tail.
-    tail_spread: f64,
+    pub tail_spread: f64,
 }
 
 impl Serialize for EstimateReport {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let host = self.host.as_ref();
-        let e = &self.estimate;
-        Json {
-            target: &self.target,
-            method: e.method.name(),
+        EstimateJson::from(self).serialize(s)
+    }
+}
+
+impl From<&EstimateReport> for EstimateJson {
+    fn from(r: &EstimateReport) -> Self {
+        let host = r.host.as_ref();
+        let e = &r.estimate;
+        EstimateJson {
+            target: r.target.clone(),
+            method: e.method.name().to_string(),
             available_bandwidth_bps: e.available_bandwidth_bps,
-            bound: e.bound.as_str(),
+            bound: e.bound.as_str().to_string(),
             low_bps: e.low_bps,
             // JSON has no infinity: no upper limit reads as the estimate.
             high_bps: if e.high_bps.is_finite() {
@@ -993,26 +1003,29 @@ impl Serialize for EstimateReport {
             resent_streams: e.cost.resent_streams,
             duration_s: e.cost.duration_s,
             truth_bps: e.truth_bps.filter(|t| t.is_finite()),
-            stop: e.stop.as_str(),
-            rate_layer: self.rate_layer,
-            host_limit_bps: self.host_limit_bps(),
-            host_limited: self.capped == Some(Capped::HostLimited),
+            stop: e.stop.as_str().to_string(),
+            rate_layer: r.rate_layer.to_string(),
+            host_limit_bps: r.host_limit_bps(),
+            host_limited: r.capped == Some(Capped::HostLimited),
             sender_late_streams: host.map(|h| h.late_streams),
-            probe_ceiling_bps: self.probe_ceiling_bps,
+            probe_ceiling_bps: r.probe_ceiling_bps,
             sender_bottleneck_bps: host.and_then(|h| h.own_link_bps),
             wall_s: e.cost.wall_s,
             drops: host
-                .map(|h| h.drops.iter().copied().collect())
+                .map(|h| h.drops.iter().map(|&(k, v)| (k.to_string(), v)).collect())
                 .unwrap_or_default(),
-            warnings: self.all_warnings().map(|w| w.text.as_str()).collect(),
-            warning_codes: self.all_warnings().map(|w| w.code.name()).collect(),
+            warnings: r.all_warnings().map(|w| w.text.clone()).collect(),
+            warning_codes: r
+                .all_warnings()
+                .map(|w| w.code.name().to_string())
+                .collect(),
             far_end: host.and_then(|h| h.far_end.clone()),
             host_stolen_share: host.and_then(|h| h.stolen_share),
-            probe_window_unix_ns: self.probe_window_unix_ns,
-            answer_window_unix_ns: self.answer_window_unix_ns,
-            shaper: e.shaper.map(|sh| JsonShaper {
+            probe_window_unix_ns: r.probe_window_unix_ns,
+            answer_window_unix_ns: r.answer_window_unix_ns,
+            shaper: e.shaper.map(|sh| ShaperJson {
                 streams_bps: sh.streams_bps,
-                streams_bound: sh.streams_bound.as_str(),
+                streams_bound: sh.streams_bound.as_str().to_string(),
                 head_bps: sh.head_bps,
                 tail_bps: sh.tail_bps,
                 bucket_bytes: sh.bucket_bytes,
@@ -1022,19 +1035,18 @@ impl Serialize for EstimateReport {
                 cross_bps: sh.shared_bucket.map(|(_, c)| c),
                 tail_spread: sh.tail_spread,
             }),
-            busy: e.busy.map(|b| JsonBusy {
+            busy: e.busy.map(|b| BusyJson {
                 idle_bps: b.idle_bps,
                 busy: b.busy,
                 probes: b.probes,
                 span_ns: b.span_ns,
             }),
-            slow_trains: e.slow_trains.map(|t| JsonSlowTrains {
+            slow_trains: e.slow_trains.map(|t| SlowTrainsJson {
                 rate_bps: t.rate_bps,
                 tails_bps: t.tails_bps,
             }),
             swung_bps: e.swung_bps.map(|(a, z)| [a, z]),
         }
-        .serialize(s)
     }
 }
 
@@ -1578,6 +1590,42 @@ mod tests {
         assert_eq!(serde_json::to_value(&r).unwrap()["sender_late_streams"], 7);
         r.host = None;
         assert!(serde_json::to_value(&r).unwrap()["sender_late_streams"].is_null());
+    }
+
+    /// The JSON reads back as the typed report, field for field, and
+    /// writes again to the same text; a report from an older version
+    /// (fields missing) reads with their defaults, a wrong type is an
+    /// error that says where.
+    #[test]
+    fn the_json_reads_back_as_the_typed_report() {
+        let mut r = report(140e6, Bound::Exact, 1e9);
+        r.estimate.busy = Some(tightlink_probe::strategy::BusyWatch {
+            idle_bps: 200e6,
+            busy: 45,
+            probes: 150,
+            span_ns: 301_000_000,
+        });
+        r.host.as_mut().unwrap().late_streams = 3;
+        let text = serde_json::to_string(&r).unwrap();
+        let j: EstimateJson = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&j).unwrap(), text);
+        assert_eq!(j.available_bandwidth_bps, 140e6);
+        assert_eq!(j.bound, "exact");
+        assert_eq!(j.sender_late_streams, Some(3));
+        assert_eq!(j.busy.as_ref().map(|b| b.probes), Some(150));
+        let old: EstimateJson =
+            serde_json::from_str(r#"{"available_bandwidth_bps": 5e9, "bound": "at_least"}"#)
+                .unwrap();
+        assert_eq!(
+            (old.available_bandwidth_bps, old.bound.as_str()),
+            (5e9, "at_least")
+        );
+        assert!(old.warning_codes.is_empty() && old.shaper.is_none());
+        let e = serde_json::from_str::<EstimateJson>(r#"{"probe_bytes": "many"}"#).unwrap_err();
+        assert!(
+            e.to_string().contains("expected u64 at line 1 column"),
+            "{e}"
+        );
     }
 
     /// The idle check in the JSON and in the swing warning.

@@ -88,7 +88,10 @@ pub mod target;
 pub mod transfer;
 
 pub use capacity::{capacity, CapacityOptions, CapacityResult};
-pub use estimate::{estimate, estimate_both, Capped, EstimateOptions, EstimateReport};
+pub use estimate::{
+    estimate, estimate_both, BusyJson, Capped, EstimateJson, EstimateOptions, EstimateReport,
+    ShaperJson, SlowTrainsJson,
+};
 pub use report::{BartUpdate, Cost, Event};
 pub use save::{write_trace, write_truth};
 pub use target::{open_channel, RealOptions, Target};
