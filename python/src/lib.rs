@@ -1,7 +1,7 @@
 //! `tightlink._native`: the Python face of tightlink, over the library
 //! API (tightlink-measure) like every other face. Arrays come in as numpy
 //! views (read in place, never converted to Python objects), results go
-//! back as numpy arrays and plain lists; errors are `TightlinkError` with
+//! back as numpy arrays and plain lists; errors are `TightlinkError` (a subclass for each kind) with
 //! the messages the command line prints. The `tightlink` package wraps
 //! these functions with keyword arguments, structured arrays and stubs.
 
@@ -24,7 +24,43 @@ create_exception!(
     _native,
     TightlinkError,
     PyException,
-    "An error of tightlink, with the message the command line gives."
+    "An error of tightlink, with the message the command line gives; its subclass says the kind."
+);
+create_exception!(
+    _native,
+    BadInputError,
+    TightlinkError,
+    "A parameter, target, array or file's content that cannot be used as given."
+);
+create_exception!(
+    _native,
+    UnreachableError,
+    TightlinkError,
+    "The far end could not be reached (no address, no route, nothing listening)."
+);
+create_exception!(
+    _native,
+    RefusedError,
+    TightlinkError,
+    "The far end answered and refused (a version, a key, a size, its limits)."
+);
+create_exception!(
+    _native,
+    TimedOutError,
+    TightlinkError,
+    "The far end or the path stayed silent past the timeout."
+);
+create_exception!(
+    _native,
+    ProtocolError,
+    TightlinkError,
+    "The far end spoke, but not the protocol expected of it."
+);
+create_exception!(
+    _native,
+    HostError,
+    TightlinkError,
+    "This host's sockets, timestamps or files failed."
 );
 
 /// glibc before 2.25 has no getrandom(3), which Rust's standard library
@@ -50,13 +86,24 @@ pub unsafe extern "C" fn getrandom(
 /// `recv_ns` of a lost packet.
 pub const LOST: i64 = i64::MIN;
 
+/// The library's error as the exception of its kind, with the message
+/// the command line prints.
 fn err(e: anyhow::Error) -> PyErr {
-    TightlinkError::new_err(format!("{e:#}"))
+    use tightlink_measure::ErrorKind as K;
+    let text = format!("{e:#}");
+    match tightlink_measure::kind_of(&e) {
+        K::BadInput => BadInputError::new_err(text),
+        K::Unreachable => UnreachableError::new_err(text),
+        K::Refused => RefusedError::new_err(text),
+        K::TimedOut => TimedOutError::new_err(text),
+        K::Protocol => ProtocolError::new_err(text),
+        K::Io => HostError::new_err(text),
+    }
 }
 
 fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, name: &str) -> PyResult<&'a [T]> {
     a.as_slice()
-        .map_err(|_| TightlinkError::new_err(format!("{name}: the array must be contiguous")))
+        .map_err(|_| BadInputError::new_err(format!("{name}: the array must be contiguous")))
 }
 
 /// Visits the streams of packet columns (consecutive runs of one stream
@@ -76,13 +123,13 @@ fn for_each_stream(
         ("stream_id", stream_id.len()),
     ] {
         if len != n {
-            return Err(TightlinkError::new_err(format!(
+            return Err(BadInputError::new_err(format!(
                 "{name} has {len} elements, send_ns has {n}: one per packet"
             )));
         }
     }
     if let Some(i) = size.iter().position(|&b| b == 0) {
-        return Err(TightlinkError::new_err(format!(
+        return Err(BadInputError::new_err(format!(
             "size_bytes[{i}] is 0: packets have a size"
         )));
     }
@@ -97,7 +144,7 @@ fn for_each_stream(
                 .position(|&x| x != id)
                 .unwrap_or(n - start);
         if !seen.insert(id) {
-            return Err(TightlinkError::new_err(format!(
+            return Err(BadInputError::new_err(format!(
                 "stream_id[{start}] = {id} appears again after another stream: a stream's packets must be contiguous"
             )));
         }
@@ -206,7 +253,7 @@ fn settings(params: Option<&Bound<'_, PyDict>>) -> PyResult<AnalysisSettings> {
     };
     for (k, v) in params.iter() {
         let key: String = k.extract()?;
-        let bad = |e: PyErr| TightlinkError::new_err(format!("{key}=: {e}"));
+        let bad = |e: PyErr| BadInputError::new_err(format!("{key}=: {e}"));
         match key.as_str() {
             "spike_up" => s.spike_up = v.extract().map_err(bad)?,
             "spike_down" => s.spike_down = v.extract().map_err(bad)?,
@@ -217,7 +264,7 @@ fn settings(params: Option<&Bound<'_, PyDict>>) -> PyResult<AnalysisSettings> {
             "consistency" => s.consistency = v.extract().map_err(bad)?,
             "capacity_bps" => s.capacity_bps = Some(v.extract().map_err(bad)?),
             _ => {
-                return Err(TightlinkError::new_err(format!(
+                return Err(BadInputError::new_err(format!(
                     "{key}: unknown parameter (known: spike_up, spike_down, tolerance, imr_window, window, max_passes, consistency, capacity_bps)"
                 )))
             }
@@ -355,7 +402,7 @@ fn write_trace(
 ) -> PyResult<()> {
     for (k, v) in &metadata {
         if k.is_empty() || k.contains(['=', '\n', '\r']) || v.contains(['\n', '\r']) {
-            return Err(TightlinkError::new_err(format!(
+            return Err(BadInputError::new_err(format!(
                 "metadata {k:?}: keys are non-empty without '=' or line breaks, values without line breaks"
             )));
         }
@@ -416,7 +463,7 @@ fn simulate<'py>(
             mean_gap_ns: mean_gap_s * 1e9,
         },
         k => {
-            return Err(TightlinkError::new_err(format!(
+            return Err(BadInputError::new_err(format!(
                 "kind={k}: choose single, multi, chirp or pairs"
             )))
         }
@@ -490,9 +537,9 @@ fn estimate(
 ) -> PyResult<String> {
     let method: Method = method
         .parse()
-        .map_err(|e| TightlinkError::new_err(format!("method={e}")))?;
+        .map_err(|e| BadInputError::new_err(format!("method={e}")))?;
     if !(interval_s.is_finite() && interval_s >= 0.0) {
-        return Err(TightlinkError::new_err(format!(
+        return Err(BadInputError::new_err(format!(
             "interval_s={interval_s}: expected seconds, at least 0"
         )));
     }
@@ -568,13 +615,13 @@ fn transfer(
         "rapid" => RapidEstimator::Bass,
         "rapid-raw" => RapidEstimator::Raw,
         other => {
-            return Err(TightlinkError::new_err(format!(
+            return Err(BadInputError::new_err(format!(
                 "cc={other}: expected rapid or rapid-raw"
             )))
         }
     };
     if bytes.is_some() && time_s.is_some() {
-        return Err(TightlinkError::new_err(
+        return Err(BadInputError::new_err(
             "bytes= and time_s= together: give one (a size or a time)",
         ));
     }
@@ -582,7 +629,7 @@ fn transfer(
         if v.is_finite() && v >= least {
             Ok((v * 1e9) as i64)
         } else {
-            Err(TightlinkError::new_err(format!(
+            Err(BadInputError::new_err(format!(
                 "{name}={v}: expected seconds, at least {least}"
             )))
         }
@@ -641,6 +688,12 @@ fn transfer(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TightlinkError", m.py().get_type::<TightlinkError>())?;
+    m.add("BadInputError", m.py().get_type::<BadInputError>())?;
+    m.add("UnreachableError", m.py().get_type::<UnreachableError>())?;
+    m.add("RefusedError", m.py().get_type::<RefusedError>())?;
+    m.add("TimedOutError", m.py().get_type::<TimedOutError>())?;
+    m.add("ProtocolError", m.py().get_type::<ProtocolError>())?;
+    m.add("HostError", m.py().get_type::<HostError>())?;
     m.add("LOST", LOST)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;

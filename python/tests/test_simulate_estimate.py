@@ -115,6 +115,23 @@ def test_errors_carry_the_command_line_s_message(cli):
         tightlink.estimate(method="guess")
 
 
+def test_errors_are_raised_by_kind(cli):
+    # The subclass says whose move it is, as the command line's exit
+    # status does (2 for bad input, 1 for a failed measurement).
+    with pytest.raises(tightlink.BadInputError, match="unknown key 'colour'"):
+        tightlink.estimate("sim:colour=blue")
+    assert cli("estimate", "sim:colour=blue", check=False).returncode == 2
+    with pytest.raises(tightlink.BadInputError, match="capacity"):
+        tightlink.estimate("sim:seed=4", method="queue-fit")
+    with pytest.raises(tightlink.BadInputError, match="method="):
+        tightlink.estimate(method="guess")
+    # Nothing listens on the discard port of this host.
+    with pytest.raises(tightlink.UnreachableError, match="Connection refused") as e:
+        tightlink.estimate("127.0.0.1:9")
+    assert isinstance(e.value, tightlink.TightlinkError)
+    assert cli("estimate", "127.0.0.1:9", check=False).returncode == 1
+
+
 def test_following_calls_back_once_per_stream(cli):
     seen = []
     r = tightlink.estimate("sim:cross=cbr:3G,seed=2", method="bart", follow=True,

@@ -21,12 +21,27 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _native
-from ._native import LOST, TightlinkError
+from ._native import (
+    LOST,
+    BadInputError,
+    HostError,
+    ProtocolError,
+    RefusedError,
+    TightlinkError,
+    TimedOutError,
+    UnreachableError,
+)
 
 __all__ = [
     "LOST",
     "PACKET_DTYPE",
+    "BadInputError",
+    "HostError",
+    "ProtocolError",
+    "RefusedError",
     "TightlinkError",
+    "TimedOutError",
+    "UnreachableError",
     "analyze",
     "analyze_trace",
     "estimate",
@@ -71,11 +86,11 @@ def _column(x: Any, dtype: Any, name: str, n: Optional[int] = None) -> np.ndarra
         return np.full(n, x, dtype=dtype)
     a = np.asarray(x)
     if a.ndim != 1:
-        raise TightlinkError(f"{name}: expected a 1-D array, got {a.ndim} dimensions")
+        raise BadInputError(f"{name}: expected a 1-D array, got {a.ndim} dimensions")
     if a.dtype != dtype:
         if a.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
             if not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
-                raise TightlinkError(f"{name}: times and sizes are whole numbers (use LOST for a lost packet)")
+                raise BadInputError(f"{name}: times and sizes are whole numbers (use LOST for a lost packet)")
         a = a.astype(dtype)
     return np.ascontiguousarray(a)
 
@@ -189,7 +204,7 @@ def write_trace(path: Union[str, os.PathLike], packets: np.ndarray, metadata: Op
     names = set(packets.dtype.names or ())
     missing = {"stream_id", "size_bytes", "send_ns", "recv_ns"} - names
     if missing:
-        raise TightlinkError(f"packets: missing fields {sorted(missing)}")
+        raise BadInputError(f"packets: missing fields {sorted(missing)}")
     _native.write_trace(
         os.fspath(path),
         _column(packets["stream_id"], np.uint64, "stream_id"),
@@ -235,7 +250,7 @@ def simulate(
     packets arrived). Defaults: ``packets=64``, ``range=0.3``, ``rates=5``,
     ``per_rate=64``, ``spread=1.2``, ``jumbo=1``, ``pairs=10``,
     ``mean_gap_s=0.01``. A setting of another kind than ``kind`` raises
-    `TightlinkError` (it would shape nothing)."""
+    `BadInputError` (it would shape nothing)."""
     given = {
         "single": {"rates_bps": rates_bps, "packets": packets},
         "multi": {"centre_bps": centre_bps, "range": range, "rates": rates, "per_rate": per_rate},
@@ -245,7 +260,7 @@ def simulate(
     for k, settings in given.items():
         stray = [name for name, v in settings.items() if v is not None]
         if k != kind and kind in given and stray:
-            raise TightlinkError(f"{stray[0]} shapes kind={k!r} streams, not kind={kind!r}")
+            raise BadInputError(f"{stray[0]} shapes kind={k!r} streams, not kind={kind!r}")
     def default(v, d):
         return d if v is None else v
     cols, truth = _native.simulate(

@@ -299,14 +299,20 @@ impl Agent {
             return Row::failure(
                 &origin(0.0),
                 &format!("cannot start a measurement thread: {e}"),
+                tightlink_measure::ErrorKind::Io,
             );
         }
         match rx.recv_timeout(Duration::from_secs_f64(timeout_s)) {
             Ok(Ok(report)) => Row::success(&origin(started.elapsed().as_secs_f64()), &report),
-            Ok(Err(e)) => Row::failure(&origin(started.elapsed().as_secs_f64()), &format!("{e:#}")),
+            Ok(Err(e)) => Row::failure(
+                &origin(started.elapsed().as_secs_f64()),
+                &format!("{e:#}"),
+                tightlink_measure::kind_of(&e),
+            ),
             Err(_) => Row::failure(
                 &origin(started.elapsed().as_secs_f64()),
                 &format!("timed out after {timeout_s} s"),
+                tightlink_measure::ErrorKind::TimedOut,
             ),
         }
     }
@@ -342,6 +348,11 @@ impl Agent {
             for &code in &row.warning_codes {
                 *c.warnings
                     .entry((label.clone(), row.method.clone(), code))
+                    .or_insert(0) += 1;
+            }
+            if let Some(kind) = row.error_kind {
+                *c.errors
+                    .entry((label.clone(), row.method.clone(), kind))
                     .or_insert(0) += 1;
             }
             if let Some(b) = row.probe_bytes {

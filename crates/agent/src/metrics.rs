@@ -258,6 +258,8 @@ pub struct Counters {
     pub measurements: BTreeMap<(String, String, String, &'static str), u64>,
     /// (name, method, warning code) -> warnings given.
     pub warnings: BTreeMap<(String, String, &'static str), u64>,
+    /// (name, method, error kind) -> measurements that failed so.
+    pub errors: BTreeMap<(String, String, &'static str), u64>,
     /// name -> probe bytes sent.
     pub probe_bytes: BTreeMap<String, u64>,
     /// name -> runs skipped because the previous one overran.
@@ -305,6 +307,15 @@ pub fn counter_samples(x: &mut Exposition, c: &Counters, start_unix_s: f64) {
             "counter",
             "Warnings the measurements gave, by target, method and warning code (the `warning_codes` of the JSON report).",
             &labels(&[("name", name), ("method", method), ("code", code)]),
+            *n as f64,
+        );
+    }
+    for ((name, method, kind), n) in &c.errors {
+        x.sample(
+            "tightlink_agent_errors_total",
+            "counter",
+            "Failed measurements, by target, method and kind (bad-input, unreachable, refused, timed-out, protocol, io).",
+            &labels(&[("name", name), ("method", method), ("kind", kind)]),
             *n as f64,
         );
     }
@@ -396,7 +407,10 @@ mod tests {
         let t = tightlink_measure::Target::default_sim();
         let o = origin(&t);
         let mut x = Exposition::default();
-        result_samples(&mut x, &Row::failure(&o, "no reply"));
+        result_samples(
+            &mut x,
+            &Row::failure(&o, "no reply", tightlink_measure::ErrorKind::TimedOut),
+        );
         let text = x.render();
         assert!(
             text.contains(
@@ -471,7 +485,7 @@ mod tests {
     #[test]
     fn late_streams_are_exported_for_real_targets_only() {
         let t = tightlink_measure::Target::default_sim();
-        let mut row = Row::failure(&origin(&t), "x");
+        let mut row = Row::failure(&origin(&t), "x", tightlink_measure::ErrorKind::Io);
         row.ok = true;
         row.available_bps = Some(1e9);
         let mut x = Exposition::default();

@@ -112,6 +112,9 @@ pub struct Row {
     /// The codes of the report's warnings, for the agent's counters (the
     /// stored report holds them; rows read back leave this empty).
     pub warning_codes: Vec<&'static str>,
+    /// A failed measurement's kind (`bad-input`, `unreachable`, ...), as
+    /// the library gives it; like the codes, counted, not stored.
+    pub error_kind: Option<&'static str>,
 }
 
 /// Where a measurement came from and when: the fields every row has.
@@ -165,6 +168,7 @@ impl Row {
             error: None,
             report: None,
             warning_codes: Vec::new(),
+            error_kind: None,
         }
     }
 
@@ -197,9 +201,10 @@ impl Row {
         }
     }
 
-    pub fn failure(o: &Origin<'_>, reason: &str) -> Row {
+    pub fn failure(o: &Origin<'_>, reason: &str, kind: tightlink_measure::ErrorKind) -> Row {
         Row {
             error: Some(reason.to_string()),
+            error_kind: Some(kind.name()),
             ..Row::base(o, false)
         }
     }
@@ -432,6 +437,7 @@ fn row_from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         error: r.get("error")?,
         report: r.get("report")?,
         warning_codes: Vec::new(),
+        error_kind: None,
     })
 }
 
@@ -470,7 +476,11 @@ mod tests {
         let t = Target::parse("sim:seed=3").unwrap();
         let report = estimate(&t, &EstimateOptions::default(), &mut |_| {}).unwrap();
         let ok = Row::success(&origin(&t, 1_000), &report);
-        let bad = Row::failure(&origin(&t, 2_000), "cannot measure: no reply");
+        let bad = Row::failure(
+            &origin(&t, 2_000),
+            "cannot measure: no reply",
+            tightlink_measure::ErrorKind::TimedOut,
+        );
         let id1 = s.insert(&ok).unwrap();
         let id2 = s.insert(&bad).unwrap();
         assert!(id2 > id1);
@@ -483,7 +493,14 @@ mod tests {
                 ..ok.clone()
             }
         );
-        assert_eq!(rows[1], Row { id: id2, ..bad });
+        assert_eq!(
+            rows[1],
+            Row {
+                id: id2,
+                error_kind: None,
+                ..bad
+            }
+        );
         assert_eq!(rows[0].kind, "sim");
         let json: serde_json::Value =
             serde_json::from_str(rows[0].report.as_ref().unwrap()).unwrap();
@@ -563,7 +580,7 @@ mod tests {
             (None, None, None, None, None)
         );
         let t = Target::default_sim();
-        let mut r = Row::failure(&origin(&t, 2_000), "y");
+        let mut r = Row::failure(&origin(&t, 2_000), "y", tightlink_measure::ErrorKind::Io);
         r.host_stolen_share = Some(0.07);
         r.shaper_streams_bps = Some(9.27e9);
         r.shaper_bucket_bytes = Some(243e3);
@@ -587,7 +604,7 @@ mod tests {
         let (_dir, path) = temp("check");
         let mut s = Store::open(&path).unwrap();
         let t = Target::default_sim();
-        let mut r = Row::failure(&origin(&t, 1), "x");
+        let mut r = Row::failure(&origin(&t, 1), "x", tightlink_measure::ErrorKind::Io);
         r.ok = true;
         assert!(
             s.insert(&r).is_err(),

@@ -36,19 +36,19 @@ pub fn run(a: CaptureArgs) -> Result<()> {
         .with_context(|| format!("--duration {}", a.duration))?;
     let duration = Duration::from_nanos(ns as u64);
     if duration.is_zero() {
-        bail!("--duration {}: a capture needs some time", a.duration);
+        tightlink_measure::bad_input!("--duration {}: a capture needs some time", a.duration);
     }
     if a.count == Some(0) {
-        bail!("--count 0: stop after at least one packet");
+        tightlink_measure::bad_input!("--count 0: stop after at least one packet");
     }
     if duration > Duration::from_secs(3600) {
-        bail!("--duration {}: at most 1 hour", a.duration);
+        tightlink_measure::bad_input!("--duration {}: at most 1 hour", a.duration);
     }
     if !(64..=65535).contains(&a.snaplen) {
-        bail!("--snaplen {}: must be within 64..65535", a.snaplen);
+        tightlink_measure::bad_input!("--snaplen {}: must be within 64..65535", a.snaplen);
     }
     if !(1..=1024).contains(&a.buffer_mb) {
-        bail!("--buffer-mb {}: must be within 1..1024", a.buffer_mb);
+        tightlink_measure::bad_input!("--buffer-mb {}: must be within 1..1024", a.buffer_mb);
     }
     let opts = LiveOptions {
         interface: a.interface.clone(),

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 
 #[derive(Args)]
@@ -41,13 +41,13 @@ pub fn run(args: CrossArgs) -> Result<()> {
         .with_context(|| format!("--duration {}", args.duration))?;
     let duration = Duration::from_nanos(ns as u64);
     if duration.is_zero() {
-        bail!(
+        tightlink_measure::bad_input!(
             "--duration {}: cross traffic needs some time",
             args.duration
         );
     }
     if duration > tightlink_lab::cross::MAX_DURATION {
-        bail!("--duration {}: at most 1 hour", args.duration);
+        tightlink_measure::bad_input!("--duration {}: at most 1 hour", args.duration);
     }
     let stop = AtomicBool::new(false);
     if let Some(bind) = args.sink {
@@ -60,10 +60,10 @@ pub fn run(args: CrossArgs) -> Result<()> {
     let spec = tightlink_sim::spec::parse_cross(&args.traffic)
         .with_context(|| format!("--traffic {}", args.traffic))?;
     if spec.as_ref().is_some_and(|s| s.rate_bps > 10e9) {
-        bail!("--traffic {}: at most 10 Gbit/s", args.traffic);
+        tightlink_measure::bad_input!("--traffic {}: at most 10 Gbit/s", args.traffic);
     }
     if tightlink_lab::cross::sends_nothing(spec.as_ref(), args.tcp) {
-        bail!(
+        tightlink_measure::bad_input!(
             "--traffic {}: sends nothing; give a positive rate (or a step to one) or --tcp flows",
             args.traffic
         );

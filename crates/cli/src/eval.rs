@@ -4,7 +4,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use clap::Args;
 use tightlink_eval::experiments::Scale;
 
@@ -27,7 +27,7 @@ pub struct EvalArgs {
 pub fn run(args: EvalArgs) -> Result<()> {
     if let Some(j) = args.jobs {
         if j == 0 {
-            bail!("--jobs 0: must be 1 or more");
+            tightlink_measure::bad_input!("--jobs 0: must be 1 or more");
         }
         rayon::ThreadPoolBuilder::new()
             .num_threads(j)

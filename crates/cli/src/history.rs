@@ -69,7 +69,7 @@ pub fn run(args: HistoryArgs) -> Result<()> {
         "table" => table(&mut out, &rows)?,
         "json" => json(&mut out, &rows)?,
         "csv" => csv(&mut out, &rows)?,
-        f => bail!("--format {f}: expected table, json or csv"),
+        f => tightlink_measure::bad_input!("--format {f}: expected table, json or csv"),
     }
     Ok(())
 }

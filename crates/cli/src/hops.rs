@@ -2,7 +2,7 @@
 //! (pathchar; \[HOST\] section 4.1), on the simulator (next to each
 //! link's truth) or on a real path with TTL-limited UDP probes.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use clap::Args;
 use tightlink_core::capacity::LinkCapacity;
 use tightlink_core::units::{parse_bytes, parse_time_ns};
@@ -81,7 +81,7 @@ fn parse_sizes(s: &str) -> Result<(u32, u32, usize)> {
 /// Runs this process on `cpu` only (`--cpu`).
 pub(crate) fn pin_to_cpu(cpu: usize) -> Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
-        bail!("--cpu {cpu}: no such CPU");
+        tightlink_measure::bad_input!("--cpu {cpu}: no such CPU");
     }
     // SAFETY: a zeroed cpu_set_t is empty; CPU_SET writes inside it.
     let r = unsafe {
@@ -93,7 +93,9 @@ pub(crate) fn pin_to_cpu(cpu: usize) -> Result<()> {
         let e = std::io::Error::last_os_error();
         // EINVAL: no CPU of the set is online (or allowed here).
         let have = std::thread::available_parallelism().map_or(0, |n| n.get());
-        bail!("--cpu {cpu}: {e} (this process may run on {have} CPUs here)");
+        tightlink_measure::bad_input!(
+            "--cpu {cpu}: {e} (this process may run on {have} CPUs here)"
+        );
     }
     Ok(())
 }

@@ -326,7 +326,9 @@ pub fn run(args: LabArgs) -> Result<()> {
                     })?
                     .name,
                 ),
-                (false, None, None) => bail!("lab down: give a scenario, --name NAME or --all"),
+                (false, None, None) => {
+                    tightlink_measure::bad_input!("lab down: give a scenario, --name NAME or --all")
+                }
             };
             need_root()?;
             let (what, gone) = match named {
@@ -441,15 +443,15 @@ fn cc_lab(a: CcArgs) -> Result<()> {
     let time_ns = tightlink_core::units::parse_time_ns(&a.time)
         .with_context(|| format!("--time {}", a.time))?;
     if !(1_000_000_000..=3_600_000_000_000).contains(&time_ns) {
-        bail!("--time {}: must be within 1s..1h", a.time);
+        tightlink_measure::bad_input!("--time {}: must be within 1s..1h", a.time);
     }
     let bin_ns =
         tightlink_core::units::parse_time_ns(&a.bin).with_context(|| format!("--bin {}", a.bin))?;
     if !(10_000_000..=time_ns).contains(&bin_ns) {
-        bail!("--bin {}: must be within 10ms..--time", a.bin);
+        tightlink_measure::bad_input!("--bin {}: must be within 10ms..--time", a.bin);
     }
     if !(1..=100).contains(&a.repeat) {
-        bail!("--repeat {}: must be within 1..100", a.repeat);
+        tightlink_measure::bad_input!("--repeat {}: must be within 1..100", a.repeat);
     }
     let lab = lab_of(&a.target)?;
     need_root()?;
@@ -545,10 +547,10 @@ fn track_lab(a: TrackArgs) -> Result<()> {
     let ns = tightlink_core::units::parse_time_ns(&a.interval)
         .with_context(|| format!("--interval {}", a.interval))?;
     if !(1_000_000..=tightlink_measure::estimate::MAX_FOLLOW_INTERVAL_NS).contains(&ns) {
-        bail!("--interval {}: must be within 1ms..5s", a.interval);
+        tightlink_measure::bad_input!("--interval {}: must be within 1ms..5s", a.interval);
     }
     if !(3..=10_000).contains(&a.streams) {
-        bail!("--streams {}: must be within 3..10000", a.streams);
+        tightlink_measure::bad_input!("--streams {}: must be within 3..10000", a.streams);
     }
     let lab = lab_of(&a.target)?;
     need_root()?;
@@ -640,10 +642,10 @@ fn tcp_lab(a: TcpArgs) -> Result<()> {
         .with_context(|| format!("--duration {}", a.duration))?;
     let duration = Duration::from_nanos(ns as u64);
     if !(Duration::from_millis(200)..=Duration::from_secs(60)).contains(&duration) {
-        bail!("--duration {}: must be within 200ms..60s", a.duration);
+        tightlink_measure::bad_input!("--duration {}: must be within 200ms..60s", a.duration);
     }
     if !(1..=100).contains(&a.repeat) {
-        bail!("--repeat {}: must be within 1..100", a.repeat);
+        tightlink_measure::bad_input!("--repeat {}: must be within 1..100", a.repeat);
     }
     let lab = lab_of(&a.target)?;
     let exe = std::env::current_exe()?;
@@ -724,7 +726,7 @@ fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
         return run_lab_one(&a, compare, &lab_of(&a.target)?);
     }
     if a.plot.is_some() || a.json_stream {
-        bail!(
+        tightlink_measure::bad_input!(
             "--plot and --json-stream take one scenario, not {}",
             names.len()
         );
@@ -771,10 +773,10 @@ fn run_lab_one(a: &RunArgs, compare: bool, lab: &Lab) -> Result<()> {
 /// The runs of one scenario, every method and tool interleaved.
 fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSummary>> {
     if let Some(n) = a.repeat.filter(|n| !(1..=1000).contains(n)) {
-        bail!("--repeat {n}: must be within 1..1000");
+        tightlink_measure::bad_input!("--repeat {n}: must be within 1..1000");
     }
     if !(200..=100_000).contains(&a.sample_us) {
-        bail!("--sample-us {}: must be within 200..100000", a.sample_us);
+        tightlink_measure::bad_input!("--sample-us {}: must be within 200..100000", a.sample_us);
     }
     let methods: Vec<String> = match (&a.method, compare) {
         // Every closed-loop method (queue-fit given the scenario's tight

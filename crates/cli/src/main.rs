@@ -178,6 +178,9 @@ fn main() {
             std::process::exit(0);
         }
         eprintln!("tightlink: error: {e:#}");
-        std::process::exit(1);
+        // 2 where the command line or its input was wrong, as for the
+        // flags clap refuses; 1 where the measurement failed.
+        let bad_input = tightlink_measure::kind_of(&e) == tightlink_measure::ErrorKind::BadInput;
+        std::process::exit(if bad_input { 2 } else { 1 });
     }
 }

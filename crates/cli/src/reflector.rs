@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use tightlink_net::reflector::TWAMP_PORT;
 use tightlink_net::{Reflector, ReflectorConfig};
@@ -64,7 +64,7 @@ pub fn run(args: ReflectorArgs) -> Result<()> {
     ];
     for (flag, text, is_zero) in zero {
         if is_zero {
-            bail!("{flag} {text}: must be above zero");
+            tightlink_measure::bad_input!("{flag} {text}: must be above zero");
         }
     }
     for (flag, v) in [
@@ -72,7 +72,7 @@ pub fn run(args: ReflectorArgs) -> Result<()> {
         ("--short-total-rate", args.short_total_rate),
     ] {
         if !(v >= 0.0 && v.is_finite()) {
-            bail!("{flag} {v}: packets per second, 0 or more");
+            tightlink_measure::bad_input!("{flag} {v}: packets per second, 0 or more");
         }
     }
     if args.max_peers == 0 || args.idle == 0 {
@@ -81,7 +81,7 @@ pub fn run(args: ReflectorArgs) -> Result<()> {
         } else {
             "--idle"
         };
-        bail!("{flag} 0: must be at least 1");
+        tightlink_measure::bad_input!("{flag} 0: must be at least 1");
     }
     let config = ReflectorConfig {
         bind: SocketAddr::new(args.bind, args.port),

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use tightlink_net::{Server, ServerConfig};
 
@@ -137,11 +137,13 @@ fn refuse_empty_limits(args: &ServerArgs, config: &ServerConfig) -> Result<()> {
     ];
     for (flag, text, is_zero) in zero {
         if is_zero {
-            bail!("{flag} {text}: must be above zero (--require-key turns keyless clients away)");
+            tightlink_measure::bad_input!(
+                "{flag} {text}: must be above zero (--require-key turns keyless clients away)"
+            );
         }
     }
     if config.probe_rcvbuf_bytes <= 0 {
-        bail!(
+        tightlink_measure::bad_input!(
             "--probe-rcvbuf {}: must be above zero (the kernel's smallest is about 2 KB)",
             args.probe_rcvbuf
         );
@@ -155,7 +157,7 @@ fn refuse_empty_limits(args: &ServerArgs, config: &ServerConfig) -> Result<()> {
     ];
     for (flag, n) in counts {
         if n == 0 {
-            bail!("{flag} 0: must be at least 1");
+            tightlink_measure::bad_input!("{flag} 0: must be at least 1");
         }
     }
     Ok(())

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use tightlink_core::units::parse_rate;
 use tightlink_measure::simulate::{simulate, RateOutside, Schedule, SimulateOptions};
@@ -112,7 +112,7 @@ const KIND_FLAGS: [(&str, SimKind); 13] = [
 pub fn run(args: SimulateArgs, typed: &dyn Fn(&str) -> bool) -> Result<()> {
     for (id, kind) in KIND_FLAGS {
         if typed(id) && kind != args.kind {
-            bail!(
+            tightlink_measure::bad_input!(
                 "--{} shapes --kind {} streams, not --kind {} (the stream kind is {} by default)",
                 id.replace('_', "-"),
                 kind_name(kind),

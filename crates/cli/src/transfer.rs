@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use tightlink_core::rapid::RapidEstimator;
 use tightlink_core::units::{format_rate, parse_bytes, parse_time_ns};
@@ -68,7 +68,7 @@ impl TransferArgs {
         let estimator = match self.cc.as_str() {
             "rapid" => RapidEstimator::Bass,
             "rapid-raw" => RapidEstimator::Raw,
-            other => bail!("--cc {other}: expected rapid or rapid-raw"),
+            other => tightlink_measure::bad_input!("--cc {other}: expected rapid or rapid-raw"),
         };
         let bytes = self
             .bytes
@@ -81,14 +81,14 @@ impl TransferArgs {
             .map(|t| parse_time_ns(t).with_context(|| format!("--time {t}")))
             .transpose()?;
         if let (Some(0), Some(b)) = (bytes, &self.bytes) {
-            bail!("--bytes {b}: a transfer needs at least one byte");
+            tightlink_measure::bad_input!("--bytes {b}: a transfer needs at least one byte");
         }
         if let (Some(0), Some(t)) = (time_ns, &self.time) {
-            bail!("--time {t}: a transfer needs some time");
+            tightlink_measure::bad_input!("--time {t}: a transfer needs some time");
         }
         let sim_rtt_ns = parse_time_ns(&self.rtt).with_context(|| format!("--rtt {}", self.rtt))?;
         if sim_rtt_ns <= 0 {
-            bail!(
+            tightlink_measure::bad_input!(
                 "--rtt {}: the simulated path's round trip must be above zero",
                 self.rtt
             );

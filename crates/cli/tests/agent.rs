@@ -413,6 +413,50 @@ target = "sim:cross=none"
     }
 }
 
+/// Failed measurements are counted by kind: a server that nothing
+/// listens for is `unreachable`; a path that measures counts none.
+#[test]
+fn the_agent_counts_errors_by_kind() {
+    let dir = scratch("agent-errors");
+    let (db, cfg) = agent_config(
+        dir.path(),
+        r#"interval = "1s"
+
+[[target]]
+name = "closed"
+target = "127.0.0.1:9"
+timeout = "5s"
+
+[[target]]
+name = "plain"
+target = "sim:cross=none"
+"#,
+    );
+    let agent = AgentProc::start(&cfg);
+    wait_for(
+        "every target measured twice",
+        Duration::from_secs(30),
+        || {
+            let r = rows(&db);
+            ["closed", "plain"]
+                .iter()
+                .all(|n| r.iter().filter(|x| x.name == *n).count() >= 2)
+        },
+    );
+    let (_, metrics) = get(agent.addr, "/metrics");
+    let (ok, log) = agent.terminate(Duration::from_secs(20));
+    assert!(ok, "{log}");
+    let errors = |labels: &str| sample(&metrics, "tightlink_agent_errors_total", labels);
+    let closed = errors("name=\"closed\",method=\"auto\",kind=\"unreachable\"");
+    assert!(closed.is_some_and(|n| n >= 2.0), "{metrics}");
+    assert!(
+        !metrics
+            .lines()
+            .any(|l| l.starts_with("tightlink_agent_errors_total{name=\"plain\"")),
+        "{metrics}"
+    );
+}
+
 #[test]
 fn bad_configs_are_refused_with_file_and_line() {
     let dir = scratch("agent-badcfg");

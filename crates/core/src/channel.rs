@@ -176,8 +176,48 @@ pub enum ChannelError {
     TraceExhausted(usize),
     /// A replayed trace holds other packets than the strategy asks for.
     TraceDiverges { index: usize, reason: String },
+    /// The request cannot be sent this way (a size or length outside
+    /// what the channel carries, an option it does not take).
+    BadRequest(String),
+    /// The far end could not be reached.
+    Unreachable(String),
+    /// The far end refused (its version, key, limits or abilities).
+    Refused(String),
+    /// The far end or the path stayed silent past the timeout.
+    TimedOut(String),
+    /// The far end answered out of protocol.
+    Protocol(String),
     /// A real channel's socket, session or timestamping failed.
     Io(String),
+}
+
+impl ChannelError {
+    /// Whose move it is ([`crate::error::ErrorKind`]).
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind as K;
+        match self {
+            // A trace that does not fit the replay is the input's fault.
+            ChannelError::TraceExhausted(_)
+            | ChannelError::TraceDiverges { .. }
+            | ChannelError::BadRequest(_) => K::BadInput,
+            ChannelError::Unreachable(_) => K::Unreachable,
+            ChannelError::Refused(_) => K::Refused,
+            ChannelError::TimedOut(_) => K::TimedOut,
+            ChannelError::Protocol(_) => K::Protocol,
+            ChannelError::Io(_) => K::Io,
+        }
+    }
+
+    /// An operating-system error while doing `what`, with its kind.
+    pub fn from_io(what: &str, e: &std::io::Error) -> ChannelError {
+        use crate::error::ErrorKind as K;
+        let text = format!("{what}: {e}");
+        match K::of_io(e) {
+            K::TimedOut => ChannelError::TimedOut(text),
+            K::Unreachable => ChannelError::Unreachable(text),
+            _ => ChannelError::Io(text),
+        }
+    }
 }
 
 impl fmt::Display for ChannelError {
@@ -191,7 +231,12 @@ impl fmt::Display for ChannelError {
                 f,
                 "replayed trace diverges from the strategy at stream {index}: {reason}"
             ),
-            ChannelError::Io(s) => f.write_str(s),
+            ChannelError::BadRequest(s)
+            | ChannelError::Unreachable(s)
+            | ChannelError::Refused(s)
+            | ChannelError::TimedOut(s)
+            | ChannelError::Protocol(s)
+            | ChannelError::Io(s) => f.write_str(s),
         }
     }
 }

@@ -31,6 +31,7 @@ pub mod analysis;
 pub mod capacity;
 pub mod channel;
 pub mod decision;
+pub mod error;
 pub mod rapid;
 pub mod rng;
 pub mod schedule;

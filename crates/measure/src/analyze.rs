@@ -2,9 +2,10 @@
 //! probe trace (or streams built in memory) analysed by the chosen
 //! methods, each stream by its kind.
 
+use crate::bad_input;
 use std::str::FromStr;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use serde::Serialize;
 use tightlink_core::decision::bart::BartTracker;
 use tightlink_core::decision::burst::{held_under_reading, Held};
@@ -42,7 +43,7 @@ impl Methods {
     pub fn check_capacity(self, given: Option<&str>) -> Result<()> {
         if let (Some(given), Methods::One(m)) = (given, self) {
             if !self.reads_capacity() {
-                bail!(
+                bad_input!(
                     "{given}: {} does not read a known capacity (queue-fit, igi, spruce and multirate do)",
                     m.name()
                 );
@@ -72,7 +73,7 @@ impl FromStr for Methods {
             "all" => Methods::All,
             name => match Method::from_name(name) {
                 Some(m) => Methods::One(m),
-                None => bail!(
+                None => bad_input!(
                     "{name}: unknown; choose default, all, or one of {}",
                     Method::ALL.map(|m| m.name()).join(", ")
                 ),
@@ -125,7 +126,7 @@ impl AnalysisSettings {
     pub fn params(&self, name: &dyn Fn(&str) -> String) -> Result<AnalysisParams> {
         let fraction = |flag: &str, v: f64, max: f64| -> Result<f64> {
             if !v.is_finite() || !(0.0..=max).contains(&v) {
-                bail!("{} {v}: must be a number from 0 to {max}", name(flag));
+                bad_input!("{} {v}: must be a number from 0 to {max}", name(flag));
             }
             Ok(v)
         };
@@ -138,23 +139,23 @@ impl AnalysisSettings {
             "tenth" => ImrWindow::TenthOfStream,
             n => match n.parse::<usize>() {
                 Ok(k) if k >= 1 => ImrWindow::Packets(k),
-                _ => bail!(
+                _ => bad_input!(
                     "{} {n}: must be a packet count of 1 or more, or `tenth`",
                     name("imr-window")
                 ),
             },
         };
         if self.window == 0 {
-            bail!("{} 0: must be 1 or more gaps", name("window"));
+            bad_input!("{} 0: must be 1 or more gaps", name("window"));
         }
         p.multipass.window = self.window;
         if self.max_passes == 0 {
-            bail!("{} 0: must be 1 or more", name("max-passes"));
+            bad_input!("{} 0: must be 1 or more", name("max-passes"));
         }
         p.multipass.max_passes = self.max_passes;
         if let Some(c) = self.capacity_bps {
             if !(c.is_finite() && c > 0.0) {
-                bail!("{} {c}: must be a positive rate", name("capacity"));
+                bad_input!("{} {c}: must be a positive rate", name("capacity"));
             }
             p.capacity_bps = Some(c);
         }
@@ -162,7 +163,7 @@ impl AnalysisSettings {
             "bracket" => Consistency::Bracket,
             "every-gap" => Consistency::EveryGap,
             "cumulative" => Consistency::Cumulative,
-            c => bail!(
+            c => bad_input!(
                 "{} {c}: must be bracket, every-gap or cumulative",
                 name("consistency")
             ),
@@ -180,7 +181,7 @@ pub fn parse_kind(s: &str) -> Result<Option<StreamKind>> {
         "multi" | "multi-rate" => Some(StreamKind::MultiRate),
         "chirp" => Some(StreamKind::Chirp),
         "pairs" => Some(StreamKind::Pairs),
-        k => bail!("{k}: unknown stream kind; choose auto, single, multi, chirp or pairs"),
+        k => bad_input!("{k}: unknown stream kind; choose auto, single, multi, chirp or pairs"),
     })
 }
 
@@ -254,7 +255,7 @@ pub fn trace_capacity_bps(trace: &Trace) -> Result<Option<f64>> {
     };
     match v.trim().parse::<f64>() {
         Ok(c) if c.is_finite() && c > 0.0 => Ok(Some(c)),
-        _ => bail!("metadata capacity_bps={v}: must be a positive rate in bit/s"),
+        _ => bad_input!("metadata capacity_bps={v}: must be a positive rate in bit/s"),
     }
 }
 

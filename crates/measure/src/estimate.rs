@@ -2,12 +2,13 @@
 //! method, decide what the answer may claim (the ceiling policy), save the
 //! streams when asked, and report.
 
+use crate::bad_input;
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::time::Instant;
 use tightlink_core::warning::{Warning, WarningCode};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use tightlink_core::channel::{Channel, HostFindings, Recorder};
 use tightlink_core::decision::burst::{bursts_swing, Held};
@@ -150,13 +151,13 @@ pub fn estimate(
     let started = Instant::now();
     // Checked before a far end is asked for a session.
     if options.max_streams == 0 {
-        bail!("--max-streams 0: a measurement needs at least one stream");
+        bad_input!("--max-streams 0: a measurement needs at least one stream");
     }
     if options.max_bytes == Some(0) {
-        bail!("--max-bytes 0: a measurement needs some probe bytes");
+        bad_input!("--max-bytes 0: a measurement needs some probe bytes");
     }
     if options.analysis.capacity_bps.is_some() && !options.method.uses_capacity() {
-        bail!(
+        bad_input!(
             "--capacity: {} does not read a known capacity (queue-fit, igi, ptr and spruce do)",
             options.method
         );
@@ -181,7 +182,7 @@ pub fn estimate(
     }
     if options.follow {
         if options.method != Method::Bart {
-            bail!("--follow tracks with --method bart, not {}", options.method);
+            bad_input!("--follow tracks with --method bart, not {}", options.method);
         }
         // Following runs as long as its streams last, not a byte or time
         // budget (the far end's byte limit still holds).
@@ -192,7 +193,7 @@ pub fn estimate(
         let mut progress = |f: f64| (events.borrow_mut())(Event::Progress(f));
         if options.follow {
             if !(0..=MAX_FOLLOW_INTERVAL_NS).contains(&options.follow_interval_ns) {
-                bail!(
+                bad_input!(
                     "the interval between followed streams must be within 0..{} s, not {} ns",
                     MAX_FOLLOW_INTERVAL_NS / 1_000_000_000,
                     options.follow_interval_ns
@@ -800,7 +801,7 @@ pub fn estimate_both(
     on_event: &mut dyn FnMut(Event),
 ) -> Result<[EstimateReport; 2]> {
     if matches!(target, Target::Sim { .. } | Target::Trace { .. }) {
-        anyhow::bail!("both directions need a real far end (HOST or twamp:HOST), not {target}");
+        bad_input!("both directions need a real far end (HOST or twamp:HOST), not {target}");
     }
     let one = |reverse: bool| {
         let mut o = options.clone();

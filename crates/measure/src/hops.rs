@@ -2,12 +2,13 @@
 //! 4.1): TTL-limited probes of several sizes, on the simulator (next to
 //! each link's truth) or on a real path with UDP and ICMP errors.
 
+use crate::bad_input;
 use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 use tightlink_core::warning::{Warning, WarningCode};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::Serialize;
 use tightlink_core::capacity::{LinkCapacity, LinkEstimate};
 use tightlink_core::channel::HopChannel;
@@ -198,23 +199,25 @@ pub fn hops(
     progress: &mut dyn FnMut(u8, usize, usize),
 ) -> Result<HopsResult> {
     if options.timeout_ns <= 0 {
-        bail!("--timeout must be positive");
+        bad_input!("--timeout must be positive");
     }
     if options.first_ttl == 0 || options.first_ttl > options.max_ttl {
-        bail!("--first-ttl must be between 1 and --max-ttl");
+        bad_input!("--first-ttl must be between 1 and --max-ttl");
     }
     if options.repeats == 0 {
-        bail!("--repeats must be at least 1");
+        bad_input!("--repeats must be at least 1");
     }
     let mut ch = open(target, options)?;
     let mtu = ch.mtu_bytes();
     let mut params = HopsParams::for_mtu(mtu);
     if let Some((low, high, count)) = options.sizes {
         if low >= high || count < 2 {
-            bail!("--sizes {low}:{high}:{count}: LOW must be below HIGH and COUNT at least 2");
+            bad_input!("--sizes {low}:{high}:{count}: LOW must be below HIGH and COUNT at least 2");
         }
         if high > mtu {
-            bail!("--sizes {low}:{high}:{count}: {high} B exceeds the first link's MTU ({mtu} B)");
+            bad_input!(
+                "--sizes {low}:{high}:{count}: {high} B exceeds the first link's MTU ({mtu} B)"
+            );
         }
         params.sizes = HopsParams::even_sizes(low, high, count);
     }
@@ -224,7 +227,7 @@ pub fn hops(
     params.seed = options.seed;
     if let Some(n) = options.behind {
         if n == 0 {
-            bail!("--behind must be at least 1 packet");
+            bad_input!("--behind must be at least 1 packet");
         }
         params.head_packets = vec![n, n + n.div_ceil(2)];
     }
@@ -262,7 +265,9 @@ fn open(target: &Target, options: &HopsOptions) -> Result<Box<dyn HopChannel>> {
         }
         Target::Server { host } => host,
         Target::Twamp { .. } | Target::Trace { .. } => {
-            bail!("target {target}: per-hop capacity needs a host (UDP to a closed port) or sim:")
+            bad_input!(
+                "target {target}: per-hop capacity needs a host (UDP to a closed port) or sim:"
+            )
         }
     };
     let addr = tightlink_net::address::with_port(host, DEFAULT_PORT)
@@ -272,7 +277,11 @@ fn open(target: &Target, options: &HopsOptions) -> Result<Box<dyn HopChannel>> {
             SocketAddr::V4(v4) => Some(v4),
             SocketAddr::V6(_) => None,
         })
-        .ok_or_else(|| anyhow!("target {host}: no IPv4 address (IPv6 is not done yet)"))?;
+        .ok_or_else(|| {
+            crate::error::BadInput(format!(
+                "target {host}: no IPv4 address (IPv6 is not done yet)"
+            ))
+        })?;
     let ch = UdpTtlChannel::open(
         SocketAddrV4::new(*addr.ip(), addr.port()),
         Duration::from_nanos(options.timeout_ns as u64),

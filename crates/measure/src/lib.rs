@@ -78,6 +78,7 @@
 
 pub mod analyze;
 pub mod capacity;
+pub mod error;
 pub mod estimate;
 pub mod hops;
 pub mod passive;
@@ -88,6 +89,7 @@ pub mod target;
 pub mod transfer;
 
 pub use capacity::{capacity, CapacityOptions, CapacityResult};
+pub use error::{kind_of, BadInput, ErrorKind};
 pub use estimate::{
     estimate, estimate_both, BusyJson, Capped, EstimateJson, EstimateOptions, EstimateReport,
     ShaperJson, SlowTrainsJson,

@@ -4,9 +4,10 @@
 //! TCPProbe's capacity from ACK pairs. Serialises to the JSON
 //! `tightlink analyze-tcp --format json` prints.
 
+use crate::bad_input;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::Serialize;
 use tightlink_capture::{find_flow, flows, read_capture, segments};
 use tightlink_core::tcp::{analyze_flow, BbeParams, FlowReport, LossClass, WestwoodParams};
@@ -114,7 +115,7 @@ pub struct TcpAnalysis {
 /// Analyses one flow of the capture at `path`.
 pub fn analyze_tcp(path: &Path, options: &TcpOptions) -> Result<TcpAnalysis> {
     if !(0.0..=1.0).contains(&options.congested_level) {
-        bail!(
+        bad_input!(
             "--congested-level {}: must be within 0..1",
             options.congested_level
         );
@@ -122,7 +123,7 @@ pub fn analyze_tcp(path: &Path, options: &TcpOptions) -> Result<TcpAnalysis> {
     let cap = read_capture(path)?;
     let all = flows(&cap);
     if all.is_empty() {
-        bail!(
+        bad_input!(
             "{}: no TCP flow in {} packets ({} not TCP)",
             path.display(),
             cap.packets,
@@ -144,7 +145,7 @@ pub fn analyze_tcp(path: &Path, options: &TcpOptions) -> Result<TcpAnalysis> {
         None => &all[0],
     };
     if flow.data_bytes == 0 {
-        bail!("{}: flow {} carries no data", path.display(), flow.name());
+        bad_input!("{}: flow {} carries no data", path.display(), flow.name());
     }
     let segs = segments(&cap, flow);
     let bp = BbeParams {

@@ -2,10 +2,11 @@
 //! truth: what `tightlink simulate` writes as a trace, and what a
 //! researcher feeds to the methods from a program.
 
+use crate::bad_input;
 use std::fmt;
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use tightlink_core::channel::{Channel, GroundTruth, Recorder, StreamRequest};
 use tightlink_core::schedule::{
     jumbo_chirp_schedule, jumbo_top_rate, multi_rate_schedule, rates_around, single_rate_schedule,
@@ -124,13 +125,13 @@ impl Simulated {
 /// Sends the streams of `options` through the simulated `target`.
 pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated> {
     let Target::Sim { text, spec } = target else {
-        bail!("target {target}: simulate needs a simulated path (sim:...)");
+        bad_input!("target {target}: simulate needs a simulated path (sim:...)");
     };
     if options.streams == 0 {
-        bail!("--streams 0: must be 1 or more");
+        bad_input!("--streams 0: must be 1 or more");
     }
     if options.size_bytes < 64 {
-        bail!(
+        bad_input!(
             "--size {}: probe packets must be at least 64 bytes",
             options.size_bytes
         );
@@ -152,10 +153,10 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
     let (kind, schedules): (StreamKind, Vec<Vec<i64>>) = match &options.schedule {
         Schedule::Single { rates_bps, packets } => {
             if *packets < 2 {
-                bail!("--packets {packets}: a stream needs at least 2");
+                bad_input!("--packets {packets}: a stream needs at least 2");
             }
             if rates_bps.is_empty() {
-                bail!("--rate: give at least one rate");
+                bad_input!("--rate: give at least one rate");
             }
             for (i, &r) in rates_bps.iter().enumerate() {
                 check(Some(i), r)?;
@@ -172,10 +173,10 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
             per_rate,
         } => {
             if !(0.0..1.0).contains(range) {
-                bail!("--range {range}: must be in [0, 1)");
+                bad_input!("--range {range}: must be in [0, 1)");
             }
             if *rates < 2 || *per_rate < 2 {
-                bail!("--rates and --per-rate: at least 2 each");
+                bad_input!("--rates and --per-rate: at least 2 each");
             }
             let rates = rates_around(centre_bps.unwrap_or(nominal), *range, *rates);
             check(None, rates[0])?;
@@ -190,16 +191,16 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
             jumbo,
         } => {
             if !(*spread > 1.0 && *spread <= 4.0) {
-                bail!("--spread {spread}: must be above 1 and at most 4");
+                bad_input!("--spread {spread}: must be above 1 and at most 4");
             }
             if !(1..=256).contains(jumbo) {
-                bail!("--jumbo {jumbo}: packets per chirp element, 1 to 256");
+                bad_input!("--jumbo {jumbo}: packets per chirp element, 1 to 256");
             }
             let top = jumbo_top_rate(max_bps, *jumbo);
             let low = low_bps.unwrap_or(0.1 * max_bps);
             let high = high_bps.unwrap_or(top);
             if high > top {
-                bail!(
+                bad_input!(
                     "--high {:.3} Gbit/s: elements of {jumbo} packets stay apart only up to {:.3} Gbit/s on this link",
                     high / 1e9,
                     top / 1e9
@@ -208,7 +209,7 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
             check(None, low)?;
             check(None, high)?;
             if high <= low {
-                bail!(
+                bad_input!(
                     "--low {:.3} and --high {:.3} Gbit/s: the top rate must be above the lowest",
                     low / 1e9,
                     high / 1e9
@@ -223,10 +224,10 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
             mean_gap_ns,
         } => {
             if *pairs == 0 {
-                bail!("--pairs 0: a stream needs at least one pair");
+                bad_input!("--pairs 0: a stream needs at least one pair");
             }
             if !(mean_gap_ns.is_finite() && *mean_gap_ns > 0.0) {
-                bail!("--mean-gap {mean_gap_ns} ns: must be above 0");
+                bad_input!("--mean-gap {mean_gap_ns} ns: must be above 0");
             }
             let capacity = capacity_bps.unwrap_or(spec.narrow_capacity_bps());
             check(None, capacity)?;

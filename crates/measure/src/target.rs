@@ -4,11 +4,12 @@
 //! same: the probes are STAMP packets that TWAMP-light reflectors answer
 //! too) or a recorded run (`trace:FILE`); and the channel each opens.
 
+use crate::bad_input;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use tightlink_core::channel::{Channel, TraceChannel};
 use tightlink_net::backend::Backend;
 use tightlink_net::{ClientOptions, TwampChannel, UdpChannel};
@@ -57,7 +58,7 @@ impl Target {
             });
         }
         if s.is_empty() {
-            bail!("an empty target: give HOST[:PORT], twamp:HOST, sim:... or trace:FILE");
+            bad_input!("an empty target: give HOST[:PORT], twamp:HOST, sim:... or trace:FILE");
         }
         Ok(Target::Server {
             host: s.to_string(),
@@ -125,14 +126,16 @@ impl RealOptions {
     pub fn check_for(&self, target: &Target) -> Result<()> {
         if let Some(r) = self.max_rate_bps {
             if !(r.is_finite() && r > 0.0) {
-                bail!("--max-rate must be a positive rate, not {r} bit/s");
+                bad_input!("--max-rate must be a positive rate, not {r} bit/s");
             }
         }
         if target.sends_packets() {
             return Ok(());
         }
         let real_only = |what: &str| {
-            anyhow::anyhow!("{what} applies to real servers only; '{target}' sends no packets")
+            anyhow::Error::new(crate::error::BadInput(format!(
+                "{what} applies to real servers only; '{target}' sends no packets"
+            )))
         };
         if self.backend != Backend::Udp {
             return Err(real_only(&format!("--backend {}", self.backend)));
@@ -141,7 +144,9 @@ impl RealOptions {
             return Err(real_only("-R (the download direction)"));
         }
         if let (Target::Trace { .. }, Some(_)) = (target, self.max_rate_bps) {
-            bail!("--max-rate cannot change a replay: '{target}' replays the recorded run's rates");
+            bad_input!(
+                "--max-rate cannot change a replay: '{target}' replays the recorded run's rates"
+            );
         }
         Ok(())
     }
@@ -202,7 +207,7 @@ fn open_trace(path: &Path) -> Result<Box<dyn Channel>> {
         Some(v) => v.parse::<f64>().ok().filter(|r| *r > 0.0).with_context(|| {
             format!("{file}: metadata max_rate_bps={v} is not a positive rate in bit/s")
         })?,
-        None => bail!(
+        None => bad_input!(
             "{file}: replay needs the sender's link rate (metadata `# max_rate_bps=...`, written by --save-trace)"
         ),
     };
@@ -211,10 +216,10 @@ fn open_trace(path: &Path) -> Result<Box<dyn Channel>> {
     // strategy sends again the ones it sent again.
     let late = trace
         .stream_positions("late_streams")
-        .map_err(|why| anyhow::anyhow!("{file}: {why}"))?;
+        .map_err(|why| crate::error::BadInput(format!("{file}: {why}")))?;
     let overflowed = trace
         .stream_positions("overflowed_streams")
-        .map_err(|why| anyhow::anyhow!("{file}: {why}"))?;
+        .map_err(|why| crate::error::BadInput(format!("{file}: {why}")))?;
     Ok(Box::new(
         TraceChannel::new(trace.streams, max_rate_bps)
             .with_late_streams(&late)

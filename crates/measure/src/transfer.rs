@@ -4,6 +4,7 @@
 //! of `sim_rtt_ns`, where the goodput is set beside the simulator's
 //! available bandwidth. The same report either way.
 
+use crate::bad_input;
 use anyhow::{bail, Result};
 use serde::Serialize;
 use tightlink_core::rapid::{RapidEstimator, RapidParams, RapidUpdate};
@@ -111,10 +112,10 @@ pub fn transfer(
     on_event: &mut dyn FnMut(TransferEvent),
 ) -> Result<TransferReport> {
     if opts.bytes.is_none() && opts.duration_ns.is_none() {
-        bail!("a transfer needs --bytes or --time");
+        bad_input!("a transfer needs --bytes or --time");
     }
     match target {
-        Target::Sim { .. } if opts.real.reverse => bail!(
+        Target::Sim { .. } if opts.real.reverse => bad_input!(
             "-R: the simulated path has one direction; a transfer from the far end needs a tightlink server (HOST[:PORT])"
         ),
         Target::Sim { text, spec } => {
@@ -122,7 +123,7 @@ pub fn transfer(
             sim_transfer(text, spec, opts, on_event)
         }
         Target::Server { host } => real_transfer(host, opts, on_event),
-        Target::Twamp { .. } | Target::Trace { .. } => bail!(
+        Target::Twamp { .. } | Target::Trace { .. } => bad_input!(
             "{target}: a transfer needs a tightlink server (HOST[:PORT]) or the simulated path (sim:)"
         ),
     }
@@ -151,7 +152,7 @@ fn real_transfer(
         NetEvent::Interval(iv) => on_event(TransferEvent::Interval(&interval_of(iv, reverse))),
         NetEvent::Update(u) => on_event(TransferEvent::Update(u)),
     })
-    .map_err(|e| anyhow::anyhow!("{host}: {e}"))?;
+    .map_err(|e| anyhow::Error::new(e).context(host.to_string()))?;
     Ok(TransferReport {
         target: host.to_string(),
         cc: opts.estimator.name(),

@@ -130,11 +130,11 @@ pub(crate) fn open_session(
     let with_port = with_default_port(server);
     let addr = with_port
         .to_socket_addrs()
-        .map_err(|e| ChannelError::Io(format!("server '{server}': {e}")))?
+        .map_err(|e| ChannelError::Unreachable(format!("server '{server}': {e}")))?
         .next()
-        .ok_or_else(|| ChannelError::Io(format!("server '{server}': no address")))?;
+        .ok_or_else(|| ChannelError::Unreachable(format!("server '{server}': no address")))?;
     let conn = TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|e| ChannelError::Io(format!("connect to {addr}: {e}")))?;
+        .map_err(|e| ChannelError::from_io(&format!("connect to {addr}"), &e))?;
     let setup = io_err("control connection");
     conn.set_nodelay(true).map_err(&setup)?;
     conn.set_read_timeout(Some(timeout)).map_err(&setup)?;
@@ -157,7 +157,7 @@ pub(crate) fn open_session(
             ..
         } => {
             if version != VERSION {
-                return Err(ChannelError::Io(format!(
+                return Err(ChannelError::Refused(format!(
                     "server speaks control protocol {version}, this client {VERSION}"
                 )));
             }
@@ -168,7 +168,7 @@ pub(crate) fn open_session(
         }
         Message::Refused { reason } => return Err(refused(&reason)),
         other => {
-            return Err(ChannelError::Io(format!(
+            return Err(ChannelError::Protocol(format!(
                 "expected Challenge, got {other:?}"
             )))
         }
@@ -199,7 +199,7 @@ pub(crate) fn open_session(
             limits,
         }),
         Message::Refused { reason } => Err(refused(&reason)),
-        other => Err(ChannelError::Io(format!(
+        other => Err(ChannelError::Protocol(format!(
             "expected Accepted, got {other:?}"
         ))),
     }
@@ -210,7 +210,7 @@ impl UdpChannel {
     /// the key if given, opens a session in `opts.direction`.
     pub fn connect(server: &str, opts: &ClientOptions) -> Result<UdpChannel, ChannelError> {
         if opts.direction == Direction::Transfer {
-            return Err(ChannelError::Io(
+            return Err(ChannelError::BadRequest(
                 "a transfer session is not a probe channel (see transfer)".into(),
             ));
         }
@@ -229,7 +229,7 @@ impl UdpChannel {
             payload = payload.min(xdp::MAX_PAYLOAD as u32);
         }
         if payload < ProbeRepr::buffer_len() as u32 {
-            return Err(ChannelError::Io(format!(
+            return Err(ChannelError::Refused(format!(
                 "the server allows {payload}-byte payloads; probes need {}",
                 ProbeRepr::buffer_len()
             )));
@@ -360,7 +360,9 @@ impl UdpChannel {
         match read_message(&mut self.reader).map_err(ctl_err)? {
             Message::Ready { stream: s } if s == stream => Ok(()),
             Message::Refused { reason } => Err(refused(&reason)),
-            other => Err(ChannelError::Io(format!("expected Ready, got {other:?}"))),
+            other => Err(ChannelError::Protocol(format!(
+                "expected Ready, got {other:?}"
+            ))),
         }
     }
 
@@ -384,7 +386,7 @@ impl UdpChannel {
                 } if s == stream && k == kind => {
                     for r in records {
                         let slot = out.get_mut(r.position as usize).ok_or_else(|| {
-                            ChannelError::Io(format!(
+                            ChannelError::Protocol(format!(
                                 "server sent a record for packet {} of a {n}-packet stream",
                                 r.position
                             ))
@@ -396,7 +398,11 @@ impl UdpChannel {
                     }
                 }
                 Message::Refused { reason } => return Err(refused(&reason)),
-                other => return Err(ChannelError::Io(format!("expected Records, got {other:?}"))),
+                other => {
+                    return Err(ChannelError::Protocol(format!(
+                        "expected Records, got {other:?}"
+                    )))
+                }
             }
         }
     }
@@ -408,7 +414,7 @@ impl UdpChannel {
             .map(|&s| {
                 let payload = s.saturating_sub(self.overhead);
                 if payload < ProbeRepr::buffer_len() as u32 || payload > self.limits.max_packet_bytes as u32 {
-                    Err(ChannelError::Io(format!(
+                    Err(ChannelError::BadRequest(format!(
                         "probe size {s} bytes (frame): the UDP payload must be {}-{} bytes, i.e. frames of {}-{}",
                         ProbeRepr::buffer_len(),
                         self.limits.max_packet_bytes,
@@ -502,7 +508,7 @@ impl UdpChannel {
         match read_message(&mut self.reader).map_err(ctl_err)? {
             Message::SocketDrops { stream: s, dropped } if s == stream => Ok(dropped),
             Message::Refused { reason } => Err(refused(&reason)),
-            other => Err(ChannelError::Io(format!(
+            other => Err(ChannelError::Protocol(format!(
                 "expected SocketDrops for stream {stream}, got {other:?}"
             ))),
         }
@@ -511,7 +517,7 @@ impl UdpChannel {
     fn reverse(&mut self, request: &StreamRequest, stream: u32) -> Result<Sent, ChannelError> {
         let n = request.offsets_ns.len();
         if n > MAX_SCHEDULE {
-            return Err(ChannelError::Io(format!(
+            return Err(ChannelError::BadRequest(format!(
                 "reverse streams hold at most {MAX_SCHEDULE} packets, {n} asked"
             )));
         }

@@ -12,7 +12,7 @@ use tightlink_wire::control::{write_message, Message, Record, RecordKind, RECORD
 pub const MAX_STREAM_NS: u64 = 2_000_000_000;
 
 pub(crate) fn io_err(what: &str) -> impl Fn(io::Error) -> ChannelError + '_ {
-    move |e| ChannelError::Io(format!("{what}: {e}"))
+    move |e| ChannelError::from_io(what, &e)
 }
 
 /// A control-connection failure, said as what happened to the session.
@@ -40,7 +40,7 @@ pub(crate) fn ctl_err(e: tightlink_wire::control::ControlError) -> ChannelError 
 }
 
 pub(crate) fn refused(reason: &str) -> ChannelError {
-    ChannelError::Io(format!("the server refused: {reason}"))
+    ChannelError::Refused(format!("the server refused: {reason}"))
 }
 
 /// Sends per-packet timestamps as `Records` frames: a base (the earliest

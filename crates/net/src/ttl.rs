@@ -84,7 +84,7 @@ pub struct UdpTtlChannel {
 }
 
 fn io_err(what: &str, e: io::Error) -> ChannelError {
-    ChannelError::Io(format!("{what}: {e}"))
+    ChannelError::from_io(what, &e)
 }
 
 impl UdpTtlChannel {
@@ -342,7 +342,7 @@ impl HopChannel for UdpTtlChannel {
         let mtu = self.mtu;
         for (what, s) in [("probe", size_bytes), ("head", head_bytes)] {
             if !(64..=mtu).contains(&s) {
-                return Err(ChannelError::Io(format!(
+                return Err(ChannelError::BadRequest(format!(
                     "{what} size {s} B is outside 64..={mtu} B (the route's MTU)"
                 )));
             }
@@ -377,7 +377,7 @@ impl HopChannel for UdpTtlChannel {
             },
             Some(e) => {
                 if e.icmp_type == ICMP_DEST_UNREACH && e.icmp_code == ICMP_FRAG_NEEDED {
-                    return Err(ChannelError::Io(format!(
+                    return Err(ChannelError::BadRequest(format!(
                         "a {size_bytes} B probe needs fragmenting at {} (next-hop MTU {}): use smaller --sizes",
                         e.from.map_or("?".into(), |a| a.to_string()),
                         e.info
@@ -386,7 +386,7 @@ impl HopChannel for UdpTtlChannel {
                 if e.icmp_type != ICMP_TIME_EXCEEDED
                     && !(e.icmp_type == ICMP_DEST_UNREACH && e.icmp_code == ICMP_PORT_UNREACH)
                 {
-                    return Err(ChannelError::Io(format!(
+                    return Err(ChannelError::Refused(format!(
                         "ICMP type {} code {} from {} (not time-exceeded or port-unreachable): the path refuses the probes",
                         e.icmp_type,
                         e.icmp_code,

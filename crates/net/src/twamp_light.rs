@@ -132,7 +132,7 @@ struct StampStats {
 }
 
 fn io_err(what: &str) -> impl Fn(std::io::Error) -> ChannelError + '_ {
-    move |e| ChannelError::Io(format!("{what}: {e}"))
+    move |e| ChannelError::from_io(what, &e)
 }
 
 /// A reply sorted: the probe it answers (by sequence number) and its
@@ -295,16 +295,18 @@ impl TwampChannel {
     /// default): up to three test packets, `opts.timeout` in all.
     pub fn connect(target: &str, opts: &ClientOptions) -> Result<TwampChannel, ChannelError> {
         if opts.key.is_some() {
-            return Err(ChannelError::Io(
+            return Err(ChannelError::BadRequest(
                 "TWAMP-light test packets are unauthenticated here; --key-file applies to tightlink servers".into(),
             ));
         }
         let with = with_port(target, TWAMP_PORT);
         let reflector = with
             .to_socket_addrs()
-            .map_err(|e| ChannelError::Io(format!("reflector '{target}': {e}")))?
+            .map_err(|e| ChannelError::Unreachable(format!("reflector '{target}': {e}")))?
             .next()
-            .ok_or_else(|| ChannelError::Io(format!("reflector '{target}': no address")))?;
+            .ok_or_else(|| {
+                ChannelError::Unreachable(format!("reflector '{target}': no address"))
+            })?;
         // The local address routing picks toward the reflector.
         let unspec = SocketAddr::new(
             if reflector.is_ipv4() {
@@ -317,7 +319,7 @@ impl TwampChannel {
         let route = UdpSocket::bind(unspec).map_err(io_err("socket"))?;
         route
             .connect(reflector)
-            .map_err(|e| ChannelError::Io(format!("no route to {reflector}: {e}")))?;
+            .map_err(|e| ChannelError::Unreachable(format!("no route to {reflector}: {e}")))?;
         let local_ip = route.local_addr().map_err(io_err("socket"))?.ip();
         // Replies of a whole train wait in the buffer while we pace.
         let sock = ProbeSocket::bind(SocketAddr::new(local_ip, 0), 64 << 20)
@@ -387,7 +389,7 @@ impl TwampChannel {
         let per_try = self.timeout / HELLO_TRIES as u32;
         let small = packets::WARMUP_BYTES;
         if self.ask(small, HELLO_TRIES, per_try)?.is_none() {
-            return Err(ChannelError::Io(format!(
+            return Err(ChannelError::TimedOut(format!(
                 "no TWAMP-light or STAMP reflector answered at {} within {:.1} s ({HELLO_TRIES} test packets of {small} bytes sent): is a reflector running there and UDP {} open on the way?",
                 self.reflector,
                 self.timeout.as_secs_f64(),
@@ -400,7 +402,7 @@ impl TwampChannel {
                 .and_then(|r| r.echoed_flags)
                 .is_some_and(|f| f & FLAG_HELD != 0);
             if !held {
-                return Err(ChannelError::Io(format!(
+                return Err(ChannelError::Refused(format!(
                     "the reflector at {} does not hold trains and send them back at their schedule (tightlink's extension): the reverse direction (-R) needs `tightlink reflector` there, or a tightlink server",
                     self.reflector
                 )));
@@ -425,7 +427,7 @@ impl TwampChannel {
             self.frame_bytes = FALLBACK_PAYLOAD + self.overhead;
             return Ok(());
         }
-        Err(ChannelError::Io(format!(
+        Err(ChannelError::Refused(format!(
             "the reflector at {} answers {small}-byte test packets but not {full}-byte{} ones: it cannot take probes of a useful size",
             self.reflector,
             if full > FALLBACK_PAYLOAD {
@@ -613,7 +615,7 @@ impl TwampChannel {
             .map(|&s| {
                 let p = s.saturating_sub(self.overhead);
                 if p < ProbeRepr::buffer_len() as u32 || p > self.max_payload {
-                    Err(ChannelError::Io(format!(
+                    Err(ChannelError::BadRequest(format!(
                         "probe size {s} bytes (frame): frames toward {} must be {}-{} bytes",
                         self.reflector,
                         ProbeRepr::buffer_len() as u32 + self.overhead,
@@ -760,7 +762,7 @@ impl TwampChannel {
         if self.hold {
             let span = request.offsets_ns.last().copied().unwrap_or(0);
             if span as u64 > crate::reflector::MAX_HOLD_SPAN_NS {
-                return Err(ChannelError::Io(format!(
+                return Err(ChannelError::BadRequest(format!(
                     "stream {stream} spans {:.2} s: a reflector holds trains of at most {:.1} s",
                     span as f64 / 1e9,
                     crate::reflector::MAX_HOLD_SPAN_NS as f64 / 1e9
@@ -845,7 +847,7 @@ impl TwampChannel {
         let overflowed = self.ledger.note_receiver_drops(dropped);
         if got == 0 {
             let largest = request.sizes.iter().max().copied().unwrap_or(0);
-            return Err(ChannelError::Io(if warm_answered {
+            return Err(ChannelError::TimedOut(if warm_answered {
                 format!(
                     "the reflector at {} answered the warm-up packet but none of the {n} probes of stream {stream} ({largest}-byte frames, {:.0} Mbit/s on average): it drops them (receive buffer, rate limit) or the path does; not an estimate",
                     self.reflector,

@@ -226,7 +226,7 @@ pub fn run_hops<C: HopChannel + ?Sized>(
     mut progress: impl FnMut(u8, usize, usize),
 ) -> Result<HopsReport, ChannelError> {
     if params.sizes.len() < 2 || params.repeats == 0 {
-        return Err(ChannelError::Io(
+        return Err(ChannelError::BadRequest(
             "per-hop capacity needs at least two probe sizes and one repeat".into(),
         ));
     }

@@ -746,8 +746,11 @@ pub fn per_rate_for_batches(params: &MultirateParams, interval_ns: f64, top_bps:
 /// 0.15 ms of queue on a path it shares half with cross traffic.
 pub fn per_rate_for_time(params: &MultirateParams, top_bps: f64) -> usize {
     let bits = 8.0 * params.size_bytes as f64;
-    let needed = (params.min_sub_stream_ns * 1e-9 * top_bps / bits).ceil();
-    let floor = params.per_rate_unbatched.min(params.per_rate);
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<f64>().ok());
+    let min_sub = env("TL_EXP_MIN_SUB_NS").unwrap_or(params.min_sub_stream_ns);
+    let unb = env("TL_EXP_UNB").map_or(params.per_rate_unbatched, |v| v as usize);
+    let needed = (min_sub * 1e-9 * top_bps / bits).ceil();
+    let floor = unb.min(params.per_rate);
     if !needed.is_finite() {
         return params.per_rate;
     }
