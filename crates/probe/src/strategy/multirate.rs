@@ -84,12 +84,14 @@
 //! gap is an event, and a sub-stream needs only last long enough for a
 //! rate one step over the available bandwidth to build a queue well
 //! above the stamps' jitter: `min_sub_stream_ns` at the top rate,
-//! `per_rate_unbatched` packets at least ([`per_rate_for_time`]). On the
-//! lab's 200 Mbit/s paths (1514-byte packets) that is 32 packets, which
-//! read as well as 64 (cbr60 1.2 % vs 1.3 % median, quiet 0.2-0.3 % vs
-//! 0.1-0.2 %) for half the bytes; at 10 Gbit/s with 9000-byte packets
-//! the default 64 (a 32-packet sub-stream lasts 0.2 ms there, and the
-//! simulator's bursty path read 3.7 % where 64 read 2.7 %).
+//! `per_rate_unbatched` packets and `min_sub_stream_bytes` at least
+//! ([`per_rate_for_time`]). On the lab's 200 Mbit/s paths (1514-byte
+//! packets) that is 48 packets (72 KB): under a timer-paced sender's
+//! frames (iperf3's UDP) 32-packet sub-streams read a rate just over the
+//! available bandwidth as under it too often (docs/lab.md, "Sub-streams
+//! where each packet is stamped"); with 9000-byte packets, 32 (288 KB);
+//! at 10 Gbit/s the default 64 (a 32-packet sub-stream lasts 0.2 ms
+//! there, and the simulator's bursty path read 3.7 % where 64 read 2.7 %).
 
 use super::Method as Strategy;
 use super::{shaper_train, BusyWatch, Ceiling, Report, Session, Stop, StrategyError};
@@ -127,8 +129,13 @@ pub struct MultirateParams {
     /// Where the receiver stamps each packet: each sub-stream lasts at
     /// least this long at the stream's top rate ...
     pub min_sub_stream_ns: f64,
-    /// ... with at least this many packets (never more than `per_rate`).
+    /// ... with at least this many packets (never more than `per_rate`)
+    /// ...
     pub per_rate_unbatched: usize,
+    /// ... and at least this many bytes: enough that a rate 5 % over the
+    /// available bandwidth builds more queue than two of a timer-paced
+    /// sender's frames, which leave in ones and twos.
+    pub min_sub_stream_bytes: u64,
     /// The wide scan's slower rates as long in time as its top rate
     /// (packets in proportion to the rate, an eighth of `per_rate` at
     /// least) instead of `per_rate` packets each: they only have to show
@@ -168,6 +175,7 @@ impl Default for MultirateParams {
             swing_horizon: 10,
             min_sub_stream_ns: 1e6,
             per_rate_unbatched: 32,
+            min_sub_stream_bytes: 72_000,
             equal_time_scan: false,
         }
     }
@@ -741,16 +749,20 @@ pub fn per_rate_for_batches(params: &MultirateParams, interval_ns: f64, top_bps:
 
 /// Packets per rate where the receiver stamps each packet: a sub-stream
 /// at `top_bps` lasts `min_sub_stream_ns`, at least
-/// `per_rate_unbatched` packets and at most `per_rate`. A rate one step
+/// `per_rate_unbatched` packets and `min_sub_stream_bytes`, and at most
+/// `per_rate` packets. A rate one step
 /// (15 % at Range 30 %) over the available bandwidth then builds about
 /// 0.15 ms of queue on a path it shares half with cross traffic.
 pub fn per_rate_for_time(params: &MultirateParams, top_bps: f64) -> usize {
     let bits = 8.0 * params.size_bytes as f64;
-    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<f64>().ok());
-    let min_sub = env("TL_EXP_MIN_SUB_NS").unwrap_or(params.min_sub_stream_ns);
-    let unb = env("TL_EXP_UNB").map_or(params.per_rate_unbatched, |v| v as usize);
-    let needed = (min_sub * 1e-9 * top_bps / bits).ceil();
-    let floor = unb.min(params.per_rate);
+    let needed = (params.min_sub_stream_ns * 1e-9 * top_bps / bits).ceil();
+    let by_bytes = params
+        .min_sub_stream_bytes
+        .div_ceil(u64::from(params.size_bytes.max(1)));
+    let floor = params
+        .per_rate_unbatched
+        .max(by_bytes as usize)
+        .min(params.per_rate);
     if !needed.is_finite() {
         return params.per_rate;
     }
@@ -1078,16 +1090,22 @@ mod tests {
     }
 
     #[test]
-    fn sub_streams_stamped_one_by_one_last_a_millisecond() {
+    fn sub_streams_stamped_one_by_one_last_a_millisecond_and_72_kb() {
         let mut p = MultirateParams::default();
         // 10 Gbit/s path, 9000 B, top rate 6.5 Gbit/s: 1 ms holds
         // 1e-3 * 6.5e9 / 72000 = 90.3 packets; capped at the default 64.
         assert_eq!(per_rate_for_time(&p, 6.5e9), 64);
-        // The lab: 1514 B at 195 Mbit/s, 16.1 -> 17: the floor, 32.
-        p.size_bytes = 1514;
+        // 9000 B at 195 Mbit/s: 2.7 packets in 1 ms, 72 KB in 8: the
+        // floor of 32 packets.
         assert_eq!(per_rate_for_time(&p, 195e6), 32);
-        // 500 Mbit/s: 41.3 -> 42.
-        assert_eq!(per_rate_for_time(&p, 500e6), 42);
+        // The lab: 1514 B at 195 Mbit/s, 16.1 -> 17 packets in 1 ms;
+        // 72000 / 1514 = 47.6 -> 48 packets carry 72 KB.
+        p.size_bytes = 1514;
+        assert_eq!(per_rate_for_time(&p, 195e6), 48);
+        // 800 Mbit/s: 1e-3 * 800e6 / 12112 = 66.1: capped at 64.
+        assert_eq!(per_rate_for_time(&p, 800e6), 64);
+        // 700 Mbit/s: 57.8 -> 58, over the 48 of the bytes.
+        assert_eq!(per_rate_for_time(&p, 700e6), 58);
         assert_eq!(per_rate_for_time(&p, f64::NAN), 64);
     }
 
