@@ -25,8 +25,8 @@ use tightlink_core::channel::{
 };
 use tightlink_core::ProbeStream;
 use tightlink_wire::control::{
-    read_message, write_message, Direction, Limits, Message, RecordKind, Scheduled, MAX_CREDIT,
-    MAX_SCHEDULE, VERSION,
+    read_message, write_message, Direction, Limits, Message, Padding, RecordKind, Scheduled,
+    MAX_CREDIT, MAX_SCHEDULE, VERSION,
 };
 use tightlink_wire::twamp::ProbeRepr;
 use tightlink_wire::DropCounters;
@@ -350,7 +350,13 @@ impl UdpChannel {
         self.credit_balance -= bytes as i64;
         while self.credit_balance < 0 {
             let len = (-self.credit_balance).min(MAX_CREDIT as i64) as u32;
-            write_message(&mut self.writer, &Message::Credit { len }).map_err(io_err("credit"))?;
+            write_message(
+                &mut self.writer,
+                &Message::Credit {
+                    padding: Padding { len },
+                },
+            )
+            .map_err(io_err("credit"))?;
             self.credit_balance += len as i64;
         }
         Ok(())

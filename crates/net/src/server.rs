@@ -43,7 +43,7 @@ use tightlink_sys::sockopt;
 
 use tightlink_wire::control::{
     read_message, write_message, ControlError, Direction, Limits, Message, RecordKind, Scheduled,
-    VERSION,
+    TransferFrom, VERSION,
 };
 use tightlink_wire::twamp::ProbeRepr;
 use tightlink_wire::DropCounters;
@@ -531,8 +531,8 @@ fn session(
                 Message::Reverse { stream, schedule } if s.direction == Direction::Reverse => {
                     s.reverse_stream(&mut w, o, stream, &schedule, remaining_ns)?
                 }
-                Message::Credit { len } if s.direction == Direction::Reverse => {
-                    s.tcp_credit += len as u64;
+                Message::Credit { padding } if s.direction == Direction::Reverse => {
+                    s.tcp_credit += padding.len as u64;
                 }
                 Message::Transfer {
                     max_bytes,
@@ -540,20 +540,7 @@ fn session(
                 } if s.direction == Direction::Transfer => {
                     s.transfer(&conn, &mut w, o, config, max_bytes, packet_bytes)?
                 }
-                Message::TransferFrom {
-                    max_bytes,
-                    packet_bytes,
-                    max_rate_bps,
-                    raw,
-                    seed,
-                } if s.direction == Direction::TransferReverse => {
-                    let ask = crate::transfer::serve::ReverseAsk {
-                        max_bytes,
-                        packet_bytes,
-                        max_rate_bps,
-                        raw,
-                        seed,
-                    };
+                Message::TransferFrom(ask) if s.direction == Direction::TransferReverse => {
                     s.transfer_reverse(&conn, &mut w, o, config, &ask)?
                 }
                 Message::Close => return s.close(&mut w, o),
@@ -979,7 +966,7 @@ impl Session {
         w: &mut BufWriter<&TcpStream>,
         o: &mut Outcome,
         config: &ServerConfig,
-        ask: &crate::transfer::serve::ReverseAsk,
+        ask: &TransferFrom,
     ) -> Result<(), End> {
         let session = self.transfer_session(conn, o, config);
         let served =

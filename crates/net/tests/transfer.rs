@@ -179,7 +179,9 @@ fn a_reverse_transfer_beyond_the_servers_limit_is_refused() {
 /// within about a second, saying why.
 #[test]
 fn a_reverse_transfer_with_no_udp_from_the_client_is_refused() {
-    use tightlink_wire::control::{read_message, write_message, Direction, Message, VERSION};
+    use tightlink_wire::control::{
+        read_message, write_message, Direction, Message, TransferFrom, VERSION,
+    };
     let (addr, _) = spawn_server(quiet()).unwrap();
     let mut c = std::net::TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -210,13 +212,13 @@ fn a_reverse_transfer_with_no_udp_from_the_client_is_refused() {
     let t0 = std::time::Instant::now();
     write_message(
         &mut c,
-        &Message::TransferFrom {
+        &Message::TransferFrom(TransferFrom {
             max_bytes: 1_000_000,
             packet_bytes: 1400,
             max_rate_bps: 0,
             raw: false,
             seed: 1,
-        },
+        }),
     )
     .unwrap();
     match read_message(&mut c).unwrap() {

@@ -33,7 +33,9 @@ use tightlink_core::channel::ChannelError;
 use tightlink_core::rapid::{RapidEstimator, RapidUpdate};
 use tightlink_core::stats::median_i64;
 use tightlink_sys::sockopt;
-use tightlink_wire::control::{read_message, write_message, Direction, Limits, Message};
+use tightlink_wire::control::{
+    read_message, write_message, Direction, Limits, Message, SenderTotals, TransferFrom,
+};
 use tightlink_wire::data::HEADER_LEN;
 
 use crate::client::open_session;
@@ -292,13 +294,13 @@ fn receive_from(
         .map_err(io_err("data socket"))?;
     write_message(
         &mut cs.writer,
-        &Message::TransferFrom {
+        &Message::TransferFrom(TransferFrom {
             max_bytes,
             packet_bytes: payload as u16,
             max_rate_bps: opts.max_rate_bps.map_or(0, |r| r.max(1.0) as u64),
             raw: opts.estimator == RapidEstimator::Raw,
             seed: opts.seed,
-        },
+        }),
     )
     .map_err(io_err("control connection"))?;
     let window = transfer_ready(cs)?;
@@ -322,20 +324,19 @@ fn receive_from(
         .map_err(io_err("control connection"))?;
     let mut w = BufWriter::new(&writer);
     let mut st = ReverseState::default();
-    let mut totals: Option<Message> = None;
+    let mut totals: Option<SenderTotals> = None;
     let mut next_report = start + interval_ns;
     let got = receive::receive(&end, &mut w, &mut re, &mut |ev| match ev {
-        RecvEvent::Message(m @ Message::RateUpdate { .. }) => {
-            if let Some(u) = send::update_of(&m) {
-                st.estimate = u.abw_bps.or(st.estimate);
-                st.rate_bps = u.rate_bps;
-                on_event(TransferEvent::Update(&u));
-                st.updates.push(u);
-            }
+        RecvEvent::Message(Message::RateUpdate(r)) => {
+            let u = send::update_of(&r);
+            st.estimate = u.abw_bps.or(st.estimate);
+            st.rate_bps = u.rate_bps;
+            on_event(TransferEvent::Update(&u));
+            st.updates.push(u);
             Ok(())
         }
-        RecvEvent::Message(m @ Message::SenderTotals { .. }) => {
-            totals = Some(m);
+        RecvEvent::Message(Message::SenderTotals(t)) => {
+            totals = Some(t);
             Ok(())
         }
         RecvEvent::Message(other) => Err(ServeEnd::Fail(format!(
@@ -370,7 +371,7 @@ fn receive_from(
             hex(&got.sender_digest)
         )));
     }
-    let Some(Message::SenderTotals {
+    let Some(SenderTotals {
         sent_bytes,
         retransmitted_bytes,
         sent_packets,

@@ -11,7 +11,9 @@ use tightlink_core::rapid::{PacketTag, RapidController, RapidEstimator, RapidPar
 use tightlink_core::stats::median_i64;
 use tightlink_core::Bound;
 use tightlink_sys::sockopt;
-use tightlink_wire::control::{read_message, write_message, Message};
+use tightlink_wire::control::{
+    read_message, write_message, Message, RateBound, RateUpdate, SenderTotals,
+};
 use tightlink_wire::data::{DataRepr, HEADER_LEN};
 
 use super::book::{DataSource, SendBook};
@@ -233,7 +235,7 @@ pub(crate) fn send<R: Read, W: Write>(
         let ns = |v: Option<i64>| v.map_or(0, |x| x.max(1) as u64);
         send_ctl(
             writer,
-            &Message::SenderTotals {
+            &Message::SenderTotals(SenderTotals {
                 sent_bytes: book.sent_bytes,
                 retransmitted_bytes: book.retransmitted_bytes,
                 sent_packets: book.sent_packets,
@@ -241,7 +243,7 @@ pub(crate) fn send<R: Read, W: Write>(
                 streams: l.streams,
                 rtt_min_ns: ns(l.rtts.iter().min().copied()),
                 rtt_median_ns: ns(median_i64(&l.rtts)),
-            },
+            }),
         )?;
     }
     send_ctl(
@@ -298,49 +300,38 @@ fn send_ctl<W: Write>(w: &mut W, m: &Message) -> Result<(), ChannelError> {
 
 /// One controller update as the receiver of a reverse transfer is told.
 fn rate_update(u: &RapidUpdate, start_ns: i64) -> Message {
-    Message::RateUpdate {
+    Message::RateUpdate(RateUpdate {
         stream: u.stream as u32,
         at_ns: (u.at_ns - start_ns).max(0) as u64,
         sent_bps: u.sent_bps.max(0.0) as u64,
         abw_bps: u.abw_bps.map_or(0, |a| a.max(1.0) as u64),
         bound: match u.bound {
-            Bound::Exact => 0,
-            Bound::AtLeast => 1,
-            Bound::AtMost => 2,
-            Bound::None => 3,
+            Bound::Exact => RateBound::Exact,
+            Bound::AtLeast => RateBound::AtLeast,
+            Bound::AtMost => RateBound::AtMost,
+            Bound::None => RateBound::None,
         },
         lost: u.lost.min(u32::MAX as usize) as u32,
         rate_bps: u.rate_bps.max(0.0) as u64,
-    }
+    })
 }
 
 /// The inverse of [`rate_update`], on the receiver (times since the
 /// transfer began).
-pub(crate) fn update_of(m: &Message) -> Option<RapidUpdate> {
-    match *m {
-        Message::RateUpdate {
-            stream,
-            at_ns,
-            sent_bps,
-            abw_bps,
-            bound,
-            lost,
-            rate_bps,
-        } => Some(RapidUpdate {
-            stream: stream as u64,
-            at_ns: at_ns.min(i64::MAX as u64) as i64,
-            sent_bps: sent_bps as f64,
-            abw_bps: (abw_bps > 0).then_some(abw_bps as f64),
-            bound: match bound {
-                0 => Bound::Exact,
-                1 => Bound::AtLeast,
-                2 => Bound::AtMost,
-                _ => Bound::None,
-            },
-            lost: lost as usize,
-            rate_bps: rate_bps as f64,
-        }),
-        _ => None,
+pub(crate) fn update_of(u: &RateUpdate) -> RapidUpdate {
+    RapidUpdate {
+        stream: u.stream as u64,
+        at_ns: u.at_ns.min(i64::MAX as u64) as i64,
+        sent_bps: u.sent_bps as f64,
+        abw_bps: (u.abw_bps > 0).then_some(u.abw_bps as f64),
+        bound: match u.bound {
+            RateBound::Exact => Bound::Exact,
+            RateBound::AtLeast => Bound::AtLeast,
+            RateBound::AtMost => Bound::AtMost,
+            RateBound::None => Bound::None,
+        },
+        lost: u.lost as usize,
+        rate_bps: u.rate_bps as f64,
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tightlink_core::rapid::RapidEstimator;
 use tightlink_sys::sockopt;
-use tightlink_wire::control::{write_message, Limits, Message};
+use tightlink_wire::control::{write_message, Limits, Message, TransferFrom};
 use tightlink_wire::data::HEADER_LEN;
 use tightlink_wire::DropCounters;
 
@@ -134,15 +134,6 @@ pub fn receive(
     })
 }
 
-/// What a client asks of a reverse transfer (`TransferFrom`).
-pub struct ReverseAsk {
-    pub max_bytes: u64,
-    pub packet_bytes: u16,
-    pub max_rate_bps: u64,
-    pub raw: bool,
-    pub seed: u64,
-}
-
 /// Runs a reverse transfer: waits (up to a second) for a UDP packet of
 /// this session from the client's IP, whose address the data goes to,
 /// then sends as the client asked within the session's limits, through
@@ -153,7 +144,7 @@ pub fn send(
     sock: &mut ProbeSocket,
     seen: &mut Collected,
     w: &mut BufWriter<&TcpStream>,
-    ask: &ReverseAsk,
+    ask: &TransferFrom,
 ) -> Result<Served, ServeEnd> {
     let window = s.admit(ask.max_bytes, ask.packet_bytes)?;
     let until = clock::monotonic_ns() + 1_000_000_000;
