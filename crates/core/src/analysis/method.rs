@@ -75,7 +75,7 @@ use StreamKind::{Chirp, MultiRate, Pairs, SingleRate};
 
 /// Every method, in the order of [`Method`]'s variants. Single-rate
 /// readers of the gaps or the delays' trend, and multi-rate readers of
-/// the crossing, take steps of queue out first ([`steps`]).
+/// the crossing, take steps of queue out first (the `steps` module).
 pub const REGISTRY: [Registered; 15] = [
     Registered::new(Method::Prcmt, "prcmt", SingleRate, unstepped_single_rate),
     Registered::new(
