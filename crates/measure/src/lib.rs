@@ -80,6 +80,7 @@ pub mod analyze;
 pub mod capacity;
 pub mod error;
 pub mod estimate;
+mod estimate_json;
 pub mod hops;
 pub mod passive;
 pub mod report;
@@ -90,10 +91,8 @@ pub mod transfer;
 
 pub use capacity::{capacity, CapacityOptions, CapacityResult};
 pub use error::{kind_of, BadInput, ErrorKind};
-pub use estimate::{
-    estimate, estimate_both, BusyJson, Capped, EstimateJson, EstimateOptions, EstimateReport,
-    ShaperJson, SlowTrainsJson,
-};
+pub use estimate::{estimate, estimate_both, Capped, EstimateOptions, EstimateReport};
+pub use estimate_json::{BusyJson, EstimateJson, ShaperJson, SlowTrainsJson};
 pub use report::{BartUpdate, Cost, Event};
 pub use save::{write_trace, write_truth};
 pub use target::{open_channel, RealOptions, Target};
