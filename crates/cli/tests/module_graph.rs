@@ -76,10 +76,26 @@ fn collect(root: &Path, dir: &Path, files: &mut BTreeMap<Vec<String>, PathBuf>) 
 
 /// The file's code before its tests, without comments.
 fn code(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap();
+    code_of(&std::fs::read_to_string(path).unwrap())
+}
+
+/// `code` of a file's text: a `#[cfg(test)]` that only declares a test
+/// module kept in its own file (`mod tests;`) is passed over, and the
+/// code after it still read.
+fn code_of(text: &str) -> String {
     let mut out = String::new();
-    for line in text.lines() {
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
         if line.trim_start() == "#[cfg(test)]" {
+            let declares_only = lines.peek().is_some_and(|next| {
+                let t = next.trim();
+                t.starts_with("mod ") && t.ends_with(';')
+                    || t.starts_with("pub(crate) mod ") && t.ends_with(';')
+            });
+            if declares_only {
+                lines.next();
+                continue;
+            }
             break;
         }
         let line = match line.find("//") {
@@ -177,6 +193,10 @@ fn named_paths(code: &str) -> Vec<Vec<String>> {
                 .chars()
                 .take_while(|&c| is_ident(c) || c == ':')
                 .collect();
+            // `super::{a, b}`: the use tree above reads the group.
+            if tail.trim_end_matches(':') == start.trim_end_matches(':') {
+                continue;
+            }
             out.push(
                 tail.split("::")
                     .filter(|x| !x.is_empty())
@@ -186,6 +206,22 @@ fn named_paths(code: &str) -> Vec<Vec<String>> {
         }
     }
     out
+}
+
+/// Whether `code` names `module::` at the start of a path (not as the
+/// tail of another path, `a::module::`).
+fn names_inline(code: &str, module: &str) -> bool {
+    let pat = format!("{module}::");
+    let mut at = 0;
+    while let Some(i) = code[at..].find(&pat) {
+        let i = at + i;
+        at = i + pat.len();
+        let before = code[..i].chars().last();
+        if before.is_none_or(|c| !is_ident(c) && c != ':') {
+            return true;
+        }
+    }
+    false
 }
 
 /// The file a path from module `from` reaches (its longest prefix that
@@ -296,9 +332,17 @@ fn graph(k: &Crate) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
     let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
     for (module, path) in &k.files {
         let e = edges.entry(module.clone()).or_default();
-        for p in named_paths(&code(path)) {
+        let text = code(path);
+        for p in named_paths(&text) {
             if let Some(t) = target(k, module, &p) {
                 e.insert(t);
+            }
+        }
+        // A child module named inline (`child::f()`), with no `use`.
+        for other in k.files.keys() {
+            let child = other.len() == module.len() + 1 && other.starts_with(module);
+            if child && names_inline(&text, other.last().unwrap()) {
+                e.insert(other.clone());
             }
         }
     }
@@ -359,4 +403,26 @@ fn the_reader_sees_a_circle_by_hand() {
     assert_eq!(circles(&edges), vec![vec![a.clone(), b.clone(), c.clone()]]);
     edges.get_mut(&c).unwrap().clear();
     assert!(circles(&edges).is_empty());
+}
+
+#[test]
+fn imports_after_a_test_module_declaration_and_inline_child_paths_count() {
+    let text = "use a::X;\n#[cfg(test)]\nmod tests;\nuse b::*;\n#[cfg(test)]\nmod more {\n    use c::Y;\n}\n";
+    let code = code_of(text);
+    assert!(code.contains("use b::*;"), "{code}");
+    assert!(!code.contains("use c::Y;"), "{code}");
+    assert!(names_inline("let n = shaper::bytes(1);", "shaper"));
+    assert!(!names_inline(
+        "let n = crate::x::shaper::bytes(1);",
+        "shaper"
+    ));
+    assert!(!names_inline("let n = my_shaper::bytes(1);", "shaper"));
+    // A grouped use names its members, not the parent.
+    assert_eq!(
+        named_paths("use super::{a::X, b::*};\n"),
+        vec![
+            vec!["super".to_string(), "a".into(), "X".into()],
+            vec!["super".to_string(), "b".into()],
+        ]
+    );
 }

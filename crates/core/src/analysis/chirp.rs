@@ -1,7 +1,8 @@
 //! Chirps: pathChirp's excursion reading (the high-speed host paper,
 //! section on chirps; Ribeiro et al. 2003).
 
-use super::*;
+use super::base::*;
+use super::params::*;
 
 /// A chirp ([`super::method::Read`]).
 pub(super) fn read_chirp(

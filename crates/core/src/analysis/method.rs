@@ -3,27 +3,9 @@
 //! it. The faces list methods from [`REGISTRY`]; adding one is a variant
 //! here, a line in the registry and the module that reads its streams.
 
-use super::*;
-
-/// An analysis method (names as on the command line).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Method {
-    Prcmt,
-    PrcmtBass,
-    Pathload,
-    ImrAvg,
-    ImrWavelet,
-    Multirate,
-    MultirateSinglePass,
-    MultiratePrcmtDp1,
-    MultiratePrcmtDp2,
-    Topp,
-    Pathchirp,
-    Bart,
-    Igi,
-    Spruce,
-    QueueFit,
-}
+use super::base::*;
+use super::params::AnalysisParams;
+use super::{chirp::*, multi_rate::*, pairs::*, queue_fit::*, single_rate::*, steps::*};
 
 /// How a method reads a stream that passed the common checks (its kind,
 /// its length, a probing rate): the analyzer's memory, the stream, the

@@ -2,7 +2,9 @@
 //! smoothing and the window (\[BASS\] VI-B), TOPP and BART's line, and
 //! Multi-rate PRC-MT (\[BASS\] VI-D).
 
-use super::*;
+use super::base::*;
+use super::delays::*;
+use super::params::*;
 
 /// What the gaps of a multi-rate stream say.
 #[allow(clippy::too_many_arguments)]

@@ -1,7 +1,8 @@
 //! Packet pairs: Spruce (the method families of the high-speed host
 //! paper, section on packet pairs; Strauss, Katabi and Kaashoek 2003).
 
-use super::*;
+use super::base::*;
+use super::params::*;
 
 /// A stream of pairs ([`super::method::Read`]).
 pub(super) fn read_pairs(

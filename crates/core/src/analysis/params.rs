@@ -1,6 +1,6 @@
 //! Every tunable of every analysis method, with the documented defaults.
 
-use super::*;
+use super::base::*;
 
 /// Every tunable of every method, with the documented defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]

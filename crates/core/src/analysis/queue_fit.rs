@@ -1,7 +1,9 @@
 //! `queue-fit`: the fluid queue fitted to a multi-rate stream's delays
 //! with the tight link's capacity known, and `multirate` met halfway by it.
 
-use super::*;
+use super::base::*;
+use super::delays::*;
+use super::params::*;
 
 /// A multi-rate stream read by `queue-fit` ([`super::method::Read`]).
 pub(super) fn read_queue_fit(

@@ -2,7 +2,9 @@
 //! BASS kept (\[BASS\] V), Pathload's trend test (IMR-Pathload 3), PCT/PDT
 //! after IMR de-noising (IMR 4), and IGI/PTR trains.
 
-use super::*;
+use super::base::*;
+use super::delays::*;
+use super::params::*;
 
 /// A single-rate stream read as it came (IGI/PTR: its trains' gaps).
 pub(super) fn read_single_rate(
@@ -46,14 +48,6 @@ pub(super) fn from_trend(base: Analysis, t: TrendOutcome) -> Analysis {
     }
 }
 
-/// BASS averages the gaps over buffering events (receive batches); a
-/// stream that arrived in fewer than this many batches gives it too few:
-/// on the simulator's 100 Gbit/s path with 125 us coalescence, PRC-MT
-/// after BASS was wrong about 25-31 % of streams of 320-640 packets (2-5
-/// batches) and 12 % at 1280 (9), where the delays were wrong 7-10 %;
-/// at 3200 packets (23 batches) BASS was the better (6 % against 9 %).
-pub(super) const FEW_RECEIVE_BATCHES: usize = 16;
-
 /// A single-rate stream that arrived in few receive batches but is long
 /// enough for the delay test: it is above the available bandwidth when
 /// its queue grew ([`queue_grew_over`]), below otherwise.
@@ -79,26 +73,6 @@ pub(super) fn decided_by_delay(stream: &ProbeStream, base: &Analysis) -> Option<
         },
         ..base.clone()
     })
-}
-
-/// For packets `from..to` that arrived in fewer than
-/// [`FEW_RECEIVE_BATCHES`] receive batches and are long enough for the
-/// delay test: the batches, and whether the queue grew
-/// ([`queue_grew_over`]). `None` otherwise.
-pub(super) fn few_batches_queue_grew(
-    stream: &ProbeStream,
-    from: usize,
-    to: usize,
-) -> Option<(usize, bool)> {
-    // The length first: counting batches reads every packet.
-    if !delay_test_fits(from, to) {
-        return None;
-    }
-    let batches = stream.receive_batch_count_in(from, to)?;
-    if batches >= FEW_RECEIVE_BATCHES {
-        return None;
-    }
-    Some((batches, queue_grew_over(stream, from, to)?))
 }
 
 pub(super) fn single_rate(

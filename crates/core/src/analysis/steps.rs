@@ -2,7 +2,9 @@
 //! arrived at once) taken out of a stream before its reading, and the
 //! batches' link time counted after it.
 
-use super::*;
+use super::base::*;
+use super::params::*;
+use super::{multi_rate::*, queue_fit::with_the_queue_fit, single_rate::*};
 
 /// A single-rate stream read by its gaps or the trend of its one-way
 /// delays (PRC-MT, Pathload, IMR-Pathload), which a step of queue moves:

@@ -1,4 +1,7 @@
+use super::base::*;
+use super::params::*;
 use super::*;
+use super::{delays::*, multi_rate::*, single_rate::*};
 use crate::schedule::{multi_rate_schedule, rates_around, single_rate_schedule};
 use crate::synth::SynthPath;
 

@@ -44,7 +44,7 @@
 //! interval, not back-to-back streams.
 
 use super::multirate::{per_rate_for_batches, swing, MultirateParams};
-use super::{Ceiling, Method as Strategy, Report, Session, Stop, StrategyError};
+use super::session::{Ceiling, Method as Strategy, Report, Session, Stop, StrategyError};
 use tightlink_core::analysis::{analyze, analyze_tracked};
 use tightlink_core::channel::StreamRequest;
 use tightlink_core::decision::bart::{top_rate_capacity_ceiling_bps, BartParams, BartTracker};

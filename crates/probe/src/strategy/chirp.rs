@@ -30,7 +30,7 @@
 //! interval, and the next one's elements are twice as long); the chirp is
 //! then read one element at a time.
 
-use super::{Ceiling, Method as Strategy, Report, Session, Stop, StrategyError};
+use super::session::{Ceiling, Method as Strategy, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::StreamRequest;
 use tightlink_core::schedule::{jumbo_chirp_schedule, jumbo_top_rate};
 use tightlink_core::{analyze, AnalysisParams, Bound, Method, StreamKind};

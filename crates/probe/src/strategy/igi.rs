@@ -21,7 +21,7 @@
 //! back-to-back trains in batches (interrupt coalescence) ends the search
 //! with no answer, as every gap IGI would read is a batch's.
 
-use super::{Method as Strategy, Report, Session, Stop, StrategyError};
+use super::session::{Method as Strategy, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::StreamRequest;
 use tightlink_core::decision::igi::{bottleneck_bps, igi_train, IgiTrain};
 use tightlink_core::schedule::single_rate_schedule;

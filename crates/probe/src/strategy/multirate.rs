@@ -94,8 +94,9 @@
 //! sender's UDP but read a capped TCP flow high: the flow gives way to
 //! the longer rates over the available bandwidth while they run.
 
-use super::Method as Strategy;
-use super::{shaper_train, BusyWatch, Ceiling, Report, Session, Stop, StrategyError};
+use super::session::Method as Strategy;
+use super::session::{BusyWatch, Ceiling, Report, Session, Stop, StrategyError};
+use super::shaper_train;
 use tightlink_core::channel::StreamRequest;
 use tightlink_core::decision::burst::{bursts_swing, met_burst_under_reading};
 use tightlink_core::decision::busy::{busy_share, BusyShare};

@@ -11,8 +11,8 @@
 //! `imr-wavelet`). Fleets are 6 streams of 100 packets (Pathload: 12).
 
 use super::prcmt_search::measure_adr;
-use super::Method as Strategy;
-use super::{single_rate_request, Report, Session, Stop, StrategyError};
+use super::session::Method as Strategy;
+use super::session::{single_rate_request, Report, Session, Stop, StrategyError};
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -36,8 +36,8 @@
 //! the streams met and the range where their decisions put that mean
 //! (`mean_bounds`).
 
-use super::Method as Strategy;
-use super::{single_rate_request, Report, Session, Stop, StrategyError};
+use super::session::Method as Strategy;
+use super::session::{single_rate_request, Report, Session, Stop, StrategyError};
 use tightlink_core::capacity::{shaper_from_trains, train_shape};
 use tightlink_core::decision::bisection::{Bisection, BisectionParams};
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, ProbeStream, StreamKind};

@@ -27,8 +27,8 @@
 use super::multirate::{self, wide_scan, MultirateParams, WideScan};
 use super::prcmt_search::{bucket_bytes, lengths_for_batches, probabilistic_bisection, Bisect};
 use super::prcmt_search::{PrcmtSearchParams, ProbabilisticParams};
-use super::Method as Strategy;
-use super::{Report, Session, Stop, StrategyError};
+use super::session::Method as Strategy;
+use super::session::{Report, Session, Stop, StrategyError};
 use tightlink_core::decision::bisection::Bisection;
 use tightlink_core::{AnalysisParams, Bound};
 

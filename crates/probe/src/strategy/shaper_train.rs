@@ -28,7 +28,7 @@
 //! ([`early_shaper_check`]): a bucket ends the run there, and on a FIFO
 //! path the check is not sent again at the end.
 
-use super::{single_rate_request, Report, Session, ShaperSeen, Stop, StrategyError};
+use super::session::{single_rate_request, Report, Session, ShaperSeen, Stop, StrategyError};
 use tightlink_core::capacity::shaper::{train_shape_batched, TrainShape};
 use tightlink_core::stream::{self, ProbeStream};
 use tightlink_core::Bound;
@@ -296,7 +296,7 @@ pub fn ruled_out_for(s: &Session, answer_bps: f64) -> bool {
 /// more streams before the check at the end found it).
 pub fn early_shaper_check(
     s: &mut Session,
-    method: super::Method,
+    method: super::session::Method,
     answer_bps: f64,
     reference_bps: f64,
     size_bytes: u32,
@@ -574,7 +574,7 @@ impl Check<'_> {
             .all(|t| t.send_bps >= 0.9 * self.rate);
         if r.bound == Bound::Exact && sent_as_asked && t1.max(t2) <= SLOW_TAIL_SHARE * self.answer {
             r.low_bps = r.low_bps.min(t1.min(t2));
-            r.slow_trains = Some(super::SlowTrains {
+            r.slow_trains = Some(super::session::SlowTrains {
                 rate_bps: self.rate,
                 tails_bps: [t1, t2],
             });

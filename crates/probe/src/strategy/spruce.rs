@@ -14,7 +14,7 @@
 //! mean; stop `converged` after `pairs`.
 
 use super::chirp::mean_interval;
-use super::{Method as Strategy, Report, Session, Stop, StrategyError};
+use super::session::{Method as Strategy, Report, Session, Stop, StrategyError};
 use tightlink_core::channel::StreamRequest;
 use tightlink_core::decision::igi::bottleneck_bps;
 use tightlink_core::decision::spruce::pair_estimates;
