@@ -186,7 +186,12 @@ fn named_paths(code: &str) -> Vec<Vec<String>> {
         while let Some(i) = code[at..].find(start) {
             let i = at + i;
             at = i + start.len();
-            if i > 0 && is_ident(code[..i].chars().last().unwrap()) {
+            // Not inside a longer path (`a::super::`, `super::super::`).
+            if code[..i]
+                .chars()
+                .last()
+                .is_some_and(|c| is_ident(c) || c == ':')
+            {
                 continue;
             }
             let tail: String = code[i..]
@@ -417,6 +422,16 @@ fn imports_after_a_test_module_declaration_and_inline_child_paths_count() {
         "shaper"
     ));
     assert!(!names_inline("let n = my_shaper::bytes(1);", "shaper"));
+    // `super::super::x` is one path, not also `super::x`.
+    assert_eq!(
+        named_paths("fn f() { super::super::x::Y; }"),
+        vec![vec![
+            "super".to_string(),
+            "super".into(),
+            "x".into(),
+            "Y".into()
+        ]]
+    );
     // A grouped use names its members, not the parent.
     assert_eq!(
         named_paths("use super::{a::X, b::*};\n"),
