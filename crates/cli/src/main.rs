@@ -15,6 +15,8 @@ mod generate;
 mod history;
 mod hops;
 mod lab;
+mod lab_run;
+mod lab_target;
 mod reflector;
 mod report;
 
