@@ -283,7 +283,7 @@ pub fn run(args: LabArgs) -> Result<()> {
             need_root()?;
             let lab = lab_of(&target)?;
             let exe = std::env::current_exe()?;
-            let r = tightlink_lab::run::check(&lab, &exe, Duration::from_millis(1))?;
+            let r = tightlink_lab::check::check(&lab, &exe, Duration::from_millis(1))?;
             if json {
                 println!("{}", serde_json::to_string(&r)?);
                 return Ok(());

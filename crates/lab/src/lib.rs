@@ -23,6 +23,7 @@
 //!   against the available bandwidth per bin.
 
 pub mod cc;
+pub mod check;
 pub mod cross;
 pub mod delay;
 pub mod generators;
