@@ -38,6 +38,7 @@ pub mod packets;
 pub mod receiver;
 pub mod reflector;
 pub mod server;
+mod server_session;
 pub mod stamps;
 pub mod transfer;
 mod transmit;
