@@ -4,6 +4,7 @@
 //! PNGs with a font shipped in this crate (no system fonts needed).
 
 pub mod experiments;
+pub mod over_time;
 pub mod plots;
 
 use experiments::{
@@ -35,8 +36,8 @@ pub struct Results {
     /// pathChirp per chirp and per 11-chirp mean, per path.
     pub chirps: Vec<(PathCase, ChirpRow)>,
     /// BART following a step in the cross traffic, per path.
-    pub tracking: Vec<(PathCase, experiments::Tracking)>,
-    pub cc: Vec<experiments::CcCell>,
+    pub tracking: Vec<(PathCase, over_time::Tracking)>,
+    pub cc: Vec<over_time::CcCell>,
     pub example: GapExample,
     pub wall_s: f64,
 }
@@ -134,9 +135,9 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         chirps.push((case, row));
     }
     let mut tracking = Vec::new();
-    for case in experiments::STEPS {
+    for case in over_time::STEPS {
         progress(&format!("BART following a step: {}", case.name));
-        let t = experiments::tracking(seed, &case);
+        let t = over_time::tracking(seed, &case);
         tracking.push((case, t));
     }
     let mut strategies = Vec::new();
@@ -146,7 +147,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         strategies.push((case, rows));
     }
     progress("rate control: rapid, rapid-raw, cubic, bbr");
-    let cc = experiments::congestion_control(seed, scale.cc_seconds * 1e9);
+    let cc = over_time::congestion_control(seed, scale.cc_seconds * 1e9);
     let example = experiments::gap_example(seed, &TEN_GIG[0]);
     Results {
         scale,
@@ -432,8 +433,8 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(
         s,
         "\n## BART following a step\n\n`tightlink estimate --follow` on the simulator for {} streams: the cross traffic steps from 2 to 5 Gbit/s at {} s (available bandwidth 8 to 5 Gbit/s); each stream's estimate against that stream's own truth. \"Streams to follow\": after the step, until three in a row are within +-10 %. Plots: `tracking-*.png`.\n\n| path | streams to follow | median error before | median error after (5th stream on) |\n|---|---:|---:|---:|",
-        experiments::TRACK_STREAMS,
-        experiments::STEP_AT_S
+        over_time::TRACK_STREAMS,
+        over_time::STEP_AT_S
     );
     for (case, t) in &r.tracking {
         let _ = writeln!(

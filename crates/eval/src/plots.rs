@@ -56,7 +56,7 @@ pub fn draw_all(r: &Results, dir: &Path) -> Res<Vec<PathBuf>> {
 
 /// The tracker's estimate (with +-2 sd) and each stream's truth over
 /// path time.
-fn tracking(name: &str, t: &crate::experiments::Tracking, file: &Path) -> Res<()> {
+fn tracking(name: &str, t: &crate::over_time::Tracking, file: &Path) -> Res<()> {
     tightlink_plot::draw_tracking(
         file,
         &tightlink_plot::Tracking {
@@ -64,18 +64,18 @@ fn tracking(name: &str, t: &crate::experiments::Tracking, file: &Path) -> Res<()
             x_desc: "path time (s)",
             points: &t.points,
             truth_line: None,
-            step_at_s: Some(crate::experiments::STEP_AT_S - 0.02),
+            step_at_s: Some(crate::over_time::STEP_AT_S - 0.02),
         },
     )
 }
 
 /// Each controller's goodput per 500 ms bin over time, with the
 /// available bandwidth per bin (the paper's Figs. 17 and 18).
-fn rate_control(cell: &crate::experiments::CcCell, file: &Path) -> Res<()> {
+fn rate_control(cell: &crate::over_time::CcCell, file: &Path) -> Res<()> {
     let Some(first) = cell.flows.first() else {
         return Ok(());
     };
-    let bin_s = crate::experiments::CC_BIN_NS / 1e9;
+    let bin_s = crate::over_time::CC_BIN_NS / 1e9;
     let at = |k: usize| (k as f64 + 0.5) * bin_s;
     let gbps = |v: &[f64]| -> Vec<(f64, f64)> {
         v.iter()
