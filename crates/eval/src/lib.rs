@@ -3,13 +3,15 @@
 //! [`run`] collects them, [`markdown`] prints the tables, [`plots`] draws
 //! PNGs with a font shipped in this crate (no system fonts needed).
 
+pub mod closed_loop;
 pub mod experiments;
 pub mod over_time;
 pub mod plots;
 
+use closed_loop::{ChirpRow, GapExample, StrategyRow};
 use experiments::{
-    ChirpRow, DecisionCell, ErrorDist, GapExample, OutOfRange, PathCase, Scale, SensitivityCell,
-    StrategyRow, HUNDRED_GIG, HUNDRED_GIG_SMOOTHED, LOSSY, TEN_GIG,
+    DecisionCell, ErrorDist, OutOfRange, PathCase, Scale, SensitivityCell, HUNDRED_GIG,
+    HUNDRED_GIG_SMOOTHED, LOSSY, TEN_GIG,
 };
 
 /// Everything one `tightlink eval` run measured.
@@ -131,7 +133,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
     let chirp_cases = [HUNDRED_GIG, experiments::HUNDRED_GIG_UNCOALESCED, LOSSY];
     for case in TEN_GIG.iter().cloned().chain(chirp_cases) {
         progress(&format!("pathChirp: {}", case.name));
-        let row = experiments::chirp_errors(seed, &case, scale.multi_streams);
+        let row = closed_loop::chirp_errors(seed, &case, scale.multi_streams);
         chirps.push((case, row));
     }
     let mut tracking = Vec::new();
@@ -143,12 +145,12 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
     let mut strategies = Vec::new();
     for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
         progress(&format!("closed-loop strategies: {}", case.name));
-        let rows = experiments::strategies(seed, &case, scale.strategy_seeds);
+        let rows = closed_loop::strategies(seed, &case, scale.strategy_seeds);
         strategies.push((case, rows));
     }
     progress("rate control: rapid, rapid-raw, cubic, bbr");
     let cc = over_time::congestion_control(seed, scale.cc_seconds * 1e9);
-    let example = experiments::gap_example(seed, &TEN_GIG[0]);
+    let example = closed_loop::gap_example(seed, &TEN_GIG[0]);
     Results {
         scale,
         seed,
@@ -410,7 +412,7 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(
         s,
         "\n## pathChirp: chirps on the same paths\n\nChirps of 9000-byte packets from a tenth of the link rate to all of it, spread factor 1.2 (15 packets at 10 Gbit/s); each read by its excursions (decrease factor 1.5, busy period 5), and pathChirp's answer, the mean of {} chirps that answered, against the mean of their truths. Within +-10 % counts over all chirps (all groups).\n\n| path | chirps | answered | per chirp within +-10 % | per chirp median | means within +-10 % | means median | means p90 abs | why not answered |\n|---|---:|---:|---:|---:|---:|---:|---:|---|",
-        experiments::CHIRP_SMOOTHING
+        closed_loop::CHIRP_SMOOTHING
     );
     for (case, row) in &r.chirps {
         let mut abs: Vec<f64> = row.means.errors.iter().map(|e| e.abs()).collect();
