@@ -44,6 +44,7 @@ pub mod transfer;
 mod transmit;
 pub mod ttl;
 pub mod twamp_light;
+mod twamp_reply;
 pub mod udp;
 
 pub use client::{ClientOptions, UdpChannel};
