@@ -217,8 +217,26 @@ fn dist_row_with_bounds(label: &str, d: &ErrorDist) -> String {
 
 /// The tables, as Markdown.
 pub fn markdown(r: &Results) -> String {
-    use std::fmt::Write;
     let mut s = String::new();
+    title(&mut s, r);
+    decision_tables(&mut s, r);
+    multirate_tables(&mut s, r);
+    multipass_tables(&mut s, r);
+    out_of_range_table(&mut s, r);
+    sensitivity_tables(&mut s, r);
+    ceiling_table(&mut s, r);
+    load_scale_table(&mut s, r);
+    capacity_off_table(&mut s, r);
+    chirp_table(&mut s, r);
+    tracking_table(&mut s, r);
+    strategy_tables(&mut s, r);
+    rate_control_table(&mut s, r);
+    s
+}
+
+/// The first line: seed, scale, time and threads.
+fn title(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "tightlink eval: seed {}, {} single-rate streams per cell ({} at 100G), {} multi-rate streams per path, {} per sensitivity cell, {} seeds per strategy; {:.1} s on {} threads\n",
@@ -231,6 +249,11 @@ pub fn markdown(r: &Results) -> String {
         r.wall_s,
         rayon::current_num_threads()
     );
+}
+
+/// Single-rate decision error vs stream length, per path.
+fn decision_tables(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "## Decision error (wrong / ambiguous) vs stream length (Fig. 6, 8, 11)\n\nSingle-rate streams of 9000-byte packets at 0.67-1.2 x the nominal available bandwidth; truth per stream from the simulator.\n"
@@ -261,6 +284,11 @@ pub fn markdown(r: &Results) -> String {
         }
         let _ = writeln!(s);
     }
+}
+
+/// Multi-rate error distributions per path and method.
+fn multirate_tables(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "## Multi-rate estimates, Range 30 % (Fig. 14, 15)\n\nCentres within +-20 % of the nominal available bandwidth. Within +-10 % counts over all streams; quantiles over exact estimates. Wrong bound: \"at least\" a rate 10 % above the stream's truth, or \"at most\" one 10 % below it.\n"
@@ -281,6 +309,11 @@ pub fn markdown(r: &Results) -> String {
         }
         let _ = writeln!(s);
     }
+}
+
+/// Multi-pass smoothing: passes and robustness.
+fn multipass_tables(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "## Multi-pass smoothing (VI-B): passes and the robust signature\n\nThe 5 x 64 streams above, smoothed by single-pass BASS and by multi-pass smoothing with the spike thresholds multiplied by a decay per pass after the first (1: the same thresholds every pass, the default). Merged: a pass after the first averaged something. Robust: the window-averaged gaps that exceed their send gap form one unbroken run at the end (the paper's stopping signature).\n\n| path | smoothing | merged | mean passes | robust | exact | wrong bound | within +-10 % | p10 | median | p90 |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -305,6 +338,11 @@ pub fn markdown(r: &Results) -> String {
         }
     }
     let _ = writeln!(s);
+}
+
+/// Multi-rate streams whose truth lay outside the probed rates.
+fn out_of_range_table(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "## Truth outside the probed rates\n\nMulti-rate streams, Range 30 %, centred at 0.45-0.65 or 1.45-1.8 x the nominal available bandwidth; streams whose own truth lay above the top rate or under the lowest, and what `multirate` and `queue-fit` (given the tight link's capacity) answered.\n\n| path | method | truth | streams | right bound | exact | wrong bound | none |\n|---|---|---|---:|---:|---:|---:|---:|"
@@ -326,6 +364,11 @@ pub fn markdown(r: &Results) -> String {
         }
     }
     let _ = writeln!(s);
+}
+
+/// The Range / packets-per-rate sensitivity grids.
+fn sensitivity_tables(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "## Sensitivity to Range and packets per rate (Fig. 16), {}\n\nShare of multi-pass multirate estimates within +-10 % (median error).\n",
@@ -356,14 +399,17 @@ pub fn markdown(r: &Results) -> String {
             let _ = writeln!(s);
         }
     };
-    grid(&mut s, &|c| (c.within_10, c.median_error));
+    grid(s, &|c| (c.within_10, c.median_error));
     let _ = writeln!(
         s,
         "\nThe same streams read by `queue-fit`, given the tight link's capacity (10 Gbit/s):\n"
     );
-    grid(&mut s, &|c| {
-        (c.queue_fit_within_10, c.queue_fit_median_error)
-    });
+    grid(s, &|c| (c.queue_fit_within_10, c.queue_fit_median_error));
+}
+
+/// Each sub-stream read by its own truth: the bracket rules' ceiling.
+fn ceiling_table(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "\n## Each sub-stream read by its own truth: the bracket rules' ceiling\n\nThe multi-rate streams above (5 x 64, 5 x 640 at 100 Gbit/s) with each sub-stream judged against the available bandwidth it met at the tight link (from its first packet's arrival there to the next sub-stream's), the stream answered from the bracket between two rates that disagrees with the fewest of those judgements, and scored against the whole stream's truth. Split: a sub-stream's rate lies on the other side of its own truth than of the stream's. Best point: within +-10 % if any point of a best-fitting bracket is, the most any rule that answers inside that bracket can reach; a rule that reads the sub-streams together (`queue-fit`, given the capacity, and `multirate` meeting it halfway) is not bound by it.\n\n| path | Range | streams | split | bracket midpoint within +-10 % | best point within +-10 % | multirate within +-10 % | multirate, capacity given | queue-fit within +-10 % |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -383,6 +429,11 @@ pub fn markdown(r: &Results) -> String {
             pct(c.queue_fit_within)
         );
     }
+}
+
+/// Multi-rate error vs the cross traffic's burst time scale.
+fn load_scale_table(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "\n## Multi-rate error vs the cross traffic's burst time scale\n\nMulti-pass multirate, 5 x 64, Range 30 %, 125 us coalescence; 2.5 Gbit/s mean ON/OFF load in every row.\n\n| load | exact | within +-10 % | p10 | median | p90 |\n|---|---:|---:|---:|---:|---:|"
@@ -390,6 +441,11 @@ pub fn markdown(r: &Results) -> String {
     for (case, d) in &r.load_scales {
         let _ = writeln!(s, "{}", dist_row(case.name, d));
     }
+}
+
+/// queue-fit and multirate given the capacity times a factor.
+fn capacity_off_table(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "\n## queue-fit and multirate with the capacity off\n\nMulti-rate streams (5 x 64 packets, 5 x 640 at 100 Gbit/s) read by `queue-fit` and by `multirate` (which meets the queue fit halfway) given the tight link's capacity times a factor. Bounds are `multirate`'s own whatever it is given.\n\n| path | Range | capacity given | queue-fit exact | wrong bound | within +-10 % | p10 | median | p90 | multirate within +-10 % | median |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -409,6 +465,11 @@ pub fn markdown(r: &Results) -> String {
             );
         }
     }
+}
+
+/// pathChirp's chirps on the same paths.
+fn chirp_table(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "\n## pathChirp: chirps on the same paths\n\nChirps of 9000-byte packets from a tenth of the link rate to all of it, spread factor 1.2 (15 packets at 10 Gbit/s); each read by its excursions (decrease factor 1.5, busy period 5), and pathChirp's answer, the mean of {} chirps that answered, against the mean of their truths. Within +-10 % counts over all chirps (all groups).\n\n| path | chirps | answered | per chirp within +-10 % | per chirp median | means within +-10 % | means median | means p90 abs | why not answered |\n|---|---:|---:|---:|---:|---:|---:|---:|---|",
@@ -432,6 +493,11 @@ pub fn markdown(r: &Results) -> String {
             row.unanswered_reason.as_deref().unwrap_or("-")
         );
     }
+}
+
+/// BART following a step of cross traffic.
+fn tracking_table(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "\n## BART following a step\n\n`tightlink estimate --follow` on the simulator for {} streams: the cross traffic steps from 2 to 5 Gbit/s at {} s (available bandwidth 8 to 5 Gbit/s); each stream's estimate against that stream's own truth. \"Streams to follow\": after the step, until three in a row are within +-10 %. Plots: `tracking-*.png`.\n\n| path | streams to follow | median error before | median error after (5th stream on) |\n|---|---:|---:|---:|",
@@ -449,6 +515,11 @@ pub fn markdown(r: &Results) -> String {
             pct(t.median_after)
         );
     }
+}
+
+/// The closed-loop strategies per path.
+fn strategy_tables(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(s, "\n## Closed-loop strategies (tightlink estimate)\n");
     for (case, rows) in &r.strategies {
         let _ = writeln!(s, "### {}\n", case.name);
@@ -486,6 +557,11 @@ pub fn markdown(r: &Results) -> String {
         }
         let _ = writeln!(s);
     }
+}
+
+/// The rate controllers driven by the estimates.
+fn rate_control_table(s: &mut String, r: &Results) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "## Rate control driven by the estimates (section VII, Figs. 17-18)\n\nOne long-lived flow of 9000-byte packets for {} s on the 10 Gbit/s path beside 2.5 Gbit/s of cross traffic (125 us coalescence, 1 MB buffer), per-packet feedback a round trip later. rapid: data sent as multi-rate streams (Range 50 %, 4 x 32), the next rate from each stream's multi-pass estimate; rapid-raw: the same rule on unsmoothed gaps; cubic and bbr: the simulator's models of the kernel's. Goodput and available bandwidth: means of the 500 ms bins after the first.\n\n| cross traffic | RTT | controller | goodput | of available | loss | queueing delay median | p95 |\n|---|---:|---|---:|---:|---:|---:|---:|",
@@ -508,5 +584,4 @@ pub fn markdown(r: &Results) -> String {
         }
     }
     let _ = writeln!(s);
-    s
 }
