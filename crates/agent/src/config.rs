@@ -235,11 +235,24 @@ fn jitter(what: &str, j: f64) -> Result<f64> {
     Ok(j)
 }
 
-fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<AgentConfig> {
-    let at = |what: &str| match path {
+/// `what`, prefixed with the config file's path where there is one.
+fn at(path: Option<&Path>, what: &str) -> String {
+    match path {
         Some(p) => format!("{}: {what}", p.display()),
         None => what.to_string(),
-    };
+    }
+}
+
+/// What a target takes when it does not say.
+struct TargetDefaults {
+    interval: String,
+    jitter: f64,
+    timeout: String,
+    methods: Vec<String>,
+}
+
+fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<AgentConfig> {
+    let at = |what: &str| at(path, what);
     let listen_text = over
         .listen
         .clone()
@@ -257,28 +270,30 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
         .or(file.retention)
         .unwrap_or_else(|| DEFAULT_RETENTION.to_string());
     let retention_s = period(&at("retention"), &retention)?;
-    let d_interval = over
-        .interval
-        .clone()
-        .or(file.interval)
-        .unwrap_or_else(|| DEFAULT_INTERVAL.to_string());
-    let d_jitter = jitter(
-        &at("jitter"),
-        over.jitter.or(file.jitter).unwrap_or(DEFAULT_JITTER),
-    )?;
-    let d_timeout = over
-        .timeout
-        .clone()
-        .or(file.timeout)
-        .unwrap_or_else(|| DEFAULT_TIMEOUT.to_string());
-    let d_methods = over
-        .methods
-        .clone()
-        .or(file.methods)
-        .unwrap_or_else(|| vec!["auto".to_string()]);
+    let defaults = TargetDefaults {
+        interval: over
+            .interval
+            .clone()
+            .or(file.interval)
+            .unwrap_or_else(|| DEFAULT_INTERVAL.to_string()),
+        jitter: jitter(
+            &at("jitter"),
+            over.jitter.or(file.jitter).unwrap_or(DEFAULT_JITTER),
+        )?,
+        timeout: over
+            .timeout
+            .clone()
+            .or(file.timeout)
+            .unwrap_or_else(|| DEFAULT_TIMEOUT.to_string()),
+        methods: over
+            .methods
+            .clone()
+            .or(file.methods)
+            .unwrap_or_else(|| vec!["auto".to_string()]),
+    };
     // Checked here for the names; `queue-fit` is checked per target,
     // where a capacity may be given.
-    methods(&at("methods"), &d_methods, true)?;
+    methods(&at("methods"), &defaults.methods, true)?;
 
     let mut entries: Vec<TargetFile> = file.targets;
     for t in &over.targets {
@@ -292,78 +307,109 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
     for (i, t) in entries.into_iter().enumerate() {
         let label = format!("target {} ('{}')", i + 1, t.target);
         let here = |what: &str| at(&format!("{label}: {what}"));
-        let target =
-            Target::parse(&t.target).map_err(|e| anyhow::anyhow!("{}", here(&e.to_string())))?;
-        if matches!(target, Target::Trace { .. }) {
-            bail!("{}", here("a recorded trace is not a path to watch (give a server, twamp: or sim: target)"));
-        }
-        let name = t.name.clone().unwrap_or_else(|| t.target.clone());
-        if name.is_empty() || name.chars().any(|c| c.is_control()) {
-            bail!("{}", here("name must be non-empty printable text"));
-        }
-        if !names.insert(name.clone()) {
-            bail!(
-                "{}",
-                here(&format!(
-                    "the name '{name}' is used twice (names label metrics and history)"
-                ))
-            );
-        }
-        let interval_s = period(
-            &here("interval"),
-            t.interval.as_deref().unwrap_or(&d_interval),
-        )?;
-        if interval_s < MIN_INTERVAL_S {
-            bail!(
-                "{}",
-                here(&format!(
-                    "interval {interval_s} s is shorter than {MIN_INTERVAL_S} s"
-                ))
-            );
-        }
-        if let Some(k) = &t.key_file {
-            std::fs::metadata(k).with_context(|| here(&format!("key_file {}", k.display())))?;
-        }
-        // A rate setting (`500M`), its key named in the error.
-        let rate = |key: &str, text: Option<&str>| -> Result<Option<f64>> {
-            text.map(|r| {
-                parse_rate(r).map_err(|e| anyhow::anyhow!("{}", here(&format!("{key}: {e}"))))
-            })
-            .transpose()
-        };
-        let max_rate_bps = rate("max_rate", t.max_rate.as_deref())?;
-        let capacity_bps = rate("capacity", t.capacity.as_deref())?;
-        // What the measurement would refuse, refused now, with the line.
-        tightlink_measure::RealOptions {
-            reverse: t.reverse.unwrap_or(false),
-            key_file: t.key_file.clone(),
-            max_rate_bps,
-            ..tightlink_measure::RealOptions::default()
-        }
-        .check_for(&target)
-        .map_err(|e| anyhow::anyhow!("{}", here(&e.to_string())))?;
-        if t.max_streams == Some(0) {
-            bail!("{}", here("max_streams must be at least 1"));
-        }
-        targets.push(TargetConfig {
-            name,
-            methods: methods(
-                &here("methods"),
-                t.methods.as_ref().unwrap_or(&d_methods),
-                capacity_bps.is_some(),
-            )?,
-            interval_s,
-            jitter: jitter(&here("jitter"), t.jitter.unwrap_or(d_jitter))?,
-            timeout_s: period(&here("timeout"), t.timeout.as_deref().unwrap_or(&d_timeout))?,
-            key_file: t.key_file,
-            max_rate_bps,
-            max_streams: t.max_streams.unwrap_or(60),
-            reverse: t.reverse.unwrap_or(false),
-            capacity_bps,
-            target,
-        });
+        targets.push(resolve_target(t, &defaults, &mut names, &here)?);
     }
-    let pf = file.probe.unwrap_or_default();
+    let probe = resolve_probe(file.probe.unwrap_or_default(), over, &at, &defaults.timeout)?;
+    Ok(AgentConfig {
+        listen,
+        database: over
+            .database
+            .clone()
+            .or(file.database)
+            .unwrap_or_else(default_database),
+        retention_s,
+        targets,
+        probe,
+    })
+}
+
+/// One target's settings, each checked, its errors placed by `here`.
+fn resolve_target(
+    t: TargetFile,
+    d: &TargetDefaults,
+    names: &mut BTreeSet<String>,
+    here: &dyn Fn(&str) -> String,
+) -> Result<TargetConfig> {
+    let target =
+        Target::parse(&t.target).map_err(|e| anyhow::anyhow!("{}", here(&e.to_string())))?;
+    if matches!(target, Target::Trace { .. }) {
+        bail!(
+            "{}",
+            here("a recorded trace is not a path to watch (give a server, twamp: or sim: target)")
+        );
+    }
+    let name = t.name.clone().unwrap_or_else(|| t.target.clone());
+    if name.is_empty() || name.chars().any(|c| c.is_control()) {
+        bail!("{}", here("name must be non-empty printable text"));
+    }
+    if !names.insert(name.clone()) {
+        bail!(
+            "{}",
+            here(&format!(
+                "the name '{name}' is used twice (names label metrics and history)"
+            ))
+        );
+    }
+    let interval_s = period(
+        &here("interval"),
+        t.interval.as_deref().unwrap_or(&d.interval),
+    )?;
+    if interval_s < MIN_INTERVAL_S {
+        bail!(
+            "{}",
+            here(&format!(
+                "interval {interval_s} s is shorter than {MIN_INTERVAL_S} s"
+            ))
+        );
+    }
+    if let Some(k) = &t.key_file {
+        std::fs::metadata(k).with_context(|| here(&format!("key_file {}", k.display())))?;
+    }
+    // A rate setting (`500M`), its key named in the error.
+    let rate = |key: &str, text: Option<&str>| -> Result<Option<f64>> {
+        text.map(|r| parse_rate(r).map_err(|e| anyhow::anyhow!("{}", here(&format!("{key}: {e}")))))
+            .transpose()
+    };
+    let max_rate_bps = rate("max_rate", t.max_rate.as_deref())?;
+    let capacity_bps = rate("capacity", t.capacity.as_deref())?;
+    // What the measurement would refuse, refused now, with the line.
+    tightlink_measure::RealOptions {
+        reverse: t.reverse.unwrap_or(false),
+        key_file: t.key_file.clone(),
+        max_rate_bps,
+        ..tightlink_measure::RealOptions::default()
+    }
+    .check_for(&target)
+    .map_err(|e| anyhow::anyhow!("{}", here(&e.to_string())))?;
+    if t.max_streams == Some(0) {
+        bail!("{}", here("max_streams must be at least 1"));
+    }
+    Ok(TargetConfig {
+        name,
+        methods: methods(
+            &here("methods"),
+            t.methods.as_ref().unwrap_or(&d.methods),
+            capacity_bps.is_some(),
+        )?,
+        interval_s,
+        jitter: jitter(&here("jitter"), t.jitter.unwrap_or(d.jitter))?,
+        timeout_s: period(&here("timeout"), t.timeout.as_deref().unwrap_or(&d.timeout))?,
+        key_file: t.key_file,
+        max_rate_bps,
+        max_streams: t.max_streams.unwrap_or(60),
+        reverse: t.reverse.unwrap_or(false),
+        capacity_bps,
+        target,
+    })
+}
+
+/// `[probe]`: who may ask this agent to probe, how many at once, how often.
+fn resolve_probe(
+    pf: ProbeFile,
+    over: &Overrides,
+    at: &dyn Fn(&str) -> String,
+    default_timeout: &str,
+) -> Result<ProbePolicy> {
     let allow = over.probe_allow.clone().or(pf.allow).unwrap_or_default();
     for a in &allow {
         if a.is_empty() || a == "*" {
@@ -379,22 +425,12 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
         .clone()
         .or(pf.min_interval)
         .unwrap_or_else(|| "10s".to_string());
-    Ok(AgentConfig {
-        listen,
-        database: over
-            .database
-            .clone()
-            .or(file.database)
-            .unwrap_or_else(default_database),
-        retention_s,
-        targets,
-        probe: ProbePolicy {
-            allow,
-            max_concurrent,
-            min_interval_s: parse_period_s(&min_interval)
-                .map_err(|e| anyhow::anyhow!("{}", at(&format!("probe.min_interval: {e}"))))?,
-            timeout_s: period(&at("timeout"), &d_timeout)?,
-        },
+    Ok(ProbePolicy {
+        allow,
+        max_concurrent,
+        min_interval_s: parse_period_s(&min_interval)
+            .map_err(|e| anyhow::anyhow!("{}", at(&format!("probe.min_interval: {e}"))))?,
+        timeout_s: period(&at("timeout"), default_timeout)?,
     })
 }
 

@@ -87,6 +87,9 @@ impl Exposition {
     }
 }
 
+/// A gauge: its name, help and value (`None`: no sample).
+type Gauge = (&'static str, &'static str, Option<f64>);
+
 /// The gauges of one stored result.
 pub fn result_samples(x: &mut Exposition, r: &Row) {
     let l = labels(&[
@@ -95,55 +98,56 @@ pub fn result_samples(x: &mut Exposition, r: &Row) {
         ("kind", &r.kind),
         ("method", &r.method),
     ]);
-    let ok = if r.ok { 1.0 } else { 0.0 };
-    x.sample(
-        "tightlink_up",
-        "gauge",
-        "Whether the last measurement of the target answered (1) or failed (0).",
-        &l,
-        ok,
-    );
-    x.sample(
-        "tightlink_measurement_timestamp_seconds",
-        "gauge",
-        "When the last measurement started, Unix seconds.",
-        &l,
-        r.started_unix_ns as f64 / 1e9,
-    );
-    x.sample(
-        "tightlink_measurement_duration_seconds",
-        "gauge",
-        "Wall-clock time the last measurement took.",
-        &l,
-        r.wall_s,
+    let flag = |b: bool| if b { 1.0 } else { 0.0 };
+    let gauges = |x: &mut Exposition, list: &[Gauge]| {
+        for &(name, help, v) in list {
+            if let Some(v) = v {
+                x.sample(name, "gauge", help, &l, v);
+            }
+        }
+    };
+    gauges(
+        x,
+        &[
+            (
+                "tightlink_up",
+                "Whether the last measurement of the target answered (1) or failed (0).",
+                Some(flag(r.ok)),
+            ),
+            (
+                "tightlink_measurement_timestamp_seconds",
+                "When the last measurement started, Unix seconds.",
+                Some(r.started_unix_ns as f64 / 1e9),
+            ),
+            (
+                "tightlink_measurement_duration_seconds",
+                "Wall-clock time the last measurement took.",
+                Some(r.wall_s),
+            ),
+        ],
     );
     if !r.ok {
         return;
     }
-    if let Some(v) = r.available_bps {
-        x.sample(
-            "tightlink_available_bandwidth_bps",
-            "gauge",
-            "Available bandwidth of the path, bit/s (the last measurement's answer).",
-            &l,
-            v,
-        );
-    }
-    if let Some(v) = r.low_bps {
-        x.sample(
-            "tightlink_available_bandwidth_low_bps",
-            "gauge",
-            "Low end of the answer's confidence range, bit/s.",
-            &l,
-            v,
-        );
-    }
-    x.sample(
-        "tightlink_available_bandwidth_high_bps",
-        "gauge",
-        "High end of the answer's confidence range, bit/s (+Inf: no upper limit measured).",
-        &l,
-        r.high_bps.unwrap_or(f64::INFINITY),
+    gauges(
+        x,
+        &[
+            (
+                "tightlink_available_bandwidth_bps",
+                "Available bandwidth of the path, bit/s (the last measurement's answer).",
+                r.available_bps,
+            ),
+            (
+                "tightlink_available_bandwidth_low_bps",
+                "Low end of the answer's confidence range, bit/s.",
+                r.low_bps,
+            ),
+            (
+                "tightlink_available_bandwidth_high_bps",
+                "High end of the answer's confidence range, bit/s (+Inf: no upper limit measured).",
+                Some(r.high_bps.unwrap_or(f64::INFINITY)),
+            ),
+        ],
     );
     if let Some(b) = &r.bound {
         let lb = labels(&[
@@ -161,94 +165,19 @@ pub fn result_samples(x: &mut Exposition, r: &Row) {
             1.0,
         );
     }
-    if let Some(v) = r.truth_bps {
-        x.sample(
-            "tightlink_truth_bps",
-            "gauge",
-            "Simulated targets: the simulator's true available bandwidth, bit/s.",
-            &l,
-            v,
-        );
-    }
-    if let Some(v) = r.probe_bytes {
-        x.sample(
-            "tightlink_measurement_probe_bytes",
-            "gauge",
-            "Probe bytes the last measurement sent.",
-            &l,
-            v as f64,
-        );
-    }
-    if let Some(h) = r.host_limited {
-        x.sample(
-            "tightlink_host_limited",
-            "gauge",
-            "1 when this host, not the path, capped the answer (it could not probe faster).",
-            &l,
-            if h { 1.0 } else { 0.0 },
-        );
-    }
-    x.sample(
-        "tightlink_path_shaped",
-        "gauge",
-        "1 when the last measurement found a token bucket that its probe streams passed whole: the available bandwidth is the bucket's sustained rate, bursts pass faster.",
-        &l,
-        if r.shaper_bucket_bytes.is_some() { 1.0 } else { 0.0 },
-    );
-    if let Some(v) = r.shaper_bucket_bytes {
-        x.sample(
-            "tightlink_shaper_bucket_bytes",
-            "gauge",
-            "The token bucket the last measurement found, bytes (as its trains read it).",
-            &l,
-            v,
-        );
-    }
-    if let Some(v) = r.shaper_streams_bps {
-        x.sample(
-            "tightlink_shaper_burst_bps",
-            "gauge",
-            "What the probe streams read on a path with a token bucket (its burst rate), bit/s.",
-            &l,
-            v,
-        );
-    }
-    if let Some(n) = r.sender_late_streams {
-        x.sample(
-            "tightlink_sender_late_streams",
-            "gauge",
-            "Probe streams of the last measurement that this host sent behind their schedule (too busy to pace them); from half of the streams on it may read low.",
-            &l,
-            n as f64,
-        );
-    }
-    if let Some(n) = r.resent_streams {
-        x.sample(
-            "tightlink_resent_streams",
-            "gauge",
-            "Probe streams of the last measurement sent again because a host spoiled them: their sender stalled (0.5 ms or more behind their schedule), or the receiver's socket dropped probes.",
-            &l,
-            n as f64,
-        );
-    }
-    if let Some(n) = r.receiver_socket_drops {
-        x.sample(
-            "tightlink_receiver_socket_drops",
-            "gauge",
-            "Datagrams the receiving end's socket dropped during the last measurement (its receive buffer full): that host's losses, not the path's.",
-            &l,
-            n as f64,
-        );
-    }
-    if let Some(v) = r.host_stolen_share {
-        x.sample(
-            "tightlink_host_stolen_ratio",
-            "gauge",
-            "Share of this host's CPU time the hypervisor took (steal) while the last measurement ran; from 0.05 on it may read low.",
-            &l,
-            v,
-        );
-    }
+    let count = |n: Option<u64>| n.map(|n| n as f64);
+    gauges(x, &[
+        ("tightlink_truth_bps", "Simulated targets: the simulator's true available bandwidth, bit/s.", r.truth_bps),
+        ("tightlink_measurement_probe_bytes", "Probe bytes the last measurement sent.", count(r.probe_bytes)),
+        ("tightlink_host_limited", "1 when this host, not the path, capped the answer (it could not probe faster).", r.host_limited.map(flag)),
+        ("tightlink_path_shaped", "1 when the last measurement found a token bucket that its probe streams passed whole: the available bandwidth is the bucket's sustained rate, bursts pass faster.", Some(flag(r.shaper_bucket_bytes.is_some()))),
+        ("tightlink_shaper_bucket_bytes", "The token bucket the last measurement found, bytes (as its trains read it).", r.shaper_bucket_bytes),
+        ("tightlink_shaper_burst_bps", "What the probe streams read on a path with a token bucket (its burst rate), bit/s.", r.shaper_streams_bps),
+        ("tightlink_sender_late_streams", "Probe streams of the last measurement that this host sent behind their schedule (too busy to pace them); from half of the streams on it may read low.", count(r.sender_late_streams)),
+        ("tightlink_resent_streams", "Probe streams of the last measurement sent again because a host spoiled them: their sender stalled (0.5 ms or more behind their schedule), or the receiver's socket dropped probes.", count(r.resent_streams)),
+        ("tightlink_receiver_socket_drops", "Datagrams the receiving end's socket dropped during the last measurement (its receive buffer full): that host's losses, not the path's.", count(r.receiver_socket_drops)),
+        ("tightlink_host_stolen_ratio", "Share of this host's CPU time the hypervisor took (steal) while the last measurement ran; from 0.05 on it may read low.", r.host_stolen_share),
+    ]);
 }
 
 /// The agent's own counters.

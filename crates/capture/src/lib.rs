@@ -230,10 +230,11 @@ fn ticks_to_ns(ticks: u128, resol: u8) -> Option<i64> {
     i64::try_from(ns).ok()
 }
 
-fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(), Fail> {
-    let n = cap.packets;
+/// The ethertype and the bytes after the link header (`None`: raw IP of
+/// another version, not TCP).
+fn link_layer(link: DataLink, data: &[u8], n: u64) -> Result<Option<(u16, &[u8])>, Fail> {
     let bad = |m: String| Fail::Packet(n, m);
-    let (ethertype, ip) = match link {
+    Ok(Some(match link {
         DataLink::ETHERNET => {
             if data.len() < 14 {
                 return Err(bad(format!("Ethernet header cut at {} bytes", data.len())));
@@ -270,18 +271,31 @@ fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(
         DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => match data.first().map(|b| b >> 4) {
             Some(4) => (0x0800, data),
             Some(6) => (0x86dd, data),
-            _ => {
-                cap.non_tcp += 1;
-                return Ok(());
-            }
+            _ => return Ok(None),
         },
         other => {
             return Err(Fail::File(format!(
                 "link type {other:?} is not supported (Ethernet, Linux cooked, raw IP are)"
             )))
         }
-    };
-    let (src, dst, tcp, ip_payload_len, ip_header_len) = match ethertype {
+    }))
+}
+
+/// What the IP header says of a TCP segment.
+struct IpPart<'a> {
+    src: IpAddr,
+    dst: IpAddr,
+    /// The IP payload as captured (the TCP header on).
+    tcp: &'a [u8],
+    /// The IP payload's length as the header gives it, and the header's.
+    payload_len: usize,
+    header_len: usize,
+}
+
+/// The IPv4 or IPv6 header (`None`: not TCP, or a later fragment).
+fn ip_layer(ethertype: u16, ip: &[u8], n: u64) -> Result<Option<IpPart<'_>>, Fail> {
+    let bad = |m: String| Fail::Packet(n, m);
+    match ethertype {
         0x0800 => {
             if ip.len() < 20 {
                 return Err(bad(format!("IPv4 header cut at {} bytes", ip.len())));
@@ -297,14 +311,12 @@ fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(
                 )));
             }
             if ip[9] != 6 {
-                cap.non_tcp += 1;
-                return Ok(());
+                return Ok(None);
             }
             let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
             if frag != 0 {
                 // A later fragment carries no TCP header.
-                cap.non_tcp += 1;
-                return Ok(());
+                return Ok(None);
             }
             if ip.len() < ihl {
                 return Err(bad(format!(
@@ -312,27 +324,53 @@ fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(
                     ip.len()
                 )));
             }
-            let s = IpAddr::from([ip[12], ip[13], ip[14], ip[15]]);
-            let d = IpAddr::from([ip[16], ip[17], ip[18], ip[19]]);
-            (s, d, &ip[ihl..], total - ihl, ihl)
+            Ok(Some(IpPart {
+                src: IpAddr::from([ip[12], ip[13], ip[14], ip[15]]),
+                dst: IpAddr::from([ip[16], ip[17], ip[18], ip[19]]),
+                tcp: &ip[ihl..],
+                payload_len: total - ihl,
+                header_len: ihl,
+            }))
         }
         0x86dd => {
             if ip.len() < 40 {
                 return Err(bad(format!("IPv6 header cut at {} bytes", ip.len())));
             }
             if ip[6] != 6 {
-                cap.non_tcp += 1;
-                return Ok(());
+                return Ok(None);
             }
             let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
             let s: [u8; 16] = ip[8..24].try_into().expect("16 bytes");
             let d: [u8; 16] = ip[24..40].try_into().expect("16 bytes");
-            (IpAddr::from(s), IpAddr::from(d), &ip[40..], plen, 40)
+            Ok(Some(IpPart {
+                src: IpAddr::from(s),
+                dst: IpAddr::from(d),
+                tcp: &ip[40..],
+                payload_len: plen,
+                header_len: 40,
+            }))
         }
-        _ => {
-            cap.non_tcp += 1;
-            return Ok(());
-        }
+        _ => Ok(None),
+    }
+}
+
+fn decode(cap: &mut Capture, link: DataLink, data: &[u8], t_ns: i64) -> Result<(), Fail> {
+    let n = cap.packets;
+    let bad = |m: String| Fail::Packet(n, m);
+    let Some((ethertype, ip)) = link_layer(link, data, n)? else {
+        cap.non_tcp += 1;
+        return Ok(());
+    };
+    let Some(IpPart {
+        src,
+        dst,
+        tcp,
+        payload_len: ip_payload_len,
+        header_len: ip_header_len,
+    }) = ip_layer(ethertype, ip, n)?
+    else {
+        cap.non_tcp += 1;
+        return Ok(());
     };
     if tcp.len() < 20 {
         return Err(bad(format!("TCP header cut at {} bytes", tcp.len())));

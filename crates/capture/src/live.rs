@@ -117,15 +117,9 @@ fn data_link(interface: &str, hatype: u16) -> Result<DataLink, LiveError> {
     }
 }
 
-/// Captures `opts.interface` into a pcap file at `path` (nanosecond
-/// stamps) until the duration passes, the count is reached or SIGINT or
-/// SIGTERM arrives. `ready` is called once the socket is bound: frames
-/// from then on are in the file.
-pub fn capture_to_pcap(
-    opts: &LiveOptions,
-    path: &Path,
-    ready: impl FnOnce(),
-) -> Result<LiveReport, LiveError> {
+/// A packet socket bound to `opts.interface`, kernel stamps on, its
+/// receive buffer as asked; the interface's index and link type.
+fn open_socket(opts: &LiveOptions) -> Result<(Fd, u32, DataLink), LiveError> {
     let name = std::ffi::CString::new(opts.interface.as_str())
         .map_err(|_| LiveError::NoInterface(opts.interface.clone()))?;
     let ifindex = tightlink_sys::netif::index(&opts.interface)
@@ -160,6 +154,69 @@ pub fn capture_to_pcap(
     // bind) are not ours: reading the statistics resets them.
     read_stats(&fd)?;
     let link = data_link(&opts.interface, hardware_type(&fd, &name)?)?;
+    Ok((fd, ifindex, link))
+}
+
+/// One frame into `frame` (cut at its length): its kernel stamp and full
+/// length; `None` for a timeout, a signal, or another interface's frame.
+fn receive_frame(
+    fd: &Fd,
+    ifindex: u32,
+    frame: &mut [u8],
+    interface: &str,
+) -> Result<Option<(Duration, isize)>, LiveError> {
+    // SAFETY: zeroed sockaddr_ll / msghdr are valid; set below.
+    let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    let mut cmsg = [0u64; 16];
+    let mut iov = libc::iovec {
+        iov_base: frame.as_mut_ptr() as *mut libc::c_void,
+        iov_len: frame.len(),
+    };
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = &mut from as *mut libc::sockaddr_ll as *mut libc::c_void;
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&cmsg) as _;
+    // MSG_TRUNC: the return value is the frame's full length.
+    // SAFETY: msg points at live buffers of the stated sizes.
+    let n = unsafe { libc::recvmsg(fd.0, &mut msg, libc::MSG_TRUNC) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => return Ok(None),
+            _ => {
+                return Err(LiveError::Io {
+                    what: format!("receiving on {interface}"),
+                    source: e,
+                })
+            }
+        }
+    }
+    if from.sll_ifindex != ifindex as i32 {
+        return Ok(None);
+    }
+    // No stamp would be a kernel without SO_TIMESTAMPNS support; the
+    // option was accepted, so this does not happen: count it as now.
+    let t = stamp(&msg).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    });
+    Ok(Some((t, n)))
+}
+
+/// Captures `opts.interface` into a pcap file at `path` (nanosecond
+/// stamps) until the duration passes, the count is reached or SIGINT or
+/// SIGTERM arrives. `ready` is called once the socket is bound: frames
+/// from then on are in the file.
+pub fn capture_to_pcap(
+    opts: &LiveOptions,
+    path: &Path,
+    ready: impl FnOnce(),
+) -> Result<LiveReport, LiveError> {
+    let (fd, ifindex, link) = open_socket(opts)?;
 
     let file = File::create(path).map_err(|e| LiveError::Io {
         what: path.display().to_string(),
@@ -191,45 +248,9 @@ pub fn capture_to_pcap(
         && !STOP.load(Ordering::Relaxed)
         && opts.max_packets.is_none_or(|m| report.packets < m)
     {
-        // SAFETY: zeroed sockaddr_ll / msghdr are valid; set below.
-        let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        let mut cmsg = [0u64; 16];
-        let mut iov = libc::iovec {
-            iov_base: frame.as_mut_ptr() as *mut libc::c_void,
-            iov_len: frame.len(),
-        };
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_name = &mut from as *mut libc::sockaddr_ll as *mut libc::c_void;
-        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cmsg.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = std::mem::size_of_val(&cmsg) as _;
-        // MSG_TRUNC: the return value is the frame's full length.
-        // SAFETY: msg points at live buffers of the stated sizes.
-        let n = unsafe { libc::recvmsg(fd.0, &mut msg, libc::MSG_TRUNC) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
-                _ => {
-                    return Err(LiveError::Io {
-                        what: format!("receiving on {}", opts.interface),
-                        source: e,
-                    })
-                }
-            }
-        }
-        if from.sll_ifindex != ifindex as i32 {
+        let Some((t, n)) = receive_frame(&fd, ifindex, &mut frame, &opts.interface)? else {
             continue;
-        }
-        // No stamp would be a kernel without SO_TIMESTAMPNS support; the
-        // option was accepted, so this does not happen: count it as now.
-        let t = stamp(&msg).unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-        });
+        };
         let orig = n as usize;
         let kept = orig.min(frame.len());
         writer

@@ -221,139 +221,14 @@ pub fn run(args: LabArgs) -> Result<()> {
             }
             Ok(())
         }
-        LabCommand::Up(t) => {
-            need_root()?;
-            let lab = lab_of(&t)?;
-            // Held while it builds; the lab then stays up with no holder.
-            let _hold = lab.hold("up")?;
-            let r = lab.up(&std::env::current_exe()?)?;
-            println!("lab {} up: {}", lab.name, r.namespaces.join(" "));
-            let on = lab.scenario.offloads_on;
-            println!(
-                "offloads: tso/gso/gro {} on all {} veth ends (read back)",
-                if on { "on" } else { "off" },
-                r.offloads.len()
-            );
-            println!("probe receiver {} (server: `ip netns exec {} tightlink server --bind {}`), sender namespace {}",
-                tightlink_lab::topology::RCV_IP, lab.ns("rcv"), tightlink_lab::topology::RCV_IP, lab.ns("snd"));
-            Ok(())
-        }
-        LabCommand::Down(d) => {
-            // Which labs, before root is asked for: a bad call says so.
-            let named = match (d.all, d.name, d.scenario) {
-                (true, _, _) => None,
-                (false, Some(name), _) => Some(name),
-                (false, None, Some(scenario)) => Some(
-                    lab_of(&LabTarget {
-                        scenario,
-                        name: None,
-                    })?
-                    .name,
-                ),
-                (false, None, None) => {
-                    tightlink_measure::bad_input!("lab down: give a scenario, --name NAME or --all")
-                }
-            };
-            need_root()?;
-            let (what, gone) = match named {
-                None => {
-                    let (gone, in_use) = tightlink_lab::topology::down_all()?;
-                    for (name, holder) in &in_use {
-                        eprintln!("lab {name}: left up, in use by {holder}");
-                    }
-                    ("every lab not in use".to_string(), gone)
-                }
-                Some(name) => {
-                    let _hold = tightlink_lab::topology::LabHold::take(&name, "down")?;
-                    (
-                        format!("lab {name}"),
-                        tightlink_lab::topology::down_named(&name)?,
-                    )
-                }
-            };
-            println!("{what}: removed {} namespaces", gone.len());
-            Ok(())
-        }
+        LabCommand::Up(t) => up(&t),
+        LabCommand::Down(d) => down(d),
         LabCommand::Status(t) => {
             let lab = lab_of(&t)?;
             print!("{}", lab.status()?);
             Ok(())
         }
-        LabCommand::Check { target, json } => {
-            need_root()?;
-            let lab = lab_of(&target)?;
-            let exe = std::env::current_exe()?;
-            let r = tightlink_lab::check::check(&lab, &exe, Duration::from_millis(1))?;
-            if json {
-                println!("{}", serde_json::to_string(&r)?);
-                return Ok(());
-            }
-            for (k, (rate, got)) in r.saturated.iter().enumerate() {
-                match got {
-                    Some(g) => println!(
-                        "hop {} saturated: {:.2} Mbit/s sent for {:.2} configured ({:+.2} %){}",
-                        k + 1,
-                        g / 1e6,
-                        rate / 1e6,
-                        (g / rate - 1.0) * 100.0,
-                        match r.saturated_stolen_share.get(k).copied().flatten() {
-                            Some(s) => format!(
-                                "; the hypervisor took {:.1} % of the host's CPU time meanwhile",
-                                s * 100.0
-                            ),
-                            None => String::new(),
-                        }
-                    ),
-                    None => println!("hop {}: no sender enters here, not saturated", k + 1),
-                }
-                if let Some(Some((bucket, bps))) = r.saturated_larger_bucket.get(k) {
-                    println!(
-                        "hop {} saturated again with a {bucket} B bucket: {:.2} Mbit/s ({:+.2} %)",
-                        k + 1,
-                        bps / 1e6,
-                        (bps / rate - 1.0) * 100.0
-                    );
-                }
-            }
-            if let Some((nominal, truth)) = r.cross_only {
-                println!(
-                    "cross traffic alone: truth {:.2} Mbit/s for rate - cross = {:.2} ({:+.2} %)",
-                    truth / 1e6,
-                    nominal / 1e6,
-                    (truth / nominal - 1.0) * 100.0
-                );
-            }
-            if let Some((want, got)) = r.loss {
-                println!(
-                    "random loss on the access link: {:.2} % of a 1 s train lost ({:.2} % configured)",
-                    got * 100.0,
-                    want * 100.0
-                );
-            }
-            if let Some(d) = &r.one_way_delay {
-                let ms = |ns: i64| ns as f64 / 1e6;
-                println!(
-                    "one-way delay: {:.3} ms median (p5 {:.3}, p95 {:.3}, max {:.3}) for {:.3} ms asked ({:+.0} us); {} of {} probes arrived",
-                    ms(d.median_ns),
-                    ms(d.p5_ns),
-                    ms(d.p95_ns),
-                    ms(d.max_ns),
-                    ms(d.asked_ns),
-                    (d.median_ns - d.asked_ns) as f64 / 1e3,
-                    d.received,
-                    d.sent
-                );
-            }
-            if let Some((frames, late)) = r.delay_line_late {
-                println!(
-                    "delay lines meanwhile: {late} of {frames} frames toward the receiver left more than 100 us after their due time"
-                );
-            }
-            for w in &r.warnings {
-                println!("warning: {w}");
-            }
-            Ok(())
-        }
+        LabCommand::Check { target, json } => check(&target, json),
         LabCommand::Run(a) => run_lab(a, false),
         LabCommand::Compare(a) => run_lab(a, true),
         LabCommand::Tcp(a) => tcp_lab(a),
@@ -361,6 +236,137 @@ pub fn run(args: LabArgs) -> Result<()> {
         LabCommand::Track(a) => track_lab(a),
         LabCommand::Cc(a) => cc_lab(a),
     }
+}
+
+fn up(t: &LabTarget) -> Result<()> {
+    need_root()?;
+    let lab = lab_of(t)?;
+    // Held while it builds; the lab then stays up with no holder.
+    let _hold = lab.hold("up")?;
+    let r = lab.up(&std::env::current_exe()?)?;
+    println!("lab {} up: {}", lab.name, r.namespaces.join(" "));
+    let on = lab.scenario.offloads_on;
+    println!(
+        "offloads: tso/gso/gro {} on all {} veth ends (read back)",
+        if on { "on" } else { "off" },
+        r.offloads.len()
+    );
+    println!("probe receiver {} (server: `ip netns exec {} tightlink server --bind {}`), sender namespace {}",
+        tightlink_lab::topology::RCV_IP, lab.ns("rcv"), tightlink_lab::topology::RCV_IP, lab.ns("snd"));
+    Ok(())
+}
+
+fn down(d: DownArgs) -> Result<()> {
+    // Which labs, before root is asked for: a bad call says so.
+    let named = match (d.all, d.name, d.scenario) {
+        (true, _, _) => None,
+        (false, Some(name), _) => Some(name),
+        (false, None, Some(scenario)) => Some(
+            lab_of(&LabTarget {
+                scenario,
+                name: None,
+            })?
+            .name,
+        ),
+        (false, None, None) => {
+            tightlink_measure::bad_input!("lab down: give a scenario, --name NAME or --all")
+        }
+    };
+    need_root()?;
+    let (what, gone) = match named {
+        None => {
+            let (gone, in_use) = tightlink_lab::topology::down_all()?;
+            for (name, holder) in &in_use {
+                eprintln!("lab {name}: left up, in use by {holder}");
+            }
+            ("every lab not in use".to_string(), gone)
+        }
+        Some(name) => {
+            let _hold = tightlink_lab::topology::LabHold::take(&name, "down")?;
+            (
+                format!("lab {name}"),
+                tightlink_lab::topology::down_named(&name)?,
+            )
+        }
+    };
+    println!("{what}: removed {} namespaces", gone.len());
+    Ok(())
+}
+
+fn check(target: &LabTarget, json: bool) -> Result<()> {
+    need_root()?;
+    let lab = lab_of(target)?;
+    let exe = std::env::current_exe()?;
+    let r = tightlink_lab::check::check(&lab, &exe, Duration::from_millis(1))?;
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    for (k, (rate, got)) in r.saturated.iter().enumerate() {
+        match got {
+            Some(g) => println!(
+                "hop {} saturated: {:.2} Mbit/s sent for {:.2} configured ({:+.2} %){}",
+                k + 1,
+                g / 1e6,
+                rate / 1e6,
+                (g / rate - 1.0) * 100.0,
+                match r.saturated_stolen_share.get(k).copied().flatten() {
+                    Some(s) => format!(
+                        "; the hypervisor took {:.1} % of the host's CPU time meanwhile",
+                        s * 100.0
+                    ),
+                    None => String::new(),
+                }
+            ),
+            None => println!("hop {}: no sender enters here, not saturated", k + 1),
+        }
+        if let Some(Some((bucket, bps))) = r.saturated_larger_bucket.get(k) {
+            println!(
+                "hop {} saturated again with a {bucket} B bucket: {:.2} Mbit/s ({:+.2} %)",
+                k + 1,
+                bps / 1e6,
+                (bps / rate - 1.0) * 100.0
+            );
+        }
+    }
+    if let Some((nominal, truth)) = r.cross_only {
+        println!(
+            "cross traffic alone: truth {:.2} Mbit/s for rate - cross = {:.2} ({:+.2} %)",
+            truth / 1e6,
+            nominal / 1e6,
+            (truth / nominal - 1.0) * 100.0
+        );
+    }
+    if let Some((want, got)) = r.loss {
+        println!(
+            "random loss on the access link: {:.2} % of a 1 s train lost ({:.2} % configured)",
+            got * 100.0,
+            want * 100.0
+        );
+    }
+    if let Some(d) = &r.one_way_delay {
+        let ms = |ns: i64| ns as f64 / 1e6;
+        println!(
+            "one-way delay: {:.3} ms median (p5 {:.3}, p95 {:.3}, max {:.3}) for {:.3} ms asked ({:+.0} us); {} of {} probes arrived",
+            ms(d.median_ns),
+            ms(d.p5_ns),
+            ms(d.p95_ns),
+            ms(d.max_ns),
+            ms(d.asked_ns),
+            (d.median_ns - d.asked_ns) as f64 / 1e3,
+            d.received,
+            d.sent
+        );
+    }
+    if let Some((frames, late)) = r.delay_line_late {
+        println!(
+            "delay lines meanwhile: {late} of {frames} frames toward the receiver left more than 100 us after their due time"
+        );
+    }
+    for w in &r.warnings {
+        println!("warning: {w}");
+    }
+    Ok(())
 }
 
 fn cc_lab(a: CcArgs) -> Result<()> {

@@ -57,7 +57,7 @@ pub struct RunOptions {
     pub save_traces: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct RunRecord {
     pub method: String,
     pub run: usize,
@@ -580,6 +580,9 @@ impl Entry<'_> {
     }
 }
 
+/// Unix ns windows: (every probe sent, the streams the answer came from).
+type Windows = ((i64, i64), (i64, i64));
+
 fn one_run(
     lab: &Lab,
     opts: &RunOptions,
@@ -590,93 +593,15 @@ fn one_run(
     let mut rec = RunRecord {
         method: entry.name().to_string(),
         run,
-        estimate_bps: None,
-        bound: None,
-        truth_bps: None,
-        truth: None,
-        rel_error: None,
-        truth_offered_bps: None,
-        rel_error_offered: None,
-        cross_dropped_bytes: None,
-        duration_s: 0.0,
-        probe_bytes: None,
-        low_bps: None,
-        high_bps: None,
-        stop: None,
-        streams: None,
-        sender_late_streams: None,
-        delay_line: None,
-        resent_streams: None,
-        warnings: None,
-        error: None,
+        ..RunRecord::default()
     };
     let rates: Vec<f64> = lab.scenario.hops.iter().map(|h| h.rate_bps).collect();
-    let start_ns = realtime_ns();
-    let t0 = Instant::now();
     // The truth is taken over the streams the answer came from, the
     // cross traffic lost over every probe sent (checks that left the
     // answer as it was, the shaper trains, drop it too).
-    let (window, answer_window, result) = match entry {
-        Entry::Tool(tool) => {
-            let (ns, far) = if tool.at_receiver {
-                ("rcv", SND_IP)
-            } else {
-                ("snd", RCV_IP)
-            };
-            let mut cmd = Command::new("ip");
-            cmd.args(["netns", "exec", &lab.ns(ns), "sh", "-c"])
-                .arg(tool_command(&tool.command, far, &rates));
-            let r = run_child(cmd, ESTIMATE_TIMEOUT);
-            rec.duration_s = t0.elapsed().as_secs_f64();
-            let window = (start_ns, realtime_ns());
-            let v = r.and_then(|(out, err, ok)| {
-                if !ok {
-                    return Err(format!("exited with failure: {}", err.trim()));
-                }
-                pick_rate(&tool.pick, &out).map_err(|e| e.to_string())
-            });
-            (window, window, v)
-        }
-        Entry::Method(method) => {
-            let mut cmd = in_ns(lab, "snd", &opts.exe);
-            cmd.args(["estimate", RCV_IP, "--method", method, "--json"]);
-            if let Some(dir) = &opts.save_traces {
-                let file = format!("{}-{method}-{}.trace.gz", lab.scenario.name, run + 1);
-                cmd.arg("--save-trace").arg(dir.join(file));
-            }
-            if *method == "queue-fit" {
-                // The lab knows its tight link: tbf's rate, at the layer
-                // real paths are measured at.
-                let c = lab.scenario.tight_capacity_bps().round() as u64;
-                cmd.args(["--capacity", &c.to_string()]);
-            }
-            let r = run_child(cmd, ESTIMATE_TIMEOUT);
-            let end = realtime_ns();
-            let mut window = (start_ns, end);
-            let mut answer_window = None;
-            let v = r.and_then(|(out, err, ok)| {
-                if !ok {
-                    return Err(err.trim().to_string());
-                }
-                let j: tightlink_measure::EstimateJson = serde_json::from_str(out.trim())
-                    .map_err(|e| format!("estimate --json: {e}"))?;
-                rec.duration_s = j.wall_s;
-                rec.probe_bytes = Some(j.probe_bytes);
-                rec.bound = Some(j.bound);
-                rec.low_bps = Some(j.low_bps);
-                rec.high_bps = Some(j.high_bps);
-                rec.stop = Some(j.stop);
-                rec.streams = Some(j.streams as u64);
-                rec.sender_late_streams = j.sender_late_streams.map(|n| n as u64);
-                rec.resent_streams = Some(j.resent_streams as u64);
-                rec.warnings = Some(j.warnings);
-                let unix_window = |w: Option<[i64; 2]>| w.map(|[a, z]| (a, z));
-                window = unix_window(j.probe_window_unix_ns).unwrap_or(window);
-                answer_window = unix_window(j.answer_window_unix_ns);
-                Ok(j.available_bandwidth_bps)
-            });
-            (window, answer_window.unwrap_or(window), v)
-        }
+    let (windows, result) = match entry {
+        Entry::Tool(tool) => run_tool(lab, tool, &rates, &mut rec),
+        Entry::Method(method) => run_method(lab, opts, method, run, &mut rec),
     };
     match result {
         // 0 is an answer ("at most" the lowest rate: a full path).
@@ -684,54 +609,147 @@ fn one_run(
         Ok(v) => rec.error = Some(format!("answer {v} is not a rate")),
         Err(e) => rec.error = Some(e),
     }
+    let (window, answer_window) = windows;
     let samples = samples_until(sampler, window.1.max(answer_window.1));
+    record_truth(lab, &mut rec, &samples, &rates, windows);
+    rec
+}
+
+/// Another tool's run in its namespace; its answer picked from its output.
+fn run_tool(
+    lab: &Lab,
+    tool: &Tool,
+    rates: &[f64],
+    rec: &mut RunRecord,
+) -> (Windows, Result<f64, String>) {
+    let start_ns = realtime_ns();
+    let t0 = Instant::now();
+    let (ns, far) = if tool.at_receiver {
+        ("rcv", SND_IP)
+    } else {
+        ("snd", RCV_IP)
+    };
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &lab.ns(ns), "sh", "-c"])
+        .arg(tool_command(&tool.command, far, rates));
+    let r = run_child(cmd, ESTIMATE_TIMEOUT);
+    rec.duration_s = t0.elapsed().as_secs_f64();
+    let window = (start_ns, realtime_ns());
+    let v = r.and_then(|(out, err, ok)| {
+        if !ok {
+            return Err(format!("exited with failure: {}", err.trim()));
+        }
+        pick_rate(&tool.pick, &out).map_err(|e| e.to_string())
+    });
+    ((window, window), v)
+}
+
+/// `tightlink estimate --json` with `method` from the sender's
+/// namespace; the report's figures into `rec`, its windows for the truth.
+fn run_method(
+    lab: &Lab,
+    opts: &RunOptions,
+    method: &str,
+    run: usize,
+    rec: &mut RunRecord,
+) -> (Windows, Result<f64, String>) {
+    let start_ns = realtime_ns();
+    let mut cmd = in_ns(lab, "snd", &opts.exe);
+    cmd.args(["estimate", RCV_IP, "--method", method, "--json"]);
+    if let Some(dir) = &opts.save_traces {
+        let file = format!("{}-{method}-{}.trace.gz", lab.scenario.name, run + 1);
+        cmd.arg("--save-trace").arg(dir.join(file));
+    }
+    if method == "queue-fit" {
+        // The lab knows its tight link: tbf's rate, at the layer
+        // real paths are measured at.
+        let c = lab.scenario.tight_capacity_bps().round() as u64;
+        cmd.args(["--capacity", &c.to_string()]);
+    }
+    let r = run_child(cmd, ESTIMATE_TIMEOUT);
+    let end = realtime_ns();
+    let mut window = (start_ns, end);
+    let mut answer_window = None;
+    let v = r.and_then(|(out, err, ok)| {
+        if !ok {
+            return Err(err.trim().to_string());
+        }
+        let j: tightlink_measure::EstimateJson =
+            serde_json::from_str(out.trim()).map_err(|e| format!("estimate --json: {e}"))?;
+        rec.duration_s = j.wall_s;
+        rec.probe_bytes = Some(j.probe_bytes);
+        rec.bound = Some(j.bound);
+        rec.low_bps = Some(j.low_bps);
+        rec.high_bps = Some(j.high_bps);
+        rec.stop = Some(j.stop);
+        rec.streams = Some(j.streams as u64);
+        rec.sender_late_streams = j.sender_late_streams.map(|n| n as u64);
+        rec.resent_streams = Some(j.resent_streams as u64);
+        rec.warnings = Some(j.warnings);
+        let unix_window = |w: Option<[i64; 2]>| w.map(|[a, z]| (a, z));
+        window = unix_window(j.probe_window_unix_ns).unwrap_or(window);
+        answer_window = unix_window(j.answer_window_unix_ns);
+        Ok(j.available_bandwidth_bps)
+    });
+    ((window, answer_window.unwrap_or(window)), v)
+}
+
+/// The counters' truth over the answer's window into `rec`: the error
+/// against what the hops carried and against what the cross traffic
+/// offered, and the cross traffic lost over every probe sent.
+fn record_truth(
+    lab: &Lab,
+    rec: &mut RunRecord,
+    samples: &[crate::truth::Sample],
+    rates: &[f64],
+    (window, answer_window): Windows,
+) {
     let dropped_bytes =
         |t: &truth::Truth| ((t.offered_cross_bps - t.sink_bps) * t.window_s / 8.0).max(0.0);
     let whole_dropped = (window != answer_window)
-        .then(|| truth::truth(&samples, &rates, window.0, window.1).ok())
+        .then(|| truth::truth(samples, rates, window.0, window.1).ok())
         .flatten()
         .map(|t| dropped_bytes(&t));
-    match truth::truth(&samples, &rates, answer_window.0, answer_window.1) {
-        Ok(t) => {
-            rec.truth_bps = Some(t.available_bps);
-            match rec.estimate_bps {
-                // A relative error needs room on the path (TCP cross flows
-                // can fill it: then the record keeps both numbers).
-                Some(_) if t.available_bps < 1e6 => {
-                    rec.error = Some(format!(
-                        "truth {:.0} bit/s: the path is full, no relative error",
-                        t.available_bps
-                    ))
-                }
-                Some(e) => rec.rel_error = Some((e - t.available_bps) / t.available_bps),
-                None => {}
-            }
-            if let Some(cross) = &lab.scenario.cross {
-                let offered = rates
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &c)| {
-                        if k >= cross.entry_hop {
-                            c - t.offered_cross_bps
-                        } else {
-                            c
-                        }
-                    })
-                    .fold(f64::INFINITY, f64::min);
-                rec.truth_offered_bps = Some(offered);
-                rec.rel_error_offered = rec
-                    .estimate_bps
-                    .filter(|_| offered >= 1e6)
-                    .map(|e| (e - offered) / offered);
-                rec.cross_dropped_bytes = Some(whole_dropped.unwrap_or_else(|| dropped_bytes(&t)));
-            }
-            rec.truth = Some(t);
-        }
+    let t = match truth::truth(samples, rates, answer_window.0, answer_window.1) {
+        Ok(t) => t,
         Err(e) => {
             rec.error.get_or_insert(format!("truth: {e}"));
+            return;
         }
+    };
+    rec.truth_bps = Some(t.available_bps);
+    match rec.estimate_bps {
+        // A relative error needs room on the path (TCP cross flows
+        // can fill it: then the record keeps both numbers).
+        Some(_) if t.available_bps < 1e6 => {
+            rec.error = Some(format!(
+                "truth {:.0} bit/s: the path is full, no relative error",
+                t.available_bps
+            ))
+        }
+        Some(e) => rec.rel_error = Some((e - t.available_bps) / t.available_bps),
+        None => {}
     }
-    rec
+    if let Some(cross) = &lab.scenario.cross {
+        let offered = rates
+            .iter()
+            .enumerate()
+            .map(|(k, &c)| {
+                if k >= cross.entry_hop {
+                    c - t.offered_cross_bps
+                } else {
+                    c
+                }
+            })
+            .fold(f64::INFINITY, f64::min);
+        rec.truth_offered_bps = Some(offered);
+        rec.rel_error_offered = rec
+            .estimate_bps
+            .filter(|_| offered >= 1e6)
+            .map(|e| (e - offered) / offered);
+        rec.cross_dropped_bytes = Some(whole_dropped.unwrap_or_else(|| dropped_bytes(&t)));
+    }
+    rec.truth = Some(t);
 }
 
 /// Runs the scenario; `progress` hears one line per estimate.

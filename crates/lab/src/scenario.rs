@@ -431,156 +431,13 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
     }
     let entry_hop = hop - 1;
     let generator_name = c.generator.as_deref().unwrap_or("tightlink");
-    // Keys that belong to one generator only are errors on another.
-    let only = |key: &str, given: bool, owners: &[&str]| -> Result<(), String> {
-        if given && !owners.contains(&generator_name) {
-            return Err(format!(
-                "cross.{key}: belongs to generator {} (this one is {generator_name})",
-                owners.join(" or ")
-            ));
-        }
-        Ok(())
-    };
-    only("traffic", c.traffic.is_some(), &["tightlink"])?;
-    only("tcp_flows", c.tcp_flows.is_some(), &["tightlink"])?;
-    only("seed", c.seed.is_some(), &["tightlink"])?;
-    only(
-        "rate",
-        c.rate.is_some(),
-        &["iperf3-udp", "iperf3-tcp", "iperf2-isochronous"],
-    )?;
-    only("length", c.length.is_some(), &["iperf3-udp"])?;
-    only("pacing_timer", c.pacing_timer.is_some(), &["iperf3-udp"])?;
-    only("congestion", c.congestion.is_some(), &["iperf3-tcp"])?;
-    only("flows", c.flows.is_some(), &["iperf3-tcp"])?;
-    only(
-        "frames_per_second",
-        c.frames_per_second.is_some(),
-        &["iperf2-isochronous"],
-    )?;
-    only(
-        "rate_stddev",
-        c.rate_stddev.is_some(),
-        &["iperf2-isochronous"],
-    )?;
-    only("capture", c.capture.is_some(), &["tcpreplay"])?;
-    only("multiplier", c.multiplier.is_some(), &["tcpreplay"])?;
-    let rate = || -> Result<f64, String> {
-        let r = c
-            .rate
-            .as_deref()
-            .ok_or_else(|| format!("cross.rate: generator {generator_name} needs one"))?;
-        let bps = parse_rate(r).map_err(|e| format!("cross.rate: {e}"))?;
-        if !(bps > 0.0 && bps <= 10e9) {
-            return Err(format!(
-                "cross.rate = \"{r}\": must be above 0 and at most 10 Gbit/s"
-            ));
-        }
-        Ok(bps)
-    };
+    check_key_owners(&c, generator_name)?;
     let (generator, spec, tcp_flows, traffic) = match generator_name {
-        "tightlink" => {
-            let traffic = c
-                .traffic
-                .ok_or("cross.traffic: missing (or name another `generator`)")?;
-            let spec = parse_cross(&traffic).map_err(|e| format!("cross.traffic: {e}"))?;
-            let tcp_flows = c.tcp_flows.unwrap_or(0);
-            if crate::cross::sends_nothing(spec.as_ref(), tcp_flows) {
-                return Err(format!(
-                    "cross.traffic = {traffic:?}: sends nothing (no rate, no tcp_flows); \
-                     leave [cross] out for an idle path"
-                ));
-            }
-            (Generator::Tightlink, spec, tcp_flows, Some(traffic))
-        }
-        "iperf3-udp" => {
-            let length_bytes = match &c.length {
-                None => generators::IPERF3_UDP_LENGTH_BYTES,
-                Some(l) => parse_bytes(l).map_err(|e| format!("cross.length: {e}"))?,
-            };
-            if !(64..=1472).contains(&length_bytes) {
-                return Err(format!(
-                    "cross.length = {length_bytes} B: a datagram of 64 to 1472 B fits one frame"
-                ));
-            }
-            let pacing_timer_us = match &c.pacing_timer {
-                None => generators::IPERF3_PACING_TIMER_US,
-                Some(t) => {
-                    let ns = parse_time_ns(t).map_err(|e| format!("cross.pacing_timer: {e}"))?;
-                    if !(1_000..=1_000_000_000).contains(&ns) {
-                        return Err(format!("cross.pacing_timer = \"{t}\": must be 1 us to 1 s"));
-                    }
-                    (ns / 1_000) as u64
-                }
-            };
-            let g = Generator::Iperf3Udp {
-                rate_bps: rate()?,
-                length_bytes,
-                pacing_timer_us,
-            };
-            (g, None, 0, None)
-        }
-        "iperf3-tcp" => {
-            let congestion = c.congestion.unwrap_or_else(|| "cubic".into());
-            if !["cubic", "bbr", "reno"].contains(&congestion.as_str()) {
-                return Err(format!(
-                    "cross.congestion = \"{congestion}\": expected cubic, bbr or reno"
-                ));
-            }
-            let flows = c.flows.unwrap_or(1);
-            if !(1..=16).contains(&flows) {
-                return Err(format!("cross.flows = {flows}: must be 1 to 16"));
-            }
-            let g = Generator::Iperf3Tcp {
-                rate_bps: rate()?,
-                congestion,
-                flows,
-            };
-            (g, None, 0, None)
-        }
-        "iperf2-isochronous" => {
-            let frames_per_second = c.frames_per_second.unwrap_or(60);
-            if !(1..=10_000).contains(&frames_per_second) {
-                return Err(format!(
-                    "cross.frames_per_second = {frames_per_second}: must be 1 to 10000"
-                ));
-            }
-            let stddev_bps = match &c.rate_stddev {
-                None => 0.0,
-                Some(r) => parse_rate(r).map_err(|e| format!("cross.rate_stddev: {e}"))?,
-            };
-            let g = Generator::Iperf2Isochronous {
-                frames_per_second,
-                rate_bps: rate()?,
-                stddev_bps,
-            };
-            (g, None, 0, None)
-        }
-        "tcpreplay" => {
-            let capture = c.capture.unwrap_or_else(|| "mix".into());
-            let multiplier = c.multiplier.unwrap_or(1.0);
-            if !(multiplier > 0.0 && multiplier <= 100.0) {
-                return Err(format!(
-                    "cross.multiplier = {multiplier}: must be above 0 and at most 100"
-                ));
-            }
-            let bytes = generators::capture_bytes(&capture)
-                .map_err(|e| format!("cross.capture = \"{capture}\": {e}"))?;
-            let span = generators::pcap_span(&bytes)
-                .map_err(|e| format!("cross.capture = \"{capture}\": {e}"))?;
-            let mean = span.mean_bps().ok_or_else(|| {
-                format!(
-                    "cross.capture = \"{capture}\": {} frames over no time: nothing to pace",
-                    span.frames
-                )
-            })?;
-            let g = Generator::TcpReplay {
-                capture,
-                multiplier,
-                mean_frame_bps: mean * multiplier,
-            };
-            (g, None, 0, None)
-        }
+        "tightlink" => tightlink_cross(&c)?,
+        "iperf3-udp" => (iperf3_udp(&c, generator_name)?, None, 0, None),
+        "iperf3-tcp" => (iperf3_tcp(&c, generator_name)?, None, 0, None),
+        "iperf2-isochronous" => (iperf2_isochronous(&c, generator_name)?, None, 0, None),
+        "tcpreplay" => (tcpreplay(&c)?, None, 0, None),
         other => {
             return Err(format!(
                 "cross.generator = \"{other}\": expected tightlink, iperf3-udp, iperf3-tcp, \
@@ -610,6 +467,167 @@ fn parse_cross_table(c: RawCross, hops: &[Hop]) -> Result<Cross, String> {
         }
     }
     Ok(cross)
+}
+
+/// Keys that belong to one generator only are errors on another.
+fn check_key_owners(c: &RawCross, generator_name: &str) -> Result<(), String> {
+    let iperf_rate: &[&str] = &["iperf3-udp", "iperf3-tcp", "iperf2-isochronous"];
+    let keys: [(&str, bool, &[&str]); 12] = [
+        ("traffic", c.traffic.is_some(), &["tightlink"]),
+        ("tcp_flows", c.tcp_flows.is_some(), &["tightlink"]),
+        ("seed", c.seed.is_some(), &["tightlink"]),
+        ("rate", c.rate.is_some(), iperf_rate),
+        ("length", c.length.is_some(), &["iperf3-udp"]),
+        ("pacing_timer", c.pacing_timer.is_some(), &["iperf3-udp"]),
+        ("congestion", c.congestion.is_some(), &["iperf3-tcp"]),
+        ("flows", c.flows.is_some(), &["iperf3-tcp"]),
+        (
+            "frames_per_second",
+            c.frames_per_second.is_some(),
+            &["iperf2-isochronous"],
+        ),
+        (
+            "rate_stddev",
+            c.rate_stddev.is_some(),
+            &["iperf2-isochronous"],
+        ),
+        ("capture", c.capture.is_some(), &["tcpreplay"]),
+        ("multiplier", c.multiplier.is_some(), &["tcpreplay"]),
+    ];
+    for (key, given, owners) in keys {
+        if given && !owners.contains(&generator_name) {
+            return Err(format!(
+                "cross.{key}: belongs to generator {} (this one is {generator_name})",
+                owners.join(" or ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `rate` of an iperf generator: required, above 0, 10 Gbit/s at most.
+fn cross_rate(c: &RawCross, generator_name: &str) -> Result<f64, String> {
+    let r = c
+        .rate
+        .as_deref()
+        .ok_or_else(|| format!("cross.rate: generator {generator_name} needs one"))?;
+    let bps = parse_rate(r).map_err(|e| format!("cross.rate: {e}"))?;
+    if !(bps > 0.0 && bps <= 10e9) {
+        return Err(format!(
+            "cross.rate = \"{r}\": must be above 0 and at most 10 Gbit/s"
+        ));
+    }
+    Ok(bps)
+}
+
+/// tightlink's own generator: its traffic spec and TCP flows.
+#[allow(clippy::type_complexity)]
+fn tightlink_cross(
+    c: &RawCross,
+) -> Result<(Generator, Option<CrossSpec>, usize, Option<String>), String> {
+    let traffic = c
+        .traffic
+        .clone()
+        .ok_or("cross.traffic: missing (or name another `generator`)")?;
+    let spec = parse_cross(&traffic).map_err(|e| format!("cross.traffic: {e}"))?;
+    let tcp_flows = c.tcp_flows.unwrap_or(0);
+    if crate::cross::sends_nothing(spec.as_ref(), tcp_flows) {
+        return Err(format!(
+            "cross.traffic = {traffic:?}: sends nothing (no rate, no tcp_flows); \
+             leave [cross] out for an idle path"
+        ));
+    }
+    Ok((Generator::Tightlink, spec, tcp_flows, Some(traffic)))
+}
+
+fn iperf3_udp(c: &RawCross, generator_name: &str) -> Result<Generator, String> {
+    let length_bytes = match &c.length {
+        None => generators::IPERF3_UDP_LENGTH_BYTES,
+        Some(l) => parse_bytes(l).map_err(|e| format!("cross.length: {e}"))?,
+    };
+    if !(64..=1472).contains(&length_bytes) {
+        return Err(format!(
+            "cross.length = {length_bytes} B: a datagram of 64 to 1472 B fits one frame"
+        ));
+    }
+    let pacing_timer_us = match &c.pacing_timer {
+        None => generators::IPERF3_PACING_TIMER_US,
+        Some(t) => {
+            let ns = parse_time_ns(t).map_err(|e| format!("cross.pacing_timer: {e}"))?;
+            if !(1_000..=1_000_000_000).contains(&ns) {
+                return Err(format!("cross.pacing_timer = \"{t}\": must be 1 us to 1 s"));
+            }
+            (ns / 1_000) as u64
+        }
+    };
+    Ok(Generator::Iperf3Udp {
+        rate_bps: cross_rate(c, generator_name)?,
+        length_bytes,
+        pacing_timer_us,
+    })
+}
+
+fn iperf3_tcp(c: &RawCross, generator_name: &str) -> Result<Generator, String> {
+    let congestion = c.congestion.clone().unwrap_or_else(|| "cubic".into());
+    if !["cubic", "bbr", "reno"].contains(&congestion.as_str()) {
+        return Err(format!(
+            "cross.congestion = \"{congestion}\": expected cubic, bbr or reno"
+        ));
+    }
+    let flows = c.flows.unwrap_or(1);
+    if !(1..=16).contains(&flows) {
+        return Err(format!("cross.flows = {flows}: must be 1 to 16"));
+    }
+    Ok(Generator::Iperf3Tcp {
+        rate_bps: cross_rate(c, generator_name)?,
+        congestion,
+        flows,
+    })
+}
+
+fn iperf2_isochronous(c: &RawCross, generator_name: &str) -> Result<Generator, String> {
+    let frames_per_second = c.frames_per_second.unwrap_or(60);
+    if !(1..=10_000).contains(&frames_per_second) {
+        return Err(format!(
+            "cross.frames_per_second = {frames_per_second}: must be 1 to 10000"
+        ));
+    }
+    let stddev_bps = match &c.rate_stddev {
+        None => 0.0,
+        Some(r) => parse_rate(r).map_err(|e| format!("cross.rate_stddev: {e}"))?,
+    };
+    Ok(Generator::Iperf2Isochronous {
+        frames_per_second,
+        rate_bps: cross_rate(c, generator_name)?,
+        stddev_bps,
+    })
+}
+
+/// A capture replayed at `multiplier` times its pace; its mean rate from
+/// the capture's span.
+fn tcpreplay(c: &RawCross) -> Result<Generator, String> {
+    let capture = c.capture.clone().unwrap_or_else(|| "mix".into());
+    let multiplier = c.multiplier.unwrap_or(1.0);
+    if !(multiplier > 0.0 && multiplier <= 100.0) {
+        return Err(format!(
+            "cross.multiplier = {multiplier}: must be above 0 and at most 100"
+        ));
+    }
+    let bytes = generators::capture_bytes(&capture)
+        .map_err(|e| format!("cross.capture = \"{capture}\": {e}"))?;
+    let span =
+        generators::pcap_span(&bytes).map_err(|e| format!("cross.capture = \"{capture}\": {e}"))?;
+    let mean = span.mean_bps().ok_or_else(|| {
+        format!(
+            "cross.capture = \"{capture}\": {} frames over no time: nothing to pace",
+            span.frames
+        )
+    })?;
+    Ok(Generator::TcpReplay {
+        capture,
+        multiplier,
+        mean_frame_bps: mean * multiplier,
+    })
 }
 
 #[cfg(test)]

@@ -124,6 +124,53 @@ pub fn sh(cmd: &str) -> Result<String, LabError> {
     }
 }
 
+/// A veth pair from `a` (namespace, device, address) to `b`, both up.
+fn veth(c: &mut Vec<String>, a: (&str, &str, &str), b: (&str, &str, &str)) {
+    let ((a_ns, a, a_ip), (b_ns, b, b_ip)) = (a, b);
+    c.push(format!(
+        "ip -n {a_ns} link add {a} type veth peer name {b} netns {b_ns}"
+    ));
+    c.push(format!("ip -n {a_ns} addr add {a_ip}/24 dev {a}"));
+    c.push(format!("ip -n {b_ns} addr add {b_ip}/24 dev {b}"));
+    c.push(format!("ip -n {a_ns} link set {a} up"));
+    c.push(format!("ip -n {b_ns} link set {b} up"));
+}
+
+/// Router `r` to `next` through hop `k`'s delay line `d`. The delay
+/// line's namespace bridges in user space: no addresses, and no IPv6 of
+/// its own on the wire. Fixed addresses and permanent neighbours: ARP
+/// across the delay takes a round trip, and the kernel holds only
+/// ~200 KB for a neighbour being resolved (at 150 Mbit/s and 30 ms a few
+/// hundred frames were lost at every re-resolution).
+fn delayed_link(c: &mut Vec<String>, k: usize, from: (&str, &str), d: &str, to: (&str, &str)) {
+    let ((r, a_ip), (next, b_ip)) = (from, to);
+    c.push(format!(
+        "ip netns exec {d} sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
+    ));
+    let (a_mac, b_mac) = (
+        format!("02:77:00:00:{k:02x}:01"),
+        format!("02:77:00:00:{k:02x}:02"),
+    );
+    c.push(format!(
+        "ip -n {r} link add to_next address {a_mac} type veth peer name from_prev netns {d}"
+    ));
+    c.push(format!(
+        "ip -n {d} link add to_next type veth peer name from_prev address {b_mac} netns {next}"
+    ));
+    c.push(format!("ip -n {r} addr add {a_ip}/24 dev to_next"));
+    c.push(format!("ip -n {next} addr add {b_ip}/24 dev from_prev"));
+    c.push(format!(
+        "ip -n {r} neigh replace {b_ip} lladdr {b_mac} dev to_next nud permanent"
+    ));
+    c.push(format!(
+        "ip -n {next} neigh replace {a_ip} lladdr {a_mac} dev from_prev nud permanent"
+    ));
+    c.push(format!("ip -n {r} link set to_next up"));
+    c.push(format!("ip -n {d} link set from_prev up"));
+    c.push(format!("ip -n {d} link set to_next up"));
+    c.push(format!("ip -n {next} link set from_prev up"));
+}
+
 fn icmp_unlimited(ns: &str) -> String {
     format!(
         "ip netns exec {ns} sysctl -qw net.ipv4.icmp_ratelimit=0 net.ipv4.icmp_msgs_per_sec=1000000 net.ipv4.icmp_msgs_burst=100000"
@@ -257,38 +304,27 @@ impl Lab {
 
     /// The commands that build the lab, one per line.
     pub fn up_script(&self) -> String {
-        let s = &self.scenario;
-        let n = s.hops.len();
         let mut c = Vec::new();
         for ns in self.namespaces() {
             c.push(format!("ip netns add {ns}"));
             c.push(format!("ip -n {ns} link set lo up"));
         }
-        let link = |c: &mut Vec<String>,
-                    a_ns: &str,
-                    a: &str,
-                    a_ip: &str,
-                    b_ns: &str,
-                    b: &str,
-                    b_ip: &str| {
-            c.push(format!(
-                "ip -n {a_ns} link add {a} type veth peer name {b} netns {b_ns}"
-            ));
-            c.push(format!("ip -n {a_ns} addr add {a_ip}/24 dev {a}"));
-            c.push(format!("ip -n {b_ns} addr add {b_ip}/24 dev {b}"));
-            c.push(format!("ip -n {a_ns} link set {a} up"));
-            c.push(format!("ip -n {b_ns} link set {b} up"));
-        };
+        self.links(&mut c);
+        self.routes(&mut c);
+        self.tuning(&mut c);
+        self.shapers(&mut c);
+        self.loss_filter(&mut c);
+        c.join("\n")
+    }
+
+    /// Each veth pair: sender to the first router, router to router (a
+    /// delay line between where the hop delays), the last to the far
+    /// router, then to the receiver, and the cross sender and sink.
+    fn links(&self, c: &mut Vec<String>) {
+        let n = self.scenario.hops.len();
         let (snd, far, rcv) = (self.ns("snd"), self.ns("far"), self.ns("rcv"));
-        link(
-            &mut c,
-            &snd,
-            "eth0",
-            SND_IP,
-            &self.router(0),
-            "from_snd",
-            "10.77.1.2",
-        );
+        let r0 = self.router(0);
+        veth(c, (&snd, "eth0", SND_IP), (&r0, "from_snd", "10.77.1.2"));
         for k in 0..n {
             let next = if k + 1 < n {
                 self.router(k + 1)
@@ -297,72 +333,30 @@ impl Lab {
             };
             let net = 10 + k;
             let (a_ip, b_ip) = (format!("10.77.{net}.1"), format!("10.77.{net}.2"));
+            let r = self.router(k);
             match self.delay_line(k) {
-                None => link(
-                    &mut c,
-                    &self.router(k),
-                    "to_next",
-                    &a_ip,
-                    &next,
-                    "from_prev",
-                    &b_ip,
-                ),
-                Some(d) => {
-                    // The delay line's namespace bridges in user space: no
-                    // addresses, and no IPv6 of its own on the wire.
-                    let r = self.router(k);
-                    c.push(format!(
-                        "ip netns exec {d} sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
-                    ));
-                    // Fixed addresses and permanent neighbours: ARP across
-                    // the delay takes a round trip, and the kernel holds
-                    // only ~200 KB for a neighbour being resolved (at
-                    // 150 Mbit/s and 30 ms a few hundred frames were lost
-                    // at every re-resolution).
-                    let (a_mac, b_mac) = (
-                        format!("02:77:00:00:{k:02x}:01"),
-                        format!("02:77:00:00:{k:02x}:02"),
-                    );
-                    c.push(format!(
-                        "ip -n {r} link add to_next address {a_mac} type veth peer name from_prev netns {d}"
-                    ));
-                    c.push(format!(
-                        "ip -n {d} link add to_next type veth peer name from_prev address {b_mac} netns {next}"
-                    ));
-                    c.push(format!("ip -n {r} addr add {a_ip}/24 dev to_next"));
-                    c.push(format!("ip -n {next} addr add {b_ip}/24 dev from_prev"));
-                    c.push(format!(
-                        "ip -n {r} neigh replace {b_ip} lladdr {b_mac} dev to_next nud permanent"
-                    ));
-                    c.push(format!(
-                        "ip -n {next} neigh replace {a_ip} lladdr {a_mac} dev from_prev nud permanent"
-                    ));
-                    c.push(format!("ip -n {r} link set to_next up"));
-                    c.push(format!("ip -n {d} link set from_prev up"));
-                    c.push(format!("ip -n {d} link set to_next up"));
-                    c.push(format!("ip -n {next} link set from_prev up"));
-                }
+                None => veth(c, (&r, "to_next", &a_ip), (&next, "from_prev", &b_ip)),
+                Some(d) => delayed_link(c, k, (&r, &a_ip), &d, (&next, &b_ip)),
             }
         }
-        link(&mut c, &far, "to_rcv", "10.77.2.1", &rcv, "eth0", RCV_IP);
+        veth(c, (&far, "to_rcv", "10.77.2.1"), (&rcv, "eth0", RCV_IP));
         c.push(format!("ip -n {snd} route add default via 10.77.1.2"));
         c.push(format!("ip -n {rcv} route add default via 10.77.2.1"));
-        let entry = s.cross.as_ref().map(|x| x.entry_hop);
-        if let Some(e) = entry {
+        if let Some(x) = &self.scenario.cross {
             let (xs, xr) = (self.ns("xs"), self.ns("xr"));
-            link(
-                &mut c,
-                &xs,
-                "eth0",
-                XS_IP,
-                &self.router(e),
-                "from_xs",
-                "10.77.3.2",
-            );
-            link(&mut c, &far, "to_xr", "10.77.4.1", &xr, "eth0", XR_IP);
+            let entry = self.router(x.entry_hop);
+            veth(c, (&xs, "eth0", XS_IP), (&entry, "from_xs", "10.77.3.2"));
+            veth(c, (&far, "to_xr", "10.77.4.1"), (&xr, "eth0", XR_IP));
             c.push(format!("ip -n {xs} route add default via 10.77.3.2"));
             c.push(format!("ip -n {xr} route add default via 10.77.4.1"));
         }
+    }
+
+    /// Forwarding and the routers' routes toward the receiver's and the
+    /// cross sink's networks and back.
+    fn routes(&self, c: &mut Vec<String>) {
+        let n = self.scenario.hops.len();
+        let entry = self.scenario.cross.as_ref().map(|x| x.entry_hop);
         for k in 0..n {
             let r = self.router(k);
             c.push(format!(
@@ -384,6 +378,7 @@ impl Lab {
                 c.push(format!("ip -n {r} route add 10.77.3.0/24 via {next}"));
             }
         }
+        let far = self.ns("far");
         c.push(format!(
             "ip netns exec {far} sysctl -qw net.ipv4.ip_forward=1"
         ));
@@ -394,19 +389,28 @@ impl Lab {
             c.push(icmp_unlimited(&self.router(k)));
         }
         c.push(icmp_unlimited(&far));
-        c.push(icmp_unlimited(&rcv));
+        c.push(icmp_unlimited(&self.ns("rcv")));
         let last = format!("10.77.{}.1", 10 + n - 1);
         c.push(format!("ip -n {far} route add 10.77.1.0/24 via {last}"));
         if entry.is_some() {
             c.push(format!("ip -n {far} route add 10.77.3.0/24 via {last}"));
         }
+    }
+
+    /// Receive packet steering: routers' ingress on the second CPU, the
+    /// rest on the first.
+    fn tuning(&self, c: &mut Vec<String>) {
         for (ns, dev, router_ingress) in self.interfaces() {
             let mask = if router_ingress { 2 } else { 1 };
             c.push(format!(
                 "ip netns exec {ns} sh -c 'echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus'"
             ));
         }
-        for (k, h) in s.hops.iter().enumerate() {
+    }
+
+    /// Each hop's qdisc: a tbf, or an htb class over a bfifo.
+    fn shapers(&self, c: &mut Vec<String>) {
+        for (k, h) in self.scenario.hops.iter().enumerate() {
             let (ns, dev) = self.hop_device(k);
             let rate = format!("{}bit", h.rate_bps.round() as u64);
             match h.qdisc {
@@ -426,19 +430,24 @@ impl Lab {
                 }
             }
         }
-        if s.loss > 0.0 {
-            // Classic BPF in direct-action mode (the `gact` drop action is
-            // not in these kernels): A = random u32 (SKF_AD_OFF +
-            // SKF_AD_RANDOM = -4096 + 56); A > threshold -> 0 (TC_ACT_OK,
-            // pass), else 2 (TC_ACT_SHOT, drop). linux/filter.h, pkt_cls.h.
-            let threshold = (s.loss * u32::MAX as f64) as u32;
-            let r1 = self.router(0);
-            c.push(format!("tc -n {r1} qdisc add dev from_snd ingress"));
-            c.push(format!(
-                "tc -n {r1} filter add dev from_snd parent ffff: protocol all prio 1 bpf bytecode '4,32 0 0 4294963256,37 0 1 {threshold},6 0 0 0,6 0 0 2' da"
-            ));
+    }
+
+    /// Random loss on the first router's ingress. Classic BPF in
+    /// direct-action mode (the `gact` drop action is not in these
+    /// kernels): A = random u32 (SKF_AD_OFF + SKF_AD_RANDOM = -4096 + 56);
+    /// A > threshold -> 0 (TC_ACT_OK, pass), else 2 (TC_ACT_SHOT, drop).
+    /// linux/filter.h, pkt_cls.h.
+    fn loss_filter(&self, c: &mut Vec<String>) {
+        let loss = self.scenario.loss;
+        if loss <= 0.0 {
+            return;
         }
-        c.join("\n")
+        let threshold = (loss * u32::MAX as f64) as u32;
+        let r1 = self.router(0);
+        c.push(format!("tc -n {r1} qdisc add dev from_snd ingress"));
+        c.push(format!(
+            "tc -n {r1} filter add dev from_snd parent ffff: protocol all prio 1 bpf bytecode '4,32 0 0 4294963256,37 0 1 {threshold},6 0 0 0,6 0 0 2' da"
+        ));
     }
 
     /// Builds the lab (removing a previous one of the same name first).

@@ -4,12 +4,12 @@
 
 use crate::bad_input;
 use std::cell::RefCell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tightlink_core::warning::{Warning, WarningCode};
 
 use anyhow::{Context, Result};
-use tightlink_core::channel::{Channel, HostFindings, Recorder};
+use tightlink_core::channel::{Channel, ChannelInfo, HostFindings, Recorder};
 use tightlink_core::decision::burst::{bursts_swing, Held};
 use tightlink_core::units::format_rate;
 use tightlink_core::{AnalysisParams, Bound, ProbeStream};
@@ -148,19 +148,7 @@ pub fn estimate(
     on_event: &mut dyn FnMut(Event),
 ) -> Result<EstimateReport> {
     let started = Instant::now();
-    // Checked before a far end is asked for a session.
-    if options.max_streams == 0 {
-        bad_input!("--max-streams 0: a measurement needs at least one stream");
-    }
-    if options.max_bytes == Some(0) {
-        bad_input!("--max-bytes 0: a measurement needs some probe bytes");
-    }
-    if options.analysis.capacity_bps.is_some() && !options.method.uses_capacity() {
-        bad_input!(
-            "--capacity: {} does not read a known capacity (queue-fit, igi, ptr and spruce do)",
-            options.method
-        );
-    }
+    check_options(options)?;
     let events = RefCell::new(on_event);
     let mut channel = Recorder::observed(open_channel(target, &options.real)?, |p| {
         (events.borrow_mut())(Event::Stream {
@@ -169,35 +157,10 @@ pub fn estimate(
         })
     });
     let info = channel.info();
-    let mut budget = Budget {
-        max_streams: options.max_streams,
-        ..Budget::default()
-    };
-    if let Some(limit) = options.max_bytes {
-        budget.max_bytes = budget.max_bytes.min(limit);
-    }
-    if let Some(limit) = info.byte_limit {
-        budget.max_bytes = budget.max_bytes.min(limit);
-    }
-    if options.follow {
-        if options.method != Method::Bart {
-            bad_input!("--follow tracks with --method bart, not {}", options.method);
-        }
-        // Following runs as long as its streams last, not a byte or time
-        // budget (the far end's byte limit still holds).
-        budget.max_bytes = info.byte_limit.unwrap_or(u64::MAX);
-        budget.max_duration_ns = i64::MAX;
-    }
+    let budget = budget_of(options, &info)?;
     let report = {
         let mut progress = |f: f64| (events.borrow_mut())(Event::Progress(f));
         if options.follow {
-            if !(0..=MAX_FOLLOW_INTERVAL_NS).contains(&options.follow_interval_ns) {
-                bad_input!(
-                    "the interval between followed streams must be within 0..{} s, not {} ns",
-                    MAX_FOLLOW_INTERVAL_NS / 1_000_000_000,
-                    options.follow_interval_ns
-                );
-            }
             let mut p = BartStrategyParams {
                 follow: true,
                 interval_ns: options.follow_interval_ns,
@@ -251,75 +214,140 @@ pub fn estimate(
         capped: None,
         warnings: Vec::new(),
     };
-    let mut warnings = Vec::new();
-    if r.estimate.stop == Stop::Swings {
-        warnings.push((WarningCode::Swing, Some(swing_warning(&r.estimate, &kept))));
-    }
     let kept_late: Vec<bool> = channel
         .kept()
         .map(|(i, _)| channel.late.get(i).copied().unwrap_or(false))
         .collect();
+    r.warnings = stream_warnings(options, &r.estimate, &kept, &kept_late);
+    if r.host.is_some() {
+        apply_ceiling(&mut r, ceiling);
+    }
+    if let Some(path) = &options.save_trace {
+        save_streams(options, path, &r.target, ceiling, &channel)?;
+    }
+    Ok(r)
+}
+
+/// Options no session should be asked for (checked before a far end is).
+fn check_options(options: &EstimateOptions) -> Result<()> {
+    if options.max_streams == 0 {
+        bad_input!("--max-streams 0: a measurement needs at least one stream");
+    }
+    if options.max_bytes == Some(0) {
+        bad_input!("--max-bytes 0: a measurement needs some probe bytes");
+    }
+    if options.analysis.capacity_bps.is_some() && !options.method.uses_capacity() {
+        bad_input!(
+            "--capacity: {} does not read a known capacity (queue-fit, igi, ptr and spruce do)",
+            options.method
+        );
+    }
+    Ok(())
+}
+
+/// The budget: the options' and the far end's limits; following runs as
+/// long as its streams last, not a byte or time budget (the far end's
+/// byte limit still holds).
+fn budget_of(options: &EstimateOptions, info: &ChannelInfo) -> Result<Budget> {
+    let mut budget = Budget {
+        max_streams: options.max_streams,
+        ..Budget::default()
+    };
+    if let Some(limit) = options.max_bytes {
+        budget.max_bytes = budget.max_bytes.min(limit);
+    }
+    if let Some(limit) = info.byte_limit {
+        budget.max_bytes = budget.max_bytes.min(limit);
+    }
+    if options.follow {
+        if options.method != Method::Bart {
+            bad_input!("--follow tracks with --method bart, not {}", options.method);
+        }
+        if !(0..=MAX_FOLLOW_INTERVAL_NS).contains(&options.follow_interval_ns) {
+            bad_input!(
+                "the interval between followed streams must be within 0..{} s, not {} ns",
+                MAX_FOLLOW_INTERVAL_NS / 1_000_000_000,
+                options.follow_interval_ns
+            );
+        }
+        budget.max_bytes = info.byte_limit.unwrap_or(u64::MAX);
+        budget.max_duration_ns = i64::MAX;
+    }
+    Ok(budget)
+}
+
+/// What the kept streams and the answer show that the number alone does
+/// not say.
+fn stream_warnings(
+    options: &EstimateOptions,
+    estimate: &Report,
+    kept: &[ProbeStream],
+    kept_late: &[bool],
+) -> Vec<Warning> {
+    let mut warnings = Vec::new();
+    if estimate.stop == Stop::Swings {
+        warnings.push((WarningCode::Swing, Some(swing_warning(estimate, kept))));
+    }
     // Each stream is analysed once for both.
-    let held = held_streams(&options.analysis, &kept, &kept_late);
+    let held = held_streams(&options.analysis, kept, kept_late);
     warnings.extend([
         (WarningCode::Burst, held.burst_warning()),
         (WarningCode::Pause, held.pause_warning()),
         (WarningCode::SingleStep, held.single_step_warning()),
         (
             WarningCode::CoalescedTrend,
-            coalesced_trend_streams(options.method, &options.analysis, &kept),
+            coalesced_trend_streams(options.method, &options.analysis, kept),
         ),
-        (
-            WarningCode::JumboChirps,
-            jumbo_chirps(options.method, &kept),
-        ),
+        (WarningCode::JumboChirps, jumbo_chirps(options.method, kept)),
         (
             WarningCode::UnsettledBudget,
-            unsettled_budget_stop(&r.estimate),
+            unsettled_budget_stop(estimate),
         ),
-        (WarningCode::Shaper, shaper_warning(&r.estimate)),
-        (WarningCode::WholeAtTop, whole_at_top_warning(&r.estimate)),
-        (WarningCode::SlowTrains, slow_trains_warning(&r.estimate)),
+        (WarningCode::Shaper, shaper_warning(estimate)),
+        (WarningCode::WholeAtTop, whole_at_top_warning(estimate)),
+        (WarningCode::SlowTrains, slow_trains_warning(estimate)),
     ]);
-    if matches!(
-        r.estimate.stop,
-        Stop::NoUsableStream | Stop::NoUsableAdrTrain
-    ) {
+    if matches!(estimate.stop, Stop::NoUsableStream | Stop::NoUsableAdrTrain) {
         warnings.push((
             WarningCode::Unusable,
-            why_unusable(options.method, &options.analysis, &kept),
+            why_unusable(options.method, &options.analysis, kept),
         ));
     }
-    r.warnings.extend(
-        warnings
-            .into_iter()
-            .filter_map(|(code, text)| Some(Warning::new(code, text?))),
-    );
-    if r.host.is_some() {
-        apply_ceiling(&mut r, ceiling);
+    warnings
+        .into_iter()
+        .filter_map(|(code, text)| Some(Warning::new(code, text?)))
+        .collect()
+}
+
+/// Every stream sent, as a probe trace at `path` (and the simulator's
+/// truths beside it where asked), with what the run knew of them.
+fn save_streams<C>(
+    options: &EstimateOptions,
+    path: &Path,
+    target: &str,
+    ceiling: f64,
+    channel: &Recorder<C>,
+) -> Result<()> {
+    let mut metadata = vec![
+        ("source".to_string(), "tightlink estimate".to_string()),
+        ("path".to_string(), target.to_string()),
+        ("method".to_string(), options.method.to_string()),
+        ("max_rate_bps".to_string(), format!("{ceiling:.0}")),
+    ];
+    if channel.late.contains(&true) {
+        metadata.push(("late_streams".to_string(), channel.late_list()));
     }
-    if let Some(path) = &options.save_trace {
-        let mut metadata = vec![
-            ("source".to_string(), "tightlink estimate".to_string()),
-            ("path".to_string(), r.target.clone()),
-            ("method".to_string(), options.method.to_string()),
-            ("max_rate_bps".to_string(), format!("{ceiling:.0}")),
-        ];
-        if channel.late.contains(&true) {
-            metadata.push(("late_streams".to_string(), channel.late_list()));
-        }
-        if channel.overflowed.contains(&true) {
-            metadata.push(("overflowed_streams".to_string(), channel.overflowed_list()));
-        }
-        if channel.superseded.contains(&true) {
-            metadata.push(("superseded_streams".to_string(), channel.superseded_list()));
-        }
-        save::write_trace(path, metadata, &channel.streams)?;
-        if let Some(t) = &options.save_truth {
-            save::write_truth(t, &channel.streams, &channel.truths)?;
-        }
+    if channel.overflowed.contains(&true) {
+        metadata.push(("overflowed_streams".to_string(), channel.overflowed_list()));
     }
-    Ok(r)
+    if channel.superseded.contains(&true) {
+        metadata.push(("superseded_streams".to_string(), channel.superseded_list()));
+    }
+    save::write_trace(path, metadata, &channel.streams)?;
+    if let Some(t) = &options.save_truth {
+        save::write_truth(t, &channel.streams, &channel.truths)?;
+    }
+    Ok(())
 }
 
 /// Why no stream could be used, as the method read the last one.

@@ -13,7 +13,7 @@ use tightlink_core::schedule::{
 };
 use tightlink_core::{ProbeStream, StreamKind};
 use tightlink_probe::strategy::spruce::pair_schedule;
-use tightlink_sim::SimChannel;
+use tightlink_sim::{PathSpec, SimChannel};
 
 use crate::save;
 use crate::target::Target;
@@ -139,18 +139,42 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
     let nominal = spec.nominal_available_bps();
     let mut channel = Recorder::new(SimChannel::new(spec.clone(), text.clone()));
     let max_bps = channel.info().max_rate_bps;
-    let check = |index: Option<usize>, rate_bps: f64| {
-        if rate_bps.is_nan() || rate_bps <= 0.0 || rate_bps > max_bps {
-            return Err(RateOutside {
-                index,
-                rate_bps,
-                max_bps,
-            });
-        }
-        Ok(())
-    };
     let size = options.size_bytes;
-    let (kind, schedules): (StreamKind, Vec<Vec<i64>>) = match &options.schedule {
+    let (kind, schedules) = schedules(options, spec, max_bps, nominal)?;
+    for sched in &schedules {
+        channel.probe(&StreamRequest::from_send_times(sched, size))?;
+    }
+    Ok(Simulated {
+        target: text.clone(),
+        kind,
+        streams: channel.streams,
+        truths: channel.truths,
+        capacity_bps: spec.tight_capacity_bps(),
+    })
+}
+
+/// Whether `rate_bps` is a rate the simulated sender can probe at.
+fn in_range(index: Option<usize>, rate_bps: f64, max_bps: f64) -> Result<(), RateOutside> {
+    if rate_bps.is_nan() || rate_bps <= 0.0 || rate_bps > max_bps {
+        return Err(RateOutside {
+            index,
+            rate_bps,
+            max_bps,
+        });
+    }
+    Ok(())
+}
+
+/// Each stream's send times, as `options.schedule` asks, checked.
+fn schedules(
+    options: &SimulateOptions,
+    spec: &PathSpec,
+    max_bps: f64,
+    nominal: f64,
+) -> Result<(StreamKind, Vec<Vec<i64>>)> {
+    let size = options.size_bytes;
+    let check = |index: Option<usize>, rate_bps: f64| in_range(index, rate_bps, max_bps);
+    match &options.schedule {
         Schedule::Single { rates_bps, packets } => {
             if *packets < 2 {
                 bad_input!("--packets {packets}: a stream needs at least 2");
@@ -164,7 +188,7 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
             let s = (0..options.streams)
                 .map(|i| single_rate_schedule(rates_bps[i % rates_bps.len()], *packets, size, 0))
                 .collect();
-            (StreamKind::SingleRate, s)
+            Ok((StreamKind::SingleRate, s))
         }
         Schedule::Multi {
             centre_bps,
@@ -182,75 +206,90 @@ pub fn simulate(target: &Target, options: &SimulateOptions) -> Result<Simulated>
             check(None, rates[0])?;
             check(None, rates[rates.len() - 1])?;
             let s = vec![multi_rate_schedule(&rates, *per_rate, size); options.streams];
-            (StreamKind::MultiRate, s)
+            Ok((StreamKind::MultiRate, s))
         }
-        Schedule::Chirp {
+        &Schedule::Chirp {
             low_bps,
             high_bps,
             spread,
             jumbo,
-        } => {
-            if !(*spread > 1.0 && *spread <= 4.0) {
-                bad_input!("--spread {spread}: must be above 1 and at most 4");
-            }
-            if !(1..=256).contains(jumbo) {
-                bad_input!("--jumbo {jumbo}: packets per chirp element, 1 to 256");
-            }
-            let top = jumbo_top_rate(max_bps, *jumbo);
-            let low = low_bps.unwrap_or(0.1 * max_bps);
-            let high = high_bps.unwrap_or(top);
-            if high > top {
-                bad_input!(
-                    "--high {:.3} Gbit/s: elements of {jumbo} packets stay apart only up to {:.3} Gbit/s on this link",
-                    high / 1e9,
-                    top / 1e9
-                );
-            }
-            check(None, low)?;
-            check(None, high)?;
-            if high <= low {
-                bad_input!(
-                    "--low {:.3} and --high {:.3} Gbit/s: the top rate must be above the lowest",
-                    low / 1e9,
-                    high / 1e9
-                );
-            }
-            let sched = jumbo_chirp_schedule(low, high, *spread, size, *jumbo, max_bps);
-            (StreamKind::Chirp, vec![sched; options.streams])
-        }
-        Schedule::Pairs {
+        } => chirp_schedules(options, max_bps, (low_bps, high_bps), spread, jumbo),
+        &Schedule::Pairs {
             pairs,
             capacity_bps,
             mean_gap_ns,
-        } => {
-            if *pairs == 0 {
-                bad_input!("--pairs 0: a stream needs at least one pair");
-            }
-            if !(mean_gap_ns.is_finite() && *mean_gap_ns > 0.0) {
-                bad_input!("--mean-gap {mean_gap_ns} ns: must be above 0");
-            }
-            let capacity = capacity_bps.unwrap_or(spec.narrow_capacity_bps());
-            check(None, capacity)?;
-            let pair_gap_ns = 8.0 * size as f64 * 1e9 / capacity;
-            let mean = mean_gap_ns.max(2.0 * pair_gap_ns / 0.05);
-            // A fixed seed, as the spruce strategy's: one schedule, one run.
-            let mut rng = tightlink_core::rng::Rng::new(0x5b_5ce);
-            let s = (0..options.streams)
-                .map(|_| pair_schedule(*pairs, pair_gap_ns, mean, &mut rng))
-                .collect();
-            (StreamKind::Pairs, s)
-        }
-    };
-    for sched in &schedules {
-        channel.probe(&StreamRequest::from_send_times(sched, size))?;
+        } => pairs_schedules(options, spec, max_bps, pairs, capacity_bps, mean_gap_ns),
     }
-    Ok(Simulated {
-        target: text.clone(),
-        kind,
-        streams: channel.streams,
-        truths: channel.truths,
-        capacity_bps: spec.tight_capacity_bps(),
-    })
+}
+
+/// Chirps from `low` to `high` (10 % of the link to the top rate
+/// elements of `jumbo` packets keep apart, by default).
+fn chirp_schedules(
+    options: &SimulateOptions,
+    max_bps: f64,
+    (low_bps, high_bps): (Option<f64>, Option<f64>),
+    spread: f64,
+    jumbo: usize,
+) -> Result<(StreamKind, Vec<Vec<i64>>)> {
+    let size = options.size_bytes;
+    let check = |index: Option<usize>, rate_bps: f64| in_range(index, rate_bps, max_bps);
+    if !(spread > 1.0 && spread <= 4.0) {
+        bad_input!("--spread {spread}: must be above 1 and at most 4");
+    }
+    if !(1..=256).contains(&jumbo) {
+        bad_input!("--jumbo {jumbo}: packets per chirp element, 1 to 256");
+    }
+    let top = jumbo_top_rate(max_bps, jumbo);
+    let low = low_bps.unwrap_or(0.1 * max_bps);
+    let high = high_bps.unwrap_or(top);
+    if high > top {
+        bad_input!(
+            "--high {:.3} Gbit/s: elements of {jumbo} packets stay apart only up to {:.3} Gbit/s on this link",
+            high / 1e9,
+            top / 1e9
+        );
+    }
+    check(None, low)?;
+    check(None, high)?;
+    if high <= low {
+        bad_input!(
+            "--low {:.3} and --high {:.3} Gbit/s: the top rate must be above the lowest",
+            low / 1e9,
+            high / 1e9
+        );
+    }
+    let sched = jumbo_chirp_schedule(low, high, spread, size, jumbo, max_bps);
+    Ok((StreamKind::Chirp, vec![sched; options.streams]))
+}
+
+/// Packet pairs at exponential gaps (Spruce's schedule), their gap the
+/// tight link's transmission time.
+fn pairs_schedules(
+    options: &SimulateOptions,
+    spec: &PathSpec,
+    max_bps: f64,
+    pairs: usize,
+    capacity_bps: Option<f64>,
+    mean_gap_ns: f64,
+) -> Result<(StreamKind, Vec<Vec<i64>>)> {
+    let size = options.size_bytes;
+    let check = |index: Option<usize>, rate_bps: f64| in_range(index, rate_bps, max_bps);
+    if pairs == 0 {
+        bad_input!("--pairs 0: a stream needs at least one pair");
+    }
+    if !(mean_gap_ns.is_finite() && mean_gap_ns > 0.0) {
+        bad_input!("--mean-gap {mean_gap_ns} ns: must be above 0");
+    }
+    let capacity = capacity_bps.unwrap_or(spec.narrow_capacity_bps());
+    check(None, capacity)?;
+    let pair_gap_ns = 8.0 * size as f64 * 1e9 / capacity;
+    let mean = mean_gap_ns.max(2.0 * pair_gap_ns / 0.05);
+    // A fixed seed, as the spruce strategy's: one schedule, one run.
+    let mut rng = tightlink_core::rng::Rng::new(0x5b_5ce);
+    let s = (0..options.streams)
+        .map(|_| pair_schedule(pairs, pair_gap_ns, mean, &mut rng))
+        .collect();
+    Ok((StreamKind::Pairs, s))
 }
 
 #[cfg(test)]

@@ -319,16 +319,76 @@ fn connect(peer: &Peer, backend: Backend, direction: Direction) -> Result<UdpCha
 /// receiving side against (with `key`, its keyed limits apply); `None`
 /// starts one on loopback.
 pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doctor, DoctorError> {
-    let frames = [128u32, 1514, 9014];
-    let rates = [100e6, 500e6, 1e9, 2e9, 4e9, 8e9, 10e9];
-    let table_rates = [1e9, 2e9, 4e9, 8e9, 10e9];
     let n = if quick { 200 } else { 1000 };
     let reps = if quick { 2 } else { 5 };
     let cpu_at_start = tightlink_sys::cpu_time::read().ok();
-    let mut unavailable = Vec::new();
-    let mut pacing = Vec::new();
-    let mut limits = Vec::new();
-    let mut send_cost_ns = Vec::new();
+    let host = host_pacing(n)?;
+    let mut unavailable = host.unavailable;
+    let peer = peer_of(peer, key)?;
+    let mut t = PeerTables::default();
+    for b in Backend::ALL {
+        if unavailable.iter().any(|(u, _)| *u == b) {
+            continue;
+        }
+        if peer.loopback && b != Backend::Udp {
+            // Frames from 127.0.0.1 injected at layer 2 come back in on lo
+            // and IP input drops them as martians (route_localnet=0).
+            unavailable.push((
+                b,
+                format!(
+                    "tables need a peer across a real link: {} (run with --peer; scripts/doctor-lab.sh does, across namespaces)",
+                    crate::backend::LOCAL_FRAMES_DROPPED
+                ),
+            ));
+            continue;
+        }
+        if let Err(e) = t.send_rows(&peer, b, n, reps) {
+            unavailable.push((b, format!("send: {e}")));
+        }
+        if !b.receives() {
+            unavailable.push((b, "receive: no per-packet kernel stamps (needs an XDP program; would stamp in user space after batching)".into()));
+            continue;
+        }
+        if let Err(e) = t.receive_rows(&peer, b, n, reps) {
+            unavailable.push((b, format!("receive: {e}")));
+        }
+    }
+    Ok(Doctor {
+        clock_read_ns: clock_read_ns(),
+        clock_resolution_ns: clock_resolution_ns(),
+        send_cost_ns: host.send_cost_ns,
+        pacing: host.pacing,
+        sends: t.sends,
+        receive: t.receive,
+        unavailable,
+        offloads: t.offloads,
+        cpu_governor: host::cpu_governor(),
+        stolen_share: cpu_at_start
+            .zip(tightlink_sys::cpu_time::read().ok())
+            .and_then(|(a, b)| tightlink_sys::cpu_time::stolen_share(a, b)),
+        limits: host.limits,
+        target: peer.label,
+    })
+}
+
+/// Rates the send and receive tables are read at.
+const TABLE_RATES: [f64; 5] = [1e9, 2e9, 4e9, 8e9, 10e9];
+
+/// What this host alone can do: each backend's cost to send a frame, and
+/// how precisely it paces each frame size at each rate.
+#[derive(Default)]
+struct HostPacing {
+    unavailable: Vec<(Backend, String)>,
+    pacing: Vec<PacingRow>,
+    /// (backend, frame bytes, the highest rate paced precisely).
+    limits: Vec<(Backend, u32, f64)>,
+    send_cost_ns: Vec<(Backend, u32, f64)>,
+}
+
+fn host_pacing(n: usize) -> Result<HostPacing, DoctorError> {
+    let frames = [128u32, 1514, 9014];
+    let rates = [100e6, 500e6, 1e9, 2e9, 4e9, 8e9, 10e9];
+    let mut h = HostPacing::default();
     for b in Backend::ALL {
         for &f in &frames {
             if b == Backend::Xdp && f as usize - 42 > crate::backend::xdp::MAX_PAYLOAD {
@@ -337,11 +397,11 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
             let cost = match host::send_cost_ns(b, f - 42, 2000) {
                 Ok(c) => c,
                 Err(e) => {
-                    unavailable.push((b, format!("send: {e}")));
+                    h.unavailable.push((b, format!("send: {e}")));
                     break;
                 }
             };
-            send_cost_ns.push((b, f, cost));
+            h.send_cost_ns.push((b, f, cost));
             let mut best = 0.0;
             for &r in &rates {
                 let row = pacing_row(b, f, r, n).map_err(|source| DoctorError::Pacing {
@@ -353,12 +413,18 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
                 if row.within_1us >= PRECISE_SHARE {
                     best = r;
                 }
-                pacing.push(row);
+                h.pacing.push(row);
             }
-            limits.push((b, f, best));
+            h.limits.push((b, f, best));
         }
     }
-    let peer = match peer {
+    Ok(h)
+}
+
+/// The server measured against: `peer` with its key, or one started on
+/// loopback.
+fn peer_of(peer: Option<&str>, key: Option<Vec<u8>>) -> Result<Peer, DoctorError> {
+    Ok(match peer {
         Some(p) => Peer {
             addr: p.to_string(),
             key,
@@ -380,78 +446,59 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
                 loopback: true,
             }
         }
-    };
-    let mut sends = Vec::new();
-    let mut receive = Vec::new();
-    let mut offloads = Vec::new();
-    for b in Backend::ALL {
-        if unavailable.iter().any(|(u, _)| *u == b) {
-            continue;
-        }
-        if peer.loopback && b != Backend::Udp {
-            // Frames from 127.0.0.1 injected at layer 2 come back in on lo
-            // and IP input drops them as martians (route_localnet=0).
-            unavailable.push((
-                b,
-                format!(
-                    "tables need a peer across a real link: {} (run with --peer; scripts/doctor-lab.sh does, across namespaces)",
-                    crate::backend::LOCAL_FRAMES_DROPPED
-                ),
-            ));
-            continue;
-        }
-        let rows = (|| -> Result<(), DoctorError> {
-            let mut ch = connect(&peer, b, Direction::Forward)?;
-            let top = ch.limits().max_rate_bps as f64;
-            for &r in table_rates.iter().filter(|&&r| r <= top) {
-                sends.push(send_row(&mut ch, r, n, reps)?);
-            }
-            if offloads.is_empty() {
-                let local_ip: Option<IpAddr> = ch.local_udp().ok().map(|a| a.ip());
-                if let Some(dev) = local_ip.and_then(tightlink_sys::netif::interface_of) {
-                    let (gro, lro) = host::offloads(&dev);
-                    offloads.push((dev, gro, lro));
-                }
-            }
-            let _ = ch.close_session();
-            Ok(())
-        })();
-        if let Err(e) = rows {
-            unavailable.push((b, format!("send: {e}")));
-        }
-        if !b.receives() {
-            unavailable.push((b, "receive: no per-packet kernel stamps (needs an XDP program; would stamp in user space after batching)".into()));
-            continue;
-        }
-        let rows = (|| -> Result<(), DoctorError> {
-            let mut ch = connect(&peer, b, Direction::Reverse)?;
-            let top = ch.limits().max_rate_bps as f64;
-            for &r in table_rates.iter().filter(|&&r| r <= top) {
-                receive.push(receive_row(&mut ch, r, n, reps)?);
-            }
-            let _ = ch.close_session();
-            Ok(())
-        })();
-        if let Err(e) = rows {
-            unavailable.push((b, format!("receive: {e}")));
-        }
-    }
-    Ok(Doctor {
-        clock_read_ns: clock_read_ns(),
-        clock_resolution_ns: clock_resolution_ns(),
-        send_cost_ns,
-        pacing,
-        sends,
-        receive,
-        unavailable,
-        offloads,
-        cpu_governor: host::cpu_governor(),
-        stolen_share: cpu_at_start
-            .zip(tightlink_sys::cpu_time::read().ok())
-            .and_then(|(a, b)| tightlink_sys::cpu_time::stolen_share(a, b)),
-        limits,
-        target: peer.label,
     })
+}
+
+/// The tables read against the peer.
+#[derive(Default)]
+struct PeerTables {
+    sends: Vec<SendRow>,
+    receive: Vec<ReceiveRow>,
+    /// (device, GRO, LRO) of the interface toward the peer.
+    offloads: Vec<(String, Option<bool>, Option<bool>)>,
+}
+
+impl PeerTables {
+    /// Streams sent to the peer at each table rate through backend `b`.
+    fn send_rows(
+        &mut self,
+        peer: &Peer,
+        b: Backend,
+        n: usize,
+        reps: usize,
+    ) -> Result<(), DoctorError> {
+        let mut ch = connect(peer, b, Direction::Forward)?;
+        let top = ch.limits().max_rate_bps as f64;
+        for &r in TABLE_RATES.iter().filter(|&&r| r <= top) {
+            self.sends.push(send_row(&mut ch, r, n, reps)?);
+        }
+        if self.offloads.is_empty() {
+            let local_ip: Option<IpAddr> = ch.local_udp().ok().map(|a| a.ip());
+            if let Some(dev) = local_ip.and_then(tightlink_sys::netif::interface_of) {
+                let (gro, lro) = host::offloads(&dev);
+                self.offloads.push((dev, gro, lro));
+            }
+        }
+        let _ = ch.close_session();
+        Ok(())
+    }
+
+    /// Streams the peer sends here at each table rate, received by `b`.
+    fn receive_rows(
+        &mut self,
+        peer: &Peer,
+        b: Backend,
+        n: usize,
+        reps: usize,
+    ) -> Result<(), DoctorError> {
+        let mut ch = connect(peer, b, Direction::Reverse)?;
+        let top = ch.limits().max_rate_bps as f64;
+        for &r in TABLE_RATES.iter().filter(|&&r| r <= top) {
+            self.receive.push(receive_row(&mut ch, r, n, reps)?);
+        }
+        let _ = ch.close_session();
+        Ok(())
+    }
 }
 
 impl Doctor {

@@ -661,35 +661,9 @@ impl Reflector {
         let mut error = clock_error_estimate();
         let mut next_housekeeping = clock::monotonic_ns() + 1_000_000_000;
         // Refusals are logged when they change, at most once a minute.
-        let mut refused_logged = String::new();
-        let mut next_refusal_log = 0i64;
+        let mut refusals = (String::new(), 0i64);
         let mut held: HashMap<SocketAddr, HeldTrain> = HashMap::new();
-        // Held trains are paced out on a thread of their own.
-        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (pacer, queue) = std::sync::mpsc::sync_channel::<(SocketAddr, HeldTrain)>(PACER_QUEUE);
-        {
-            let (sock, stats, stop, in_flight) = (
-                self.sock.try_clone()?,
-                self.stats.clone(),
-                self.stop.clone(),
-                in_flight.clone(),
-            );
-            std::thread::Builder::new()
-                .name("tightlink-reflector-pacer".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        match queue.recv_timeout(Duration::from_millis(200)) {
-                            Ok((to, t)) => {
-                                let bytes = t.bytes;
-                                send_held(&sock, &stats, to, t);
-                                in_flight.fetch_sub(bytes, Ordering::Relaxed);
-                            }
-                            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                            Err(_) => return,
-                        }
-                    }
-                })?;
-        }
+        let (pacer, in_flight) = self.spawn_pacer()?;
         let give = |to: SocketAddr, t: HeldTrain| {
             hand_over(&pacer, &in_flight, &self.sock, &self.stats, to, t)
         };
@@ -707,17 +681,7 @@ impl Reflector {
                 }
             }
             if now >= next_housekeeping {
-                for line in policy.expire(now) {
-                    if self.config.log {
-                        eprintln!("{line}");
-                    }
-                }
-                let refused = self.stats.refused_summary();
-                if self.config.log && refused != refused_logged && now >= next_refusal_log {
-                    eprintln!("tightlink reflector: not answered since start: {refused}");
-                    refused_logged = refused;
-                    next_refusal_log = now + 60_000_000_000;
-                }
+                self.housekeeping(&mut policy, now, &mut refusals);
                 error = clock_error_estimate();
                 next_housekeeping = now + 1_000_000_000;
             }
@@ -737,41 +701,12 @@ impl Reflector {
                     else {
                         continue;
                     };
-                    let Some(p) = hold_request(request) else {
-                        send_now(&self.sock, &self.stats, &reply[..len], r.from);
-                        continue;
-                    };
-                    let in_hold: usize = held.values().map(|t| t.bytes).sum::<usize>()
-                        + in_flight.load(Ordering::Relaxed);
-                    let same = held
-                        .get(&r.from)
-                        .is_some_and(|t| t.session == p.session && t.stream == p.stream);
-                    if !same {
-                        if let Some(t) = held.remove(&r.from) {
-                            give(r.from, t);
+                    match hold_request(request) {
+                        Some(p) => {
+                            let in_flight = in_flight.load(Ordering::Relaxed);
+                            self.hold(&mut held, in_flight, &give, &p, &reply[..len], r.from)
                         }
-                    }
-                    if p.offset_ns > MAX_HOLD_SPAN_NS || in_hold + len > self.config.hold_bytes {
-                        self.stats.hold_refused.fetch_add(1, Ordering::Relaxed);
-                        send_now(&self.sock, &self.stats, &reply[..len], r.from);
-                        continue;
-                    }
-                    let mut bytes = reply[..len].to_vec();
-                    bytes[field::FLAGS] |= FLAG_HELD;
-                    let t = held.entry(r.from).or_insert_with(|| HeldTrain {
-                        session: p.session,
-                        stream: p.stream,
-                        replies: Vec::new(),
-                        bytes: 0,
-                        last_ns: 0,
-                    });
-                    t.replies.push((p.offset_ns, bytes));
-                    t.bytes += len;
-                    t.last_ns = clock::monotonic_ns();
-                    if p.position + 1 == p.stream_len {
-                        if let Some(t) = held.remove(&r.from) {
-                            give(r.from, t);
-                        }
+                        None => send_now(&self.sock, &self.stats, &reply[..len], r.from),
                     }
                 }
                 if n < BATCH {
@@ -780,6 +715,104 @@ impl Reflector {
             }
         }
         Ok(())
+    }
+
+    /// Held trains are paced out on a thread of their own: its queue, and
+    /// the bytes handed to it and not yet sent.
+    #[allow(clippy::type_complexity)]
+    fn spawn_pacer(
+        &self,
+    ) -> io::Result<(
+        std::sync::mpsc::SyncSender<(SocketAddr, HeldTrain)>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    )> {
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (pacer, queue) = std::sync::mpsc::sync_channel::<(SocketAddr, HeldTrain)>(PACER_QUEUE);
+        let (sock, stats, stop, sent) = (
+            self.sock.try_clone()?,
+            self.stats.clone(),
+            self.stop.clone(),
+            in_flight.clone(),
+        );
+        std::thread::Builder::new()
+            .name("tightlink-reflector-pacer".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match queue.recv_timeout(Duration::from_millis(200)) {
+                        Ok((to, t)) => {
+                            let bytes = t.bytes;
+                            send_held(&sock, &stats, to, t);
+                            sent.fetch_sub(bytes, Ordering::Relaxed);
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(_) => return,
+                    }
+                }
+            })?;
+        Ok((pacer, in_flight))
+    }
+
+    /// Once a second: expired sessions out of the policy, and the
+    /// refusals logged where they changed (`refusals`: the last logged,
+    /// and when the next may be).
+    fn housekeeping(&self, policy: &mut Policy, now: i64, refusals: &mut (String, i64)) {
+        for line in policy.expire(now) {
+            if self.config.log {
+                eprintln!("{line}");
+            }
+        }
+        let refused = self.stats.refused_summary();
+        if self.config.log && refused != refusals.0 && now >= refusals.1 {
+            eprintln!("tightlink reflector: not answered since start: {refused}");
+            *refusals = (refused, now + 60_000_000_000);
+        }
+    }
+
+    /// A reply to a probe of a train to hold: kept with its train (a new
+    /// train from the same sender hands the old one over), sent at once
+    /// where holding it would pass the span or the bytes allowed, and
+    /// the train handed over at its last probe.
+    fn hold(
+        &self,
+        held: &mut HashMap<SocketAddr, HeldTrain>,
+        in_flight: usize,
+        give: &dyn Fn(SocketAddr, HeldTrain),
+        p: &ProbeRepr,
+        reply: &[u8],
+        from: SocketAddr,
+    ) {
+        let len = reply.len();
+        let in_hold: usize = held.values().map(|t| t.bytes).sum::<usize>() + in_flight;
+        let same = held
+            .get(&from)
+            .is_some_and(|t| t.session == p.session && t.stream == p.stream);
+        if !same {
+            if let Some(t) = held.remove(&from) {
+                give(from, t);
+            }
+        }
+        if p.offset_ns > MAX_HOLD_SPAN_NS || in_hold + len > self.config.hold_bytes {
+            self.stats.hold_refused.fetch_add(1, Ordering::Relaxed);
+            send_now(&self.sock, &self.stats, reply, from);
+            return;
+        }
+        let mut bytes = reply.to_vec();
+        bytes[field::FLAGS] |= FLAG_HELD;
+        let t = held.entry(from).or_insert_with(|| HeldTrain {
+            session: p.session,
+            stream: p.stream,
+            replies: Vec::new(),
+            bytes: 0,
+            last_ns: 0,
+        });
+        t.replies.push((p.offset_ns, bytes));
+        t.bytes += len;
+        t.last_ns = clock::monotonic_ns();
+        if p.position + 1 == p.stream_len {
+            if let Some(t) = held.remove(&from) {
+                give(from, t);
+            }
+        }
     }
 
     /// Admits and builds the reply to one request; its length, or

@@ -53,6 +53,7 @@ use crate::backend::{send_paced, Backend, Transmit};
 use crate::client::ClientOptions;
 use crate::ledger::SendLedger;
 use crate::reflector::TWAMP_PORT;
+use crate::stamps::Departures;
 use crate::stamps::{BATCH, HEADER_COPY};
 use crate::twamp_reply::*;
 use crate::udp::path_mtu;
@@ -590,7 +591,6 @@ impl TwampChannel {
         stream: u32,
     ) -> Result<(ProbeStream, bool, bool), ChannelError> {
         let n = request.offsets_ns.len();
-        let payloads = self.payload_sizes(request)?;
         // Replies this host's socket drops are lost to this host, not the
         // path (the reflector's own drops it cannot say).
         let dropped_before = self
@@ -598,26 +598,7 @@ impl TwampChannel {
             .socket_drops()
             .map_err(io_err("socket drop count"))?;
         let first_seq = self.sequence.wrapping_add(1); // after the warm-up
-        let (warm, mut pk) = packets::build(
-            self.session,
-            stream,
-            &request.offsets_ns,
-            &payloads,
-            &mut self.sequence,
-        );
-        if self.hold {
-            let span = request.offsets_ns.last().copied().unwrap_or(0);
-            if span as u64 > crate::reflector::MAX_HOLD_SPAN_NS {
-                return Err(ChannelError::BadRequest(format!(
-                    "stream {stream} spans {:.2} s: a reflector holds trains of at most {:.1} s",
-                    span as f64 / 1e9,
-                    crate::reflector::MAX_HOLD_SPAN_NS as f64 / 1e9
-                )));
-            }
-            for p in &mut pk {
-                SenderPacket::new_unchecked(&mut p[..]).set_flag(FLAG_HOLD);
-            }
-        }
+        let (warm, mut pk) = self.build_probes(request, stream)?;
         let span_ns = request.offsets_ns.last().copied().unwrap_or(0);
         let to = self.reflector;
         let mut udp = UdpTx {
@@ -644,21 +625,90 @@ impl TwampChannel {
         let held_span = if self.hold { span_ns } else { 0 };
         let wait =
             (4 * self.rtt_max_ns + 200_000_000).min(self.timeout.as_nanos() as i64) + held_span;
+        let r = self.collect_replies(&d, first_seq, n, wait)?;
+        let dropped = self
+            .sock
+            .socket_drops()
+            .map_err(io_err("socket drop count"))?
+            .wrapping_sub(dropped_before);
+        let overflowed = self.ledger.note_receiver_drops(dropped);
+        if r.got == 0 {
+            return Err(self.no_reply(request, stream, r.warm_answered, wait));
+        }
+        // Round trips from this host's send (kernel stamp where there is
+        // one) to the reply's kernel receive stamp.
+        for (i, h) in r.here.iter().enumerate() {
+            let sent = d.tx_ns[i].or(d.user_ns.get(i).copied());
+            if let (Some(s), Some(h)) = (sent, *h) {
+                self.rtt_min_ns = self.rtt_min_ns.min(h - s);
+                self.rtt_max_ns = self.rtt_max_ns.max(h - s);
+            }
+        }
+        if self.hold {
+            let (s, late) = self.reverse_stream(stream, request, &r.sent_back, &r.held, &r.here);
+            return Ok((s, late, overflowed));
+        }
+        let (s, late) = self.forward_stream(stream, request, &d, &r.stamps)?;
+        Ok((s, late, overflowed))
+    }
+
+    /// The warm-up and the stream's test packets, flagged to be held
+    /// where the reflector holds trains.
+    fn build_probes(
+        &mut self,
+        request: &StreamRequest,
+        stream: u32,
+    ) -> Result<(Vec<u8>, Vec<Vec<u8>>), ChannelError> {
+        let payloads = self.payload_sizes(request)?;
+        let (warm, mut pk) = packets::build(
+            self.session,
+            stream,
+            &request.offsets_ns,
+            &payloads,
+            &mut self.sequence,
+        );
+        if self.hold {
+            let span = request.offsets_ns.last().copied().unwrap_or(0);
+            if span as u64 > crate::reflector::MAX_HOLD_SPAN_NS {
+                return Err(ChannelError::BadRequest(format!(
+                    "stream {stream} spans {:.2} s: a reflector holds trains of at most {:.1} s",
+                    span as f64 / 1e9,
+                    crate::reflector::MAX_HOLD_SPAN_NS as f64 / 1e9
+                )));
+            }
+            for p in &mut pk {
+                SenderPacket::new_unchecked(&mut p[..]).set_flag(FLAG_HOLD);
+            }
+        }
+        Ok((warm, pk))
+    }
+
+    /// The replies to the `n` probes from `first_seq` on, until `wait`
+    /// has passed or none came for the quiet time.
+    fn collect_replies(
+        &mut self,
+        d: &Departures,
+        first_seq: u32,
+        n: usize,
+        wait: i64,
+    ) -> Result<Replies, ChannelError> {
         let until = clock::monotonic_ns() + wait;
         // A held train waits at the reflector until its last probe is in,
         // or 50 ms after the latest when that one was lost.
         let quiet = (2 * self.rtt_max_ns).max(20_000_000) + if self.hold { 60_000_000 } else { 0 };
-        let mut stamps: Vec<Option<NtpTimestamp>> = vec![None; n];
-        let mut sent_back: Vec<Option<NtpTimestamp>> = vec![None; n];
-        let mut held: Vec<Option<(u32, u32)>> = vec![None; n];
-        let mut here: Vec<Option<i64>> = vec![None; n];
-        let mut got = 0usize;
-        let mut warm_answered = false;
+        let mut r = Replies {
+            stamps: vec![None; n],
+            sent_back: vec![None; n],
+            held: vec![None; n],
+            here: vec![None; n],
+            got: 0,
+            warm_answered: false,
+        };
         let warm_seq = first_seq.wrapping_sub(1);
         self.receive(until, quiet, &mut |ch, reply, _| {
             let i = reply.sender_sequence.wrapping_sub(first_seq) as usize;
             if reply.sender_sequence == warm_seq {
-                warm_answered = true;
+                r.warm_answered = true;
                 return false;
             }
             if i >= n {
@@ -671,56 +721,60 @@ impl TwampChannel {
                 ch.drops.count(DropReason::Malformed);
                 return false;
             }
-            if stamps[i].is_some() {
+            if r.stamps[i].is_some() {
                 ch.drops.count(DropReason::Duplicate);
                 return false;
             }
             ch.stamps.replies += 1;
             ch.stamps.one_read += reply.one_read as u64;
-            stamps[i] = Some(reply.receive_timestamp);
-            sent_back[i] = Some(reply.transmit_timestamp);
-            held[i] = reply.held;
-            here[i] = reply.here_ns;
-            got += 1;
-            got == n
+            r.stamps[i] = Some(reply.receive_timestamp);
+            r.sent_back[i] = Some(reply.transmit_timestamp);
+            r.held[i] = reply.held;
+            r.here[i] = reply.here_ns;
+            r.got += 1;
+            r.got == n
         })
         .map_err(io_err("receive replies"))?;
-        let dropped = self
-            .sock
-            .socket_drops()
-            .map_err(io_err("socket drop count"))?
-            .wrapping_sub(dropped_before);
-        let overflowed = self.ledger.note_receiver_drops(dropped);
-        if got == 0 {
-            let largest = request.sizes.iter().max().copied().unwrap_or(0);
-            return Err(ChannelError::TimedOut(if warm_answered {
-                format!(
-                    "the reflector at {} answered the warm-up packet but none of the {n} probes of stream {stream} ({largest}-byte frames, {:.0} Mbit/s on average): it drops them (receive buffer, rate limit) or the path does; not an estimate",
-                    self.reflector,
-                    request.bytes() as f64 * 8e3
-                        / request.offsets_ns.last().copied().unwrap_or(0).max(1) as f64
-                )
-            } else {
-                format!(
-                    "the reflector at {} stopped answering: no reply to stream {stream}'s warm-up or any of its {n} probes within {:.1} s",
-                    self.reflector,
-                    wait as f64 / 1e9
-                )
-            }));
-        }
-        // Round trips from this host's send (kernel stamp where there is
-        // one) to the reply's kernel receive stamp.
-        for (i, h) in here.iter().enumerate() {
-            let sent = d.tx_ns[i].or(d.user_ns.get(i).copied());
-            if let (Some(s), Some(h)) = (sent, *h) {
-                self.rtt_min_ns = self.rtt_min_ns.min(h - s);
-                self.rtt_max_ns = self.rtt_max_ns.max(h - s);
-            }
-        }
-        if self.hold {
-            let (s, late) = self.reverse_stream(stream, request, &sent_back, &held, &here);
-            return Ok((s, late, overflowed));
-        }
+        Ok(r)
+    }
+
+    /// No reply to a stream: the reflector drops the probes (it answered
+    /// the warm-up), or it stopped answering.
+    fn no_reply(
+        &self,
+        request: &StreamRequest,
+        stream: u32,
+        warm_answered: bool,
+        wait: i64,
+    ) -> ChannelError {
+        let n = request.offsets_ns.len();
+        let largest = request.sizes.iter().max().copied().unwrap_or(0);
+        ChannelError::TimedOut(if warm_answered {
+            format!(
+                "the reflector at {} answered the warm-up packet but none of the {n} probes of stream {stream} ({largest}-byte frames, {:.0} Mbit/s on average): it drops them (receive buffer, rate limit) or the path does; not an estimate",
+                self.reflector,
+                request.bytes() as f64 * 8e3
+                    / request.offsets_ns.last().copied().unwrap_or(0).max(1) as f64
+            )
+        } else {
+            format!(
+                "the reflector at {} stopped answering: no reply to stream {stream}'s warm-up or any of its {n} probes within {:.1} s",
+                self.reflector,
+                wait as f64 / 1e9
+            )
+        })
+    }
+
+    /// The forward stream from the reflector's receive stamps, mapped to
+    /// this host's clock, once the stamps are judged usable.
+    fn forward_stream(
+        &mut self,
+        stream: u32,
+        request: &StreamRequest,
+        d: &Departures,
+        stamps: &[Option<NtpTimestamp>],
+    ) -> Result<(ProbeStream, bool), ChannelError> {
+        let n = stamps.len();
         let mut recv_ns = vec![None; n];
         let mut deltas = Vec::with_capacity(n);
         let mut prev: Option<NtpTimestamp> = None;
@@ -741,12 +795,26 @@ impl TwampChannel {
         self.judge_stamps(stream, &sent_ns, &recv_ns, &deltas)?;
         let late = self
             .ledger
-            .note(&d, &request.sizes, self.backend != Backend::Xdp);
+            .note(d, &request.sizes, self.backend != Backend::Xdp);
         let s = self
             .ledger
             .stream(stream, &request.sizes, &d.scheduled_ns, &recv_ns);
-        Ok((s, late, overflowed))
+        Ok((s, late))
     }
+}
+
+/// What came back for one stream, by position.
+struct Replies {
+    /// The reflector's receive and transmit stamps.
+    stamps: Vec<Option<NtpTimestamp>>,
+    sent_back: Vec<Option<NtpTimestamp>>,
+    /// A held train's reply: its index among the replies sent back and
+    /// their count.
+    held: Vec<Option<(u32, u32)>>,
+    /// This host's kernel receive stamp of the reply.
+    here: Vec<Option<i64>>,
+    got: usize,
+    warm_answered: bool,
 }
 
 impl Channel for TwampChannel {

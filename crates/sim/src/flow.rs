@@ -181,44 +181,20 @@ fn close_bin(path: &mut SimPath, until_ns: f64, bin_ns: f64, last_bits: &mut Vec
 
 /// Runs one flow for `spec.duration_ns` after the path's warm-up.
 pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
-    let mut path = SimPath::new(spec.path.clone());
-    let start = path.now_ns();
+    let mut r = FlowRun::new(spec);
+    let start = r.start;
     let end = start + spec.duration_ns;
-    let forward_prop: f64 = spec.path.hops.iter().map(|h| h.hop.propagation_ns).sum();
-    let back_ns = (spec.rtt_ns - forward_prop).max(0.0);
-    // The unloaded one-way time of a data packet: propagation and one
-    // transmission per hop.
-    let unloaded_ns = forward_prop
-        + spec
-            .path
-            .hops
-            .iter()
-            .map(|h| spec.packet_bytes as f64 * 8e9 / h.hop.capacity_bps)
-            .sum::<f64>();
-    let link_bps = spec
-        .path
-        .hops
-        .first()
-        .map_or(f64::INFINITY, |h| h.hop.capacity_bps);
     let bins = (spec.duration_ns / spec.bin_ns).ceil().max(1.0) as usize;
-    let mut delivered_bin = vec![0u64; bins];
     let mut available = Vec::with_capacity(bins);
-    let mut last_bits = path.cross_offered_bits().to_vec();
+    let mut last_bits = r.path.cross_offered_bits().to_vec();
     let mut next_bin = start + spec.bin_ns;
-    let mut flight = Flight::default();
-    let mut acks: VecDeque<(f64, u64, Option<i64>)> = VecDeque::new();
-    let mut delivered_bytes = 0u64;
-    let mut seq = 0u64;
-    let mut nic_free = start;
-    let (mut sent, mut dropped) = (0u64, 0u64);
-    let mut queue_delays: Vec<f64> = Vec::new();
-    let mut srtt = spec.rtt_ns;
     let mut now = start;
     loop {
-        let t_send = ctl.next_send_ns(now, flight.bytes).map(|t| t.max(now));
-        let t_ack = acks.front().map(|a| a.0);
-        let rto = (2.0 * srtt).max(200e6);
-        let t_rto = flight
+        let t_send = ctl.next_send_ns(now, r.flight.bytes).map(|t| t.max(now));
+        let t_ack = r.acks.front().map(|a| a.0);
+        let rto = (2.0 * r.srtt).max(200e6);
+        let t_rto = r
+            .flight
             .packets
             .iter()
             .find(|f| f.state == State::Dropped)
@@ -232,87 +208,169 @@ pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
         }
         now = t;
         if t_ack == Some(t) {
-            let (_, s, stamp) = acks.pop_front().expect("front");
-            let i = flight
-                .packets
-                .iter()
-                .position(|f| f.seq == s)
-                .expect("in flight");
-            let f = &mut flight.packets[i];
-            f.state = State::Acked;
-            let (bytes, sent_ns) = (f.bytes, f.sent_ns);
-            flight.bytes -= bytes as u64;
-            delivered_bytes += bytes as u64;
-            srtt = 0.875 * srtt + 0.125 * (now - sent_ns);
-            ctl.on_feedback(&Feedback {
-                seq: s,
-                bytes,
-                sent_ns,
-                now_ns: now,
-                recv_stamp_ns: stamp,
-                delivered_bytes,
-            });
-            // Three later packets acknowledged: the dropped ones before
-            // them are lost.
-            flight.report_drops(Some(s), now, delivered_bytes, ctl);
+            r.ack(now, ctl);
         } else if t_rto == Some(t) {
-            flight.report_drops(None, now, delivered_bytes, ctl);
+            r.flight.report_drops(None, now, r.delivered_bytes, ctl);
         } else if t == next_bin {
-            available.push(close_bin(&mut path, next_bin, spec.bin_ns, &mut last_bits));
+            available.push(close_bin(
+                &mut r.path,
+                next_bin,
+                spec.bin_ns,
+                &mut last_bits,
+            ));
             next_bin += spec.bin_ns;
         } else {
-            // The sender's own link serialises: a burst leaves at its rate.
-            let at = now.max(nic_free);
-            let bytes = spec.packet_bytes;
-            nic_free = at + bytes as f64 * 8e9 / link_bps;
-            ctl.on_send(seq, bytes, at, delivered_bytes);
-            sent += 1;
-            flight.bytes += bytes as u64;
-            let state = match path.carry(at, bytes) {
-                Some(arrival) => {
-                    queue_delays.push(arrival - at - unloaded_ns);
-                    let (seen, stamp) = path.receive(arrival);
-                    let bin = ((arrival - start) / spec.bin_ns) as usize;
-                    if let Some(b) = delivered_bin.get_mut(bin) {
-                        *b += bytes as u64;
-                    }
-                    acks.push_back((seen + back_ns, seq, Some(stamp)));
-                    State::Pending
-                }
-                None => {
-                    dropped += 1;
-                    State::Dropped
-                }
-            };
-            flight.packets.push_back(InFlight {
-                seq,
-                bytes,
-                sent_ns: at,
-                state,
-            });
-            seq += 1;
-            now = at;
+            now = r.send(now, ctl);
         }
     }
     while available.len() < bins {
-        available.push(close_bin(&mut path, next_bin, spec.bin_ns, &mut last_bits));
+        available.push(close_bin(
+            &mut r.path,
+            next_bin,
+            spec.bin_ns,
+            &mut last_bits,
+        ));
         next_bin += spec.bin_ns;
     }
-    let queue_delays = sorted(&queue_delays);
+    let queue_delays = sorted(&r.queue_delays);
     let q = |f: f64| quantile_sorted(&queue_delays, f).unwrap_or(f64::NAN);
     FlowResult {
         controller: ctl.name(),
-        bins_bps: delivered_bin
+        bins_bps: r
+            .delivered_bin
             .iter()
             .map(|&b| b as f64 * 8e9 / spec.bin_ns)
             .collect(),
         available_bins_bps: available,
-        delivered_bytes: delivered_bin.iter().sum(),
-        sent_packets: sent,
-        lost_packets: dropped,
-        reported_losses: flight.reported_lost,
+        delivered_bytes: r.delivered_bin.iter().sum(),
+        sent_packets: r.sent,
+        lost_packets: r.dropped,
+        reported_losses: r.flight.reported_lost,
         queue_delay_median_ns: q(0.5),
         queue_delay_p95_ns: q(0.95),
+    }
+}
+
+/// One flow under way on the simulated path.
+struct FlowRun<'a> {
+    spec: &'a FlowSpec,
+    path: SimPath,
+    start: f64,
+    /// The ACK's way back, and a data packet's unloaded one-way time
+    /// (propagation and one transmission per hop).
+    back_ns: f64,
+    unloaded_ns: f64,
+    /// The sender's own link.
+    link_bps: f64,
+    delivered_bin: Vec<u64>,
+    flight: Flight,
+    /// (due, sequence, receive stamp) of the ACKs on their way.
+    acks: VecDeque<(f64, u64, Option<i64>)>,
+    delivered_bytes: u64,
+    seq: u64,
+    nic_free: f64,
+    sent: u64,
+    dropped: u64,
+    queue_delays: Vec<f64>,
+    srtt: f64,
+}
+
+impl<'a> FlowRun<'a> {
+    fn new(spec: &'a FlowSpec) -> FlowRun<'a> {
+        let path = SimPath::new(spec.path.clone());
+        let start = path.now_ns();
+        let hops = &spec.path.hops;
+        let forward_prop: f64 = hops.iter().map(|h| h.hop.propagation_ns).sum();
+        let unloaded_ns = forward_prop
+            + hops
+                .iter()
+                .map(|h| spec.packet_bytes as f64 * 8e9 / h.hop.capacity_bps)
+                .sum::<f64>();
+        let bins = (spec.duration_ns / spec.bin_ns).ceil().max(1.0) as usize;
+        FlowRun {
+            spec,
+            path,
+            start,
+            back_ns: (spec.rtt_ns - forward_prop).max(0.0),
+            unloaded_ns,
+            link_bps: hops.first().map_or(f64::INFINITY, |h| h.hop.capacity_bps),
+            delivered_bin: vec![0u64; bins],
+            flight: Flight::default(),
+            acks: VecDeque::new(),
+            delivered_bytes: 0,
+            seq: 0,
+            nic_free: start,
+            sent: 0,
+            dropped: 0,
+            queue_delays: Vec::new(),
+            srtt: spec.rtt_ns,
+        }
+    }
+
+    /// The next ACK arrives: the controller hears of it, and of the
+    /// dropped packets three later ones acknowledged declare lost.
+    fn ack(&mut self, now: f64, ctl: &mut dyn FlowController) {
+        let (_, s, stamp) = self.acks.pop_front().expect("front");
+        let flight = &mut self.flight;
+        let i = flight
+            .packets
+            .iter()
+            .position(|f| f.seq == s)
+            .expect("in flight");
+        let f = &mut flight.packets[i];
+        f.state = State::Acked;
+        let (bytes, sent_ns) = (f.bytes, f.sent_ns);
+        flight.bytes -= bytes as u64;
+        self.delivered_bytes += bytes as u64;
+        self.srtt = 0.875 * self.srtt + 0.125 * (now - sent_ns);
+        ctl.on_feedback(&Feedback {
+            seq: s,
+            bytes,
+            sent_ns,
+            now_ns: now,
+            recv_stamp_ns: stamp,
+            delivered_bytes: self.delivered_bytes,
+        });
+        // Three later packets acknowledged: the dropped ones before
+        // them are lost.
+        flight.report_drops(Some(s), now, self.delivered_bytes, ctl);
+    }
+
+    /// One packet sent, through the sender's own link (a burst leaves at
+    /// its rate) and the path; the time it left.
+    fn send(&mut self, now: f64, ctl: &mut dyn FlowController) -> f64 {
+        let spec = self.spec;
+        let at = now.max(self.nic_free);
+        let bytes = spec.packet_bytes;
+        self.nic_free = at + bytes as f64 * 8e9 / self.link_bps;
+        ctl.on_send(self.seq, bytes, at, self.delivered_bytes);
+        self.sent += 1;
+        self.flight.bytes += bytes as u64;
+        let state = match self.path.carry(at, bytes) {
+            Some(arrival) => {
+                self.queue_delays.push(arrival - at - self.unloaded_ns);
+                let (seen, stamp) = self.path.receive(arrival);
+                let bin = ((arrival - self.start) / spec.bin_ns) as usize;
+                if let Some(b) = self.delivered_bin.get_mut(bin) {
+                    *b += bytes as u64;
+                }
+                self.acks
+                    .push_back((seen + self.back_ns, self.seq, Some(stamp)));
+                State::Pending
+            }
+            None => {
+                self.dropped += 1;
+                State::Dropped
+            }
+        };
+        self.flight.packets.push_back(InFlight {
+            seq: self.seq,
+            bytes,
+            sent_ns: at,
+            state,
+        });
+        self.seq += 1;
+        at
     }
 }
 

@@ -114,95 +114,15 @@ pub fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
         let Some((k, v)) = opt.split_once('=') else {
             return err(format!("cross '{s}': option '{opt}' is not KEY=VALUE"));
         };
-        if k == "step" {
-            let bad = |what: &str| SpecError(format!("cross '{s}': step={v}: {what}"));
-            let Some((at, rate)) = v.split_once('/') else {
-                return Err(bad("expected TIME/RATE, like 500ms/6G"));
-            };
-            let at_ns = parse_time_ns(at).map_err(|e| bad(&e.0))?;
-            let rate_bps = parse_rate(rate).map_err(|e| bad(&e.0))?;
-            if at_ns <= 0.0 {
-                return Err(bad("the time must be after the start"));
-            }
-            step = Some(Step { at_ns, rate_bps });
-            continue;
-        }
         let bad = |what: &str| SpecError(format!("cross '{s}': {k}={v}: {what}"));
-        if let CrossModel::Paced(p) = &mut model {
-            let time = |what: &str| -> Result<f64, SpecError> {
-                let t = parse_time_ns(v).map_err(|e| bad(&e.0))?;
-                if !(0.0..=1e9).contains(&t) {
-                    return Err(bad(&format!("{what} must be 0 to 1 s")));
-                }
-                Ok(t)
-            };
-            match k {
-                "tick" => {
-                    p.tick_ns = time("a tick")?;
-                    if p.tick_ns < 1_000.0 {
-                        return Err(bad("a tick must be 1 us or longer"));
-                    }
-                }
-                "late" => p.late_mean_ns = time("the mean lateness")?,
-                "block" => {
-                    p.block_bytes = units::parse_bytes(v).map_err(|e| bad(&e.0))?;
-                    if p.block_bytes > 64_000_000 {
-                        return Err(bad("a block of at most 64 MB"));
-                    }
-                }
-                "line" => {
-                    p.line_bps = units::parse_rate(v).map_err(|e| bad(&e.0))?;
-                    if p.line_bps.is_nan() || p.line_bps <= 0.0 {
-                        return Err(bad("a line rate above 0"));
-                    }
-                }
-                "stall" => p.stall_max_ns = time("the longest stall")?,
-                "stalls" => {
-                    p.stall_share = v
-                        .parse()
-                        .ok()
-                        .filter(|x: &f64| (0.0..=1.0).contains(x))
-                        .ok_or_else(|| bad("expected a share of ticks in [0, 1]"))?
-                }
-                _ => {
-                    return Err(bad(
-                        "unknown option (known: tick, late, stall, stalls, block, line, step)",
-                    ))
-                }
-            }
-            continue;
-        }
-        if !matches!(model, CrossModel::Bursty(_)) {
+        if k == "step" {
+            step = Some(parse_step(v).map_err(|e| bad(&e))?);
+        } else if let CrossModel::Paced(p) = &mut model {
+            paced_option(p, k, v).map_err(|e| bad(&e))?;
+        } else if !matches!(model, CrossModel::Bursty(_)) {
             return err(format!("cross '{s}': {kind} takes no options"));
-        }
-        match k {
-            "sources" => {
-                on_off.sources = v
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=10_000).contains(n))
-                    .ok_or_else(|| bad("expected 1 to 10000 sources"))?
-            }
-            "on" => on_off.mean_on_ns = parse_time_ns(v).map_err(|e| bad(&e.0))?,
-            "duty" => {
-                on_off.duty = v
-                    .parse()
-                    .ok()
-                    .filter(|d: &f64| *d > 0.0 && *d <= 1.0)
-                    .ok_or_else(|| bad("expected a share in (0, 1]"))?
-            }
-            "shape" => {
-                on_off.shape = v
-                    .parse()
-                    .ok()
-                    .filter(|a: &f64| *a > 1.0 && *a <= 10.0)
-                    .ok_or_else(|| bad("expected a Pareto shape in (1, 10]"))?
-            }
-            _ => {
-                return Err(bad(
-                    "unknown option (known: sources, on, duty, shape, step)",
-                ))
-            }
+        } else {
+            on_off_option(&mut on_off, k, v).map_err(|e| bad(&e))?;
         }
     }
     if on_off.mean_on_ns <= 0.0 {
@@ -226,6 +146,95 @@ pub fn parse_cross(s: &str) -> Result<Option<CrossSpec>, SpecError> {
         rate_bps,
         step,
     }))
+}
+
+/// `step=TIME/RATE`: the cross rate from that time on.
+fn parse_step(v: &str) -> Result<Step, String> {
+    let Some((at, rate)) = v.split_once('/') else {
+        return Err("expected TIME/RATE, like 500ms/6G".into());
+    };
+    let at_ns = parse_time_ns(at).map_err(|e| e.0)?;
+    let rate_bps = parse_rate(rate).map_err(|e| e.0)?;
+    if at_ns <= 0.0 {
+        return Err("the time must be after the start".into());
+    }
+    Ok(Step { at_ns, rate_bps })
+}
+
+/// One option of a timer-paced sender (`paced:RATE:tick=100us:...`).
+fn paced_option(p: &mut PacedParams, k: &str, v: &str) -> Result<(), String> {
+    let time = |what: &str| -> Result<f64, String> {
+        let t = parse_time_ns(v).map_err(|e| e.0)?;
+        if !(0.0..=1e9).contains(&t) {
+            return Err(format!("{what} must be 0 to 1 s"));
+        }
+        Ok(t)
+    };
+    match k {
+        "tick" => {
+            p.tick_ns = time("a tick")?;
+            if p.tick_ns < 1_000.0 {
+                return Err("a tick must be 1 us or longer".into());
+            }
+        }
+        "late" => p.late_mean_ns = time("the mean lateness")?,
+        "block" => {
+            p.block_bytes = units::parse_bytes(v).map_err(|e| e.0)?;
+            if p.block_bytes > 64_000_000 {
+                return Err("a block of at most 64 MB".into());
+            }
+        }
+        "line" => {
+            p.line_bps = units::parse_rate(v).map_err(|e| e.0)?;
+            if p.line_bps.is_nan() || p.line_bps <= 0.0 {
+                return Err("a line rate above 0".into());
+            }
+        }
+        "stall" => p.stall_max_ns = time("the longest stall")?,
+        "stalls" => {
+            p.stall_share = v
+                .parse()
+                .ok()
+                .filter(|x: &f64| (0.0..=1.0).contains(x))
+                .ok_or("expected a share of ticks in [0, 1]")?
+        }
+        _ => {
+            return Err(
+                "unknown option (known: tick, late, stall, stalls, block, line, step)".into(),
+            )
+        }
+    }
+    Ok(())
+}
+
+/// One option of the ON/OFF sources (`bursty:RATE:sources=40:...`).
+fn on_off_option(on_off: &mut OnOffParams, k: &str, v: &str) -> Result<(), String> {
+    match k {
+        "sources" => {
+            on_off.sources = v
+                .parse()
+                .ok()
+                .filter(|n| (1..=10_000).contains(n))
+                .ok_or("expected 1 to 10000 sources")?
+        }
+        "on" => on_off.mean_on_ns = parse_time_ns(v).map_err(|e| e.0)?,
+        "duty" => {
+            on_off.duty = v
+                .parse()
+                .ok()
+                .filter(|d: &f64| *d > 0.0 && *d <= 1.0)
+                .ok_or("expected a share in (0, 1]")?
+        }
+        "shape" => {
+            on_off.shape = v
+                .parse()
+                .ok()
+                .filter(|a: &f64| *a > 1.0 && *a <= 10.0)
+                .ok_or("expected a Pareto shape in (1, 10]")?
+        }
+        _ => return Err("unknown option (known: sources, on, duty, shape, step)".into()),
+    }
+    Ok(())
 }
 
 fn on_off(key: &str, v: &str) -> Result<bool, SpecError> {
@@ -286,97 +295,14 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
         return Ok(PathSpec::default());
     }
     let mut spec = PathSpec::default();
-    let mut capacities: Option<Vec<f64>> = None;
-    let mut cross: Option<Vec<Option<CrossSpec>>> = None;
-    let mut buffers: Option<Vec<u64>> = None;
-    let mut delays: Option<Vec<f64>> = None;
-    let mut shapers: Option<Vec<Option<TokenBucket>>> = None;
+    let mut per_hop = PerHopItems::default();
     for item in body.split(',').filter(|s| !s.is_empty()) {
         let Some((key, value)) = item.split_once('=') else {
             return err(format!("'{item}': expected KEY=VALUE"));
         };
         let (key, value) = (key.trim(), value.trim());
-        let per_hop = || value.split('+').map(str::trim);
         // Value errors name the item they came from.
-        let mut apply = || -> Result<(), SpecError> {
-            match key {
-                "hops" => capacities = Some(per_hop().map(parse_rate).collect::<Result<_, _>>()?),
-                "capacity" => capacities = Some(vec![parse_rate(value)?]),
-                "cross" => cross = Some(per_hop().map(parse_cross).collect::<Result<_, _>>()?),
-                "buffer" => buffers = Some(per_hop().map(parse_bytes).collect::<Result<_, _>>()?),
-                "delay" => delays = Some(per_hop().map(parse_time_ns).collect::<Result<_, _>>()?),
-                "shaper" => shapers = Some(per_hop().map(parse_shaper).collect::<Result<_, _>>()?),
-                "coalescence" => {
-                    spec.receiver.coalescence_ns = if value == "off" || value == "0" {
-                        None
-                    } else {
-                        Some(parse_time_ns(value)?)
-                    }
-                }
-                "quantum" => {
-                    spec.receiver.quantum_ns = if value == "off" || value == "0" {
-                        None
-                    } else {
-                        Some(parse_time_ns(value)?)
-                    }
-                }
-                "jitter" => {
-                    if !on_off(key, value)? {
-                        spec.jitter = JitterSpec::none();
-                    }
-                }
-                "drift" => {
-                    let v = value.strip_suffix("ppm").unwrap_or(value);
-                    spec.receiver.drift_ppm = match v.parse::<f64>() {
-                        Ok(d) if d.is_finite() && d.abs() <= 1000.0 => d,
-                        _ => return err(format!("drift={value}: expected parts per million, like 20ppm")),
-                    };
-                }
-                "idle" => spec.idle_ns = parse_time_ns(value)?,
-                "loss" => {
-                    let share = match value.strip_suffix('%') {
-                        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
-                        None => value.parse::<f64>(),
-                    };
-                    spec.random_loss = match share {
-                        Ok(x) if (0.0..1.0).contains(&x) => x,
-                        _ => return err(format!("loss={value}: expected a share below 1, like 1% or 0.01")),
-                    };
-                }
-                "stalls" => {
-                    let parsed = value.split_once(':').and_then(|(share, dur)| {
-                        let share = match share.strip_suffix('%') {
-                            Some(p) => p.trim().parse::<f64>().ok()? / 100.0,
-                            None => share.parse::<f64>().ok()?,
-                        };
-                        Some((share, parse_time_ns(dur).ok()?))
-                    });
-                    match parsed {
-                        Some((share, ns)) if (0.0..=1.0).contains(&share) && ns > 0.0 => {
-                            spec.stall_share = share;
-                            spec.stall_ns = ns;
-                        }
-                        _ => {
-                            return err(format!(
-                                "stalls={value}: expected the share of streams in which the sender stalls and for how long, like 30%:2ms"
-                            ))
-                        }
-                    }
-                }
-                "seed" => {
-                    spec.seed = value
-                        .parse()
-                        .map_err(|_| SpecError(format!("seed={value}: expected an unsigned integer")))?
-                }
-                _ => {
-                    return err(format!(
-                        "unknown key '{key}' (known: hops, capacity, cross, shaper, buffer, delay, coalescence, quantum, jitter, drift, idle, loss, stalls, seed)"
-                    ))
-                }
-            }
-            Ok(())
-        };
-        apply().map_err(|e| {
+        apply_item(&mut spec, &mut per_hop, key, value).map_err(|e| {
             if e.0.starts_with(key) || e.0.starts_with("unknown key") {
                 e
             } else {
@@ -384,76 +310,194 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
             }
         })?;
     }
-    if let Some(caps) = capacities {
-        if caps.iter().any(|&c| c <= 0.0) {
-            return err("capacities must be positive");
-        }
-        let default_cross = spec.hops.last().and_then(|h| h.cross.clone());
-        spec.hops = caps
-            .iter()
-            .map(|&c| HopConfig {
-                hop: HopSpec {
-                    capacity_bps: c,
-                    buffer_bytes: 1_000_000,
-                    propagation_ns: 1_000.0,
-                    shaper: None,
-                },
-                cross: None,
-            })
-            .collect();
-        spec.hops.last_mut().expect("at least one hop").cross = default_cross;
-    }
-    let n = spec.hops.len();
-    let spread = |v: usize, key: &str| -> Result<Vec<usize>, SpecError> {
-        if v == n {
-            Ok((0..n).collect())
-        } else if v == 1 {
-            Ok(vec![n - 1])
+    per_hop.apply(&mut spec)?;
+    check_hops(&spec)?;
+    Ok(spec)
+}
+
+/// The items given per hop (`A+B+...`, or one for all), applied once
+/// every item is read: `hops` decides how many there are.
+#[derive(Default)]
+struct PerHopItems {
+    capacities: Option<Vec<f64>>,
+    cross: Option<Vec<Option<CrossSpec>>>,
+    buffers: Option<Vec<u64>>,
+    delays: Option<Vec<f64>>,
+    shapers: Option<Vec<Option<TokenBucket>>>,
+}
+
+/// One `KEY=VALUE` item into `spec` (or, per hop, into `per_hop`).
+fn apply_item(
+    spec: &mut PathSpec,
+    per_hop: &mut PerHopItems,
+    key: &str,
+    value: &str,
+) -> Result<(), SpecError> {
+    let each = || value.split('+').map(str::trim);
+    let off_or_time = || -> Result<Option<f64>, SpecError> {
+        if value == "off" || value == "0" {
+            Ok(None)
         } else {
-            err(format!(
-                "{key} has {v} values for {n} hops (give one, or one per hop)"
-            ))
+            parse_time_ns(value).map(Some)
         }
     };
-    if let Some(c) = cross {
-        let idx = spread(c.len(), "cross")?;
-        if c.len() == 1 {
-            spec.hops[n - 1].cross = c[0].clone();
-        } else {
-            for (i, x) in idx.into_iter().zip(c) {
-                spec.hops[i].cross = x;
+    match key {
+        "hops" => per_hop.capacities = Some(each().map(parse_rate).collect::<Result<_, _>>()?),
+        "capacity" => per_hop.capacities = Some(vec![parse_rate(value)?]),
+        "cross" => per_hop.cross = Some(each().map(parse_cross).collect::<Result<_, _>>()?),
+        "buffer" => per_hop.buffers = Some(each().map(parse_bytes).collect::<Result<_, _>>()?),
+        "delay" => per_hop.delays = Some(each().map(parse_time_ns).collect::<Result<_, _>>()?),
+        "shaper" => per_hop.shapers = Some(each().map(parse_shaper).collect::<Result<_, _>>()?),
+        "coalescence" => spec.receiver.coalescence_ns = off_or_time()?,
+        "quantum" => spec.receiver.quantum_ns = off_or_time()?,
+        "jitter" => {
+            if !on_off(key, value)? {
+                spec.jitter = JitterSpec::none();
             }
         }
-    }
-    if let Some(b) = buffers {
-        if b.len() == 1 {
-            spec.hops.iter_mut().for_each(|h| h.hop.buffer_bytes = b[0]);
-        } else {
-            for (i, x) in spread(b.len(), "buffer")?.into_iter().zip(b) {
-                spec.hops[i].hop.buffer_bytes = x;
-            }
+        "drift" => spec.receiver.drift_ppm = parse_drift(value)?,
+        "idle" => spec.idle_ns = parse_time_ns(value)?,
+        "loss" => spec.random_loss = parse_loss(value)?,
+        "stalls" => (spec.stall_share, spec.stall_ns) = parse_stalls(value)?,
+        "seed" => {
+            spec.seed = value
+                .parse()
+                .map_err(|_| SpecError(format!("seed={value}: expected an unsigned integer")))?
+        }
+        _ => {
+            return err(format!(
+                "unknown key '{key}' (known: hops, capacity, cross, shaper, buffer, delay, coalescence, quantum, jitter, drift, idle, loss, stalls, seed)"
+            ))
         }
     }
-    if let Some(d) = delays {
-        if d.len() == 1 {
-            spec.hops
-                .iter_mut()
-                .for_each(|h| h.hop.propagation_ns = d[0]);
-        } else {
-            for (i, x) in spread(d.len(), "delay")?.into_iter().zip(d) {
-                spec.hops[i].hop.propagation_ns = x;
+    Ok(())
+}
+
+/// `drift=20ppm`: the receiver clock's drift, 1000 ppm at most.
+fn parse_drift(value: &str) -> Result<f64, SpecError> {
+    let v = value.strip_suffix("ppm").unwrap_or(value);
+    match v.parse::<f64>() {
+        Ok(d) if d.is_finite() && d.abs() <= 1000.0 => Ok(d),
+        _ => err(format!(
+            "drift={value}: expected parts per million, like 20ppm"
+        )),
+    }
+}
+
+/// A share written `1%` or `0.01`.
+fn parse_share(value: &str) -> Option<f64> {
+    match value.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().ok().map(|p| p / 100.0),
+        None => value.parse::<f64>().ok(),
+    }
+}
+
+/// `loss=1%`: random loss, a share below 1.
+fn parse_loss(value: &str) -> Result<f64, SpecError> {
+    match parse_share(value) {
+        Some(x) if (0.0..1.0).contains(&x) => Ok(x),
+        _ => err(format!(
+            "loss={value}: expected a share below 1, like 1% or 0.01"
+        )),
+    }
+}
+
+/// `stalls=30%:2ms`: the share of streams in which the sender stalls,
+/// and for how long.
+fn parse_stalls(value: &str) -> Result<(f64, f64), SpecError> {
+    let parsed = value
+        .split_once(':')
+        .and_then(|(share, dur)| Some((parse_share(share)?, parse_time_ns(dur).ok()?)));
+    match parsed {
+        Some((share, ns)) if (0.0..=1.0).contains(&share) && ns > 0.0 => Ok((share, ns)),
+        _ => err(format!(
+            "stalls={value}: expected the share of streams in which the sender stalls and for how long, like 30%:2ms"
+        )),
+    }
+}
+
+impl PerHopItems {
+    /// `hops` first (it sets how many there are), then the per-hop items:
+    /// one value for every hop (cross traffic and shaper: the last hop),
+    /// or one per hop.
+    fn apply(self, spec: &mut PathSpec) -> Result<(), SpecError> {
+        if let Some(caps) = self.capacities {
+            if caps.iter().any(|&c| c <= 0.0) {
+                return err("capacities must be positive");
+            }
+            let default_cross = spec.hops.last().and_then(|h| h.cross.clone());
+            spec.hops = caps
+                .iter()
+                .map(|&c| HopConfig {
+                    hop: HopSpec {
+                        capacity_bps: c,
+                        buffer_bytes: 1_000_000,
+                        propagation_ns: 1_000.0,
+                        shaper: None,
+                    },
+                    cross: None,
+                })
+                .collect();
+            spec.hops.last_mut().expect("at least one hop").cross = default_cross;
+        }
+        let n = spec.hops.len();
+        let spread = |v: usize, key: &str| -> Result<Vec<usize>, SpecError> {
+            if v == n {
+                Ok((0..n).collect())
+            } else if v == 1 {
+                Ok(vec![n - 1])
+            } else {
+                err(format!(
+                    "{key} has {v} values for {n} hops (give one, or one per hop)"
+                ))
+            }
+        };
+        if let Some(c) = self.cross {
+            let idx = spread(c.len(), "cross")?;
+            if c.len() == 1 {
+                spec.hops[n - 1].cross = c[0].clone();
+            } else {
+                for (i, x) in idx.into_iter().zip(c) {
+                    spec.hops[i].cross = x;
+                }
             }
         }
-    }
-    if let Some(t) = shapers {
-        if t.len() == 1 {
-            spec.hops[n - 1].hop.shaper = t[0];
-        } else {
-            for (i, x) in spread(t.len(), "shaper")?.into_iter().zip(t) {
-                spec.hops[i].hop.shaper = x;
+        if let Some(b) = self.buffers {
+            if b.len() == 1 {
+                spec.hops.iter_mut().for_each(|h| h.hop.buffer_bytes = b[0]);
+            } else {
+                for (i, x) in spread(b.len(), "buffer")?.into_iter().zip(b) {
+                    spec.hops[i].hop.buffer_bytes = x;
+                }
             }
         }
+        if let Some(d) = self.delays {
+            if d.len() == 1 {
+                spec.hops
+                    .iter_mut()
+                    .for_each(|h| h.hop.propagation_ns = d[0]);
+            } else {
+                for (i, x) in spread(d.len(), "delay")?.into_iter().zip(d) {
+                    spec.hops[i].hop.propagation_ns = x;
+                }
+            }
+        }
+        if let Some(t) = self.shapers {
+            if t.len() == 1 {
+                spec.hops[n - 1].hop.shaper = t[0];
+            } else {
+                for (i, x) in spread(t.len(), "shaper")?.into_iter().zip(t) {
+                    spec.hops[i].hop.shaper = x;
+                }
+            }
+        }
+        Ok(())
     }
+}
+
+/// A shaper must be slower than its hop, cross traffic slower than what
+/// the hop sustains.
+fn check_hops(spec: &PathSpec) -> Result<(), SpecError> {
     for h in &spec.hops {
         if let Some(t) = h.hop.shaper {
             if t.rate_bps >= h.hop.capacity_bps {
@@ -474,7 +518,7 @@ pub fn parse_sim_target(target: &str) -> Result<PathSpec, SpecError> {
             }
         }
     }
-    Ok(spec)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -64,67 +64,100 @@ pub(super) fn multi_rate(
             && loss_grows_with_rate_in(stream, subs));
     if !lossy {
         *tracker = trial;
-        let onset = queue_onset(stream, subs, floors);
-        // A crossing in the top step that no delay backs: neither did a
-        // queue grow for good before the top sub-stream, nor did it grow
-        // during it. The exceeding gaps were receive batches and bursts;
-        // the path carried every rate probed.
-        if let (Bound::Exact, Some(e), None, false) =
-            (a.bound, a.abw_bps, onset, method == Method::Bart)
-        {
-            let second_bps = subs.len().checked_sub(2).map(|k| subs[k].rate_bps);
-            if second_bps.is_some_and(|r| e > r) && top_queue_grew(stream, subs) == Some(false) {
-                let top_bps = subs.iter().map(|s| s.rate_bps).fold(0.0, f64::max);
-                return Analysis {
-                    bound: Bound::AtLeast,
-                    abw_bps: Some(top_bps),
-                    reason: Some(format!(
-                        "the gaps crossed in the top sub-stream, but no queue grew: \
-                         its delays stayed within {:.0} % of its send time",
-                        100.0 / DELAY_RISE_DIVISOR as f64
-                    )),
-                    ..a
-                };
-            }
-        }
-        // The delay floors bracket the queue's start when they show it:
-        // an exact crossing the gaps placed outside that bracket is moved
-        // to its nearer end (BART answers from its filter instead).
-        // Not under it when the sub-streams from the onset on were
-        // delivered steadily slower than the one before it passed: a
-        // token bucket hid that one's queue from the floors (the lab's
-        // chain3, 12 KB buckets: a 32-packet sub-stream at 1.22 times
-        // the 200 Mbit/s tbf passed whole, the gaps read 208, the floors
-        // 245), where a burst leaves an unsteady delivery.
-        if let (Bound::Exact, Some(e), Some((below, at)), false) = (
-            a.bound,
-            a.abw_bps,
-            onset_bracket(onset, subs),
-            method == Method::Bart,
-        ) {
-            let hidden = e < below
-                && onset
-                    .and_then(|o| steady_delivery_bps(stream, &subs[o.index..], arrivals))
-                    .is_some_and(|d| d < below);
-            // Placed in the bracket, it is still bounded by the top
-            // sub-stream's delivery where the sub-stream under the top
-            // one passed a head on a bucket's tokens and then queued at
-            // that delivery (`head_then_tail_at`): the tokens let slower
-            // sub-streams through whole, so the bracket can lie above the
-            // token rate.
-            if !hidden {
-                let placed = Analysis {
-                    abw_bps: Some(e.clamp(below, at)),
-                    ..a
-                };
-                return at_most_the_top_delivered(stream, subs, placed, arrivals, true);
-            }
-        }
-        if method == Method::Bart {
-            return a;
-        }
-        return at_most_the_top_delivered(stream, subs, a, arrivals, false);
+        return lossless(stream, subs, floors, arrivals, method, a);
     }
+    lossy_reading(
+        stream, subs, floors, method, a, loss, overflow, tracker, trial,
+    )
+}
+
+/// A stream the loss rule let stand: the gaps' answer, checked against
+/// the delays (a crossing no queue backs, the onset bracket) and against
+/// what the top sub-stream delivered.
+fn lossless(
+    stream: &ProbeStream,
+    subs: &[SubStream],
+    floors: &[Option<i64>],
+    arrivals: &mut Vec<(i64, u32)>,
+    method: Method,
+    a: Analysis,
+) -> Analysis {
+    let onset = queue_onset(stream, subs, floors);
+    // A crossing in the top step that no delay backs: neither did a
+    // queue grow for good before the top sub-stream, nor did it grow
+    // during it. The exceeding gaps were receive batches and bursts;
+    // the path carried every rate probed.
+    if let (Bound::Exact, Some(e), None, false) =
+        (a.bound, a.abw_bps, onset, method == Method::Bart)
+    {
+        let second_bps = subs.len().checked_sub(2).map(|k| subs[k].rate_bps);
+        if second_bps.is_some_and(|r| e > r) && top_queue_grew(stream, subs) == Some(false) {
+            let top_bps = subs.iter().map(|s| s.rate_bps).fold(0.0, f64::max);
+            return Analysis {
+                bound: Bound::AtLeast,
+                abw_bps: Some(top_bps),
+                reason: Some(format!(
+                    "the gaps crossed in the top sub-stream, but no queue grew: \
+                     its delays stayed within {:.0} % of its send time",
+                    100.0 / DELAY_RISE_DIVISOR as f64
+                )),
+                ..a
+            };
+        }
+    }
+    // The delay floors bracket the queue's start when they show it:
+    // an exact crossing the gaps placed outside that bracket is moved
+    // to its nearer end (BART answers from its filter instead).
+    // Not under it when the sub-streams from the onset on were
+    // delivered steadily slower than the one before it passed: a
+    // token bucket hid that one's queue from the floors (the lab's
+    // chain3, 12 KB buckets: a 32-packet sub-stream at 1.22 times
+    // the 200 Mbit/s tbf passed whole, the gaps read 208, the floors
+    // 245), where a burst leaves an unsteady delivery.
+    if let (Bound::Exact, Some(e), Some((below, at)), false) = (
+        a.bound,
+        a.abw_bps,
+        onset_bracket(onset, subs),
+        method == Method::Bart,
+    ) {
+        let hidden = e < below
+            && onset
+                .and_then(|o| steady_delivery_bps(stream, &subs[o.index..], arrivals))
+                .is_some_and(|d| d < below);
+        // Placed in the bracket, it is still bounded by the top
+        // sub-stream's delivery where the sub-stream under the top
+        // one passed a head on a bucket's tokens and then queued at
+        // that delivery (`head_then_tail_at`): the tokens let slower
+        // sub-streams through whole, so the bracket can lie above the
+        // token rate.
+        if !hidden {
+            let placed = Analysis {
+                abw_bps: Some(e.clamp(below, at)),
+                ..a
+            };
+            return at_most_the_top_delivered(stream, subs, placed, arrivals, true);
+        }
+    }
+    if method == Method::Bart {
+        return a;
+    }
+    at_most_the_top_delivered(stream, subs, a, arrivals, false)
+}
+
+/// A lossy stream: "at most" where the queue grew or overflowed, the
+/// midpoint of the onset bracket, or the rate carried whole under it.
+#[allow(clippy::too_many_arguments)]
+fn lossy_reading(
+    stream: &ProbeStream,
+    subs: &[SubStream],
+    floors: &[Option<i64>],
+    method: Method,
+    a: Analysis,
+    loss: f64,
+    overflow: Option<f64>,
+    tracker: &mut BartTracker,
+    trial: BartTracker,
+) -> Analysis {
     let Some(lowest_bps) = subs
         .iter()
         .map(|s| s.rate_bps)

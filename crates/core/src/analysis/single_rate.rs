@@ -82,116 +82,9 @@ pub(super) fn single_rate(
     base: Analysis,
     room: &mut GapsRoom,
 ) -> Analysis {
-    let ambiguous = |b: Analysis, why: &str| Analysis {
-        decision: Some(Decision::Ambiguous),
-        ..none_with(b, why)
-    };
     match method {
-        Method::Prcmt | Method::PrcmtBass => {
-            // PRC-MT's loss rule reads over 20 % lost as a full queue;
-            // over half lost leaves too few gaps to time, but is the
-            // same evidence, only stronger: "above". (Left out as
-            // undecided, every stream sent while one ON/OFF source
-            // saturated the link was dropped from the search, which
-            // then read only the idle moments: "at least 8.8 Gbit/s"
-            // where the streams' mean truth was 4.7.)
-            if stream.loss_fraction() > params.max_loss {
-                return Analysis {
-                    decision: Some(Decision::Above),
-                    bound: single_bound(Decision::Above),
-                    ..none_with(
-                        base,
-                        "over half the stream lost: a full queue or a policer (PRC-MT's loss rule)",
-                    )
-                };
-            }
-            let GapsRoom {
-                raw: gaps, scratch, ..
-            } = room;
-            let (events, kept) = scratch.bass_room();
-            stream.all_gaps_into(gaps);
-            let gaps: &[Gap] = gaps;
-            let total = gaps.len();
-            let outcome = if method == Method::PrcmtBass {
-                match prcmt_after_bass_with(gaps, params.bass, params.prcmt_tolerance, events, kept)
-                {
-                    Ok(x) => Some(x),
-                    Err(BassPrcmtError::NoCompleteEvent) => {
-                        return ambiguous(base, "no complete buffering event in the stream")
-                    }
-                    Err(BassPrcmtError::NoRates) => None,
-                }
-            } else {
-                prcmt(gaps, params.prcmt_tolerance).map(|o| (o, total))
-            };
-            if method == Method::PrcmtBass {
-                if let Some(a) = decided_by_delay(stream, &base) {
-                    return a;
-                }
-            }
-            match outcome {
-                None => ambiguous(base, "receive times do not advance"),
-                Some((o, kept)) => Analysis {
-                    decision: Some(o.decision),
-                    bound: single_bound(o.decision),
-                    reason: loss_reason(&o),
-                    detail: Detail {
-                        send_rate_bps: Some(o.send_rate_bps),
-                        recv_rate_bps: Some(o.recv_rate_bps),
-                        kept_gaps: Some(kept),
-                        gaps_total: Some(total),
-                        ..Detail::default()
-                    },
-                    ..base
-                },
-            }
-        }
-        Method::Igi if stream.receive_batch_count().is_some() => {
-            let how = stamped_in_batches(stream).unwrap_or_default();
-            ambiguous(
-                base,
-                &format!(
-                    "{how} (interrupt coalescence): IGI reads single gaps, and the batches \
-                     replace them"
-                ),
-            )
-        }
-        Method::Igi => match igi_train(stream, params.capacity_bps, &params.igi) {
-            None => ambiguous(base, "no two packets received in order, or no capacity"),
-            Some(t) if t.igi_bps <= 0.0 => Analysis {
-                decision: Some(Decision::Above),
-                detail: Detail {
-                    recv_rate_bps: Some(t.ptr_bps),
-                    capacity_bps: Some(t.capacity_bps),
-                    ..Detail::default()
-                },
-                ..none_with(
-                    base,
-                    "the increased gaps carry the whole capacity: IGI reads no available bandwidth",
-                )
-            },
-            Some(t) => {
-                let decision = if t.stretched {
-                    Decision::Above
-                } else {
-                    Decision::Below
-                };
-                // The decision is the turning-point test; the number is
-                // IGI's estimate (PTR in recv_rate_bps), whatever side.
-                Analysis {
-                    decision: Some(decision),
-                    bound: Bound::Exact,
-                    abw_bps: Some(t.igi_bps),
-                    detail: Detail {
-                        send_rate_bps: stream.avg_rate_bps(),
-                        recv_rate_bps: Some(t.ptr_bps),
-                        capacity_bps: Some(t.capacity_bps),
-                        ..Detail::default()
-                    },
-                    ..base
-                }
-            }
-        },
+        Method::Prcmt | Method::PrcmtBass => prcmt_stream(stream, method, params, base, room),
+        Method::Igi => igi_stream(stream, params, base),
         Method::Pathload => from_trend(base, pathload_trend(stream, &params.pathload)),
         Method::ImrAvg | Method::ImrWavelet => {
             if stream.loss_fraction() >= params.pathload.high_loss {
@@ -207,5 +100,128 @@ pub(super) fn single_rate(
             from_trend(base, trend_of_series(&series, &params.pathload))
         }
         _ => unreachable!("multi-rate methods are dispatched by kind"),
+    }
+}
+
+/// No answer, the decision ambiguous, and why.
+fn ambiguous(b: Analysis, why: &str) -> Analysis {
+    Analysis {
+        decision: Some(Decision::Ambiguous),
+        ..none_with(b, why)
+    }
+}
+
+/// PRC-MT's decision on one stream (after BASS for `prcmt-bass`).
+fn prcmt_stream(
+    stream: &ProbeStream,
+    method: Method,
+    params: &AnalysisParams,
+    base: Analysis,
+    room: &mut GapsRoom,
+) -> Analysis {
+    // PRC-MT's loss rule reads over 20 % lost as a full queue; over half
+    // lost leaves too few gaps to time, but is the same evidence, only
+    // stronger: "above". (Left out as undecided, every stream sent while
+    // one ON/OFF source saturated the link was dropped from the search,
+    // which then read only the idle moments: "at least 8.8 Gbit/s" where
+    // the streams' mean truth was 4.7.)
+    if stream.loss_fraction() > params.max_loss {
+        return Analysis {
+            decision: Some(Decision::Above),
+            bound: single_bound(Decision::Above),
+            ..none_with(
+                base,
+                "over half the stream lost: a full queue or a policer (PRC-MT's loss rule)",
+            )
+        };
+    }
+    let GapsRoom {
+        raw: gaps, scratch, ..
+    } = room;
+    let (events, kept) = scratch.bass_room();
+    stream.all_gaps_into(gaps);
+    let gaps: &[Gap] = gaps;
+    let total = gaps.len();
+    let outcome = if method == Method::PrcmtBass {
+        match prcmt_after_bass_with(gaps, params.bass, params.prcmt_tolerance, events, kept) {
+            Ok(x) => Some(x),
+            Err(BassPrcmtError::NoCompleteEvent) => {
+                return ambiguous(base, "no complete buffering event in the stream")
+            }
+            Err(BassPrcmtError::NoRates) => None,
+        }
+    } else {
+        prcmt(gaps, params.prcmt_tolerance).map(|o| (o, total))
+    };
+    if method == Method::PrcmtBass {
+        if let Some(a) = decided_by_delay(stream, &base) {
+            return a;
+        }
+    }
+    match outcome {
+        None => ambiguous(base, "receive times do not advance"),
+        Some((o, kept)) => Analysis {
+            decision: Some(o.decision),
+            bound: single_bound(o.decision),
+            reason: loss_reason(&o),
+            detail: Detail {
+                send_rate_bps: Some(o.send_rate_bps),
+                recv_rate_bps: Some(o.recv_rate_bps),
+                kept_gaps: Some(kept),
+                gaps_total: Some(total),
+                ..Detail::default()
+            },
+            ..base
+        },
+    }
+}
+
+/// IGI's turning point and estimate on one train (PTR beside it).
+fn igi_stream(stream: &ProbeStream, params: &AnalysisParams, base: Analysis) -> Analysis {
+    if stream.receive_batch_count().is_some() {
+        let how = stamped_in_batches(stream).unwrap_or_default();
+        return ambiguous(
+            base,
+            &format!(
+                "{how} (interrupt coalescence): IGI reads single gaps, and the batches \
+                 replace them"
+            ),
+        );
+    }
+    match igi_train(stream, params.capacity_bps, &params.igi) {
+        None => ambiguous(base, "no two packets received in order, or no capacity"),
+        Some(t) if t.igi_bps <= 0.0 => Analysis {
+            decision: Some(Decision::Above),
+            detail: Detail {
+                recv_rate_bps: Some(t.ptr_bps),
+                capacity_bps: Some(t.capacity_bps),
+                ..Detail::default()
+            },
+            ..none_with(
+                base,
+                "the increased gaps carry the whole capacity: IGI reads no available bandwidth",
+            )
+        },
+        Some(t) => {
+            let decision = if t.stretched {
+                Decision::Above
+            } else {
+                Decision::Below
+            };
+            // The decision is the turning-point test; the number is
+            // IGI's estimate (PTR in recv_rate_bps), whatever side.
+            Analysis {
+                decision: Some(decision),
+                bound: Bound::Exact,
+                abw_bps: Some(t.igi_bps),
+                detail: Detail {
+                    send_rate_bps: stream.avg_rate_bps(),
+                    recv_rate_bps: Some(t.ptr_bps),
+                    capacity_bps: Some(t.capacity_bps),
+                    ..Detail::default()
+                },
+                ..base
+            }
+        }
     }
 }

@@ -211,7 +211,7 @@ fn rtt_before(rtt: &[RttSample]) -> Option<f64> {
 
 /// Replays `segments` (capture order) of one flow seen at its sender.
 pub fn replay(segments: &[Segment]) -> Flow {
-    let mut flow = Flow {
+    let flow = Flow {
         first_ns: segments.first().map_or(0, |s| s.t_ns),
         last_ns: segments.last().map_or(0, |s| s.t_ns),
         ..Flow::default()
@@ -225,128 +225,28 @@ pub fn replay(segments: &[Segment]) -> Flow {
     let Some(base) = base else {
         return flow;
     };
-    let mut seq_u = Unwrap::new(base);
-    let mut ack_u = Unwrap::new(base);
-    // Sent segments by end offset, for RTT samples.
-    let mut by_end: std::collections::BTreeMap<u64, usize> = Default::default();
-    let mut snd_nxt = 0u64;
-    let mut snd_una = 0u64;
-    let mut recovery_until: Option<u64> = None;
-    // Resent ranges not yet D-SACKed: (start, end, event), and the bytes
-    // of each event D-SACKed so far.
-    let mut resent: Vec<(u64, u64, usize)> = Vec::new();
-    let mut dsacked: Vec<u64> = Vec::new();
-    let mut pause = Pause::default();
+    let mut r = Replay {
+        flow,
+        seq_u: Unwrap::new(base),
+        ack_u: Unwrap::new(base),
+        by_end: Default::default(),
+        snd_nxt: 0,
+        snd_una: 0,
+        recovery_until: None,
+        resent: Vec::new(),
+        dsacked: Vec::new(),
+        pause: Pause::default(),
+    };
     for s in segments {
         match s.direction {
-            Direction::Data => {
-                if s.syn || s.payload_bytes == 0 {
-                    continue;
-                }
-                let start = seq_u.offset(s.seq);
-                let end = start + s.payload_bytes as u64;
-                if start < snd_nxt {
-                    // A retransmission (of bytes sent before).
-                    flow.retransmitted_segments += 1;
-                    for (_, &i) in by_end.range(start + 1..=end.min(snd_nxt)) {
-                        flow.sent[i].retransmitted = true;
-                    }
-                    match (recovery_until, flow.losses.last_mut()) {
-                        (Some(r), Some(l)) if snd_una < r => {
-                            l.segments += 1;
-                            l.bytes += s.payload_bytes as u64;
-                        }
-                        _ => {
-                            recovery_until = Some(snd_nxt);
-                            dsacked.push(0);
-                            flow.losses.push(LossEvent {
-                                t_ns: s.t_ns,
-                                seq: s.seq,
-                                segments: 1,
-                                bytes: s.payload_bytes as u64,
-                                rtt_before_ns: rtt_before(&flow.rtt),
-                                // The event's window cut drains the path.
-                                after_pause: pause.from_rtt_ns.take().is_some(),
-                            });
-                        }
-                    }
-                    resent.push((start, end, flow.losses.len() - 1));
-                    if end > snd_nxt {
-                        snd_nxt = end;
-                    }
-                } else {
-                    by_end.insert(end, flow.sent.len());
-                    flow.sent.push(Sent {
-                        start,
-                        end,
-                        t_ns: s.t_ns,
-                        payload_bytes: s.payload_bytes,
-                        frame_bytes: s.frame_bytes,
-                        retransmitted: false,
-                    });
-                    flow.data_bytes += s.payload_bytes as u64;
-                    snd_nxt = end;
-                }
-            }
-            Direction::Ack => {
-                if !s.has_ack || s.syn {
-                    continue;
-                }
-                let ack = ack_u.offset(s.ack);
-                let gap_ns = flow.ack_arrivals.last().map(|&(t, _)| s.t_ns - t);
-                flow.ack_arrivals.push((s.t_ns, ack));
-                if let Some(g) = gap_ns {
-                    pause.ack_gap(g);
-                }
-                if let Some((l, r)) = s.dsack {
-                    let (l, r) = (ack_u.offset(l), ack_u.offset(r));
-                    resent.retain(|&(a, b, e)| {
-                        let dup = a >= l && b <= r;
-                        if dup {
-                            dsacked[e] += b - a;
-                        }
-                        !dup
-                    });
-                }
-                if ack <= snd_una {
-                    continue;
-                }
-                flow.acks.push(AckEvent {
-                    t_ns: s.t_ns,
-                    acked_bytes: ack - snd_una,
-                    ack,
-                });
-                snd_una = ack;
-                // Karn: the newest segment the ACK covers, if nothing it
-                // covers was sent twice.
-                let clean = by_end
-                    .range(..=ack)
-                    .all(|(_, &i)| !flow.sent[i].retransmitted);
-                if let Some((_, &i)) = by_end.range(..=ack).next_back() {
-                    let seg = flow.sent[i];
-                    if clean && seg.end == ack {
-                        let rtt_ns = (s.t_ns as i128 - seg.t_ns as i128) as f64;
-                        let prev = flow.rtt.last().map(|r| r.rtt_ns);
-                        pause.sample(gap_ns.unwrap_or(0), rtt_ns, prev);
-                        flow.rtt.push(RttSample {
-                            t_ns: s.t_ns,
-                            rtt_ns,
-                        });
-                    }
-                }
-                // Segments wholly acknowledged are done with.
-                let done: Vec<u64> = by_end.range(..=ack).map(|(&e, _)| e).collect();
-                for e in done {
-                    by_end.remove(&e);
-                }
-                if recovery_until.is_some_and(|r| snd_una >= r) {
-                    recovery_until = None;
-                }
-            }
+            Direction::Data if !(s.syn || s.payload_bytes == 0) => r.data(s),
+            Direction::Ack if s.has_ack && !s.syn => r.ack(s),
+            _ => {}
         }
     }
+    let mut flow = r.flow;
     let events = std::mem::take(&mut flow.losses);
-    for (l, d) in events.into_iter().zip(dsacked) {
+    for (l, d) in events.into_iter().zip(r.dsacked) {
         if d >= l.bytes {
             flow.spurious.push(l);
         } else {
@@ -354,6 +254,133 @@ pub fn replay(segments: &[Segment]) -> Flow {
         }
     }
     flow
+}
+
+/// The sender's state as the capture replays.
+struct Replay {
+    flow: Flow,
+    seq_u: Unwrap,
+    ack_u: Unwrap,
+    /// Sent segments by end offset, for RTT samples.
+    by_end: std::collections::BTreeMap<u64, usize>,
+    snd_nxt: u64,
+    snd_una: u64,
+    recovery_until: Option<u64>,
+    /// Resent ranges not yet D-SACKed: (start, end, event), and the bytes
+    /// of each event D-SACKed so far.
+    resent: Vec<(u64, u64, usize)>,
+    dsacked: Vec<u64>,
+    pause: Pause,
+}
+
+impl Replay {
+    /// A data segment: new bytes, or a retransmission (a loss event's
+    /// first, or one more of the event under way).
+    fn data(&mut self, s: &Segment) {
+        let flow = &mut self.flow;
+        let start = self.seq_u.offset(s.seq);
+        let end = start + s.payload_bytes as u64;
+        if start >= self.snd_nxt {
+            self.by_end.insert(end, flow.sent.len());
+            flow.sent.push(Sent {
+                start,
+                end,
+                t_ns: s.t_ns,
+                payload_bytes: s.payload_bytes,
+                frame_bytes: s.frame_bytes,
+                retransmitted: false,
+            });
+            flow.data_bytes += s.payload_bytes as u64;
+            self.snd_nxt = end;
+            return;
+        }
+        // A retransmission (of bytes sent before).
+        flow.retransmitted_segments += 1;
+        for (_, &i) in self.by_end.range(start + 1..=end.min(self.snd_nxt)) {
+            flow.sent[i].retransmitted = true;
+        }
+        match (self.recovery_until, flow.losses.last_mut()) {
+            (Some(r), Some(l)) if self.snd_una < r => {
+                l.segments += 1;
+                l.bytes += s.payload_bytes as u64;
+            }
+            _ => {
+                self.recovery_until = Some(self.snd_nxt);
+                self.dsacked.push(0);
+                flow.losses.push(LossEvent {
+                    t_ns: s.t_ns,
+                    seq: s.seq,
+                    segments: 1,
+                    bytes: s.payload_bytes as u64,
+                    rtt_before_ns: rtt_before(&flow.rtt),
+                    // The event's window cut drains the path.
+                    after_pause: self.pause.from_rtt_ns.take().is_some(),
+                });
+            }
+        }
+        self.resent.push((start, end, flow.losses.len() - 1));
+        if end > self.snd_nxt {
+            self.snd_nxt = end;
+        }
+    }
+
+    /// An ACK: D-SACKs of resent ranges, then, where it moves
+    /// `snd_una`, an RTT sample (Karn) and the segments it completes.
+    fn ack(&mut self, s: &Segment) {
+        let flow = &mut self.flow;
+        let ack = self.ack_u.offset(s.ack);
+        let gap_ns = flow.ack_arrivals.last().map(|&(t, _)| s.t_ns - t);
+        flow.ack_arrivals.push((s.t_ns, ack));
+        if let Some(g) = gap_ns {
+            self.pause.ack_gap(g);
+        }
+        if let Some((l, r)) = s.dsack {
+            let (l, r) = (self.ack_u.offset(l), self.ack_u.offset(r));
+            let dsacked = &mut self.dsacked;
+            self.resent.retain(|&(a, b, e)| {
+                let dup = a >= l && b <= r;
+                if dup {
+                    dsacked[e] += b - a;
+                }
+                !dup
+            });
+        }
+        if ack <= self.snd_una {
+            return;
+        }
+        flow.acks.push(AckEvent {
+            t_ns: s.t_ns,
+            acked_bytes: ack - self.snd_una,
+            ack,
+        });
+        self.snd_una = ack;
+        // Karn: the newest segment the ACK covers, if nothing it
+        // covers was sent twice.
+        let clean = self
+            .by_end
+            .range(..=ack)
+            .all(|(_, &i)| !flow.sent[i].retransmitted);
+        if let Some((_, &i)) = self.by_end.range(..=ack).next_back() {
+            let seg = flow.sent[i];
+            if clean && seg.end == ack {
+                let rtt_ns = (s.t_ns as i128 - seg.t_ns as i128) as f64;
+                let prev = flow.rtt.last().map(|r| r.rtt_ns);
+                self.pause.sample(gap_ns.unwrap_or(0), rtt_ns, prev);
+                flow.rtt.push(RttSample {
+                    t_ns: s.t_ns,
+                    rtt_ns,
+                });
+            }
+        }
+        // Segments wholly acknowledged are done with.
+        let done: Vec<u64> = self.by_end.range(..=ack).map(|(&e, _)| e).collect();
+        for e in done {
+            self.by_end.remove(&e);
+        }
+        if self.recovery_until.is_some_and(|r| self.snd_una >= r) {
+            self.recovery_until = None;
+        }
+    }
 }
 
 #[cfg(test)]

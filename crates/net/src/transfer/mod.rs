@@ -275,19 +275,18 @@ fn send_to(
     })
 }
 
-/// `-R`: the server sends; this end stamps, acknowledges and checks.
-fn receive_from(
+/// Opens this end's data socket (a first datagram tells the server where
+/// to send, and opens any NAT on the way) and asks the server to send;
+/// the socket and the receive window the server granted.
+fn ask_transfer_from(
     cs: &mut crate::client::ControlSession,
     server_udp: SocketAddr,
     max_bytes: u64,
     payload: u32,
-    overhead: u32,
     opts: &TransferOptions,
-    on_event: &mut dyn FnMut(TransferEvent),
-) -> Result<TransferSummary, ChannelError> {
+) -> Result<(crate::udp::ProbeSocket, u64), ChannelError> {
     let mut sock = crate::udp::ProbeSocket::bind(SocketAddr::new(cs.local_ip, 0), 16 << 20)
         .map_err(io_err("data socket"))?;
-    // Where the server is to send (and any NAT on the way opened).
     let mut sequence = 0;
     let (hello, _) = crate::packets::build(cs.session, u32::MAX, &[], &[], &mut sequence);
     sock.send_to(&hello, server_udp)
@@ -304,6 +303,34 @@ fn receive_from(
     )
     .map_err(io_err("control connection"))?;
     let window = transfer_ready(cs)?;
+    Ok((sock, window))
+}
+
+/// The bytes this end holds must be the bytes the server sent.
+fn check_digest(got: &receive::Received) -> Result<(), ChannelError> {
+    if got.digest_ok() {
+        return Ok(());
+    }
+    Err(err(format!(
+        "DATA MISMATCH: this end holds {} bytes with SHA-256 {}, the server sent {} bytes with SHA-256 {}",
+        got.bytes,
+        hex(&got.digest),
+        got.sender_bytes,
+        hex(&got.sender_digest)
+    )))
+}
+
+/// `-R`: the server sends; this end stamps, acknowledges and checks.
+fn receive_from(
+    cs: &mut crate::client::ControlSession,
+    server_udp: SocketAddr,
+    max_bytes: u64,
+    payload: u32,
+    overhead: u32,
+    opts: &TransferOptions,
+    on_event: &mut dyn FnMut(TransferEvent),
+) -> Result<TransferSummary, ChannelError> {
+    let (sock, window) = ask_transfer_from(cs, server_udp, max_bytes, payload, opts)?;
     let start = clock::monotonic_ns();
     let interval_ns = opts.interval.as_nanos().max(1_000_000) as i64;
     let end = RecvEnd {
@@ -362,15 +389,7 @@ fn receive_from(
         on_event(TransferEvent::Interval(&iv));
         st.intervals.push(iv);
     }
-    if !got.digest_ok() {
-        return Err(err(format!(
-            "DATA MISMATCH: this end holds {} bytes with SHA-256 {}, the server sent {} bytes with SHA-256 {}",
-            got.bytes,
-            hex(&got.digest),
-            got.sender_bytes,
-            hex(&got.sender_digest)
-        )));
-    }
+    check_digest(&got)?;
     let Some(SenderTotals {
         sent_bytes,
         retransmitted_bytes,

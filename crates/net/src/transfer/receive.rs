@@ -117,54 +117,16 @@ pub(crate) fn receive(
             stop_sent = true;
         }
         // Data: every batch queued now.
-        loop {
-            let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
-            got.clear();
-            let n = recv_mmsg(e.sock.fd(), &mut views, |_, len, from, msg| {
-                // SAFETY: `msg` was just filled by recvmmsg.
-                let (stamp, _) = unsafe { cmsg_stamp(msg) };
-                got.push((len, from, stamp));
-            })?;
-            if n == 0 {
-                break;
-            }
-            last_heard = clock::monotonic_ns();
-            for (k, &(len, from, stamp)) in got.iter().enumerate() {
-                let Some(from) = from else { continue };
-                if from.ip() != e.peer_ip || peer_port.is_some_and(|p| p != from.port()) {
-                    out.drops.count(DropReason::WrongPeer);
-                    continue;
-                }
-                if len > bufs[k].len() {
-                    out.drops.count(DropReason::Malformed);
-                    continue;
-                }
-                let (repr, payload) = match DataRepr::parse(&bufs[k][..len]) {
-                    Ok(x) => x,
-                    Err(err) => {
-                        out.drops.count(err);
-                        continue;
-                    }
-                };
-                if repr.session != e.session_id {
-                    out.drops.count(DropReason::UnknownSession);
-                    continue;
-                }
-                peer_port.get_or_insert(from.port());
-                if let Err(err) = re.put(repr.offset, payload) {
-                    out.drops.count(err);
-                    continue;
-                }
-                out.packets += 1;
-                match stamp {
-                    Some(t) => {
-                        if let Err(err) = st.stamp(&repr, t, last_heard) {
-                            out.drops.count(err);
-                        }
-                    }
-                    None => out.drops.count(DropReason::Malformed),
-                }
-            }
+        if let Some(t) = read_data(
+            e,
+            &mut bufs,
+            &mut got,
+            re,
+            &mut st,
+            &mut out,
+            &mut peer_port,
+        )? {
+            last_heard = t;
         }
         // Control: what the sender says.
         while sockopt::wait_fd(ctrl_fd, libc::POLLIN, 0)? {
@@ -175,22 +137,7 @@ pub(crate) fn receive(
                         .map_err(|e| ServeEnd::Refuse(e.to_string()))?;
                 }
                 Ok(Message::TransferEnd { bytes, digest }) => {
-                    close_streams(w, &mut st, re, i64::MAX, &mut out)?;
-                    out.bytes = re.contiguous();
-                    out.digest = re.digest();
-                    out.sender_bytes = bytes;
-                    out.sender_digest = digest;
-                    out.duplicate_bytes = re.duplicate_bytes;
-                    write_message(
-                        w,
-                        &Message::TransferDone {
-                            bytes: out.bytes,
-                            digest: out.digest,
-                        },
-                    )?;
-                    out.drops.add(DropReason::Late, st.late);
-                    out.drops.add(DropReason::OverAnnounced, st.beyond);
-                    return Ok(out);
+                    return finish(w, &mut st, re, out, bytes, digest);
                 }
                 Ok(Message::Refused { reason }) => {
                     return Err(ServeEnd::Fail(format!("the sender refused: {reason}")))
@@ -208,6 +155,99 @@ pub(crate) fn receive(
         };
         sockopt::wait_any(&[e.sock.fd(), ctrl_fd], libc::POLLIN, wait_ms)?;
     }
+}
+
+/// Every data datagram queued now, into the reassembly and the
+/// stamps; when the last batch came (`None`: nothing did).
+#[allow(clippy::type_complexity)]
+fn read_data(
+    e: &RecvEnd,
+    bufs: &mut [[u8; 9216]],
+    got: &mut Vec<(usize, Option<SocketAddr>, Option<i64>)>,
+    re: &mut Reassembly,
+    st: &mut StreamStamps,
+    out: &mut Received,
+    peer_port: &mut Option<u16>,
+) -> Result<Option<i64>, ServeEnd> {
+    let mut heard = None;
+    loop {
+        let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+        got.clear();
+        let n = recv_mmsg(e.sock.fd(), &mut views, |_, len, from, msg| {
+            // SAFETY: `msg` was just filled by recvmmsg.
+            let (stamp, _) = unsafe { cmsg_stamp(msg) };
+            got.push((len, from, stamp));
+        })?;
+        if n == 0 {
+            return Ok(heard);
+        }
+        let now = clock::monotonic_ns();
+        heard = Some(now);
+        for (k, &(len, from, stamp)) in got.iter().enumerate() {
+            let Some(from) = from else { continue };
+            if from.ip() != e.peer_ip || peer_port.is_some_and(|p| p != from.port()) {
+                out.drops.count(DropReason::WrongPeer);
+                continue;
+            }
+            if len > bufs[k].len() {
+                out.drops.count(DropReason::Malformed);
+                continue;
+            }
+            let (repr, payload) = match DataRepr::parse(&bufs[k][..len]) {
+                Ok(x) => x,
+                Err(err) => {
+                    out.drops.count(err);
+                    continue;
+                }
+            };
+            if repr.session != e.session_id {
+                out.drops.count(DropReason::UnknownSession);
+                continue;
+            }
+            peer_port.get_or_insert(from.port());
+            if let Err(err) = re.put(repr.offset, payload) {
+                out.drops.count(err);
+                continue;
+            }
+            out.packets += 1;
+            match stamp {
+                Some(t) => {
+                    if let Err(err) = st.stamp(&repr, t, now) {
+                        out.drops.count(err);
+                    }
+                }
+                None => out.drops.count(DropReason::Malformed),
+            }
+        }
+    }
+}
+
+/// The sender's `TransferEnd`: the last streams closed, `TransferDone`
+/// with what this end holds.
+fn finish(
+    w: &mut BufWriter<&TcpStream>,
+    st: &mut StreamStamps,
+    re: &mut Reassembly,
+    mut out: Received,
+    bytes: u64,
+    digest: [u8; 32],
+) -> Result<Received, ServeEnd> {
+    close_streams(w, st, re, i64::MAX, &mut out)?;
+    out.bytes = re.contiguous();
+    out.digest = re.digest();
+    out.sender_bytes = bytes;
+    out.sender_digest = digest;
+    out.duplicate_bytes = re.duplicate_bytes;
+    write_message(
+        w,
+        &Message::TransferDone {
+            bytes: out.bytes,
+            digest: out.digest,
+        },
+    )?;
+    out.drops.add(DropReason::Late, st.late);
+    out.drops.add(DropReason::OverAnnounced, st.beyond);
+    Ok(out)
 }
 
 /// Sends the stamps of every stream due to close, then the in-order count.

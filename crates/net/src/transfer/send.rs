@@ -16,7 +16,7 @@ use tightlink_wire::control::{
 };
 use tightlink_wire::data::{DataRepr, HEADER_LEN};
 
-use super::book::{DataSource, SendBook};
+use super::book::{DataSource, Next, SendBook};
 use super::progress::{err, hex, TransferEvent, TransferInterval};
 use crate::clock;
 use crate::ctl::{ctl_err, io_err, refused};
@@ -84,197 +84,78 @@ pub(crate) fn send<R: Read, W: Write>(
     on_event: &mut dyn FnMut(TransferEvent),
 ) -> Result<Sent, ChannelError> {
     let params = RapidParams::paper(plan.max_bps, plan.frame_bytes, plan.estimator);
-    let per_stream = (params.sub_streams * params.per_rate) as u32;
-    let mut ctl = RapidController::new(params);
     let chunk = (plan.payload as usize - HEADER_LEN) as u16;
-    let mut book = SendBook::new(
-        DataSource { seed: plan.seed },
-        chunk,
-        plan.bytes,
-        plan.window,
-    );
-    let mut l = Loop {
-        pending: HashMap::new(),
-        last_send_ns: BTreeMap::new(),
-        rtts: Vec::new(),
-        updates: Vec::new(),
-        streams: 0,
-    };
     let start = clock::monotonic_ns();
+    let mut x = Sending {
+        reader,
+        writer,
+        ctl_fd,
+        plan,
+        per_stream: (params.sub_streams * params.per_rate) as u32,
+        ctl: RapidController::new(params),
+        book: SendBook::new(
+            DataSource { seed: plan.seed },
+            chunk,
+            plan.bytes,
+            plan.window,
+        ),
+        l: Loop {
+            pending: HashMap::new(),
+            last_send_ns: BTreeMap::new(),
+            rtts: Vec::new(),
+            updates: Vec::new(),
+            streams: 0,
+            last_estimate: None,
+            last_heard_ns: start,
+            ctl_ready_since: None,
+            open_stream: None,
+        },
+        start,
+        packet: vec![0u8; plan.payload as usize],
+        send_udp,
+        on_event,
+        intervals: Vec::new(),
+        mark: Mark::default(),
+    };
     let mut next_report = start + plan.interval_ns;
-    let mut intervals: Vec<TransferInterval> = Vec::new();
-    let mut mark = Mark::default();
-    let mut last_heard = start;
-    let mut open_stream: Option<u64> = None;
-    let mut packet = vec![0u8; plan.payload as usize];
-    let mut last_estimate: Option<f64> = None;
-    let mut ctl_ready_since: Option<i64> = None;
     loop {
         let now = clock::monotonic_ns();
-        let held = !ctl.mid_stream() && ctl.streams_awaiting_feedback() >= MAX_STREAMS_AWAITING;
+        let held = !x.ctl.mid_stream() && x.ctl.streams_awaiting_feedback() >= MAX_STREAMS_AWAITING;
         if plan.end_ns.is_some_and(|e| now > e) {
             return Err(err(format!(
                 "session time limit reached after {} bytes",
-                book.delivered()
+                x.book.delivered()
             )));
         }
-        // Feedback: it may free the window or ask for a resend. Reading a
-        // stream's stamps runs the estimator (tens of us), which would
-        // make the next packet late and bend the stream's gaps; so not
-        // while a packet is due within `SEND_SLACK_NS`, unless feedback
-        // has waited `MAX_FEEDBACK_DEFER_NS`.
-        let read_now = if sockopt::wait_fd(ctl_fd, libc::POLLIN, 0).map_err(io_err("control"))? {
-            let since = *ctl_ready_since.get_or_insert(now);
-            let due_soon =
-                !held && book.peek().is_some() && ctl.next_send_ns(now) - now < SEND_SLACK_NS;
-            !due_soon || now - since > MAX_FEEDBACK_DEFER_NS
-        } else {
-            ctl_ready_since = None;
-            false
-        };
-        if read_now {
-            ctl_ready_since = None;
-        }
-        while read_now && sockopt::wait_fd(ctl_fd, libc::POLLIN, 0).map_err(io_err("control"))? {
-            let m = read_message(reader).map_err(ctl_err)?;
-            last_heard = clock::monotonic_ns();
-            for u in l.handle(m, &mut ctl, &mut book, last_heard)? {
-                last_estimate = u.abw_bps.or(last_estimate);
-                if plan.tell_receiver {
-                    send_ctl(writer, &rate_update(&u, start))?;
-                }
-                on_event(TransferEvent::Update(&u));
-                l.updates.push(u);
-            }
-        }
-        if book.complete() {
+        x.read_feedback(now, held)?;
+        if x.book.complete() {
             break;
         }
         if plan.stop_at_ns.is_some_and(|d| now >= d) {
-            book.stop_offering();
+            x.book.stop_offering();
         }
         if now >= next_report {
-            let iv = mark.interval(start, now, &book, &ctl, last_estimate, &l.rtts);
-            on_event(TransferEvent::Interval(&iv));
-            intervals.push(iv);
+            x.report_interval(now);
             next_report += plan.interval_ns;
         }
-        if book.in_flight() > 0 && now - last_heard > plan.timeout_ns {
-            return Err(err(format!(
-                "the receiver stopped answering: no feedback for {} ms with {} packets in flight ({} of {} bytes delivered)",
-                plan.timeout_ns / 1_000_000,
-                book.in_flight(),
-                book.delivered(),
-                book.offered()
-            )));
-        }
-        let Some(next) = book.peek().filter(|_| !held) else {
-            // Nothing to send (window full, all sent, or too many streams
-            // await their stamps): the stream ends here, so the receiver
-            // closes it and its feedback comes.
-            if let Some(s) = open_stream.take() {
-                ctl.end_stream();
-                send_ctl(writer, &Message::StreamSent { stream: s as u32 })?;
-            }
-            sockopt::wait_fd(ctl_fd, libc::POLLIN, 5).map_err(io_err("control"))?;
+        x.check_answering(now)?;
+        let Some(next) = x.book.peek().filter(|_| !held) else {
+            x.nothing_to_send()?;
             continue;
         };
-        let due = ctl.next_send_ns(now);
+        let due = x.ctl.next_send_ns(now);
         if due > now {
-            if due - now > 2_000_000 {
-                sockopt::wait_fd(ctl_fd, libc::POLLIN, ((due - now) / 1_000_000 - 1) as i32)
-                    .map_err(io_err("control"))?;
-            } else {
-                clock::spin_until(due.min(now + 100_000));
-            }
+            x.wait_until(now, due)?;
             continue;
         }
-        let at = clock::monotonic_ns();
-        let tag: PacketTag = ctl.sent(at);
-        if let Some(s) = open_stream {
-            if s != tag.stream {
-                send_ctl(writer, &Message::StreamSent { stream: s as u32 })?;
-            }
-        }
-        let len = next.chunk.len as usize;
-        DataRepr {
-            session: plan.session,
-            stream: tag.stream as u32,
-            index: tag.index,
-            count: per_stream,
-            offset: next.chunk.offset,
-            len: next.chunk.len,
-        }
-        .emit(&mut packet[..HEADER_LEN]);
-        book.sent(next, tag.stream, tag.index, &mut packet[HEADER_LEN..]);
-        send_udp(&packet[..HEADER_LEN + len])?;
-        l.last_send_ns.insert(tag.stream, at);
-        if tag.index == 0 {
-            l.streams += 1;
-        }
-        if tag.index + 1 == per_stream {
-            send_ctl(
-                writer,
-                &Message::StreamSent {
-                    stream: tag.stream as u32,
-                },
-            )?;
-            open_stream = None;
-        } else {
-            open_stream = Some(tag.stream);
-        }
+        x.send_packet(next)?;
     }
     let end = clock::monotonic_ns();
-    if end > mark.at_ns.max(start) {
-        let iv = mark.interval(start, end, &book, &ctl, last_estimate, &l.rtts);
-        on_event(TransferEvent::Interval(&iv));
-        intervals.push(iv);
+    if end > x.mark.at_ns.max(start) {
+        x.report_interval(end);
     }
-    let digest = book.digest();
-    if plan.tell_receiver {
-        let ns = |v: Option<i64>| v.map_or(0, |x| x.max(1) as u64);
-        send_ctl(
-            writer,
-            &Message::SenderTotals(SenderTotals {
-                sent_bytes: book.sent_bytes,
-                retransmitted_bytes: book.retransmitted_bytes,
-                sent_packets: book.sent_packets,
-                lost_packets: book.lost_packets,
-                streams: l.streams,
-                rtt_min_ns: ns(l.rtts.iter().min().copied()),
-                rtt_median_ns: ns(median_i64(&l.rtts)),
-            }),
-        )?;
-    }
-    send_ctl(
-        writer,
-        &Message::TransferEnd {
-            bytes: book.offered(),
-            digest,
-        },
-    )?;
-    loop {
-        match read_message(reader).map_err(ctl_err)? {
-            Message::TransferDone {
-                bytes,
-                digest: theirs,
-            } => {
-                if bytes != book.offered() || theirs != digest {
-                    return Err(err(format!(
-                        "DATA MISMATCH: the receiver holds {bytes} bytes with SHA-256 {}, this end sent {} bytes with SHA-256 {}",
-                        hex(&theirs),
-                        book.offered(),
-                        hex(&digest)
-                    )));
-                }
-                break;
-            }
-            Message::Refused { reason } => return Err(refused(&reason)),
-            // Feedback still under way for the last streams.
-            Message::Records { .. } | Message::Delivered { .. } | Message::TransferStop => {}
-            other => return Err(err(format!("expected TransferDone, got {other:?}"))),
-        }
-    }
+    let digest = x.close()?;
+    let (book, l) = (&x.book, x.l);
     Ok(Sent {
         bytes: book.offered(),
         duration_ns: end - start,
@@ -284,10 +165,200 @@ pub(crate) fn send<R: Read, W: Write>(
         lost_packets: book.lost_packets,
         streams: l.streams,
         rtts: l.rtts,
-        intervals,
+        intervals: x.intervals,
         updates: l.updates,
         digest,
     })
+}
+
+/// One transfer's sending end under way: the control connection, the
+/// controller, the book of bytes and the loop's state.
+struct Sending<'a, R, W> {
+    reader: &'a mut R,
+    writer: &'a mut W,
+    ctl_fd: i32,
+    plan: &'a SendPlan,
+    /// Packets in one of the controller's streams.
+    per_stream: u32,
+    ctl: RapidController,
+    book: SendBook,
+    l: Loop,
+    start: i64,
+    packet: Vec<u8>,
+    send_udp: &'a mut dyn FnMut(&[u8]) -> Result<(), ChannelError>,
+    on_event: &'a mut dyn FnMut(TransferEvent),
+    intervals: Vec<TransferInterval>,
+    mark: Mark,
+}
+
+impl<R: Read, W: Write> Sending<'_, R, W> {
+    /// Feedback: it may free the window or ask for a resend. Reading a
+    /// stream's stamps runs the estimator (tens of us), which would make
+    /// the next packet late and bend the stream's gaps; so not while a
+    /// packet is due within `SEND_SLACK_NS`, unless feedback has waited
+    /// `MAX_FEEDBACK_DEFER_NS`.
+    fn read_feedback(&mut self, now: i64, held: bool) -> Result<(), ChannelError> {
+        let ready = |fd| sockopt::wait_fd(fd, libc::POLLIN, 0).map_err(io_err("control"));
+        let read_now = if ready(self.ctl_fd)? {
+            let since = *self.l.ctl_ready_since.get_or_insert(now);
+            let due_soon = !held
+                && self.book.peek().is_some()
+                && self.ctl.next_send_ns(now) - now < SEND_SLACK_NS;
+            !due_soon || now - since > MAX_FEEDBACK_DEFER_NS
+        } else {
+            self.l.ctl_ready_since = None;
+            false
+        };
+        if !read_now {
+            return Ok(());
+        }
+        self.l.ctl_ready_since = None;
+        while ready(self.ctl_fd)? {
+            let m = read_message(self.reader).map_err(ctl_err)?;
+            let heard = clock::monotonic_ns();
+            self.l.last_heard_ns = heard;
+            for u in self.l.handle(m, &mut self.ctl, &mut self.book, heard)? {
+                self.l.last_estimate = u.abw_bps.or(self.l.last_estimate);
+                if self.plan.tell_receiver {
+                    send_ctl(self.writer, &rate_update(&u, self.start))?;
+                }
+                (self.on_event)(TransferEvent::Update(&u));
+                self.l.updates.push(u);
+            }
+        }
+        Ok(())
+    }
+
+    /// The interval since the last one, told and kept.
+    fn report_interval(&mut self, now: i64) {
+        let (l, book, ctl) = (&self.l, &self.book, &self.ctl);
+        let iv = self
+            .mark
+            .interval(self.start, now, book, ctl, l.last_estimate, &l.rtts);
+        (self.on_event)(TransferEvent::Interval(&iv));
+        self.intervals.push(iv);
+    }
+
+    /// An error once the receiver has said nothing for the plan's
+    /// timeout while packets are in flight.
+    fn check_answering(&self, now: i64) -> Result<(), ChannelError> {
+        let book = &self.book;
+        if book.in_flight() > 0 && now - self.l.last_heard_ns > self.plan.timeout_ns {
+            return Err(err(format!(
+                "the receiver stopped answering: no feedback for {} ms with {} packets in flight ({} of {} bytes delivered)",
+                self.plan.timeout_ns / 1_000_000,
+                book.in_flight(),
+                book.delivered(),
+                book.offered()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Nothing to send (window full, all sent, or too many streams await
+    /// their stamps): the stream ends here, so the receiver closes it and
+    /// its feedback comes; then a short wait for that feedback.
+    fn nothing_to_send(&mut self) -> Result<(), ChannelError> {
+        if let Some(s) = self.l.open_stream.take() {
+            self.ctl.end_stream();
+            send_ctl(self.writer, &Message::StreamSent { stream: s as u32 })?;
+        }
+        sockopt::wait_fd(self.ctl_fd, libc::POLLIN, 5).map_err(io_err("control"))?;
+        Ok(())
+    }
+
+    /// Towards the next packet's time: sleeping on the control socket
+    /// when it is milliseconds away, spinning (100 us at most) when near.
+    fn wait_until(&self, now: i64, due: i64) -> Result<(), ChannelError> {
+        if due - now > 2_000_000 {
+            let ms = ((due - now) / 1_000_000 - 1) as i32;
+            sockopt::wait_fd(self.ctl_fd, libc::POLLIN, ms).map_err(io_err("control"))?;
+        } else {
+            clock::spin_until(due.min(now + 100_000));
+        }
+        Ok(())
+    }
+
+    /// One data packet, now: the controller tags it, the book fills it;
+    /// a stream's last packet (or the first of the next) closes it.
+    fn send_packet(&mut self, next: Next) -> Result<(), ChannelError> {
+        let at = clock::monotonic_ns();
+        let tag: PacketTag = self.ctl.sent(at);
+        if let Some(s) = self.l.open_stream {
+            if s != tag.stream {
+                send_ctl(self.writer, &Message::StreamSent { stream: s as u32 })?;
+            }
+        }
+        let len = next.chunk.len as usize;
+        DataRepr {
+            session: self.plan.session,
+            stream: tag.stream as u32,
+            index: tag.index,
+            count: self.per_stream,
+            offset: next.chunk.offset,
+            len: next.chunk.len,
+        }
+        .emit(&mut self.packet[..HEADER_LEN]);
+        let payload = &mut self.packet[HEADER_LEN..];
+        self.book.sent(next, tag.stream, tag.index, payload);
+        (self.send_udp)(&self.packet[..HEADER_LEN + len])?;
+        self.l.last_send_ns.insert(tag.stream, at);
+        if tag.index == 0 {
+            self.l.streams += 1;
+        }
+        if tag.index + 1 == self.per_stream {
+            let stream = tag.stream as u32;
+            send_ctl(self.writer, &Message::StreamSent { stream })?;
+            self.l.open_stream = None;
+        } else {
+            self.l.open_stream = Some(tag.stream);
+        }
+        Ok(())
+    }
+
+    /// The totals (where the receiver runs no controller), `TransferEnd`,
+    /// and the receiver's `TransferDone` checked against what was sent;
+    /// the digest of the bytes sent.
+    fn close(&mut self) -> Result<[u8; 32], ChannelError> {
+        let (book, l) = (&self.book, &self.l);
+        let digest = book.digest();
+        if self.plan.tell_receiver {
+            let ns = |v: Option<i64>| v.map_or(0, |x| x.max(1) as u64);
+            let totals = SenderTotals {
+                sent_bytes: book.sent_bytes,
+                retransmitted_bytes: book.retransmitted_bytes,
+                sent_packets: book.sent_packets,
+                lost_packets: book.lost_packets,
+                streams: l.streams,
+                rtt_min_ns: ns(l.rtts.iter().min().copied()),
+                rtt_median_ns: ns(median_i64(&l.rtts)),
+            };
+            send_ctl(self.writer, &Message::SenderTotals(totals))?;
+        }
+        let bytes = book.offered();
+        send_ctl(self.writer, &Message::TransferEnd { bytes, digest })?;
+        loop {
+            match read_message(self.reader).map_err(ctl_err)? {
+                Message::TransferDone {
+                    bytes: theirs_bytes,
+                    digest: theirs,
+                } => {
+                    if theirs_bytes != bytes || theirs != digest {
+                        return Err(err(format!(
+                            "DATA MISMATCH: the receiver holds {theirs_bytes} bytes with SHA-256 {}, this end sent {bytes} bytes with SHA-256 {}",
+                            hex(&theirs),
+                            hex(&digest)
+                        )));
+                    }
+                    return Ok(digest);
+                }
+                Message::Refused { reason } => return Err(refused(&reason)),
+                // Feedback still under way for the last streams.
+                Message::Records { .. } | Message::Delivered { .. } | Message::TransferStop => {}
+                other => return Err(err(format!("expected TransferDone, got {other:?}"))),
+            }
+        }
+    }
 }
 
 fn send_ctl<W: Write>(w: &mut W, m: &Message) -> Result<(), ChannelError> {
@@ -343,6 +414,13 @@ struct Loop {
     rtts: Vec<i64>,
     updates: Vec<RapidUpdate>,
     streams: u64,
+    /// The controller's last estimate, for the intervals.
+    last_estimate: Option<f64>,
+    /// When feedback was last read, and since when it has been waiting.
+    last_heard_ns: i64,
+    ctl_ready_since: Option<i64>,
+    /// The stream whose packets are going out, until its `StreamSent`.
+    open_stream: Option<u64>,
 }
 
 impl Loop {

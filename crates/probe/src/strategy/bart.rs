@@ -47,7 +47,9 @@ use super::multirate::{per_rate_for_batches, swing, MultirateParams};
 use super::session::{Ceiling, Method as Strategy, Report, Session, Stop, StrategyError};
 use tightlink_core::analysis::{analyze, analyze_tracked};
 use tightlink_core::channel::StreamRequest;
-use tightlink_core::decision::bart::{top_rate_capacity_ceiling_bps, BartParams, BartTracker};
+use tightlink_core::decision::bart::{
+    top_rate_capacity_ceiling_bps, BartEstimate, BartParams, BartTracker,
+};
 use tightlink_core::schedule::{multi_rate_schedule, rates_around};
 use tightlink_core::{AnalysisParams, Bound, Method, StreamKind};
 
@@ -133,17 +135,7 @@ pub fn run_with_updates(
     let method = Strategy::Bart;
     let sp = params.streams;
     let max = s.max_rate_bps();
-    let analysis = AnalysisParams {
-        bart: BartParams {
-            beta_drift_sd: if params.follow {
-                analysis.bart.beta_drift_sd
-            } else {
-                params.beta_drift_sd
-            },
-            ..analysis.bart
-        },
-        ..*analysis
-    };
+    let analysis = filter_params(&params, analysis);
     let mut tracker = BartTracker::with_capacity_hint(analysis.bart, max);
     let mut centre = 0.5 * max;
     let mut range = 0.8;
@@ -221,21 +213,7 @@ pub fn run_with_updates(
             let a = e.abw_bps;
             return Ok(s.report(method, a, Bound::AtLeast, a, a, Stop::Ceiling));
         }
-        let lowest = rates[0];
-        range = sp.range;
-        match e.bound {
-            _ if overflowed.is_some() => {}
-            Bound::AtLeast => centre = (e.abw_bps * (1.0 + sp.range)).max(centre),
-            _ if e.abw_bps < 0.5 * lowest => {
-                // Wide again, but around the rates just probed: on a real
-                // path the sender's link may be many times the path's, and
-                // a scan up to it only overflows the queue.
-                centre = lowest;
-                range = 0.8;
-            }
-            _ => centre = e.abw_bps,
-        }
-        centre = centre.min(max / (1.0 + range)).max(max * 0.01);
+        (centre, range) = next_centre(&e, overflowed.is_some(), rates[0], centre, &sp, max);
         if range > sp.range {
             continue;
         }
@@ -249,6 +227,49 @@ pub fn run_with_updates(
             return Ok(s.report(method, a, Bound::Exact, a - half, a + half, Stop::Stable));
         }
     }
+    Ok(budget_spent(s, &tracker, params.follow))
+}
+
+/// The filter's drift: the follower's own, else the strategy's.
+fn filter_params(params: &BartStrategyParams, analysis: &AnalysisParams) -> AnalysisParams {
+    AnalysisParams {
+        bart: BartParams {
+            beta_drift_sd: if params.follow {
+                analysis.bart.beta_drift_sd
+            } else {
+                params.beta_drift_sd
+            },
+            ..analysis.bart
+        },
+        ..*analysis
+    }
+}
+
+/// The next stream's (centre, range) from the filter's estimate `e`:
+/// below a stream that overflowed (already set), above an "at least",
+/// wide around the rates just probed when the estimate fell far under
+/// them (on a real path the sender's link may be many times the path's,
+/// and a scan up to it only overflows the queue), else on the estimate.
+fn next_centre(
+    e: &BartEstimate,
+    overflowed: bool,
+    lowest: f64,
+    centre: f64,
+    sp: &MultirateParams,
+    max: f64,
+) -> (f64, f64) {
+    let (centre, range) = match e.bound {
+        _ if overflowed => (centre, sp.range),
+        Bound::AtLeast => ((e.abw_bps * (1.0 + sp.range)).max(centre), sp.range),
+        _ if e.abw_bps < 0.5 * lowest => (lowest, 0.8),
+        _ => (e.abw_bps, sp.range),
+    };
+    (centre.min(max / (1.0 + range)).max(max * 0.01), range)
+}
+
+/// The filter's answer when the budget ran out.
+fn budget_spent(s: &Session, tracker: &BartTracker, follow: bool) -> Report {
+    let method = Strategy::Bart;
     let mut r = match tracker.estimate() {
         Some(e) => {
             let half = 1.96 * e.abw_sd_bps;
@@ -268,8 +289,8 @@ pub fn run_with_updates(
     };
     // Following, the answer is the path's now: compare it with the last
     // stream's truth, not the mean over a path that moved.
-    if params.follow {
+    if follow {
         r.truth_bps = s.last_truth.or(r.truth_bps);
     }
-    Ok(r)
+    r
 }

@@ -201,215 +201,331 @@ pub fn after_scan(
     analysis: &AnalysisParams,
     scan: Option<WideScan>,
 ) -> Result<Report, StrategyError> {
-    let method = Strategy::of_per_stream(params.method).unwrap_or(Strategy::Multirate);
-    let max = s.max_rate_bps();
-    // Centre and range of the next stream; the top rate stays at the link rate.
-    let mut centre = 0.5 * max;
-    let mut range = 0.8;
-    let mut exact: Vec<f64> = Vec::new();
-    // Every stream's answer, the scan's too, with its bound.
-    let mut answers: Vec<(Bound, f64)> = Vec::new();
-    // The same at their bound, for the swing tests.
-    let values = |a: &[(Bound, f64)]| a.iter().map(|&(_, e)| e).collect::<Vec<f64>>();
-    // Whether a stream found the path below the ceiling
-    // (an exact answer or an "at most" under it; "at least" answers
-    // climbing towards it say nothing against it).
-    let mut found_below_ceiling = false;
-    let mut last_bound: Option<(Bound, f64)> = None;
-    // The one before it (the budget rule below reads the last two).
-    let mut bound_before: Option<(Bound, f64)> = None;
-    let mut first = true;
-    // Streams in a row whose answer is near the top rate the sender can
-    // probe: after three the answer is "at least" that.
-    let mut at_ceiling = 0;
-    let mut per_rate = params.per_rate;
-    // Whether the receiver stamps each packet (the length of a sub-stream
-    // then follows the path's time, not receive batches).
-    let mut one_by_one = false;
-    // Whether the shaper check went during the streams.
-    let mut shaper_checked = false;
-    let mut scan = Some(scan);
-    // Streams after the scan, and those of them that met a burst of
-    // cross traffic faster than the link (`met_burst`).
-    let (mut centred, mut bursts) = (0usize, 0usize);
-    // Whether the burst-hit ones have been a quarter of them at some
-    // point: the path swings then, however calm the streams after.
-    let mut swung = false;
-    loop {
-        let (bound, abw, request_bytes, at_tail) = match scan.take() {
-            Some(None) => break,
-            Some(Some(w)) => {
-                per_rate = w.per_rate;
-                one_by_one = w.batch_interval_ns.is_none();
-                (w.bound, w.abw_bps, w.bytes, false)
-            }
-            None => {
-                let rates = rates_around(centre, range, params.rates);
-                if one_by_one {
-                    per_rate = per_rate_for_time(&params, centre * (1.0 + range));
-                }
-                let sched = multi_rate_schedule(&rates, per_rate, params.size_bytes);
-                let request = StreamRequest::from_send_times(&sched, params.size_bytes);
-                if !s.fits(request.bytes()) {
-                    break;
-                }
-                let stream = s.send(&request)?;
-                if let Some(interval_ns) = stream.receive_batch_interval_ns() {
-                    per_rate = per_rate_for_batches(&params, interval_ns, centre * (1.0 + range));
-                    one_by_one = false;
-                }
-                // Lossy streams read "at most" their lowest rate: the
-                // core's `MultirateLoss` rule, the one place that decides it.
-                let a = analyze(&stream, StreamKind::MultiRate, params.method, analysis);
-                // An exact or "at least" reading is the capacity floor
-                // the burst test needs; a late sender leaves the same
-                // signature.
-                centred += 1;
-                if !s.last_late() {
-                    bursts +=
-                        usize::from(met_burst_under_reading(&stream, a.bound, a.abw_bps).is_some());
-                }
-                let at_tail = a.detail.top_tail_bps.is_some();
-                (a.bound, a.abw_bps, request.bytes(), at_tail)
-            }
-        };
-        if let (Bound::Exact | Bound::AtLeast | Bound::AtMost, Some(e)) = (bound, abw) {
-            answers.push((bound, e));
-            let near = Ceiling::default().reached(e, bound, max);
-            found_below_ceiling |= bound != Bound::AtLeast && !near;
-            at_ceiling = if near { at_ceiling + 1 } else { 0 };
-            if at_ceiling >= 3 {
-                if !found_below_ceiling {
-                    return Ok(s.report(method, e, Bound::AtLeast, e, e, Stop::Ceiling));
-                }
-                // At the ceiling now, below it before: the path swings,
-                // or the streams go on until they agree.
-                if let Some(w) = swing(&values(&answers), params.stable_tolerance, 0, 4) {
-                    return Ok(w.report(s, method));
-                }
-            }
+    let mut q = Search::new(s, params, Some(scan));
+    while let Some(step) = q.next_stream(s, analysis)? {
+        if let Some(r) = q.record(s, step) {
+            return Ok(r);
         }
-        match (bound, abw) {
-            (Bound::Exact, Some(e)) => {
-                if !first {
-                    exact.push(e);
-                }
-                centre = e;
-                range = params.range;
-                bound_before = last_bound.replace((Bound::Exact, e));
-            }
-            (Bound::AtLeast, Some(e)) => {
-                centre = (e * (1.0 + params.range)).max(centre);
-                range = params.range;
-                bound_before = last_bound.replace((Bound::AtLeast, e));
-            }
-            (Bound::AtMost, Some(e)) => {
-                centre = e * (1.0 - params.range);
-                range = params.range;
-                bound_before = last_bound.replace((Bound::AtMost, e));
-            }
-            _ => {}
-        }
-        // Where each packet is stamped and no stream lost a packet, the
-        // shaper check goes once, at the first exact answer after the
-        // scan that its short train can test (twice the answer within
-        // the sender's reach): a bucket the streams pass on ends the run
-        // there; on a FIFO path the short train, sent now instead of
-        // after the answer, rules a bucket out for any answer up to a
-        // third over this one. A bucket as large as the streams passes
-        // them, the scan's rates up to 90 % of the sender's too, without
-        // a loss (the lab's 256 KB bucket: none in 18 streams), where
-        // the scan overflowed the lab's FIFO queues (12-27 % lost), and
-        // on such paths a check between the streams only disturbed them
-        // (`lab run lossy`: p90 error 3.7 -> 6.4 % over five rounds).
-        let lossless = || s.streams.iter().all(|st| st.loss_fraction() == 0.0);
-        if let (Bound::Exact, Some(e), false, true, false) =
-            (bound, abw, first, one_by_one, shaper_checked)
-        {
-            if 2.0 * e <= max && lossless() {
-                shaper_checked = true;
-                // A stream that read a bucket's token rate from its top
-                // sub-stream's tail carried a faster rate whole on the
-                // bucket: the trains go at twice that rate, since at
-                // twice the token rate they pass a bucket longer than
-                // their head whole (a 256 KB bucket at 200 Mbit/s whose
-                // stream read 200, having carried 248 whole: trains at
-                // 400 found nothing, and the run took 29.2 MB for 7.1).
-                let whole = s.streams.last().and_then(fastest_carried_whole_bps);
-                let reference = match whole {
-                    Some(w) if at_tail => w.max(e),
-                    _ => e,
-                };
-                if let Some(shaped) =
-                    shaper_train::early_shaper_check(s, method, e, reference, params.size_bytes)?
-                {
-                    return Ok(shaped);
-                }
-            }
+        q.recentre(step);
+        if let Some(r) = q.shaper_check(s, step)? {
+            return Ok(r);
         }
         // Never ask for more than the link can send.
-        centre = centre.min(max / (1.0 + range)).max(max * 0.01);
-        first = false;
+        q.centre = q.centre.min(q.max / (1.0 + q.range)).max(q.max * 0.01);
+        q.first = false;
+        if let Some(r) = q.stop(s, step.request_bytes)? {
+            return Ok(r);
+        }
+    }
+    Ok(q.budget_spent(s))
+}
+
+/// What one stream answered.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    bound: Bound,
+    abw: Option<f64>,
+    request_bytes: u64,
+    /// The answer came from the top sub-stream's tail (a bucket's token
+    /// rate, for the shaper check).
+    at_tail: bool,
+}
+
+/// The state of one run of the search after the wide scan.
+struct Search {
+    params: MultirateParams,
+    method: Strategy,
+    /// The sender's top rate.
+    max: f64,
+    /// Centre and range of the next stream; the top rate stays at the link rate.
+    centre: f64,
+    range: f64,
+    exact: Vec<f64>,
+    /// Every stream's answer, the scan's too, with its bound.
+    answers: Vec<(Bound, f64)>,
+    /// Whether a stream found the path below the ceiling (an exact
+    /// answer or an "at most" under it; "at least" answers climbing
+    /// towards it say nothing against it).
+    found_below_ceiling: bool,
+    last_bound: Option<(Bound, f64)>,
+    /// The one before it (the budget rule reads the last two).
+    bound_before: Option<(Bound, f64)>,
+    first: bool,
+    /// Streams in a row whose answer is near the top rate the sender can
+    /// probe: after three the answer is "at least" that.
+    at_ceiling: usize,
+    per_rate: usize,
+    /// Whether the receiver stamps each packet (the length of a
+    /// sub-stream then follows the path's time, not receive batches).
+    one_by_one: bool,
+    shaper_checked: bool,
+    /// The wide scan, until it is read as the first stream.
+    scan: Option<Option<WideScan>>,
+    /// Streams after the scan, and those of them that met a burst of
+    /// cross traffic faster than the link (`met_burst`).
+    centred: usize,
+    bursts: usize,
+    /// Whether the burst-hit ones have been a quarter of them at some
+    /// point: the path swings then, however calm the streams after.
+    swung: bool,
+}
+
+/// The answers at their bound, for the swing tests.
+fn values(a: &[(Bound, f64)]) -> Vec<f64> {
+    a.iter().map(|&(_, e)| e).collect()
+}
+
+impl Search {
+    fn new(s: &Session, params: MultirateParams, scan: Option<Option<WideScan>>) -> Search {
+        let max = s.max_rate_bps();
+        Search {
+            method: Strategy::of_per_stream(params.method).unwrap_or(Strategy::Multirate),
+            max,
+            centre: 0.5 * max,
+            range: 0.8,
+            exact: Vec::new(),
+            answers: Vec::new(),
+            found_below_ceiling: false,
+            last_bound: None,
+            bound_before: None,
+            first: true,
+            at_ceiling: 0,
+            per_rate: params.per_rate,
+            one_by_one: false,
+            shaper_checked: false,
+            scan,
+            centred: 0,
+            bursts: 0,
+            swung: false,
+            params,
+        }
+    }
+
+    /// The wide scan's answer first, then a stream around the centre;
+    /// `None` when the budget has no room for it.
+    fn next_stream(
+        &mut self,
+        s: &mut Session,
+        analysis: &AnalysisParams,
+    ) -> Result<Option<Step>, StrategyError> {
+        let params = &self.params;
+        match self.scan.take() {
+            Some(None) => return Ok(None),
+            Some(Some(w)) => {
+                self.per_rate = w.per_rate;
+                self.one_by_one = w.batch_interval_ns.is_none();
+                return Ok(Some(Step {
+                    bound: w.bound,
+                    abw: w.abw_bps,
+                    request_bytes: w.bytes,
+                    at_tail: false,
+                }));
+            }
+            None => {}
+        }
+        let rates = rates_around(self.centre, self.range, params.rates);
+        if self.one_by_one {
+            self.per_rate = per_rate_for_time(params, self.centre * (1.0 + self.range));
+        }
+        let sched = multi_rate_schedule(&rates, self.per_rate, params.size_bytes);
+        let request = StreamRequest::from_send_times(&sched, params.size_bytes);
+        if !s.fits(request.bytes()) {
+            return Ok(None);
+        }
+        let stream = s.send(&request)?;
+        if let Some(interval_ns) = stream.receive_batch_interval_ns() {
+            self.per_rate =
+                per_rate_for_batches(params, interval_ns, self.centre * (1.0 + self.range));
+            self.one_by_one = false;
+        }
+        // Lossy streams read "at most" their lowest rate: the core's
+        // `MultirateLoss` rule, the one place that decides it.
+        let a = analyze(&stream, StreamKind::MultiRate, params.method, analysis);
+        // An exact or "at least" reading is the capacity floor the burst
+        // test needs; a late sender leaves the same signature.
+        self.centred += 1;
+        if !s.last_late() {
+            self.bursts +=
+                usize::from(met_burst_under_reading(&stream, a.bound, a.abw_bps).is_some());
+        }
+        Ok(Some(Step {
+            bound: a.bound,
+            abw: a.abw_bps,
+            request_bytes: request.bytes(),
+            at_tail: a.detail.top_tail_bps.is_some(),
+        }))
+    }
+
+    /// Keeps the answer; three in a row at the ceiling end the run
+    /// ("at least" it, or a swing where a stream found the path below).
+    fn record(&mut self, s: &Session, step: Step) -> Option<Report> {
+        let (Bound::Exact | Bound::AtLeast | Bound::AtMost, Some(e)) = (step.bound, step.abw)
+        else {
+            return None;
+        };
+        self.answers.push((step.bound, e));
+        let near = Ceiling::default().reached(e, step.bound, self.max);
+        self.found_below_ceiling |= step.bound != Bound::AtLeast && !near;
+        self.at_ceiling = if near { self.at_ceiling + 1 } else { 0 };
+        if self.at_ceiling < 3 {
+            return None;
+        }
+        if !self.found_below_ceiling {
+            return Some(s.report(self.method, e, Bound::AtLeast, e, e, Stop::Ceiling));
+        }
+        // At the ceiling now, below it before: the path swings, or the
+        // streams go on until they agree.
+        swing(&values(&self.answers), self.params.stable_tolerance, 0, 4)
+            .map(|w| w.report(s, self.method))
+    }
+
+    /// The next stream's centre: on an exact answer, above an "at
+    /// least", below an "at most".
+    fn recentre(&mut self, step: Step) {
+        let range = self.params.range;
+        let Some(e) = step.abw else {
+            return;
+        };
+        match step.bound {
+            Bound::Exact => {
+                if !self.first {
+                    self.exact.push(e);
+                }
+                self.centre = e;
+            }
+            Bound::AtLeast => self.centre = (e * (1.0 + range)).max(self.centre),
+            Bound::AtMost => self.centre = e * (1.0 - range),
+            _ => return,
+        }
+        self.range = range;
+        self.bound_before = self.last_bound.replace((step.bound, e));
+    }
+
+    /// Where each packet is stamped and no stream lost a packet, the
+    /// shaper check goes once, at the first exact answer after the scan
+    /// that its short train can test (twice the answer within the
+    /// sender's reach): a bucket the streams pass on ends the run there;
+    /// on a FIFO path the short train, sent now instead of after the
+    /// answer, rules a bucket out for any answer up to a third over this
+    /// one. A bucket as large as the streams passes them, the scan's
+    /// rates up to 90 % of the sender's too, without a loss (the lab's
+    /// 256 KB bucket: none in 18 streams), where the scan overflowed the
+    /// lab's FIFO queues (12-27 % lost), and on such paths a check
+    /// between the streams only disturbed them (`lab run lossy`: p90
+    /// error 3.7 -> 6.4 % over five rounds).
+    fn shaper_check(
+        &mut self,
+        s: &mut Session,
+        step: Step,
+    ) -> Result<Option<Report>, StrategyError> {
+        let (Bound::Exact, Some(e)) = (step.bound, step.abw) else {
+            return Ok(None);
+        };
+        if self.first || !self.one_by_one || self.shaper_checked || 2.0 * e > self.max {
+            return Ok(None);
+        }
+        if !s.streams.iter().all(|st| st.loss_fraction() == 0.0) {
+            return Ok(None);
+        }
+        self.shaper_checked = true;
+        // A stream that read a bucket's token rate from its top
+        // sub-stream's tail carried a faster rate whole on the bucket:
+        // the trains go at twice that rate, since at twice the token rate
+        // they pass a bucket longer than their head whole (a 256 KB
+        // bucket at 200 Mbit/s whose stream read 200, having carried 248
+        // whole: trains at 400 found nothing, and the run took 29.2 MB
+        // for 7.1).
+        let whole = s.streams.last().and_then(fastest_carried_whole_bps);
+        let reference = match whole {
+            Some(w) if step.at_tail => w.max(e),
+            _ => e,
+        };
+        shaper_train::early_shaper_check(s, self.method, e, reference, self.params.size_bytes)
+    }
+
+    /// The stopping rules after a stream: a swinging path's mean, a
+    /// stable median (checked for an idle reading), or futility.
+    fn stop(
+        &mut self,
+        s: &mut Session,
+        request_bytes: u64,
+    ) -> Result<Option<Report>, StrategyError> {
+        let (params, method) = (self.params, self.method);
         // Where a quarter of the streams met bursts, streams that agree
         // fell between them: no `stable` stop, and the answer is what
         // every stream met, its bound where it gave one (see the
         // module notes). Calm streams that come later do not undo it:
         // on an ON/OFF source they are one long OFF period.
-        swung |= bursts_swing(bursts, centred);
-        let enough = exact.len() >= params.swing_min_answers
-            || answers.len() >= 2 * params.swing_min_answers;
-        if swung && enough {
-            if let Some(w) = Swing::of(&informative(&answers)) {
-                return Ok(w.report(s, method));
+        self.swung |= bursts_swing(self.bursts, self.centred);
+        let enough = self.exact.len() >= params.swing_min_answers
+            || self.answers.len() >= 2 * params.swing_min_answers;
+        if self.swung && enough {
+            if let Some(w) = Swing::of(&informative(&self.answers)) {
+                return Ok(Some(w.report(s, method)));
             }
         }
-        if exact.len() >= params.min_estimates && !swung {
-            let (m, lo, hi) = median_interval(&exact);
+        if self.exact.len() >= params.min_estimates && !self.swung {
+            let (m, lo, hi) = median_interval(&self.exact);
             if (hi - lo) / 2.0 <= params.stable_tolerance * m {
                 // Streams that read the link idle may all have fallen in
                 // one idle stretch: lone probes over a longer time look.
-                if one_by_one && m >= IDLE_SHARE * fastest_delivery_bps(&s.streams) {
+                if self.one_by_one && m >= IDLE_SHARE * fastest_delivery_bps(&s.streams) {
                     let tol = params.stable_tolerance;
                     if let Some(w) = idle_watch(s, method, m, params.size_bytes, tol)? {
-                        return Ok(w);
+                        return Ok(Some(w));
                     }
                 }
-                let (lo, hi) = answer_range(&exact, &params);
-                return Ok(s.report(method, m, Bound::Exact, lo, hi, Stop::Stable));
+                let (lo, hi) = answer_range(&self.exact, &params);
+                return Ok(Some(s.report(
+                    method,
+                    m,
+                    Bound::Exact,
+                    lo,
+                    hi,
+                    Stop::Stable,
+                )));
             }
         }
         let left = s.streams_left(request_bytes).min(params.swing_horizon);
         let tol = params.stable_tolerance;
-        let mut futile = swing(&exact, tol, left, params.swing_min_answers);
+        let mut futile = swing(&self.exact, tol, left, params.swing_min_answers);
         // Streams that mostly answer bounds, up and down: too few exact
         // answers to judge the swing by (with 5 to 7 of them, neither
         // test used to apply, and such a run could spend the budget in
         // silence).
-        if futile.is_none() && exact.len() < params.swing_min_answers {
-            futile = swing(&values(&answers), tol, left, 2 * params.swing_min_answers);
+        if futile.is_none() && self.exact.len() < params.swing_min_answers {
+            futile = swing(
+                &values(&self.answers),
+                tol,
+                left,
+                2 * params.swing_min_answers,
+            );
         }
-        if let Some(w) = futile {
-            return Ok(w.report(s, method));
-        }
+        Ok(futile.map(|w| w.report(s, method)))
     }
-    if !exact.is_empty() {
-        let m = stats::median(&exact).unwrap_or(f64::NAN);
-        let (lo, hi) = answer_range(&exact, &params);
-        // The budget ran out while the streams still climbed (or fell)
-        // past every exact answer: the last two streams' bounds are the
-        // newer evidence. At 100 Gbit/s a scan misread at 10 Gbit/s left
-        // the search climbing 30 % a stream, and the median of two early
-        // answers, 28.6 Gbit/s "exact", stood against "at least 37.1"
-        // and "at least 62.7" (79.7 free). One bound alone can be an idle
-        // moment of a swinging path (it read "at least 85" with 66.7 free).
-        if let Some((b, e)) = climbed_past(bound_before, last_bound, lo, hi) {
-            return Ok(s.report(method, e, b, e, e, Stop::Budget));
+
+    /// The answer when the budget ran out first.
+    fn budget_spent(&self, s: &Session) -> Report {
+        let method = self.method;
+        if !self.exact.is_empty() {
+            let m = stats::median(&self.exact).unwrap_or(f64::NAN);
+            let (lo, hi) = answer_range(&self.exact, &self.params);
+            // The budget ran out while the streams still climbed (or fell)
+            // past every exact answer: the last two streams' bounds are the
+            // newer evidence. At 100 Gbit/s a scan misread at 10 Gbit/s left
+            // the search climbing 30 % a stream, and the median of two early
+            // answers, 28.6 Gbit/s "exact", stood against "at least 37.1"
+            // and "at least 62.7" (79.7 free). One bound alone can be an idle
+            // moment of a swinging path (it read "at least 85" with 66.7 free).
+            if let Some((b, e)) = climbed_past(self.bound_before, self.last_bound, lo, hi) {
+                return s.report(method, e, b, e, e, Stop::Budget);
+            }
+            return s.report(method, m, Bound::Exact, lo, hi, Stop::Budget);
         }
-        return Ok(s.report(method, m, Bound::Exact, lo, hi, Stop::Budget));
-    }
-    match last_bound {
-        Some((b, e)) => Ok(s.report(method, e, b, e, e, Stop::Budget)),
-        None => Ok(s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream)),
+        match self.last_bound {
+            Some((b, e)) => s.report(method, e, b, e, e, Stop::Budget),
+            None => s.report(method, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableStream),
+        }
     }
 }
 

@@ -259,13 +259,7 @@ pub fn run(
     p: PrcmtSearchParams,
     analysis: &AnalysisParams,
 ) -> Result<Report, StrategyError> {
-    let Some(Adr {
-        bps: adr,
-        batch_interval_ns,
-        batches,
-        fastest_bps,
-    }) = measure_adr(s, p.size_bytes, p.adr_train, 2, analysis)?
-    else {
+    let Some(found) = measure_adr(s, p.size_bytes, p.adr_train, 2, analysis)? else {
         return Ok(s.report(
             Strategy::Prcmt,
             0.0,
@@ -279,42 +273,70 @@ pub fn run(
     // rate over two to twenty of them moves by a batch's share, never
     // settling to 5 %; the second (about four batches) is what BASS and
     // the delay test need.
-    let lengths = lengths_for_batches(p.lengths, adr, batch_interval_ns, p.size_bytes);
+    let adr = found.bps;
+    let lengths = lengths_for_batches(p.lengths, adr, found.batch_interval_ns, p.size_bytes);
     let len = if lengths != p.lengths {
         lengths[1]
     } else {
         length_by_receive_rate(s, &p, adr, analysis)?
     };
-    if let Search::Probabilistic(pp) = p.search {
-        // (At 100 Gbit/s the lengths scaled to the batches are longer.)
-        let len = len.max(pp.min_packets);
-        let top = (adr * pp.top_over_adr).min(s.max_rate_bps());
-        let Some(posterior) = Bisection::new(top, pp.model) else {
-            return Ok(s.report(
-                Strategy::PrcmtPba,
-                0.0,
-                Bound::None,
-                0.0,
-                0.0,
-                Stop::NoUsableAdrTrain,
-            ));
-        };
-        let bucket = if batches.is_none() {
-            bucket_bytes(s, p.size_bytes)?
-        } else {
-            0.0
-        };
-        let bisect = Bisect {
-            size_bytes: p.size_bytes,
-            len,
-            params: pp,
-            method: Strategy::PrcmtPba,
-            bucket_bytes: bucket,
-            swing_top_bps: top.max(fastest_bps),
-        };
-        return probabilistic_bisection(s, bisect, posterior, (false, false), analysis);
+    match p.search {
+        Search::Probabilistic(pp) => run_pba(s, &p, pp, &found, len, analysis),
+        _ => binary_search(s, &p, &found, len, analysis),
     }
-    // Binary search.
+}
+
+/// `prcmt-pba`: probabilistic bisection from a prior up to a multiple of
+/// the ADR.
+fn run_pba(
+    s: &mut Session,
+    p: &PrcmtSearchParams,
+    pp: ProbabilisticParams,
+    found: &Adr,
+    len: usize,
+    analysis: &AnalysisParams,
+) -> Result<Report, StrategyError> {
+    let (adr, batches, fastest_bps) = (found.bps, found.batches, found.fastest_bps);
+    // (At 100 Gbit/s the lengths scaled to the batches are longer.)
+    let len = len.max(pp.min_packets);
+    let top = (adr * pp.top_over_adr).min(s.max_rate_bps());
+    let Some(posterior) = Bisection::new(top, pp.model) else {
+        return Ok(s.report(
+            Strategy::PrcmtPba,
+            0.0,
+            Bound::None,
+            0.0,
+            0.0,
+            Stop::NoUsableAdrTrain,
+        ));
+    };
+    let bucket = if batches.is_none() {
+        bucket_bytes(s, p.size_bytes)?
+    } else {
+        0.0
+    };
+    let bisect = Bisect {
+        size_bytes: p.size_bytes,
+        len,
+        params: pp,
+        method: Strategy::PrcmtPba,
+        bucket_bytes: bucket,
+        swing_top_bps: top.max(fastest_bps),
+    };
+    probabilistic_bisection(s, bisect, posterior, (false, false), analysis)
+}
+
+/// `prcmt`: binary search under the ADR, each rate decided by its
+/// stream's trend; the range from the same decisions weighed as
+/// `prcmt-pba` weighs them.
+fn binary_search(
+    s: &mut Session,
+    p: &PrcmtSearchParams,
+    found: &Adr,
+    len: usize,
+    analysis: &AnalysisParams,
+) -> Result<Report, StrategyError> {
+    let (adr, batches, fastest_bps) = (found.bps, found.batches, found.fastest_bps);
     let (mut lo, mut hi) = (0.0f64, adr);
     let (mut seen_above, mut seen_below) = (false, false);
     let mut stop = Stop::Converged;

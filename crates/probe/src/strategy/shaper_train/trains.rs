@@ -3,7 +3,7 @@
 //! bounds drawn through their tails.
 
 use super::super::session::{
-    single_rate_request, Report, Session, ShaperSeen, Stop, StrategyError,
+    single_rate_request, Method as Strategy, Report, Session, ShaperSeen, Stop, StrategyError,
 };
 use tightlink_core::capacity::shaper::{train_shape_batched, TrainShape};
 use tightlink_core::stream::{self, ProbeStream};
@@ -394,27 +394,12 @@ pub(super) fn headless_shared_bucket(
     let answer = report.available_bandwidth_bps;
     let tail = first.shape.tail_rate_bps;
     let top = s.max_rate_bps();
-    let Some(batch_ns) = first.batch_ns else {
+    let sent_as_asked = |t: &ShaperTrain| t.send_bps >= 0.9 * rate_bps;
+    let Some((batch_ns, capacity_bps)) =
+        headless_candidate(s, answer, first, rate_bps, train_bytes)
+    else {
         return Ok(None);
     };
-    let sent_as_asked = |t: &ShaperTrain| t.send_bps >= 0.9 * rate_bps;
-    if first.looks_shaped()
-        || !sent_as_asked(first)
-        || rate_bps <= FIRST_RATE_OVER_ANSWER * answer
-        || rate_bps <= tail
-        || tail < HIDDEN_HEAD_TAIL_SHARE * answer
-    {
-        return Ok(None);
-    }
-    let capacity_bps = narrow_link_bps(rate_bps, tail, answer);
-    if capacity_bps > NARROW_SHARE * top {
-        return Ok(None);
-    }
-    // Three more trains may follow: only where two take a twentieth of
-    // the budget or less (not the 15 MB trains of 100 Gbit/s).
-    if 2.0 * train_bytes > s.budget.max_bytes as f64 / 20.0 {
-        return Ok(None);
-    }
     // First a train at another rate: a narrow link with the streams'
     // answer free delivers it at r3 C / (r3 + C - A), and one that does
     // is left alone at the cost of this train (on a 5 Gbit/s link with
@@ -493,27 +478,80 @@ pub(super) fn headless_shared_bucket(
     for t in [first, &second, &third, &fourth] {
         s.count_check(t.id, t.truth);
     }
-    Ok(Some(Report {
-        shaper: Some(ShaperSeen {
-            streams_bps: answer,
-            streams_bound: report.bound,
-            head_bps: first.shape.head_rate_bps.unwrap_or(tail),
-            tail_bps: tail,
-            bucket_bytes: 0.5 * (third.shape.burst_bytes + fourth.shape.burst_bytes),
-            train_bytes: first.bytes,
-            head_seen: false,
-            shared_bucket: Some((token, cross)),
-            tail_spread: (t2 / tail - 1.0).abs(),
-        }),
+    let seen = ShaperSeen {
+        streams_bps: answer,
+        streams_bound: report.bound,
+        head_bps: first.shape.head_rate_bps.unwrap_or(tail),
+        tail_bps: tail,
+        bucket_bytes: 0.5 * (third.shape.burst_bytes + fourth.shape.burst_bytes),
+        train_bytes: first.bytes,
+        head_seen: false,
+        shared_bucket: Some((token, cross)),
+        tail_spread: (t2 / tail - 1.0).abs(),
+    };
+    let range = (low_bps, high_bps);
+    Ok(Some(shaped_report(
+        s,
+        report.method,
+        available,
+        range,
+        seen,
+    )))
+}
+
+/// The answer a bucket the trains found gives: `available` exact, stop
+/// `shaped`, with what the trains saw.
+fn shaped_report(
+    s: &Session,
+    method: Strategy,
+    available: f64,
+    (low_bps, high_bps): (f64, f64),
+    seen: ShaperSeen,
+) -> Report {
+    Report {
+        shaper: Some(seen),
         ..s.report(
-            report.method,
+            method,
             available,
             Bound::Exact,
             low_bps,
             high_bps,
             Stop::Shaped,
         )
-    }))
+    }
+}
+
+/// Whether the first train is one [`headless_shared_bucket`] reads: sent
+/// as asked well over the streams' `answer`, no head, a tail under
+/// `answer` that puts a narrow link well under the sender's top rate,
+/// and room in the budget for three more trains (a twentieth of it for
+/// two, not the 15 MB trains of 100 Gbit/s). `Some((batch interval,
+/// that link's capacity))`.
+fn headless_candidate(
+    s: &Session,
+    answer: f64,
+    first: &ShaperTrain,
+    rate_bps: f64,
+    train_bytes: f64,
+) -> Option<(f64, f64)> {
+    let tail = first.shape.tail_rate_bps;
+    let batch_ns = first.batch_ns?;
+    if first.looks_shaped()
+        || first.send_bps < 0.9 * rate_bps
+        || rate_bps <= FIRST_RATE_OVER_ANSWER * answer
+        || rate_bps <= tail
+        || tail < HIDDEN_HEAD_TAIL_SHARE * answer
+    {
+        return None;
+    }
+    let capacity_bps = narrow_link_bps(rate_bps, tail, answer);
+    if capacity_bps > NARROW_SHARE * s.max_rate_bps() {
+        return None;
+    }
+    if 2.0 * train_bytes > s.budget.max_bytes as f64 / 20.0 {
+        return None;
+    }
+    Some((batch_ns, capacity_bps))
 }
 
 /// The capacity C of a FIFO link with `available_bps` A free that
