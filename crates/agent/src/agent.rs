@@ -472,62 +472,13 @@ impl Agent {
     /// per target per `min_interval` (429), `max_concurrent` at once (503).
     fn probe(self: &Arc<Agent>, r: &Request) -> Response {
         let policy = &self.config.probe;
-        let mut target_text = None;
-        let mut method_text = None;
-        for (k, v) in &r.query {
-            match k.as_str() {
-                "target" if target_text.is_none() => target_text = Some(v.clone()),
-                "method" if method_text.is_none() => method_text = Some(v.clone()),
-                "target" | "method" => return Response::text(400, format!("'{k}' given twice\n")),
-                _ => {
-                    return Response::text(
-                        400,
-                        format!("unknown parameter '{k}' (known: target, method)\n"),
-                    )
-                }
-            }
-        }
-        let Some(target_text) = target_text.filter(|t| !t.is_empty()) else {
-            return Response::text(400, "missing ?target= (a configured name or target)\n");
+        let (target_text, method_text) = match probe_query(r) {
+            Ok(q) => q,
+            Err(response) => return response,
         };
-        // A configured target by name or text, or one the patterns allow.
-        let tc = match self
-            .config
-            .targets
-            .iter()
-            .find(|t| t.name == target_text || t.target.to_string() == target_text)
-        {
-            Some(t) => t.clone(),
-            None => {
-                if !policy.allow.iter().any(|p| glob_match(p, &target_text)) {
-                    return Response::text(
-                        403,
-                        format!("target '{target_text}' is not one this agent may probe\n"),
-                    );
-                }
-                let target = match Target::parse(&target_text) {
-                    Ok(Target::Trace { .. }) => {
-                        return Response::text(400, "trace: targets are not probed over HTTP\n")
-                    }
-                    Ok(t) => t,
-                    Err(e) => {
-                        return Response::text(400, format!("target '{target_text}': {e:#}\n"))
-                    }
-                };
-                TargetConfig {
-                    name: target_text.clone(),
-                    target,
-                    methods: vec![Method::Auto],
-                    interval_s: 0.0,
-                    jitter: 0.0,
-                    timeout_s: policy.timeout_s,
-                    key_file: None,
-                    max_rate_bps: None,
-                    max_streams: 60,
-                    reverse: false,
-                    capacity_bps: None,
-                }
-            }
+        let tc = match self.probe_target(&target_text) {
+            Ok(tc) => tc,
+            Err(response) => return response,
         };
         let method = match &method_text {
             None => tc.methods[0],
@@ -592,6 +543,81 @@ impl Agent {
             headers: Vec::new(),
         }
     }
+
+    /// A configured target by name or text, or one the patterns allow
+    /// (403 otherwise), measured with `auto` unless asked.
+    fn probe_target(&self, target_text: &str) -> Result<TargetConfig, Response> {
+        let policy = &self.config.probe;
+        let configured = self
+            .config
+            .targets
+            .iter()
+            .find(|t| t.name == target_text || t.target.to_string() == target_text);
+        if let Some(t) = configured {
+            return Ok(t.clone());
+        }
+        if !policy.allow.iter().any(|p| glob_match(p, target_text)) {
+            return Err(Response::text(
+                403,
+                format!("target '{target_text}' is not one this agent may probe\n"),
+            ));
+        }
+        let target = match Target::parse(target_text) {
+            Ok(Target::Trace { .. }) => {
+                return Err(Response::text(
+                    400,
+                    "trace: targets are not probed over HTTP\n",
+                ))
+            }
+            Ok(t) => t,
+            Err(e) => {
+                return Err(Response::text(
+                    400,
+                    format!("target '{target_text}': {e:#}\n"),
+                ))
+            }
+        };
+        Ok(TargetConfig {
+            name: target_text.to_string(),
+            target,
+            methods: vec![Method::Auto],
+            interval_s: 0.0,
+            jitter: 0.0,
+            timeout_s: policy.timeout_s,
+            key_file: None,
+            max_rate_bps: None,
+            max_streams: 60,
+            reverse: false,
+            capacity_bps: None,
+        })
+    }
+}
+
+/// `/probe`'s query: `target` (required) and `method`, each once, nothing
+/// else (400 otherwise).
+fn probe_query(r: &Request) -> Result<(String, Option<String>), Response> {
+    let mut target_text = None;
+    let mut method_text = None;
+    for (k, v) in &r.query {
+        match k.as_str() {
+            "target" if target_text.is_none() => target_text = Some(v.clone()),
+            "method" if method_text.is_none() => method_text = Some(v.clone()),
+            "target" | "method" => return Err(Response::text(400, format!("'{k}' given twice\n"))),
+            _ => {
+                return Err(Response::text(
+                    400,
+                    format!("unknown parameter '{k}' (known: target, method)\n"),
+                ))
+            }
+        }
+    }
+    let Some(target_text) = target_text.filter(|t| !t.is_empty()) else {
+        return Err(Response::text(
+            400,
+            "missing ?target= (a configured name or target)\n",
+        ));
+    };
+    Ok((target_text, method_text))
 }
 
 /// A simulated path without a seed of its own gets a fresh one per run

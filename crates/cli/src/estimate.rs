@@ -10,8 +10,8 @@ use tightlink_core::channel::GroundTruth;
 use tightlink_core::units::parse_rate;
 use tightlink_core::AnalysisParams;
 use tightlink_measure::{
-    estimate, estimate_both, Bound, Capped, EstimateOptions, EstimateReport, Event, Method,
-    ProbeStream, RealOptions, Target,
+    estimate, estimate_both, Bound, Capped, EstimateOptions, EstimateReport, Event, HostFindings,
+    Method, ProbeStream, RealOptions, Target,
 };
 
 #[derive(Args)]
@@ -360,57 +360,7 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
         )?;
     }
     if let Some(h) = &report.host {
-        writeln!(
-            out,
-            "host        paces probes up to {}; this run probed up to {:.3} Gbit/s; rates counted on the {}",
-            if h.host_limit_bps.is_finite() {
-                format!("{:.3} Gbit/s", g(h.host_limit_bps))
-            } else {
-                "(the far end's host sends in reverse mode)".to_string()
-            },
-            g(report.probe_ceiling_bps.unwrap_or(f64::NAN)),
-            h.rate_layer
-        )?;
-        if let Some(f) = &h.far_end {
-            writeln!(out, "far end     {f}")?;
-        }
-        if let Some(own) = h.own_link_bps {
-            // Only an answer near the own link's rate makes it the tight
-            // link; a faster own link merely queued the fastest probes.
-            let abw = report.estimate.available_bandwidth_bps;
-            let tight = report.estimate.bound != Bound::None && abw > own * 0.9;
-            writeln!(
-                out,
-                "bottleneck  the sender's own interface: its queue released {} {} at {:.3} Gbit/s (kernel transmit stamps), {}",
-                h.queued_streams,
-                if h.queued_streams == 1 { "stream" } else { "streams" },
-                g(own),
-                if tight {
-                    "so the tight link is the sender's own"
-                } else {
-                    "faster than the path beyond it"
-                }
-            )?;
-        }
-        if h.late_streams > 0 {
-            writeln!(
-                out,
-                "host        fell behind its schedule in {} {}",
-                h.late_streams,
-                if h.late_streams == 1 {
-                    "stream"
-                } else {
-                    "streams"
-                }
-            )?;
-        }
-        if !h.drops.is_empty() {
-            let d: Vec<String> = h.drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
-            writeln!(out, "dropped     {}", d.join(", "))?;
-        }
-        for w in &h.warnings {
-            writeln!(out, "warning     {w}")?;
-        }
+        render_host(out, report, h)?;
     }
     for w in &report.warnings {
         writeln!(out, "warning     {w}")?;
@@ -439,6 +389,64 @@ fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
         c.wall_s,
         report.estimate.stop
     )?;
+    Ok(())
+}
+
+/// What the host found: its pacing, the far end, its own interface as
+/// the bottleneck, late streams, drops and its warnings.
+fn render_host(out: &mut impl Write, report: &EstimateReport, h: &HostFindings) -> Result<()> {
+    let g = |v: f64| v / 1e9;
+    writeln!(
+        out,
+        "host        paces probes up to {}; this run probed up to {:.3} Gbit/s; rates counted on the {}",
+        if h.host_limit_bps.is_finite() {
+            format!("{:.3} Gbit/s", g(h.host_limit_bps))
+        } else {
+            "(the far end's host sends in reverse mode)".to_string()
+        },
+        g(report.probe_ceiling_bps.unwrap_or(f64::NAN)),
+        h.rate_layer
+    )?;
+    if let Some(f) = &h.far_end {
+        writeln!(out, "far end     {f}")?;
+    }
+    if let Some(own) = h.own_link_bps {
+        // Only an answer near the own link's rate makes it the tight
+        // link; a faster own link merely queued the fastest probes.
+        let abw = report.estimate.available_bandwidth_bps;
+        let tight = report.estimate.bound != Bound::None && abw > own * 0.9;
+        writeln!(
+            out,
+            "bottleneck  the sender's own interface: its queue released {} {} at {:.3} Gbit/s (kernel transmit stamps), {}",
+            h.queued_streams,
+            if h.queued_streams == 1 { "stream" } else { "streams" },
+            g(own),
+            if tight {
+                "so the tight link is the sender's own"
+            } else {
+                "faster than the path beyond it"
+            }
+        )?;
+    }
+    if h.late_streams > 0 {
+        writeln!(
+            out,
+            "host        fell behind its schedule in {} {}",
+            h.late_streams,
+            if h.late_streams == 1 {
+                "stream"
+            } else {
+                "streams"
+            }
+        )?;
+    }
+    if !h.drops.is_empty() {
+        let d: Vec<String> = h.drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
+        writeln!(out, "dropped     {}", d.join(", "))?;
+    }
+    for w in &h.warnings {
+        writeln!(out, "warning     {w}")?;
+    }
     Ok(())
 }
 

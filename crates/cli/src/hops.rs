@@ -4,7 +4,7 @@
 
 use anyhow::{anyhow, Result};
 use clap::Args;
-use tightlink_core::capacity::LinkCapacity;
+use tightlink_core::capacity::{LinkCapacity, LinkEstimate};
 use tightlink_core::units::{parse_bytes, parse_time_ns};
 use tightlink_measure::hops::{hops, HopsOptions, HopsResult, DEFAULT_TARGET};
 use tightlink_measure::Target;
@@ -128,6 +128,59 @@ pub fn run(a: HopsArgs) -> Result<()> {
     render(&result)
 }
 
+/// A hop's ns/B, its standard error, how it met the head and its link's
+/// capacity, as the table shows them (`-` and why where no link was read).
+fn link_columns(
+    replies: usize,
+    link: Option<&LinkEstimate>,
+) -> (String, String, &'static str, String) {
+    match link {
+        None => (
+            "-".into(),
+            "-".into(),
+            "-",
+            if replies == 0 {
+                "no reply".to_string()
+            } else {
+                "too few replies".to_string()
+            },
+        ),
+        Some(l) => {
+            let cap = match l.capacity {
+                LinkCapacity::Measured {
+                    capacity_bps,
+                    low_bps,
+                    high_bps,
+                } => format!(
+                    "{} [{}, {}]",
+                    rate(capacity_bps),
+                    rate(low_bps),
+                    rate(high_bps)
+                ),
+                LinkCapacity::AtLeast { bps } => format!(">= {} (too fast to see)", rate(bps)),
+                LinkCapacity::Inconsistent { ns_per_byte } => {
+                    format!("inconsistent ({ns_per_byte:.2} ns/B)")
+                }
+            };
+            let cap = if l.from_ttl + 1 < l.ttl {
+                format!("{cap} (links {}..{})", l.from_ttl + 1, l.ttl)
+            } else {
+                cap
+            };
+            (
+                format!("{:.3}", l.ns_per_byte),
+                format!("{:.3}", l.se),
+                match l.queued_behind_head {
+                    Some(true) => "queued",
+                    Some(false) => "passed",
+                    None => "-",
+                },
+                cap,
+            )
+        }
+    }
+}
+
 /// The human table.
 fn render(res: &HopsResult) -> Result<()> {
     let (r, params) = (&res.report, &res.params);
@@ -154,51 +207,7 @@ fn render(res: &HopsResult) -> Result<()> {
     );
     for h in &r.hops {
         let link = r.links.iter().find(|l| l.ttl == h.ttl);
-        let (nsb, se, head, cap) = match link {
-            None => (
-                "-".into(),
-                "-".into(),
-                "-",
-                if h.replies == 0 {
-                    "no reply".to_string()
-                } else {
-                    "too few replies".to_string()
-                },
-            ),
-            Some(l) => {
-                let cap = match l.capacity {
-                    LinkCapacity::Measured {
-                        capacity_bps,
-                        low_bps,
-                        high_bps,
-                    } => format!(
-                        "{} [{}, {}]",
-                        rate(capacity_bps),
-                        rate(low_bps),
-                        rate(high_bps)
-                    ),
-                    LinkCapacity::AtLeast { bps } => format!(">= {} (too fast to see)", rate(bps)),
-                    LinkCapacity::Inconsistent { ns_per_byte } => {
-                        format!("inconsistent ({ns_per_byte:.2} ns/B)")
-                    }
-                };
-                let cap = if l.from_ttl + 1 < l.ttl {
-                    format!("{cap} (links {}..{})", l.from_ttl + 1, l.ttl)
-                } else {
-                    cap
-                };
-                (
-                    format!("{:.3}", l.ns_per_byte),
-                    format!("{:.3}", l.se),
-                    match l.queued_behind_head {
-                        Some(true) => "queued",
-                        Some(false) => "passed",
-                        None => "-",
-                    },
-                    cap,
-                )
-            }
-        };
+        let (nsb, se, head, cap) = link_columns(h.replies, link);
         let truth = link
             .and_then(|l| res.truth_bps(l))
             .map_or(String::new(), rate);

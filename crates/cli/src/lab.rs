@@ -412,38 +412,7 @@ fn cc_lab(a: CcArgs) -> Result<()> {
         }
     })?;
     if let Some(p) = &a.plot {
-        let series: Vec<(String, Vec<(f64, f64)>)> = r
-            .runs
-            .iter()
-            .filter(|run| run.run == 0)
-            .map(|run| {
-                let pts = run
-                    .bins
-                    .iter()
-                    .filter(|b| b.2 > 0.0)
-                    .map(|b| (b.0, 100.0 * b.1 / b.2))
-                    .collect();
-                (format!("{} ({})", run.controller, pct(run.share)), pts)
-            })
-            .collect();
-        let end = series
-            .iter()
-            .flat_map(|s| s.1.iter().map(|p| p.0))
-            .fold(0.0f64, f64::max);
-        let full = [(0.0, 100.0), (end, 100.0)];
-        tightlink_plot::draw_bins(
-            p,
-            &tightlink_plot::Bins {
-                title: &format!(
-                    "lab cc {}: throughput per bin as a share of the available",
-                    r.scenario
-                ),
-                y_desc: "% of available",
-                reference: Some(("available", &full)),
-                series: &series,
-            },
-        )
-        .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
+        plot_cc(p, &r)?;
     }
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
@@ -470,6 +439,44 @@ fn cc_lab(a: CcArgs) -> Result<()> {
             s.median_rtt_ms.map_or("-".into(), |v| format!("{v:.2} ms")),
         );
     }
+    Ok(())
+}
+
+/// The first run of each controller: its throughput per bin as a share
+/// of the available bandwidth, as a PNG.
+fn plot_cc(p: &std::path::Path, r: &tightlink_lab::cc::CcReport) -> Result<()> {
+    let series: Vec<(String, Vec<(f64, f64)>)> = r
+        .runs
+        .iter()
+        .filter(|run| run.run == 0)
+        .map(|run| {
+            let pts = run
+                .bins
+                .iter()
+                .filter(|b| b.2 > 0.0)
+                .map(|b| (b.0, 100.0 * b.1 / b.2))
+                .collect();
+            (format!("{} ({})", run.controller, pct(run.share)), pts)
+        })
+        .collect();
+    let end = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max);
+    let full = [(0.0, 100.0), (end, 100.0)];
+    tightlink_plot::draw_bins(
+        p,
+        &tightlink_plot::Bins {
+            title: &format!(
+                "lab cc {}: throughput per bin as a share of the available",
+                r.scenario
+            ),
+            y_desc: "% of available",
+            reference: Some(("available", &full)),
+            series: &series,
+        },
+    )
+    .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
     Ok(())
 }
 

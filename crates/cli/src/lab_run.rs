@@ -121,14 +121,9 @@ fn run_lab_one(a: &RunArgs, compare: bool, lab: &Lab) -> Result<()> {
     render_one(a, lab, &results)
 }
 
-/// The runs of one scenario, every method and tool interleaved.
-fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSummary>> {
-    if let Some(n) = a.repeat.filter(|n| !(1..=1000).contains(n)) {
-        tightlink_measure::bad_input!("--repeat {n}: must be within 1..1000");
-    }
-    if !(200..=100_000).contains(&a.sample_us) {
-        tightlink_measure::bad_input!("--sample-us {}: must be within 200..100000", a.sample_us);
-    }
+/// The methods to run: `--method` (`all`: every closed-loop method),
+/// else `lab compare`'s set or the scenario's; each name checked.
+fn methods_of(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<String>> {
     let methods: Vec<String> = match (&a.method, compare) {
         // Every closed-loop method (queue-fit given the scenario's tight
         // link capacity).
@@ -144,23 +139,17 @@ fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSumma
         m.parse::<tightlink_measure::Method>()
             .map_err(|e| anyhow::anyhow!("--method {e}"))?;
     }
-    let tool = match (&a.tool, &a.pick) {
-        (Some(c), Some(p)) => Some(tightlink_lab::presets::user_tool(
-            c,
-            p,
-            a.tool_server.clone(),
-            a.tool_at_receiver,
-        )?),
-        _ => None,
-    };
-    let mut tools: Vec<Tool> = tool.into_iter().collect();
-    // `lab run --tool` runs the tool alone; `lab compare` runs it beside
-    // the methods and the presets found.
-    let methods = if compare || tools.is_empty() {
-        methods
-    } else {
-        Vec::new()
-    };
+    Ok(methods)
+}
+
+/// Other tools: the user's `--tool`, and for `lab compare` the peer
+/// presets found on PATH (what is missing said on stderr).
+fn tools_of(a: &RunArgs, compare: bool) -> Result<Vec<Tool>> {
+    let mut tools = Vec::new();
+    if let (Some(c), Some(p)) = (&a.tool, &a.pick) {
+        let t = tightlink_lab::presets::user_tool(c, p, a.tool_server.clone(), a.tool_at_receiver)?;
+        tools.push(t);
+    }
     if compare {
         let (found, missing) = tightlink_lab::presets::choose(a.peers.as_deref())?;
         for p in &missing {
@@ -177,6 +166,54 @@ fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSumma
         }
         tools.extend(found.iter().map(|p| p.tool()));
     }
+    Ok(tools)
+}
+
+/// One run as the progress line on stderr says it.
+fn progress_line(r: &RunRecord) -> String {
+    match (r.estimate_bps, r.truth_bps) {
+        (Some(e), Some(t)) => format!(
+            "  {} #{}: {:.1} Mbit/s, truth {:.1} ({:+.1} %), {:.2} s{}{}{}",
+            r.method,
+            r.run + 1,
+            e / 1e6,
+            t / 1e6,
+            (e / t - 1.0) * 100.0,
+            r.duration_s,
+            match stolen(r) {
+                Some(s) if s >= STOLEN_SHARE_WARNING =>
+                    format!(", the hypervisor took {:.0} % of the CPU time", s * 100.0),
+                _ => String::new(),
+            },
+            sender_fell_behind(r),
+            line_drops(r.delay_line)
+        ),
+        _ => format!(
+            "  {} #{}: no answer: {}",
+            r.method,
+            r.run + 1,
+            r.error.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// The runs of one scenario, every method and tool interleaved.
+fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSummary>> {
+    if let Some(n) = a.repeat.filter(|n| !(1..=1000).contains(n)) {
+        tightlink_measure::bad_input!("--repeat {n}: must be within 1..1000");
+    }
+    if !(200..=100_000).contains(&a.sample_us) {
+        tightlink_measure::bad_input!("--sample-us {}: must be within 200..100000", a.sample_us);
+    }
+    let methods = methods_of(a, compare, lab)?;
+    let tools = tools_of(a, compare)?;
+    // `lab run --tool` runs the tool alone; `lab compare` runs it beside
+    // the methods and the presets found.
+    let methods = if compare || tools.is_empty() {
+        methods
+    } else {
+        Vec::new()
+    };
     need_root()?;
     if let Some(dir) = &a.save_traces {
         std::fs::create_dir_all(dir)
@@ -210,30 +247,7 @@ fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSumma
             line("run", serde_json::to_value(r).unwrap_or_default());
         }
         if !quiet {
-            match (r.estimate_bps, r.truth_bps) {
-                (Some(e), Some(t)) => eprintln!(
-                    "  {} #{}: {:.1} Mbit/s, truth {:.1} ({:+.1} %), {:.2} s{}{}{}",
-                    r.method,
-                    r.run + 1,
-                    e / 1e6,
-                    t / 1e6,
-                    (e / t - 1.0) * 100.0,
-                    r.duration_s,
-                    match stolen(r) {
-                        Some(s) if s >= STOLEN_SHARE_WARNING =>
-                            format!(", the hypervisor took {:.0} % of the CPU time", s * 100.0),
-                        _ => String::new(),
-                    },
-                    sender_fell_behind(r),
-                    line_drops(r.delay_line)
-                ),
-                _ => eprintln!(
-                    "  {} #{}: no answer: {}",
-                    r.method,
-                    r.run + 1,
-                    r.error.as_deref().unwrap_or("?")
-                ),
-            }
+            eprintln!("{}", progress_line(r));
         }
     });
     let results = match results {

@@ -47,107 +47,70 @@ pub struct Results {
 /// Runs every experiment at `scale`.
 pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
     let start = std::time::Instant::now();
-    let mut decisions = Vec::new();
-    let decision_cases = TEN_GIG
-        .iter()
-        .map(|c| (c.clone(), scale.single_streams))
-        .chain([
-            (HUNDRED_GIG, scale.hundred_gig_streams),
-            (HUNDRED_GIG_SMOOTHED, scale.hundred_gig_streams),
-            (LOSSY, scale.single_streams),
-        ]);
-    for (case, n) in decision_cases {
-        progress(&format!("decision error vs length: {}", case.name));
-        let lengths = experiments::decision_lengths(&case);
-        let cells = experiments::decision_error(seed, &case, n, &lengths);
-        decisions.push((case, cells));
-    }
-    let mut multirate = Vec::new();
-    for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
-        progress(&format!("multi-rate error distribution: {}", case.name));
-        let d = experiments::multirate_errors(seed, &case, scale.multi_streams);
-        multirate.push((case, d));
-    }
-    progress("multi-rate error distribution: 100 Gbit/s");
-    multirate.push((
-        HUNDRED_GIG,
-        experiments::multirate_errors(seed, &HUNDRED_GIG, scale.multi_streams),
+    let ten = || [TEN_GIG[0].clone(), TEN_GIG[1].clone()];
+    let (single, hundred, multi) = (
+        scale.single_streams,
+        scale.hundred_gig_streams,
+        scale.multi_streams,
+    );
+    let mut decisions = per_case(
+        TEN_GIG.iter().cloned(),
+        "decision error vs length",
+        progress,
+        |c| experiments::decision_error(seed, c, single, &experiments::decision_lengths(c)),
+    );
+    let hundreds = [HUNDRED_GIG, HUNDRED_GIG_SMOOTHED];
+    decisions.extend(per_case(
+        hundreds,
+        "decision error vs length",
+        progress,
+        |c| experiments::decision_error(seed, c, hundred, &experiments::decision_lengths(c)),
     ));
-    progress(&format!("multi-rate error distribution: {}", LOSSY.name));
-    multirate.push((
-        LOSSY,
-        experiments::multirate_errors(seed, &LOSSY, scale.multi_streams),
+    decisions.extend(per_case(
+        [LOSSY],
+        "decision error vs length",
+        progress,
+        |c| experiments::decision_error(seed, c, single, &experiments::decision_lengths(c)),
     ));
-    let mut multipass = Vec::new();
-    for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
-        progress(&format!("multi-pass smoothing: {}", case.name));
-        let rows = experiments::multipass_report(seed, &case, scale.multi_streams);
-        multipass.push((case, rows));
-    }
-    let mut out_of_range = Vec::new();
-    for (case, n) in [
-        (TEN_GIG[0].clone(), scale.multi_streams),
-        (TEN_GIG[1].clone(), scale.multi_streams),
-        (HUNDRED_GIG, scale.multi_streams),
-    ] {
-        progress(&format!("truth outside the probed rates: {}", case.name));
-        let cells = experiments::out_of_range(seed, &case, n);
-        out_of_range.push((case, cells));
-    }
+    let multirate_cases = ten().into_iter().chain([HUNDRED_GIG, LOSSY]);
+    let multirate = per_case(
+        multirate_cases,
+        "multi-rate error distribution",
+        progress,
+        |c| experiments::multirate_errors(seed, c, multi),
+    );
+    let multipass = per_case(ten(), "multi-pass smoothing", progress, |c| {
+        experiments::multipass_report(seed, c, multi)
+    });
+    let out_cases = ten().into_iter().chain([HUNDRED_GIG]);
+    let out_of_range = per_case(out_cases, "truth outside the probed rates", progress, |c| {
+        experiments::out_of_range(seed, c, multi)
+    });
     progress("Range / packets-per-rate sensitivity");
     let sensitivity = experiments::sensitivity(seed, &TEN_GIG[0], scale.sensitivity_streams);
-    let mut ceilings = Vec::new();
-    for (case, n, range) in [
-        (TEN_GIG[0].clone(), scale.multi_streams, 0.3),
-        (TEN_GIG[0].clone(), scale.sensitivity_streams, 0.5),
-        (TEN_GIG[1].clone(), scale.multi_streams, 0.3),
-        (HUNDRED_GIG, scale.multi_streams, 0.3),
-        (LOSSY, scale.multi_streams, 0.3),
-    ] {
-        progress(&format!(
-            "sub-streams read by their own truth: {}",
-            case.name
-        ));
-        let c = experiments::sub_stream_ceiling(seed, &case, n, range);
-        ceilings.push((case, c));
-    }
+    let ceilings = ceilings(scale, seed, progress);
     progress("multi-rate error vs the load's burst time scale");
     let load_scales = experiments::LOAD_SCALES
         .iter()
         .map(|case| {
-            let mut d = experiments::multirate_errors(seed, case, scale.multi_streams);
+            let mut d = experiments::multirate_errors(seed, case, multi);
             (case.clone(), d.swap_remove(1))
         })
         .collect();
-    let mut capacity_off = Vec::new();
-    for (case, n, range) in [
-        (TEN_GIG[0].clone(), scale.sensitivity_streams, 0.5),
-        (TEN_GIG[1].clone(), scale.sensitivity_streams, 0.5),
-        (HUNDRED_GIG, scale.sensitivity_streams, 0.3),
-    ] {
-        progress(&format!("the capacity given off: {}", case.name));
-        let rows = experiments::capacity_off(seed, &case, n, range);
-        capacity_off.push((case, range, rows));
-    }
-    let mut chirps = Vec::new();
+    let capacity_off = capacity_off(scale, seed, progress);
     let chirp_cases = [HUNDRED_GIG, experiments::HUNDRED_GIG_UNCOALESCED, LOSSY];
-    for case in TEN_GIG.iter().cloned().chain(chirp_cases) {
-        progress(&format!("pathChirp: {}", case.name));
-        let row = closed_loop::chirp_errors(seed, &case, scale.multi_streams);
-        chirps.push((case, row));
-    }
-    let mut tracking = Vec::new();
-    for case in over_time::STEPS {
-        progress(&format!("BART following a step: {}", case.name));
-        let t = over_time::tracking(seed, &case);
-        tracking.push((case, t));
-    }
-    let mut strategies = Vec::new();
-    for case in [TEN_GIG[0].clone(), TEN_GIG[1].clone()] {
-        progress(&format!("closed-loop strategies: {}", case.name));
-        let rows = closed_loop::strategies(seed, &case, scale.strategy_seeds);
-        strategies.push((case, rows));
-    }
+    let chirps = per_case(
+        TEN_GIG.iter().cloned().chain(chirp_cases),
+        "pathChirp",
+        progress,
+        |c| closed_loop::chirp_errors(seed, c, multi),
+    );
+    let tracking = per_case(over_time::STEPS, "BART following a step", progress, |c| {
+        over_time::tracking(seed, c)
+    });
+    let strategies = per_case(ten(), "closed-loop strategies", progress, |c| {
+        closed_loop::strategies(seed, c, scale.strategy_seeds)
+    });
     progress("rate control: rapid, rapid-raw, cubic, bbr");
     let cc = over_time::congestion_control(seed, scale.cc_seconds * 1e9);
     let example = closed_loop::gap_example(seed, &TEN_GIG[0]);
@@ -169,6 +132,66 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         example,
         wall_s: start.elapsed().as_secs_f64(),
     }
+}
+
+/// `f` on each case in turn, `progress` told "`what`: the case".
+fn per_case<T>(
+    cases: impl IntoIterator<Item = PathCase>,
+    what: &str,
+    progress: &mut dyn FnMut(&str),
+    mut f: impl FnMut(&PathCase) -> T,
+) -> Vec<(PathCase, T)> {
+    cases
+        .into_iter()
+        .map(|case| {
+            progress(&format!("{what}: {}", case.name));
+            let t = f(&case);
+            (case, t)
+        })
+        .collect()
+}
+
+/// Each sub-stream read by its own truth, per path and Range.
+fn ceilings(
+    scale: Scale,
+    seed: u64,
+    progress: &mut dyn FnMut(&str),
+) -> Vec<(PathCase, experiments::SubStreamCeiling)> {
+    let mut ceilings = Vec::new();
+    for (case, n, range) in [
+        (TEN_GIG[0].clone(), scale.multi_streams, 0.3),
+        (TEN_GIG[0].clone(), scale.sensitivity_streams, 0.5),
+        (TEN_GIG[1].clone(), scale.multi_streams, 0.3),
+        (HUNDRED_GIG, scale.multi_streams, 0.3),
+        (LOSSY, scale.multi_streams, 0.3),
+    ] {
+        progress(&format!(
+            "sub-streams read by their own truth: {}",
+            case.name
+        ));
+        let c = experiments::sub_stream_ceiling(seed, &case, n, range);
+        ceilings.push((case, c));
+    }
+    ceilings
+}
+
+/// `queue-fit` with the capacity given off, per path and Range.
+fn capacity_off(
+    scale: Scale,
+    seed: u64,
+    progress: &mut dyn FnMut(&str),
+) -> Vec<(PathCase, f64, Vec<experiments::CapacityOff>)> {
+    let mut capacity_off = Vec::new();
+    for (case, n, range) in [
+        (TEN_GIG[0].clone(), scale.sensitivity_streams, 0.5),
+        (TEN_GIG[1].clone(), scale.sensitivity_streams, 0.5),
+        (HUNDRED_GIG, scale.sensitivity_streams, 0.3),
+    ] {
+        progress(&format!("the capacity given off: {}", case.name));
+        let rows = experiments::capacity_off(seed, &case, n, range);
+        capacity_off.push((case, range, rows));
+    }
+    capacity_off
 }
 
 fn pct(x: f64) -> String {

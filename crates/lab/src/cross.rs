@@ -110,6 +110,57 @@ pub fn set_congestion(s: &TcpStream, name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// The UDP traffic of `spec` on its schedule, each packet's lateness
+/// behind it kept (a million at most).
+fn send_udp(
+    opts: &CrossOptions,
+    spec: &CrossSpec,
+    stop: &AtomicBool,
+    report: &mut CrossReport,
+    lateness: &mut Vec<i64>,
+) -> io::Result<()> {
+    let bind: SocketAddr = if opts.to.is_ipv4() {
+        "0.0.0.0:0".parse().expect("address")
+    } else {
+        "[::]:0".parse().expect("address")
+    };
+    let sock = UdpSocket::bind(bind)?;
+    sock.connect(opts.to)?;
+    let headers: u32 = if opts.to.is_ipv4() { 42 } else { 62 };
+    let buf = vec![0u8; 9000];
+    let mut traffic = CrossTraffic::new(spec, Rng::new(opts.seed));
+    let start = monotonic_ns();
+    let end = opts.duration.as_nanos() as i64;
+    while !stop.load(Ordering::Relaxed) {
+        let Some((t, size)) = traffic.pop() else {
+            break;
+        };
+        let t = t as i64;
+        if t >= end {
+            break;
+        }
+        let deadline = start + t;
+        if deadline > monotonic_ns() {
+            sleep_until(deadline);
+        }
+        let late = monotonic_ns() - deadline;
+        if lateness.len() < 1_000_000 {
+            lateness.push(late);
+        }
+        let payload = (size.max(headers + 1) - headers).min(buf.len() as u32) as usize;
+        match sock.send(&buf[..payload]) {
+            Ok(_) => {
+                report.packets += 1;
+                report.frame_bytes += (payload as u32 + headers) as u64;
+            }
+            // No sink yet (ICMP port unreachable) or a full queue: the
+            // packet is counted as an error, the schedule goes on.
+            Err(_) => report.send_errors += 1,
+        }
+    }
+    Ok(())
+}
+
 /// Sends cross traffic until `duration` has passed or `stop` is set.
 pub fn send(opts: &CrossOptions, stop: &AtomicBool) -> io::Result<CrossReport> {
     if opts.duration > MAX_DURATION {
@@ -150,45 +201,7 @@ pub fn send(opts: &CrossOptions, stop: &AtomicBool) -> io::Result<CrossReport> {
     let mut report = CrossReport::default();
     let mut lateness = Vec::new();
     if let Some(spec) = &opts.spec {
-        let bind: SocketAddr = if opts.to.is_ipv4() {
-            "0.0.0.0:0".parse().expect("address")
-        } else {
-            "[::]:0".parse().expect("address")
-        };
-        let sock = UdpSocket::bind(bind)?;
-        sock.connect(opts.to)?;
-        let headers: u32 = if opts.to.is_ipv4() { 42 } else { 62 };
-        let buf = vec![0u8; 9000];
-        let mut traffic = CrossTraffic::new(spec, Rng::new(opts.seed));
-        let start = monotonic_ns();
-        let end = opts.duration.as_nanos() as i64;
-        while !stop.load(Ordering::Relaxed) {
-            let Some((t, size)) = traffic.pop() else {
-                break;
-            };
-            let t = t as i64;
-            if t >= end {
-                break;
-            }
-            let deadline = start + t;
-            if deadline > monotonic_ns() {
-                sleep_until(deadline);
-            }
-            let late = monotonic_ns() - deadline;
-            if lateness.len() < 1_000_000 {
-                lateness.push(late);
-            }
-            let payload = (size.max(headers + 1) - headers).min(buf.len() as u32) as usize;
-            match sock.send(&buf[..payload]) {
-                Ok(_) => {
-                    report.packets += 1;
-                    report.frame_bytes += (payload as u32 + headers) as u64;
-                }
-                // No sink yet (ICMP port unreachable) or a full queue: the
-                // packet is counted as an error, the schedule goes on.
-                Err(_) => report.send_errors += 1,
-            }
-        }
+        send_udp(opts, spec, stop, &mut report, &mut lateness)?;
     } else {
         while !stop.load(Ordering::Relaxed) && started.elapsed() < opts.duration {
             std::thread::sleep(Duration::from_millis(20));

@@ -289,54 +289,9 @@ impl Scenario {
         }
         let mut hops = Vec::new();
         for (i, h) in raw.hop.iter().enumerate() {
-            let at =
-                |what: &str, e: &dyn std::fmt::Display| fail(format!("hop {}: {what}: {e}", i + 1));
-            let rate_bps = parse_rate(&h.rate).map_err(|e| at("rate", &e))?;
-            if !(1e6..=10e9).contains(&rate_bps) {
-                return Err(at("rate", &"must be 1 Mbit/s to 10 Gbit/s"));
-            }
-            let burst_bytes = match &h.burst {
-                Some(b) => parse_bytes(b).map_err(|e| at("burst", &e))?,
-                None => 3000,
-            };
-            if burst_bytes < 1600 {
-                return Err(at(
-                    "burst",
-                    &"below one 1514-byte frame plus slack (1600 B)",
-                ));
-            }
-            let buffer_bytes = match &h.buffer {
-                Some(b) => parse_bytes(b).map_err(|e| at("buffer", &e))?,
-                None => 100_000,
-            };
-            if buffer_bytes < 3000 {
-                return Err(at("buffer", &"below two frames (3000 B)"));
-            }
-            let qdisc = match h.qdisc.as_deref().unwrap_or("tbf") {
-                "tbf" => Qdisc::Tbf,
-                "htb" => Qdisc::Htb,
-                q => return Err(at("qdisc", &format!("'{q}': expected tbf or htb"))),
-            };
-            let time = |what: &str, v: &Option<String>| match v {
-                None => Ok(0),
-                Some(t) => parse_time_ns(t).map_err(|e| at(what, &e)),
-            };
-            let delay_ns = time("delay", &h.delay)?;
-            let jitter_ns = time("jitter", &h.jitter)?;
-            if !(0..=1_000_000_000).contains(&delay_ns) {
-                return Err(at("delay", &"must be 0 to 1 s"));
-            }
-            if jitter_ns < 0 || jitter_ns > delay_ns {
-                return Err(at("jitter", &"must be 0 to the hop's delay"));
-            }
-            hops.push(Hop {
-                rate_bps,
-                burst_bytes,
-                buffer_bytes,
-                qdisc,
-                delay_ns,
-                jitter_ns,
-            });
+            hops.push(
+                parse_hop(h).map_err(|(what, e)| fail(format!("hop {}: {what}: {e}", i + 1)))?,
+            );
         }
         let cross = match raw.cross {
             None => None,
@@ -416,6 +371,56 @@ impl Scenario {
         }
         self.tight_hop().map(|i| self.free_bps_on(i))
     }
+}
+
+/// One `[[hop]]`, or the key at fault and why.
+fn parse_hop(h: &RawHop) -> Result<Hop, (&'static str, String)> {
+    let rate_bps = parse_rate(&h.rate).map_err(|e| ("rate", e.to_string()))?;
+    if !(1e6..=10e9).contains(&rate_bps) {
+        return Err(("rate", "must be 1 Mbit/s to 10 Gbit/s".into()));
+    }
+    let burst_bytes = match &h.burst {
+        Some(b) => parse_bytes(b).map_err(|e| ("burst", e.to_string()))?,
+        None => 3000,
+    };
+    if burst_bytes < 1600 {
+        return Err((
+            "burst",
+            "below one 1514-byte frame plus slack (1600 B)".into(),
+        ));
+    }
+    let buffer_bytes = match &h.buffer {
+        Some(b) => parse_bytes(b).map_err(|e| ("buffer", e.to_string()))?,
+        None => 100_000,
+    };
+    if buffer_bytes < 3000 {
+        return Err(("buffer", "below two frames (3000 B)".into()));
+    }
+    let qdisc = match h.qdisc.as_deref().unwrap_or("tbf") {
+        "tbf" => Qdisc::Tbf,
+        "htb" => Qdisc::Htb,
+        q => return Err(("qdisc", format!("'{q}': expected tbf or htb"))),
+    };
+    let time = |what: &'static str, v: &Option<String>| match v {
+        None => Ok(0),
+        Some(t) => parse_time_ns(t).map_err(|e| (what, e.to_string())),
+    };
+    let delay_ns = time("delay", &h.delay)?;
+    let jitter_ns = time("jitter", &h.jitter)?;
+    if !(0..=1_000_000_000).contains(&delay_ns) {
+        return Err(("delay", "must be 0 to 1 s".into()));
+    }
+    if jitter_ns < 0 || jitter_ns > delay_ns {
+        return Err(("jitter", "must be 0 to the hop's delay".into()));
+    }
+    Ok(Hop {
+        rate_bps,
+        burst_bytes,
+        buffer_bytes,
+        qdisc,
+        delay_ns,
+        jitter_ns,
+    })
 }
 
 /// `[cross]`: tightlink's own traffic (`traffic`, `tcp_flows`, `seed`) or

@@ -238,17 +238,7 @@ pub fn track(lab: &Lab, opts: &TrackOptions) -> Result<TrackReport, LabError> {
         }
         t += 100_000_000;
     }
-    let step_at_s = match (
-        services.cross_started_ns,
-        lab.scenario
-            .cross
-            .as_ref()
-            .and_then(|c| c.spec.as_ref())
-            .and_then(|s| s.step),
-    ) {
-        (Some(c), Some(step)) => Some(secs(c + step.at_ns as i64)),
-        _ => None,
-    };
+    let step_at_s = step_at_ns(lab, services.cross_started_ns).map(secs);
     let scored_by = |truth: fn(&TrackPoint) -> Option<f64>| {
         let scored: Vec<(f64, f64, f64)> = points
             .iter()
@@ -267,6 +257,13 @@ pub fn track(lab: &Lab, opts: &TrackOptions) -> Result<TrackReport, LabError> {
         wall_s,
         delay_line,
     })
+}
+
+/// When the cross traffic's step came (CLOCK_REALTIME ns), where it has
+/// one and its start is known.
+fn step_at_ns(lab: &Lab, cross_started_ns: Option<i64>) -> Option<i64> {
+    let step = lab.scenario.cross.as_ref()?.spec.as_ref()?.step?;
+    Some(cross_started_ns? + step.at_ns as i64)
 }
 
 #[cfg(test)]

@@ -301,6 +301,17 @@ pub fn draw_tcp_flow(file: &Path, p: &TcpFlowPlot<'_>) -> Res<()> {
     let root = BitMapBackend::new(file, (1000, 900)).into_drawing_area();
     root.fill(&WHITE)?;
     let (top_area, bottom_area) = root.split_vertically(420);
+    rtt_panel(&top_area, p)?;
+    rates_panel(&bottom_area, p)?;
+    root.present()?;
+    Ok(())
+}
+
+/// The RTT histograms, all samples beside those right before a loss.
+fn rtt_panel(
+    top_area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    p: &TcpFlowPlot<'_>,
+) -> Res<()> {
     const BINS: usize = 50;
     // Axes end at the 99.5th percentile (a receiver stall's 40 ms sample
     // squeezed a 4 ms queue into two bins); the top bin holds the rest.
@@ -314,7 +325,7 @@ pub fn draw_tcp_flow(file: &Path, p: &TcpFlowPlot<'_>) -> Res<()> {
         .fold(0.0, f64::max)
         .max(1e-3)
         * 1.1;
-    let mut c = ChartBuilder::on(&top_area)
+    let mut c = ChartBuilder::on(top_area)
         .caption(
             format!("{}: RTT overall and right before losses", p.title),
             ("sans-serif", 18),
@@ -353,7 +364,14 @@ pub fn draw_tcp_flow(file: &Path, p: &TcpFlowPlot<'_>) -> Res<()> {
         .legend(line_key(colour));
     }
     draw_key(&mut c, SeriesLabelPosition::UpperLeft)?;
+    Ok(())
+}
 
+/// Westwood's BE, RE and ERE over time, the capacity beside them.
+fn rates_panel(
+    bottom_area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    p: &TcpFlowPlot<'_>,
+) -> Res<()> {
     let t_end = p.rates.last().map_or(1.0, |r| r.0).max(1e-3);
     let rates: Vec<f64> = p.rates.iter().flat_map(|r| [r.1, r.2, r.3]).collect();
     let r_top = quantile_of(&rates, 0.995)
@@ -361,7 +379,7 @@ pub fn draw_tcp_flow(file: &Path, p: &TcpFlowPlot<'_>) -> Res<()> {
         .max(1.0)
         / 1e6
         * 1.3;
-    let mut c = ChartBuilder::on(&bottom_area)
+    let mut c = ChartBuilder::on(bottom_area)
         .caption("Westwood BE, RE and ERE", ("sans-serif", 18))
         .margin(10)
         .x_label_area_size(35)
@@ -394,7 +412,6 @@ pub fn draw_tcp_flow(file: &Path, p: &TcpFlowPlot<'_>) -> Res<()> {
         .legend(line_key(BLACK));
     }
     draw_key(&mut c, SeriesLabelPosition::LowerRight)?;
-    root.present()?;
     Ok(())
 }
 

@@ -310,6 +310,14 @@ const MAX_RESTARTS: usize = 3;
 /// third of its probes went missing (three or more) while the shortest
 /// head's came back (nine in ten, three or more sent): that head
 /// overflows a queue, and the run is to start again with shorter ones.
+/// Probes behind the longest head go unanswered (3 lost at least, over a
+/// third of them) where those behind the shortest come back (9 in 10 of
+/// 3 at least): (sent, answered) for each.
+fn longest_head_lost(short: (usize, usize), long: (usize, usize)) -> bool {
+    let long_lost = long.0 - long.1;
+    long_lost >= 3 && long_lost * 3 > long.0 && short.0 >= 3 && short.1 * 10 >= short.0 * 9
+}
+
 fn probe_each_hop<C: HopChannel + ?Sized>(
     channel: &mut C,
     params: &HopsParams,
@@ -392,12 +400,7 @@ fn probe_each_hop<C: HopChannel + ?Sized>(
                 } else if head == longest {
                     long = (long.0 + 1, long.1 + back);
                 }
-                let long_lost = long.0 - long.1;
-                if long_lost >= 3
-                    && long_lost * 3 > long.0
-                    && short.0 >= 3
-                    && short.1 * 10 >= short.0 * 9
-                {
+                if longest_head_lost(short, long) {
                     report.hops.push(rec);
                     return Ok(Some((longest, long.0, long.1)));
                 }

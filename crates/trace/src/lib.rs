@@ -178,6 +178,62 @@ impl fmt::Display for Field<'_> {
     }
 }
 
+/// A `# key=value` comment before the header: the trace's metadata
+/// (other comments: none).
+fn metadata_of(line: &[u8]) -> Result<Option<(String, String)>, String> {
+    let body = std::str::from_utf8(&line[1..])
+        .map_err(|_| "comment is not UTF-8".to_string())?
+        .trim();
+    let Some((k, v)) = body.split_once('=') else {
+        return Ok(None);
+    };
+    let k = k.trim();
+    if k.is_empty() || k.contains(char::is_whitespace) {
+        return Ok(None);
+    }
+    Ok(Some((k.to_string(), v.trim().to_string())))
+}
+
+/// One data row: its stream, sequence number and packet, or what is
+/// wrong with it.
+fn parse_row(line: &[u8]) -> Result<(u64, u64, ProbePacket), String> {
+    let mut fields = [&[][..]; 5];
+    let mut count = 0;
+    for f in line.split(|&b| b == b',') {
+        if count < 5 {
+            fields[count] = f;
+        }
+        count += 1;
+    }
+    if count != 5 {
+        return Err(format!("expected 5 columns, found {count}"));
+    }
+    let bad = |col: &str, f: &[u8], what: &str| format!("{col} {} is not {what}", Field(f));
+    let stream_id =
+        parse_u64(fields[0]).ok_or_else(|| bad("stream_id", fields[0], "an unsigned integer"))?;
+    let seq = parse_u64(fields[1]).ok_or_else(|| bad("seq", fields[1], "an unsigned integer"))?;
+    let size = parse_u64(fields[2])
+        .and_then(|v| u32::try_from(v).ok())
+        .filter(|&v| v > 0)
+        .ok_or_else(|| bad("size_bytes", fields[2], "a positive integer below 2^32"))?;
+    let send_ns =
+        parse_i64(fields[3]).ok_or_else(|| bad("send_ns", fields[3], "a signed 64-bit integer"))?;
+    let recv_ns = if fields[4].is_empty() {
+        None
+    } else {
+        Some(
+            parse_i64(fields[4])
+                .ok_or_else(|| bad("recv_ns", fields[4], "a signed 64-bit integer or empty"))?,
+        )
+    };
+    let packet = ProbePacket {
+        size_bytes: size,
+        send_ns,
+        recv_ns,
+    };
+    Ok((stream_id, seq, packet))
+}
+
 fn parse_text(name: &str, text: &[u8]) -> Result<Trace, TraceError> {
     let err = |line: usize, reason: String| TraceError::Line {
         file: name.to_string(),
@@ -198,15 +254,8 @@ fn parse_text(name: &str, text: &[u8]) -> Result<Trace, TraceError> {
         }
         if line[0] == b'#' {
             if !seen_header {
-                let body = std::str::from_utf8(&line[1..])
-                    .map_err(|_| err(lineno, "comment is not UTF-8".into()))?
-                    .trim();
-                if let Some((k, v)) = body.split_once('=') {
-                    let k = k.trim();
-                    if !k.is_empty() && !k.contains(char::is_whitespace) {
-                        trace.metadata.push((k.to_string(), v.trim().to_string()));
-                    }
-                }
+                let kv = metadata_of(line).map_err(|why| err(lineno, why))?;
+                trace.metadata.extend(kv);
             }
             continue;
         }
@@ -220,43 +269,8 @@ fn parse_text(name: &str, text: &[u8]) -> Result<Trace, TraceError> {
             seen_header = true;
             continue;
         }
-        let mut fields = [&[][..]; 5];
-        let mut count = 0;
-        for f in line.split(|&b| b == b',') {
-            if count < 5 {
-                fields[count] = f;
-            }
-            count += 1;
-        }
-        if count != 5 {
-            return Err(err(lineno, format!("expected 5 columns, found {count}")));
-        }
-        let bad = |col: &str, f: &[u8], what: &str| {
-            err(lineno, format!("{col} {} is not {what}", Field(f)))
-        };
-        let stream_id = parse_u64(fields[0])
-            .ok_or_else(|| bad("stream_id", fields[0], "an unsigned integer"))?;
-        let seq =
-            parse_u64(fields[1]).ok_or_else(|| bad("seq", fields[1], "an unsigned integer"))?;
-        let size = parse_u64(fields[2])
-            .and_then(|v| u32::try_from(v).ok())
-            .filter(|&v| v > 0)
-            .ok_or_else(|| bad("size_bytes", fields[2], "a positive integer below 2^32"))?;
-        let send_ns = parse_i64(fields[3])
-            .ok_or_else(|| bad("send_ns", fields[3], "a signed 64-bit integer"))?;
-        let recv_ns = if fields[4].is_empty() {
-            None
-        } else {
-            Some(
-                parse_i64(fields[4])
-                    .ok_or_else(|| bad("recv_ns", fields[4], "a signed 64-bit integer or empty"))?,
-            )
-        };
-        let packet = ProbePacket {
-            size_bytes: size,
-            send_ns,
-            recv_ns,
-        };
+        let (stream_id, seq, packet) = parse_row(line).map_err(|why| err(lineno, why))?;
+        let send_ns = packet.send_ns;
         match &mut cur {
             Some((s, last_seq)) if s.id == stream_id => {
                 if seq <= *last_seq {

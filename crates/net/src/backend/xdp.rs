@@ -127,6 +127,84 @@ fn sockopt<T>(fd: i32, name: i32, v: &T) -> io::Result<()> {
     Ok(())
 }
 
+/// The fill, completion and TX rings of AF_XDP socket `raw`, sized,
+/// then mapped: (tx, completion, fill).
+fn map_rings(raw: i32) -> io::Result<(Ring, Ring, Ring)> {
+    sockopt(raw, libc::XDP_UMEM_FILL_RING, &RING)?;
+    sockopt(raw, libc::XDP_UMEM_COMPLETION_RING, &RING)?;
+    sockopt(raw, libc::XDP_TX_RING, &RING)?;
+    // SAFETY: zeroed POD out-buffer and its size.
+    let mut off: libc::xdp_mmap_offsets = unsafe { zeroed() };
+    let mut len = size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+    // SAFETY: as above.
+    let r = unsafe {
+        libc::getsockopt(
+            raw,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            &mut off as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fill = Ring::map(raw, &off.fr, RING, 8, libc::XDP_UMEM_PGOFF_FILL_RING as i64)?;
+    let completion = Ring::map(
+        raw,
+        &off.cr,
+        RING,
+        8,
+        libc::XDP_UMEM_PGOFF_COMPLETION_RING as i64,
+    )?;
+    let tx = Ring::map(
+        raw,
+        &off.tx,
+        RING,
+        size_of::<libc::xdp_desc>(),
+        libc::XDP_PGOFF_TX_RING,
+    )?;
+    Ok((tx, completion, fill))
+}
+
+/// Binds AF_XDP socket `raw` to `hop`'s interface, queue 0, in copy
+/// mode. A socket closed just before on the same queue lets go of it in
+/// a kernel work queue: EBUSY for a few ms, retried for half a second.
+fn bind_queue0(raw: i32, hop: &NextHop) -> io::Result<()> {
+    // SAFETY: a zeroed sockaddr_xdp with family, flags, ifindex.
+    let sa = unsafe {
+        let mut sa: libc::sockaddr_xdp = zeroed();
+        sa.sxdp_family = libc::AF_XDP as u16;
+        sa.sxdp_flags = libc::XDP_COPY;
+        sa.sxdp_ifindex = hop.ifindex;
+        sa.sxdp_queue_id = 0;
+        sa
+    };
+    let until = tightlink_sys::clock::monotonic_ns() + 500_000_000;
+    loop {
+        // SAFETY: a valid sockaddr_xdp and its size.
+        let r = unsafe {
+            libc::bind(
+                raw,
+                &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
+                size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EBUSY) && tightlink_sys::clock::monotonic_ns() < until {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            continue;
+        }
+        return Err(io::Error::new(
+            e.kind(),
+            format!("bind AF_XDP to {} queue 0 (copy mode): {e}", hop.ifname),
+        ));
+    }
+}
+
 impl XdpTx {
     /// A sender from `src` to `dst` through `hop`, on the interface's
     /// queue 0 in copy mode.
@@ -170,77 +248,9 @@ impl XdpTx {
         reg.chunk_size = CHUNK;
         let setup = || -> io::Result<(Ring, Ring, Ring)> {
             sockopt(raw, libc::XDP_UMEM_REG, &reg)?;
-            sockopt(raw, libc::XDP_UMEM_FILL_RING, &RING)?;
-            sockopt(raw, libc::XDP_UMEM_COMPLETION_RING, &RING)?;
-            sockopt(raw, libc::XDP_TX_RING, &RING)?;
-            // SAFETY: zeroed POD out-buffer and its size.
-            let mut off: libc::xdp_mmap_offsets = unsafe { zeroed() };
-            let mut len = size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-            // SAFETY: as above.
-            let r = unsafe {
-                libc::getsockopt(
-                    raw,
-                    libc::SOL_XDP,
-                    libc::XDP_MMAP_OFFSETS,
-                    &mut off as *mut _ as *mut libc::c_void,
-                    &mut len,
-                )
-            };
-            if r != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let fill = Ring::map(raw, &off.fr, RING, 8, libc::XDP_UMEM_PGOFF_FILL_RING as i64)?;
-            let completion = Ring::map(
-                raw,
-                &off.cr,
-                RING,
-                8,
-                libc::XDP_UMEM_PGOFF_COMPLETION_RING as i64,
-            )?;
-            let tx = Ring::map(
-                raw,
-                &off.tx,
-                RING,
-                size_of::<libc::xdp_desc>(),
-                libc::XDP_PGOFF_TX_RING,
-            )?;
-            // SAFETY: a zeroed sockaddr_xdp with family, flags, ifindex.
-            let sa = unsafe {
-                let mut sa: libc::sockaddr_xdp = zeroed();
-                sa.sxdp_family = libc::AF_XDP as u16;
-                sa.sxdp_flags = libc::XDP_COPY;
-                sa.sxdp_ifindex = hop.ifindex;
-                sa.sxdp_queue_id = 0;
-                sa
-            };
-            // A socket closed just before on the same queue lets go of it
-            // in a kernel work queue: EBUSY for a few ms.
-            let until = tightlink_sys::clock::monotonic_ns() + 500_000_000;
-            loop {
-                // SAFETY: a valid sockaddr_xdp and its size.
-                let r = unsafe {
-                    libc::bind(
-                        raw,
-                        &sa as *const libc::sockaddr_xdp as *const libc::sockaddr,
-                        size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-                    )
-                };
-                if r == 0 {
-                    break;
-                }
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EBUSY)
-                    && tightlink_sys::clock::monotonic_ns() < until
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(2));
-                    continue;
-                }
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("bind AF_XDP to {} queue 0 (copy mode): {e}", hop.ifname),
-                ));
-            }
-            Ok((tx, completion, fill))
+            let rings = map_rings(raw)?;
+            bind_queue0(raw, hop)?;
+            Ok(rings)
         };
         let (tx, completion, fill) = setup().map_err(unmap_on_err)?;
         Ok(XdpTx {

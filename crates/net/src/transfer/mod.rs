@@ -390,16 +390,7 @@ fn receive_from(
         st.intervals.push(iv);
     }
     check_digest(&got)?;
-    let Some(SenderTotals {
-        sent_bytes,
-        retransmitted_bytes,
-        sent_packets,
-        lost_packets,
-        streams,
-        rtt_min_ns,
-        rtt_median_ns,
-    }) = totals
-    else {
+    let Some(totals) = totals else {
         return Err(err("the server ended the transfer without its totals"));
     };
     let rtt = |v: u64| (v > 0).then_some(v.min(i64::MAX as u64) as i64);
@@ -411,14 +402,14 @@ fn receive_from(
         estimator: opts.estimator,
         bytes: got.bytes,
         duration_ns: now - start,
-        sent_bytes,
-        retransmitted_bytes,
-        sent_packets,
-        lost_packets,
-        streams,
+        sent_bytes: totals.sent_bytes,
+        retransmitted_bytes: totals.retransmitted_bytes,
+        sent_packets: totals.sent_packets,
+        lost_packets: totals.lost_packets,
+        streams: totals.streams,
         frame_bytes: payload + overhead,
-        rtt_min_ns: rtt(rtt_min_ns),
-        rtt_median_ns: rtt(rtt_median_ns),
+        rtt_min_ns: rtt(totals.rtt_min_ns),
+        rtt_median_ns: rtt(totals.rtt_median_ns),
         intervals: st.intervals,
         updates: st.updates,
         digest: got.digest,

@@ -51,7 +51,7 @@ use tightlink_core::decision::bart::{
     top_rate_capacity_ceiling_bps, BartEstimate, BartParams, BartTracker,
 };
 use tightlink_core::schedule::{multi_rate_schedule, rates_around};
-use tightlink_core::{AnalysisParams, Bound, Method, StreamKind};
+use tightlink_core::{AnalysisParams, Bound, Method, ProbeStream, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BartStrategyParams {
@@ -185,13 +185,8 @@ pub fn run_with_updates(
             centre = (lowest * (1.0 - sp.range)).max(max * 0.01);
         }
         if !params.follow {
-            let alone = analyze(&stream, StreamKind::MultiRate, Method::Topp, &analysis);
-            if let (Bound::Exact, Some(a)) = (alone.bound, alone.abw_bps) {
-                own.push(a);
-            }
-            let left = s.streams_left(request.bytes()).min(sp.swing_horizon);
-            if let Some(w) = swing(&own, params.stable_tolerance, left, sp.swing_min_answers) {
-                let r = s.report(method, w.mean, Bound::Exact, w.low, w.high, Stop::Swings);
+            let bytes = request.bytes();
+            if let Some(r) = own_swing(s, &stream, &analysis, &mut own, &params, bytes) {
                 return Ok(r);
             }
         }
@@ -228,6 +223,33 @@ pub fn run_with_updates(
         }
     }
     Ok(budget_spent(s, &tracker, params.follow))
+}
+
+/// The stream read alone (TOPP on its points) into `own`; `swings` when
+/// those answers scatter too far to settle within the budget.
+fn own_swing(
+    s: &Session,
+    stream: &ProbeStream,
+    analysis: &AnalysisParams,
+    own: &mut Vec<f64>,
+    params: &BartStrategyParams,
+    request_bytes: u64,
+) -> Option<Report> {
+    let sp = &params.streams;
+    let alone = analyze(stream, StreamKind::MultiRate, Method::Topp, analysis);
+    if let (Bound::Exact, Some(a)) = (alone.bound, alone.abw_bps) {
+        own.push(a);
+    }
+    let left = s.streams_left(request_bytes).min(sp.swing_horizon);
+    let w = swing(own, params.stable_tolerance, left, sp.swing_min_answers)?;
+    Some(s.report(
+        Strategy::Bart,
+        w.mean,
+        Bound::Exact,
+        w.low,
+        w.high,
+        Stop::Swings,
+    ))
 }
 
 /// The filter's drift: the follower's own, else the strategy's.
