@@ -67,10 +67,6 @@ pub struct RunArgs {
     pub save_traces: Option<PathBuf>,
 }
 
-/// What `lab compare` runs of tightlink's own by default: one method of
-/// each family.
-const COMPARE_METHODS: &str = "multirate,prcmt+bass,pathload,topp,pathchirp,igi,spruce,bart";
-
 pub(crate) fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
     let names = scenario_names(&a.target.scenario, compare)?;
     if names.len() == 1 {
@@ -132,7 +128,10 @@ fn methods_of(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<String>> {
             .map(|m| m.name().to_string())
             .collect(),
         (Some(m), _) => m.split(',').map(|s| s.trim().to_string()).collect(),
-        (None, true) => COMPARE_METHODS.split(',').map(str::to_string).collect(),
+        (None, true) => tightlink_lab::run::COMPARE_METHODS
+            .split(',')
+            .map(str::to_string)
+            .collect(),
         (None, false) => lab.scenario.methods.clone(),
     };
     for m in &methods {

@@ -580,6 +580,10 @@ impl Entry<'_> {
     }
 }
 
+/// What `lab compare` runs of tightlink's own by default: one method of
+/// each family.
+pub const COMPARE_METHODS: &str = "multirate,prcmt+bass,pathload,topp,pathchirp,igi,spruce,bart";
+
 /// Unix ns windows: (every probe sent, the streams the answer came from).
 type Windows = ((i64, i64), (i64, i64));
 

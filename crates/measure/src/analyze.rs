@@ -36,7 +36,7 @@ impl Methods {
     }
 
     /// Refuses a known capacity that one named method would never read
-    /// (all but queue-fit, igi and spruce): the setting would change
+    /// (see [`Method::reads_capacity`]): the setting would change
     /// nothing. The default per kind and `all` take it (a trace's pairs
     /// may read it). `given` is the setting as its user spelled it
     /// (`--capacity 10G`, `capacity_bps=1e10`).
@@ -44,8 +44,9 @@ impl Methods {
         if let (Some(given), Methods::One(m)) = (given, self) {
             if !self.reads_capacity() {
                 bad_input!(
-                    "{given}: {} does not read a known capacity (queue-fit, igi, spruce and multirate do)",
-                    m.name()
+                    "{given}: {} does not read a known capacity ({} do)",
+                    m.name(),
+                    Method::capacity_readers()
                 );
             }
         }
@@ -55,10 +56,7 @@ impl Methods {
     /// Whether some method of these reads a known capacity.
     pub fn reads_capacity(self) -> bool {
         match self {
-            Methods::One(m) => matches!(
-                m,
-                Method::QueueFit | Method::Igi | Method::Spruce | Method::Multirate
-            ),
+            Methods::One(m) => m.reads_capacity(),
             Methods::Default | Methods::All => true,
         }
     }

@@ -238,8 +238,9 @@ fn check_options(options: &EstimateOptions) -> Result<()> {
     }
     if options.analysis.capacity_bps.is_some() && !options.method.uses_capacity() {
         bad_input!(
-            "--capacity: {} does not read a known capacity (queue-fit, igi, ptr and spruce do)",
-            options.method
+            "--capacity: {} does not read a known capacity ({} do)",
+            options.method,
+            Method::capacity_users()
         );
     }
     Ok(())

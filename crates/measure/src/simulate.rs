@@ -9,10 +9,10 @@ use std::path::Path;
 use anyhow::Result;
 use tightlink_core::channel::{Channel, GroundTruth, Recorder, StreamRequest};
 use tightlink_core::schedule::{
-    jumbo_chirp_schedule, jumbo_top_rate, multi_rate_schedule, rates_around, single_rate_schedule,
+    jumbo_chirp_schedule, jumbo_top_rate, multi_rate_schedule, pair_schedule, rates_around,
+    single_rate_schedule,
 };
 use tightlink_core::{ProbeStream, StreamKind};
-use tightlink_probe::strategy::spruce::pair_schedule;
 use tightlink_sim::{PathSpec, SimChannel};
 
 use crate::save;

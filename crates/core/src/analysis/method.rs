@@ -27,6 +27,9 @@ pub struct Registered {
     pub name: &'static str,
     /// The kind of stream it answers for.
     pub kind: StreamKind,
+    /// Whether it reads a known capacity (`AnalysisParams::capacity_bps`)
+    /// where one is given; the others never look at it.
+    pub reads_capacity: bool,
     read: Read,
 }
 
@@ -36,7 +39,16 @@ impl Registered {
             method,
             name,
             kind,
+            reads_capacity: false,
             read,
+        }
+    }
+
+    /// The same, reading a known capacity where one is given.
+    const fn reading_capacity(self) -> Self {
+        Registered {
+            reads_capacity: true,
+            ..self
         }
     }
 
@@ -84,7 +96,8 @@ pub const REGISTRY: [Registered; 15] = [
         "multirate",
         MultiRate,
         unstepped_crossing,
-    ),
+    )
+    .reading_capacity(),
     Registered::new(
         Method::MultirateSinglePass,
         "multirate-single-pass",
@@ -106,9 +119,9 @@ pub const REGISTRY: [Registered; 15] = [
     Registered::new(Method::Topp, "topp", MultiRate, read_multi_rate),
     Registered::new(Method::Pathchirp, "pathchirp", Chirp, read_chirp),
     Registered::new(Method::Bart, "bart", MultiRate, read_multi_rate),
-    Registered::new(Method::Igi, "igi", SingleRate, read_single_rate),
-    Registered::new(Method::Spruce, "spruce", Pairs, read_pairs),
-    Registered::new(Method::QueueFit, "queue-fit", MultiRate, read_queue_fit),
+    Registered::new(Method::Igi, "igi", SingleRate, read_single_rate).reading_capacity(),
+    Registered::new(Method::Spruce, "spruce", Pairs, read_pairs).reading_capacity(),
+    Registered::new(Method::QueueFit, "queue-fit", MultiRate, read_queue_fit).reading_capacity(),
 ];
 
 // The registry is indexed by the variant.
@@ -162,6 +175,26 @@ impl Method {
     /// The kind of stream the method answers for.
     pub fn kind(self) -> StreamKind {
         self.registered().kind
+    }
+
+    /// Whether it reads a known capacity where one is given.
+    pub fn reads_capacity(self) -> bool {
+        self.registered().reads_capacity
+    }
+
+    /// The names of the methods that read a known capacity, for messages
+    /// ("queue-fit, igi and spruce").
+    pub fn capacity_readers() -> String {
+        let names: Vec<&str> = Method::ALL
+            .iter()
+            .filter(|m| m.reads_capacity())
+            .map(|m| m.name())
+            .collect();
+        match names.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => String::new(),
+        }
     }
 
     /// The best method for a kind (\[BASS\]: PRC-MT + BASS for single

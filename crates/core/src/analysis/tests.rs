@@ -1166,3 +1166,24 @@ fn wrong_kind_and_short_streams_say_why() {
     let a = analyze(&s, StreamKind::SingleRate, Method::Multirate, &p);
     assert!(a.reason.unwrap().contains("multi-rate"));
 }
+
+#[test]
+fn the_registry_names_the_methods_that_read_a_capacity() {
+    let readers: Vec<Method> = Method::ALL
+        .into_iter()
+        .filter(|m| m.reads_capacity())
+        .collect();
+    assert_eq!(
+        readers,
+        [
+            Method::Multirate,
+            Method::Igi,
+            Method::Spruce,
+            Method::QueueFit
+        ]
+    );
+    assert_eq!(
+        Method::capacity_readers(),
+        "multirate, igi, spruce and queue-fit"
+    );
+}

@@ -211,6 +211,21 @@ impl Method {
         self.registered().uses_capacity
     }
 
+    /// The names of the strategies that use a known capacity, for
+    /// messages ("queue-fit, igi, ptr and spruce").
+    pub fn capacity_users() -> String {
+        let names: Vec<&str> = REGISTRY
+            .iter()
+            .filter(|r| r.uses_capacity)
+            .map(|r| r.name)
+            .collect();
+        match names.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         self.registered().name
     }

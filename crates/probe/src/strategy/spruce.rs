@@ -19,7 +19,7 @@ use tightlink_core::channel::StreamRequest;
 use tightlink_core::decision::igi::bottleneck_bps;
 use tightlink_core::decision::spruce::pair_estimates;
 use tightlink_core::rng::Rng;
-use tightlink_core::schedule::single_rate_schedule;
+use tightlink_core::schedule::{pair_schedule, single_rate_schedule};
 use tightlink_core::{stats, AnalysisParams, Bound};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,22 +51,6 @@ pub(super) fn run_default(
     let mut p = SpruceParams::default();
     p.size_bytes = size.unwrap_or(p.size_bytes);
     Ok((run(s, p, analysis)?, p.size_bytes))
-}
-
-/// Send times of `n` pairs `pair_gap_ns` apart, exponential gaps of mean
-/// `mean_gap_ns` between pair starts.
-pub fn pair_schedule(n: usize, pair_gap_ns: f64, mean_gap_ns: f64, rng: &mut Rng) -> Vec<i64> {
-    let mut t = 0.0f64;
-    let mut out = Vec::with_capacity(2 * n);
-    for i in 0..n {
-        if i > 0 {
-            // Never closer than two pair lengths.
-            t += rng.exp(mean_gap_ns).max(2.0 * pair_gap_ns);
-        }
-        out.push(t.round() as i64);
-        out.push((t + pair_gap_ns).round() as i64);
-    }
-    out
 }
 
 pub fn run(
@@ -131,25 +115,4 @@ pub fn run(
         Stop::Budget
     };
     Ok(s.report(method, a, Bound::Exact, (a - half).max(0.0), a + half, stop))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pairs_are_a_capacity_gap_apart_and_exponentially_spaced() {
-        let mut rng = Rng::new(1);
-        let t = pair_schedule(2000, 7_200.0, 1e6, &mut rng);
-        assert_eq!(t.len(), 4000);
-        assert!(t.chunks(2).all(|p| p[1] - p[0] == 7_200));
-        let starts: Vec<f64> = t.chunks(2).map(|p| p[0] as f64).collect();
-        let gaps: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
-        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
-        // Exponential with mean 1 ms: the sample mean within 5 %, and the
-        // standard deviation about the mean.
-        assert!((mean / 1e6 - 1.0).abs() < 0.05, "{mean}");
-        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
-        assert!((sd / mean - 1.0).abs() < 0.1, "{sd}");
-    }
 }
