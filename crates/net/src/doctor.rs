@@ -342,14 +342,14 @@ pub fn run(peer: Option<&str>, key: Option<Vec<u8>>, quick: bool) -> Result<Doct
             ));
             continue;
         }
-        if let Err(e) = t.send_rows(&peer, b, n, reps) {
+        if let Err(e) = t.rows(&peer, b, Direction::Forward, n, reps) {
             unavailable.push((b, format!("send: {e}")));
         }
         if !b.receives() {
             unavailable.push((b, "receive: no per-packet kernel stamps (needs an XDP program; would stamp in user space after batching)".into()));
             continue;
         }
-        if let Err(e) = t.receive_rows(&peer, b, n, reps) {
+        if let Err(e) = t.rows(&peer, b, Direction::Reverse, n, reps) {
             unavailable.push((b, format!("receive: {e}")));
         }
     }
@@ -459,42 +459,32 @@ struct PeerTables {
 }
 
 impl PeerTables {
-    /// Streams sent to the peer at each table rate through backend `b`.
-    fn send_rows(
+    /// At each table rate, streams sent to the peer through backend `b`
+    /// (`Forward`, with the offloads of the interface toward it) or sent
+    /// by the peer and received by `b` (`Reverse`).
+    fn rows(
         &mut self,
         peer: &Peer,
         b: Backend,
+        direction: Direction,
         n: usize,
         reps: usize,
     ) -> Result<(), DoctorError> {
-        let mut ch = connect(peer, b, Direction::Forward)?;
+        let mut ch = connect(peer, b, direction)?;
         let top = ch.limits().max_rate_bps as f64;
         for &r in TABLE_RATES.iter().filter(|&&r| r <= top) {
-            self.sends.push(send_row(&mut ch, r, n, reps)?);
+            if direction == Direction::Forward {
+                self.sends.push(send_row(&mut ch, r, n, reps)?);
+            } else {
+                self.receive.push(receive_row(&mut ch, r, n, reps)?);
+            }
         }
-        if self.offloads.is_empty() {
+        if direction == Direction::Forward && self.offloads.is_empty() {
             let local_ip: Option<IpAddr> = ch.local_udp().ok().map(|a| a.ip());
             if let Some(dev) = local_ip.and_then(tightlink_sys::netif::interface_of) {
                 let (gro, lro) = host::offloads(&dev);
                 self.offloads.push((dev, gro, lro));
             }
-        }
-        let _ = ch.close_session();
-        Ok(())
-    }
-
-    /// Streams the peer sends here at each table rate, received by `b`.
-    fn receive_rows(
-        &mut self,
-        peer: &Peer,
-        b: Backend,
-        n: usize,
-        reps: usize,
-    ) -> Result<(), DoctorError> {
-        let mut ch = connect(peer, b, Direction::Reverse)?;
-        let top = ch.limits().max_rate_bps as f64;
-        for &r in TABLE_RATES.iter().filter(|&&r| r <= top) {
-            self.receive.push(receive_row(&mut ch, r, n, reps)?);
         }
         let _ = ch.close_session();
         Ok(())
