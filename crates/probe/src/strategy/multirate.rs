@@ -1126,6 +1126,42 @@ mod tests {
         assert_eq!(busy.cost.streams, idle.cost.streams);
     }
 
+    /// What the lone probes found stays in the report through the shaper
+    /// trains that close every strategy: a train that leaves the answer
+    /// as it was rebuilds the report, and dropped it before.
+    #[test]
+    fn the_busy_watch_outlives_the_closing_shaper_trains() {
+        let mut hop = IdleHop {
+            busy: false,
+            cross_bps: 0.0,
+            watched: 0,
+            now_ns: 0,
+        };
+        let mut progress = |_: f64| {};
+        let mut s = Session::start(&mut hop, crate::Budget::default(), &mut progress).unwrap();
+        let watch = BusyWatch {
+            idle_bps: 5e9,
+            busy: 75,
+            probes: 150,
+            span_ns: 300_000_000,
+        };
+        let answer = Report {
+            busy: Some(watch),
+            ..s.report(
+                Strategy::Multirate,
+                2.5e9,
+                Bound::Exact,
+                2e9,
+                3e9,
+                Stop::Swings,
+            )
+        };
+        let r = super::super::shaper_train::after_shaper_train(&mut s, answer, 9000).unwrap();
+        assert_eq!(r.stop, Stop::Swings, "{r:?}");
+        assert!(r.cost.streams > 0, "a train went: {r:?}");
+        assert_eq!(r.busy, Some(watch), "{r:?}");
+    }
+
     /// A hop with half its 5 Gbit/s taken all the time delivers the
     /// streams' faster rates at more than the 2.5 free: it is not read
     /// idle, and no lone probes go.

@@ -59,6 +59,7 @@ impl Check<'_> {
         let r = self.report;
         Report {
             swung_bps: r.swung_bps,
+            busy: r.busy,
             ..s.report(
                 r.method,
                 r.available_bandwidth_bps,
