@@ -26,11 +26,14 @@ pub struct EstimateArgs {
     /// 125 us receiver coalescence; `trace:FILE` replays a saved run.
     #[arg(default_value = "sim:")]
     pub target: String,
-    /// multirate, multirate-single-pass, multirate-prcmt-dp1,
-    /// multirate-prcmt-dp2, prcmt, prcmt-pba, scan-pba, auto, pathload,
-    /// imr-avg, imr-wavelet, topp, queue-fit (needs --capacity), pathchirp,
-    /// bart, igi, ptr, spruce.
-    #[arg(long, short, default_value = "auto", env = "TIGHTLINK_METHOD")]
+    // Its help lists the strategies' registry (`method_help`).
+    #[arg(
+        long,
+        short,
+        default_value = "auto",
+        env = "TIGHTLINK_METHOD",
+        help = method_help()
+    )]
     pub method: String,
     /// One JSON object on stdout instead of the human summary.
     #[arg(long)]
@@ -318,6 +321,11 @@ fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
             Err(e)
         }
     }
+}
+
+/// `--method`'s help: every registered strategy.
+fn method_help() -> String {
+    format!("{} (queue-fit needs --capacity)", Method::names())
 }
 
 /// The human summary.
