@@ -132,6 +132,21 @@ def test_errors_are_raised_by_kind(cli):
     assert cli("estimate", "127.0.0.1:9", check=False).returncode == 1
 
 
+def test_numbers_that_are_no_setting_are_refused_by_name(cli):
+    # A capacity of nothing or less would spend the whole probe budget
+    # for no answer; a negative count would overflow without a name.
+    for c in (0, -5e9, float("nan")):
+        with pytest.raises(tightlink.BadInputError, match="capacity.*positive rate"):
+            tightlink.estimate("sim:seed=4", method="queue-fit", capacity_bps=c)
+    assert cli("estimate", "--method", "queue-fit", "--capacity", "0", check=False).returncode == 2
+    with pytest.raises(tightlink.BadInputError, match="max_streams=-1"):
+        tightlink.estimate(max_streams=-1)
+    with pytest.raises(tightlink.BadInputError, match="max_bytes=2.5"):
+        tightlink.estimate(max_bytes=2.5)
+    with pytest.raises(tightlink.BadInputError, match="streams=-3"):
+        tightlink.simulate(streams=-3)
+
+
 def test_following_calls_back_once_per_stream(cli):
     seen = []
     r = tightlink.estimate("sim:cross=cbr:3G,seed=2", method="bart", follow=True,

@@ -33,3 +33,12 @@ def test_reader_errors_name_file_and_line(tmp_path):
     p = np.zeros(3, dtype=tightlink.PACKET_DTYPE)
     with pytest.raises(tightlink.TightlinkError, match="metadata"):
         tightlink.write_trace(tmp_path / "x.csv", p, {"a=b": "c"})
+
+
+def test_writing_into_a_missing_folder_says_write(tmp_path):
+    packets = np.zeros(2, dtype=tightlink.PACKET_DTYPE)
+    packets["size_bytes"] = 1000
+    packets["send_ns"] = [0, 1000]
+    path = tmp_path / "no-such-folder" / "x.trace"
+    with pytest.raises(tightlink.TightlinkError, match="cannot write .*x.trace"):
+        tightlink.write_trace(path, packets)

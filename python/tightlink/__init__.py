@@ -80,6 +80,19 @@ TRUTH_DTYPE = np.dtype(
 ArrayLike = Union[np.ndarray, Sequence[int]]
 
 
+def _whole(name: str, value: Any, least: int = 0) -> Any:
+    """`value` if it is a whole number of at least `least` (or None);
+    otherwise `BadInputError` naming the parameter (the native layer would
+    raise an `OverflowError` that names nothing)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise BadInputError(f"{name}={value!r}: expected a whole number")
+    if value < least or value >= 2**64:
+        raise BadInputError(f"{name}={value}: expected a whole number from {least} up")
+    return int(value)
+
+
 def _column(x: Any, dtype: Any, name: str, n: Optional[int] = None) -> np.ndarray:
     """A contiguous 1-D array of `dtype`: no copy when `x` already is one."""
     if n is not None and np.ndim(x) == 0:
@@ -263,6 +276,9 @@ def simulate(
             raise BadInputError(f"{stray[0]} shapes kind={k!r} streams, not kind={kind!r}")
     def default(v, d):
         return d if v is None else v
+    for name, v in [("streams", streams), ("size_bytes", size_bytes), ("packets", packets),
+                    ("rates", rates), ("per_rate", per_rate), ("jumbo", jumbo), ("pairs", pairs)]:
+        _whole(name, v)
     cols, truth = _native.simulate(
         spec,
         streams,
@@ -322,6 +338,8 @@ def estimate(
     and ``spruce`` use it, the other methods refuse it."""
     if method is None:
         method = "bart" if follow else "auto"
+    _whole("max_streams", max_streams)
+    _whole("max_bytes", max_bytes)
     text = _native.estimate(
         target,
         method,
@@ -360,6 +378,8 @@ def transfer(
     flow runs through the simulated path with ``rtt_s``. ``on_interval`` is
     called with each ``interval_s`` row (the ``interval`` event of
     ``--json-stream``) as the transfer goes."""
+    _whole("bytes", bytes)
+    _whole("seed", seed)
     text = _native.transfer(
         target,
         cc,

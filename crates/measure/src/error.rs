@@ -51,7 +51,8 @@ fn kind_of_one(e: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
     }
     if let Some(t) = e.downcast_ref::<tightlink_trace::TraceError>() {
         return Some(match t {
-            tightlink_trace::TraceError::Io { source, .. } => ErrorKind::of_io(source),
+            tightlink_trace::TraceError::Io { source, .. }
+            | tightlink_trace::TraceError::Write { source, .. } => ErrorKind::of_io(source),
             _ => ErrorKind::BadInput,
         });
     }

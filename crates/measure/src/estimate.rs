@@ -236,6 +236,11 @@ fn check_options(options: &EstimateOptions) -> Result<()> {
     if options.max_bytes == Some(0) {
         bad_input!("--max-bytes 0: a measurement needs some probe bytes");
     }
+    if let Some(c) = options.analysis.capacity_bps {
+        if !(c.is_finite() && c > 0.0) {
+            bad_input!("--capacity {c}: must be a positive rate in bit/s");
+        }
+    }
     if options.analysis.capacity_bps.is_some() && !options.method.uses_capacity() {
         bad_input!(
             "--capacity: {} does not read a known capacity ({} do)",
@@ -920,6 +925,28 @@ mod tests {
     /// Three streams sent 0-10, 20-30 and 40-50 ns (first send to last
     /// receive): the answer's window leaves out the checks, not the
     /// streams between them; with every stream a check, all count.
+    /// A capacity of nothing, less than nothing or not a number is refused
+    /// before any probe goes (it used to spend the whole budget).
+    #[test]
+    fn a_capacity_that_is_no_rate_is_refused() {
+        for c in [0.0, -5e9, f64::NAN, f64::INFINITY] {
+            let options = EstimateOptions {
+                method: Method::QueueFit,
+                analysis: AnalysisParams {
+                    capacity_bps: Some(c),
+                    ..AnalysisParams::default()
+                },
+                ..EstimateOptions::default()
+            };
+            let target = Target::parse("sim:").unwrap();
+            let e = estimate(&target, &options, &mut |_| {}).unwrap_err();
+            let text = format!("{e:#}");
+            assert!(text.starts_with("--capacity "), "{text}");
+            assert!(text.contains("must be a positive rate"), "{text}");
+            assert_eq!(crate::kind_of(&e), crate::ErrorKind::BadInput, "{text}");
+        }
+    }
+
     #[test]
     fn the_answer_window_leaves_out_the_checks() {
         let stream = |id: u64, from: i64| {

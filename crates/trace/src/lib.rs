@@ -96,6 +96,12 @@ pub enum TraceError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot write {file}")]
+    Write {
+        file: String,
+        #[source]
+        source: io::Error,
+    },
     #[error("{file}:{line}: {reason}")]
     Line {
         file: String,
@@ -326,7 +332,7 @@ pub const TRUTH_HEADER: &str = "stream_id,available_bps,min_bps,max_bps";
 /// whole bit/s.
 pub fn write_truth_path(path: &Path, rows: &[(u64, GroundTruth)]) -> Result<(), TraceError> {
     let name = path.display().to_string();
-    let io_err = |source| TraceError::Io {
+    let io_err = |source| TraceError::Write {
         file: name.clone(),
         source,
     };
@@ -346,7 +352,7 @@ pub fn write_truth_path(path: &Path, rows: &[(u64, GroundTruth)]) -> Result<(), 
 /// Writes a trace to `path`, gzip-compressed when the name ends in `.gz`.
 pub fn write_path(path: &Path, trace: &Trace) -> Result<(), TraceError> {
     let name = path.display().to_string();
-    let io_err = |source| TraceError::Io {
+    let io_err = |source| TraceError::Write {
         file: name.clone(),
         source,
     };
@@ -410,6 +416,16 @@ mod tests {
                 .map_err(|e| e.to_string()),
             Err("metadata late_streams=1,x: `x` is not a stream position".to_string())
         );
+    }
+
+    #[test]
+    fn writing_into_a_missing_folder_says_write() {
+        let path = std::env::temp_dir().join("tightlink-no-such-folder/x.trace");
+        let e = write_path(&path, &Trace::default()).unwrap_err();
+        assert!(matches!(e, TraceError::Write { .. }), "{e:?}");
+        assert_eq!(e.to_string(), format!("cannot write {}", path.display()));
+        let e = write_truth_path(&path, &[]).unwrap_err();
+        assert!(e.to_string().starts_with("cannot write "), "{e}");
     }
 
     #[test]
