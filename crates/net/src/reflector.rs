@@ -495,23 +495,29 @@ pub fn build_reply(
     (len, layout)
 }
 
-/// Copies STAMP TLVs (RFC 8972 section 4) into the reply: an Extra
-/// Padding TLV as it came, any other type with the U flag (this reflector
-/// does not act on it), and a TLV whose length runs past the packet with
-/// the M flag, the rest copied as it came. `out` is as long as `tlvs`.
+/// Copies STAMP TLVs (RFC 8972 section 4) into the reply, each TLV's
+/// flags set as the reflector must set them: U for a type this reflector
+/// does not act on (all but Extra Padding), M for a TLV whose length runs
+/// past the packet (the last one read), I clear (no HMAC TLV is checked),
+/// the reserved bits zero. A sender's U on an Extra Padding TLV does not
+/// come back. A tail too short for a TLV header is copied as it came.
+/// `out` is as long as `tlvs`.
 pub fn echo_tlvs(tlvs: &[u8], out: &mut [u8]) {
     out.copy_from_slice(tlvs);
     let mut at = 0;
     while at + TLV_HEADER_LEN <= tlvs.len() {
         let ty = tlvs[at + 1];
         let value_len = u16::from_be_bytes([tlvs[at + 2], tlvs[at + 3]]) as usize;
+        let unrecognized = if ty == TLV_EXTRA_PADDING {
+            0
+        } else {
+            TLV_UNRECOGNIZED
+        };
         if at + TLV_HEADER_LEN + value_len > tlvs.len() {
-            out[at] |= TLV_MALFORMED;
+            out[at] = unrecognized | TLV_MALFORMED;
             return;
         }
-        if ty != TLV_EXTRA_PADDING {
-            out[at] |= TLV_UNRECOGNIZED;
-        }
+        out[at] = unrecognized;
         at += TLV_HEADER_LEN + value_len;
     }
 }
@@ -1064,19 +1070,21 @@ mod tests {
         assert_eq!(&reply[44..], &req[44..], "the TLV as it came");
     }
 
-    /// TLV flags worked out by hand: an Extra Padding TLV as it came, an
-    /// unknown type 7 flagged U (0x80), a TLV claiming 9 bytes of the 2
-    /// left flagged M (0x40); a trailing 2 bytes copied.
+    /// TLV flags worked out by hand (RFC 8972 section 4): an Extra
+    /// Padding TLV sent with U, M, I and a reserved bit set comes back
+    /// with none, an unknown type 7 flagged U (0x80) only, a TLV claiming
+    /// 9 bytes of the 2 left flagged M (0x40); a trailing 2 bytes copied.
     #[test]
     fn unknown_and_overlong_tlvs_are_flagged() {
         let tlvs = [
-            0, 1, 0, 2, 0xA, 0xB, // Extra Padding, 2 bytes
-            0, 7, 0, 1, 0xC, // type 7, 1 byte
+            0xF0, 1, 0, 2, 0xA, 0xB, // Extra Padding, 2 bytes, U M I and a reserved bit
+            0x40, 7, 0, 1, 0xC, // type 7, 1 byte, sent with M
             0, 1, 0, 9, 0xD, 0xE, // claims 9, has 2
         ];
         let mut out = [0u8; 17];
         echo_tlvs(&tlvs, &mut out);
         let mut want = tlvs;
+        want[0] = 0;
         want[6] = 0x80;
         want[11] = 0x40;
         assert_eq!(out, want);
