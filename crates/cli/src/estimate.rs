@@ -165,6 +165,27 @@ pub fn real_options(
 }
 
 pub fn run(args: EstimateArgs) -> Result<()> {
+    let json = args.json;
+    let mut printed = false;
+    let result = run_estimate(args, &mut printed);
+    // With --json, an error is a JSON object on stdout too (iperf3's
+    // convention), unless the answer already printed carries it.
+    if let (true, false, Err(e)) = (json, printed, &result) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", error_json(e));
+    }
+    result
+}
+
+/// `{"error": text, "kind": ...}`: what `--json` prints for an error.
+fn error_json(e: &anyhow::Error) -> serde_json::Value {
+    serde_json::json!({
+        "error": format!("{e:#}"),
+        "kind": tightlink_measure::kind_of(e).name(),
+    })
+}
+
+fn run_estimate(args: EstimateArgs, printed: &mut bool) -> Result<()> {
     let options = args.options()?;
     let target = Target::parse(&args.target)?;
     if args.json_stream {
@@ -191,21 +212,30 @@ pub fn run(args: EstimateArgs) -> Result<()> {
         if show {
             eprint!("\r{}\r", " ".repeat(40));
         }
-        let [forward, reverse] = both?;
+        let (forward, reverse) = both?;
         let mut out = std::io::stdout().lock();
         if args.json {
+            // A reverse run that failed is an error object beside the
+            // forward answer, which is not lost.
+            let reverse_json = match &reverse {
+                Ok(r) => serde_json::to_value(r)?,
+                Err(e) => error_json(e),
+            };
             serde_json::to_writer(
                 &mut out,
-                &serde_json::json!({"forward": forward, "reverse": reverse}),
+                &serde_json::json!({"forward": forward, "reverse": reverse_json}),
             )?;
             writeln!(out)?;
+            *printed = true;
         } else {
             writeln!(out, "direction   forward (toward the far end)")?;
             render(&mut out, &forward)?;
-            writeln!(out, "\ndirection   reverse (from the far end)")?;
-            render(&mut out, &reverse)?;
+            if let Ok(r) = &reverse {
+                writeln!(out, "\ndirection   reverse (from the far end)")?;
+                render(&mut out, r)?;
+            }
         }
-        return Ok(());
+        return reverse.map(|_| ());
     }
     let report = estimate(&target, &options, &mut on_event);
     if show {

@@ -709,3 +709,93 @@ fn follow_prints_a_line_per_stream() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--json"));
 }
+
+/// A STAMP reflector that answers each test packet at once, as RFC 8762
+/// section 4.3.1 lays the reply out, and holds no train: its address and
+/// how many packets it answered.
+fn plain_stamp_reflector() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = sock.local_addr().unwrap();
+    let answered = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = answered.clone();
+    std::thread::spawn(move || {
+        let ntp_now = || {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            let secs = (t.as_secs() + 2_208_988_800) as u32;
+            let frac = ((t.subsec_nanos() as u64) << 32) / 1_000_000_000;
+            let mut b = [0u8; 8];
+            b[..4].copy_from_slice(&secs.to_be_bytes());
+            b[4..].copy_from_slice(&(frac as u32).to_be_bytes());
+            b
+        };
+        let mut buf = [0u8; 9000];
+        let mut seq = 0u32;
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let received = ntp_now();
+            if n < 44 {
+                continue;
+            }
+            let mut reply = vec![0u8; n];
+            reply[0..4].copy_from_slice(&seq.to_be_bytes());
+            reply[4..12].copy_from_slice(&ntp_now());
+            reply[12..14].copy_from_slice(&[0, 1]);
+            reply[16..24].copy_from_slice(&received);
+            reply[24..38].copy_from_slice(&buf[0..14]);
+            reply[40] = 64;
+            reply[44..n].copy_from_slice(&buf[44..n]);
+            seq += 1;
+            count.fetch_add(1, Ordering::Relaxed);
+            let _ = sock.send_to(&reply, from);
+        }
+    });
+    (addr, answered)
+}
+
+/// `--both` toward a reflector that holds no train: the reverse
+/// direction is asked for first and refused before any forward probe
+/// goes (the reflector answers the hello's few packets, not a
+/// measurement's thousands); the error names the target as typed
+/// (`stamp:`), and with `--json` it is a JSON object on stdout.
+#[test]
+fn both_directions_ask_the_far_end_first() {
+    use std::sync::atomic::Ordering;
+    let (addr, answered) = plain_stamp_reflector();
+    let target = format!("stamp:{addr}");
+    let o = tightlink(&["estimate", &target, "--both", "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("an error object");
+    assert_eq!(v["kind"], "refused", "{v}");
+    let text = v["error"].as_str().unwrap();
+    assert!(text.contains(&format!("'{target}'")), "{text}");
+    assert!(text.contains("does not hold trains"), "{text}");
+    let n = answered.load(Ordering::Relaxed);
+    assert!(
+        n < 50,
+        "the reflector answered {n} packets: a forward run went first"
+    );
+}
+
+/// With `--json`, an error is a JSON object on stdout too, its kind
+/// beside the text; the exit status says the same kind.
+#[test]
+fn json_errors_are_objects() {
+    let o = tightlink(&["estimate", "--json", "-m", "queue-fit", "--capacity", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("an error object");
+    assert_eq!(v["kind"], "bad-input", "{v}");
+    assert!(
+        v["error"].as_str().unwrap().starts_with("--capacity 0"),
+        "{v}"
+    );
+}

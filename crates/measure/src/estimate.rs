@@ -823,16 +823,17 @@ pub fn loss_at_the_lowest_rates(streams: &[ProbeStream]) -> Option<String> {
     })
 }
 
-/// Both directions of a real far end, one after the other: toward it,
-/// then back from it (a tightlink server sends, or `tightlink reflector`
-/// returns the trains it held). Each direction is its own closed-loop
-/// run, since each has its own available bandwidth; a saved trace gets
-/// `.forward`/`.reverse` before its extension.
+/// Both directions of one far end, the forward first. The far end is
+/// asked first whether it can send the reverse direction (a reverse
+/// session opened and closed: its hello tells, as a reflector that does
+/// not hold trains says at once), so such a far end refuses before any
+/// forward probe goes. The reverse run's result is its own: where it
+/// fails after the forward one answered, the forward answer is kept.
 pub fn estimate_both(
     target: &Target,
     options: &EstimateOptions,
     on_event: &mut dyn FnMut(Event),
-) -> Result<[EstimateReport; 2]> {
+) -> Result<(EstimateReport, Result<EstimateReport>)> {
     if matches!(target, Target::Sim { .. } | Target::Trace { .. }) {
         bad_input!("both directions need a real far end (HOST or twamp:HOST), not {target}");
     }
@@ -843,10 +844,16 @@ pub fn estimate_both(
         o.save_trace = options.save_trace.as_ref().map(|p| tagged(p, tag));
         o
     };
+    let (forward_options, reverse_options) = (one(false), one(true));
+    let reverse_context = "reverse (from the far end)";
+    open_channel(target, &reverse_options.real)
+        .context(reverse_context)?
+        .close()
+        .context(reverse_context)?;
     let forward =
-        estimate(target, &one(false), on_event).context("forward (toward the far end)")?;
-    let reverse = estimate(target, &one(true), on_event).context("reverse (from the far end)")?;
-    Ok([forward, reverse])
+        estimate(target, &forward_options, on_event).context("forward (toward the far end)")?;
+    let reverse = estimate(target, &reverse_options, on_event).context(reverse_context);
+    Ok((forward, reverse))
 }
 
 /// `run.csv.gz` -> `run.forward.csv.gz`.

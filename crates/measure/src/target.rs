@@ -23,8 +23,10 @@ pub enum Target {
     Sim { text: String, spec: PathSpec },
     /// A `tightlink server`, `HOST[:PORT]` (port 7447 by default).
     Server { host: String },
-    /// A TWAMP-light reflector, `HOST[:PORT]` (port 862 by default).
-    Twamp { host: String },
+    /// A TWAMP-light or STAMP reflector, `HOST[:PORT]` (port 862 by
+    /// default); `scheme` is how the user named it (`twamp` or `stamp`),
+    /// kept for messages: the probes are the same.
+    Twamp { host: String, scheme: &'static str },
     /// A run saved with `--save-trace`, replayed.
     Trace { path: PathBuf },
 }
@@ -49,13 +51,13 @@ impl Target {
                 path: PathBuf::from(file),
             });
         }
-        if let Some(host) = s
-            .strip_prefix("twamp:")
-            .or_else(|| s.strip_prefix("stamp:"))
-        {
-            return Ok(Target::Twamp {
-                host: host.to_string(),
-            });
+        for scheme in ["twamp", "stamp"] {
+            if let Some(host) = s.strip_prefix(scheme).and_then(|r| r.strip_prefix(':')) {
+                return Ok(Target::Twamp {
+                    host: host.to_string(),
+                    scheme,
+                });
+            }
         }
         if s.is_empty() {
             bad_input!("an empty target: give HOST[:PORT], twamp:HOST, sim:... or trace:FILE");
@@ -83,7 +85,7 @@ impl fmt::Display for Target {
         match self {
             Target::Sim { text, .. } => f.write_str(text),
             Target::Server { host } => f.write_str(host),
-            Target::Twamp { host } => write!(f, "twamp:{host}"),
+            Target::Twamp { host, scheme } => write!(f, "{scheme}:{host}"),
             Target::Trace { path } => write!(f, "trace:{}", path.display()),
         }
     }
@@ -165,7 +167,7 @@ pub fn open_channel(target: &Target, real: &RealOptions) -> Result<Box<dyn Chann
                 .with_context(|| format!("target '{target}'"))?;
             Ok(Box::new(ch))
         }
-        Target::Twamp { host } => {
+        Target::Twamp { host, .. } => {
             let ch = TwampChannel::connect(host, &client_options(real)?)
                 .with_context(|| format!("target '{target}'"))?;
             Ok(Box::new(ch))
@@ -238,13 +240,14 @@ mod tests {
         assert_eq!(
             Target::parse("twamp:192.0.2.1").unwrap(),
             Target::Twamp {
-                host: "192.0.2.1".into()
+                host: "192.0.2.1".into(),
+                scheme: "twamp"
             }
         );
-        assert_eq!(
-            Target::parse("stamp:192.0.2.1").unwrap(),
-            Target::parse("twamp:192.0.2.1").unwrap()
-        );
+        // The same reflector and probes; messages name it as typed.
+        let stamp = Target::parse("stamp:192.0.2.1").unwrap();
+        assert!(matches!(&stamp, Target::Twamp { host, .. } if host == "192.0.2.1"));
+        assert_eq!(stamp.to_string(), "stamp:192.0.2.1");
         assert_eq!(
             Target::parse("trace:run.csv.gz").unwrap(),
             Target::Trace {
