@@ -372,6 +372,12 @@ fn resolve_target(
     };
     let max_rate_bps = rate("max_rate", t.max_rate.as_deref())?;
     let capacity_bps = rate("capacity", t.capacity.as_deref())?;
+    if let Some(c) = capacity_bps.filter(|c| !(c.is_finite() && *c > 0.0)) {
+        bail!(
+            "{}",
+            here(&format!("capacity {c}: must be a positive rate"))
+        );
+    }
     // What the measurement would refuse, refused now, with the line.
     tightlink_measure::RealOptions {
         reverse: t.reverse.unwrap_or(false),
@@ -594,6 +600,11 @@ target = "sim:cross=cbr:3G,seed=4"
         );
         let e = bad("[[target]]\ntarget = \"sim:\"\nmax_rate = \"0\"\n");
         assert!(e.contains("target 1") && e.contains("positive rate"), "{e}");
+        let e = bad("[[target]]\ntarget = \"sim:\"\nmethods = [\"queue-fit\"]\ncapacity = \"0\"\n");
+        assert!(
+            e.contains("target 1") && e.contains("capacity 0: must be a positive rate"),
+            "{e}"
+        );
     }
 
     #[test]
