@@ -86,11 +86,19 @@ impl Agent {
             .into_iter()
             .map(|r| ((r.name.clone(), r.method.clone()), r))
             .collect();
+        // Every target's counters from the start, at 0: a series that
+        // appears only with its first miss is one `increase()` and an
+        // alert cannot see.
+        let counters = Counters {
+            missed_runs: config.targets.iter().map(|t| (t.name.clone(), 0)).collect(),
+            probe_bytes: config.targets.iter().map(|t| (t.name.clone(), 0)).collect(),
+            ..Counters::default()
+        };
         Ok(Arc::new(Agent {
             config,
             store: Mutex::new(store),
             latest: Mutex::new(latest),
-            counters: Mutex::default(),
+            counters: Mutex::new(counters),
             busy: Mutex::default(),
             busy_freed: Condvar::new(),
             probe_last: Mutex::default(),

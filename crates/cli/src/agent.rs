@@ -37,7 +37,7 @@ pub struct AgentArgs {
     /// Give up on a measurement after this long [default: 60s].
     #[arg(long, env = "TIGHTLINK_AGENT_TIMEOUT")]
     pub timeout: Option<String>,
-    /// Methods for targets that name none (comma-separated) [default: multirate].
+    /// Methods for targets that name none (comma-separated) [default: auto].
     #[arg(long, env = "TIGHTLINK_AGENT_METHODS", value_delimiter = ',')]
     pub methods: Option<Vec<String>>,
     /// A target to watch besides the config's (repeat it; the

@@ -242,6 +242,16 @@ target = "sim:capacity=1G,cross=poisson:300M,seed=7"
     );
     let (status, metrics) = get(agent.addr, "/metrics");
     assert_eq!(status, 200);
+    // Every target's counters are there from the start, before any miss.
+    for name in ["default", "cbr 3G", "fixed"] {
+        for counter in [
+            "tightlink_agent_missed_runs_total",
+            "tightlink_agent_probe_bytes_total",
+        ] {
+            let series = format!("{counter}{{name=\"{name}\"}} ");
+            assert!(metrics.contains(&series), "{series}missing:\n{metrics}");
+        }
+    }
     let (ok, log) = agent.terminate(Duration::from_secs(20));
     assert!(ok, "{log}");
     assert!(log.contains("stopped:"), "{log}");
