@@ -294,6 +294,9 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
     // Checked here for the names; `queue-fit` is checked per target,
     // where a capacity may be given.
     methods(&at("methods"), &defaults.methods, true)?;
+    // The file's own settings are its fault, not the first target's.
+    period(&at("interval"), &defaults.interval)?;
+    period(&at("timeout"), &defaults.timeout)?;
 
     let mut entries: Vec<TargetFile> = file.targets;
     for t in &over.targets {
@@ -592,6 +595,9 @@ target = "sim:cross=cbr:3G,seed=4"
         assert!(e.contains("not a path to watch"), "{e}");
         let e = bad("jitter = 0.9\n");
         assert!(e.contains("0..0.5"), "{e}");
+        let e = bad("interval = \"soon\"\n[[target]]\ntarget = \"sim:\"\n");
+        assert!(e.starts_with("a.toml: interval"), "{e}");
+        assert!(!e.contains("target 1"), "{e}");
         // What a measurement would refuse is refused at load, with where.
         let e = bad("[[target]]\ntarget = \"sim:\"\nreverse = true\n");
         assert!(
