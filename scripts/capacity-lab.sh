@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Capacity methods on real packets (docs/capacity.md, BENCHMARKS.md): the
+# Capacity methods on real packets (docs/evaluation.md, "Capacity and per hop"): the
 # shipped `shaper500` lab (a 500 Mbit/s tbf, 3000-byte bucket), server in
 # the receiver namespace, REPEAT runs of `tightlink capacity`. Prints one
 # Markdown row per method: runs exact and right (below), runs that

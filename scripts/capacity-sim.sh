@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Capacity methods on the simulator (docs/capacity.md, table "Capacity"): a 10 Gbit/s
+# Capacity methods on the simulator (docs/evaluation.md, "Capacity and per hop"): a 10 Gbit/s
 # narrow link behind a 40 Gbit/s first hop, cross traffic on the narrow
 # link, no receiver coalescence; 10 seeds per row. Prints one Markdown row
 # per cross-traffic load and method: median and worst error, pairs sent,

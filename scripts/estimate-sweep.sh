@@ -3,7 +3,7 @@
 # p90 of |error| against the simulator's truth, share within +-10 %,
 # share whose answer holds the truth (inside an exact answer's range, or
 # on the right side of a bound with 10 % slack), stop reasons, median
-# probe MB and streams per estimate. The probe-cost table in docs/simulator.md
+# probe MB and streams per estimate. The closed-loop table in docs/evaluation.md
 # comes from it. The last path is one ON/OFF source whose 25 Gbit/s
 # peaks saturate the link for milliseconds.
 #   scripts/estimate-sweep.sh [SEEDS] [METHOD]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Per-hop capacity on real packets (docs/capacity.md "Per-hop capacity",
-# BENCHMARKS.md): the shipped `chain3` lab (tbf 600, 400 then 200 Mbit/s on
+# Per-hop capacity on real packets (docs/evaluation.md, "Capacity and per
+# hop"): the shipped `chain3` lab (tbf 600, 400 then 200 Mbit/s on
 # routers 1-3), REPEAT runs of `tightlink hops --behind 16 --cpu 0` from the
 # sender and REPEAT of lone probes (classic pathchar). Prints one Markdown
 # row per mode and link: the links' readings against their tbf (median and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-hop capacity on the simulator (docs/capacity.md "Per-hop capacity"): REPEAT
+# Per-hop capacity on the simulator (docs/evaluation.md, "Capacity and per hop"): REPEAT
 # seeds of `tightlink hops` on the default pathchar-era path (1G, OC-3 with
 # 20 % Poisson cross traffic, T3 with 10 %, 100M; lone probes) and on the
 # lab's chain (600/400/200M token buckets on 10G links; --behind 16).

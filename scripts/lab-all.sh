@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs `tightlink lab run` on every shipped scenario (root) and prints the
-# tables one after the other; the figures in docs/lab.md and BENCHMARKS.md.
+# tables one after the other; the figures in docs/evaluation.md.
 # Usage: sudo scripts/lab-all.sh [REPEAT] [METHODS]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -4,7 +4,7 @@
 # egress, RPS on the router) and prints one line per run: method, estimate
 # (Mbit/s), bound, streams, MB of probes, wall seconds. Root only; the
 # namespaces (prefix tlr) are removed at exit. Until `tightlink lab`
-# exists, this is how docs/lab.md's first real-packet figures were made:
+# exists, this is how the first real-packet figures were made:
 #   sudo scripts/netns-200m.sh [RUNS] [METHOD...]
 # FAR_END=twamp measures against `tightlink reflector` (TWAMP-light, UDP
 # 862) with `estimate twamp:10.201.2.2` instead of `tightlink server`.

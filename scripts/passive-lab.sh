@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Passive estimators on real CUBIC transfers (docs/passive-tcp.md "Passive TCP
-# analysis", BENCHMARKS.md): REPEAT runs of `tightlink lab tcp` on the
+# Passive estimators on real CUBIC transfers (docs/evaluation.md, "Passive
+# TCP"): REPEAT runs of `tightlink lab tcp` on the
 # shipped `quiet` (200 Mbit/s tbf, 100 KB queue) and `tcp-random-loss`
 # (the same behind 0.05 % random drops) labs. Prints one Markdown row per
 # scenario: capacity and buffer errors (median, worst), losses called

@@ -5,7 +5,7 @@
 # simulator's truth, the `at_most` answers (and how many hold the truth),
 # the answers that are wrong (an exact range or a bound that misses the
 # truth, exact answers within 10 % not counted), `shaped` stops, median
-# probe MB. The token-bucket figures in docs/simulator.md come from it.
+# probe MB. The token-bucket figures in docs/evaluation.md come from it.
 #   scripts/shaper-sweep.sh [SEEDS]
 # TIGHTLINK=path picks the binary; FIRST_SEED=101 starts the seeds there.
 set -euo pipefail

@@ -8,7 +8,7 @@ use common::{tightlink, tightlink_text};
 /// The default path (1G, 155M, 45M, 100M): every link measured, each
 /// interval around its reading, each within 20 % of the truth (seed 1
 /// reads -2.2..+1.8 %; over 10 seeds the worst link was 19.2 % off:
-/// docs/capacity.md, Per-hop capacity).
+/// docs/evaluation.md, "Capacity and per hop").
 #[test]
 fn default_path_json_has_every_link() {
     let o = tightlink(&["hops", "--json"]);

@@ -124,8 +124,8 @@ fn a_lab_in_use_is_not_torn_down_by_another_run() {
 /// The lab's truth checks. No cross traffic: the tbf, saturated, sends
 /// its configured rate within 1 % (so "truth = tbf rate" is a fact of the
 /// path, not an assumption). CBR cross traffic at X: the truth from the
-/// counters is rate - X within 2 %. Measured here: -0.0 to -0.5 % and
-/// +-0.01 % (BENCHMARKS.md, `tightlink lab check`).
+/// counters is rate - X within 2 %. Measured: -0.0 to -0.5 % and
+/// +-0.01 % (docs/evaluation.md, "Bounds of the real-packet tests").
 ///
 /// A check is taken up to three times, the first that passes counts: a
 /// busy host (both cores taken, a hypervisor stealing CPU time) makes
@@ -137,8 +137,8 @@ fn a_lab_in_use_is_not_torn_down_by_another_run() {
 /// four times as large and says so; the check then passes if the small
 /// bucket still sent 85 % (plus the stolen share) and the warning names
 /// the hop. A broken flood, counters or tbf fall short with either
-/// bucket. The runs behind these bounds: docs/lab.md, "Bounds of the
-/// real-packet tests".
+/// bucket. The runs behind these bounds: docs/evaluation.md, "Bounds of
+/// the real-packet tests".
 #[test]
 fn truth_checks_hold_on_quiet_and_cbr30() {
     if !may_run() {
@@ -262,8 +262,8 @@ fn one_truth_check(scenario: &'static str, letter: char) -> Result<(), String> {
 /// median is held to 200 us too unless `lab check` warned that the host
 /// fell short (the line's own count of frames released 100 us or more
 /// late, and a tbf that fell short again through a larger bucket), then
-/// to 5 ms. The runs behind these bounds: docs/lab.md, "Bounds of the
-/// real-packet tests".
+/// to 5 ms. The runs behind these bounds: docs/evaluation.md, "Bounds of
+/// the real-packet tests".
 #[test]
 fn a_hop_delay_adds_what_was_asked() {
     if !may_run() {
@@ -353,8 +353,8 @@ fn lab_run_cbr30(name: &str, repeat: &str, methods: &str, output: &str) -> Vec<s
 /// cbr30 end to end: up, server, 60 Mbit/s CBR cross traffic, five
 /// estimates each by multirate and pathload, truth, down. Bound: median
 /// |error| <= 12 % per method, every run answered, < 2 s and < 10 MB per
-/// estimate. Justification: 10 repeats gave medians 2.4 % (multirate) and
-/// 0.4 % (pathload) with worst runs 2.4 % and 0.5 % (BENCHMARKS.md); the
+/// estimate. Justification: 10 repeats gave medians 0.7 % (multirate) and
+/// 0.6 % (pathload), p90 1.9 % and 1.3 % (docs/evaluation.md); the
 /// bound leaves room for a slow CI machine without letting a broken truth
 /// or estimator (errors of 30 % and more) through. Three attempts: a
 /// busy host reads a whole run low now and then, a broken estimator in
@@ -366,8 +366,8 @@ fn lab_run_cbr30(name: &str, repeat: &str, methods: &str, output: &str) -> Vec<s
 /// runs misses the bound, a run whose sender fell behind its schedule in
 /// most of its streams (another process on the CPUs: the estimate warns
 /// it may read low) and that read low is left out of it; at least two
-/// runs must remain. The runs behind these bounds: docs/lab.md, "Bounds
-/// of the real-packet tests".
+/// runs must remain. The runs behind these bounds: docs/evaluation.md,
+/// "Bounds of the real-packet tests".
 #[test]
 fn cbr30_runs_end_to_end_within_the_bound() {
     if !may_run() {
@@ -744,9 +744,10 @@ fn one_capacity_check() -> Result<(), String> {
 /// tcp-random-loss (0.05 % random drops before the same bottleneck, each
 /// loss's cause from a capture after hop 1): capacity within 10 %, most
 /// random drops called random and most overflows congestion. Measured
-/// here (BENCHMARKS.md, ten transfers each): capacity 0.1-0.7 %, buffer
-/// 3.6 % (quiet) and 2.5 % (random loss) median, overflows 204/205 and
-/// 83/83 called congestion, random drops 81 % called random.
+/// (docs/evaluation.md, "Passive TCP", ten transfers each): capacity
+/// 0.4-0.6 %, buffer 0.4 % (quiet) and 2.5 % (random loss) median,
+/// overflows 200/200 and 63/63 called congestion, random drops 82 %
+/// called random.
 #[test]
 fn passive_estimators_on_cubic_transfers() {
     if !may_run() {
@@ -945,8 +946,8 @@ const CHAIN_BPS: [f64; 3] = [300e6, 200e6, 100e6];
 /// On such hosts the half chain reads every link within bounds where
 /// chain3's faster links do not; heads as long as a fast host sends can
 /// overflow a router's 100 KB queue, so `hops` shrinks such heads. The
-/// runs behind this choice: docs/lab.md, "Bounds of the real-packet
-/// tests".
+/// runs behind this choice: docs/evaluation.md, "Bounds of the
+/// real-packet tests".
 #[test]
 fn per_hop_capacity_of_a_three_router_chain() {
     if !may_run() {
@@ -1124,7 +1125,7 @@ fn judge_chain3_links(runs: Chain3Runs, flood_bps: f64) -> Result<(), String> {
 /// for a busy machine; a tracker that stays up (about 100 % off after
 /// the step, its estimates about as high after as before) or reads
 /// nothing fails them. Up to three attempts. The runs behind these
-/// bounds: docs/lab.md, "Bounds of the real-packet tests".
+/// bounds: docs/evaluation.md, "Bounds of the real-packet tests".
 #[test]
 fn the_tracker_follows_a_step_on_the_lab() {
     if !may_run() {
@@ -1455,7 +1456,7 @@ fn a_transfer_through_a_lossy_hop_arrives_intact() {
 /// line, 80 Mbit/s of bursty cross traffic), 4 s per controller: every
 /// controller ran and was counted in bins against the offered cross
 /// traffic; Rapid took at least half of the available bandwidth and
-/// CUBIC a quarter (docs/lab.md's 10 s runs: 97-110 % for both), and the
+/// CUBIC a quarter (docs/evaluation.md's 30 s runs: 93-95 % for both), and the
 /// kernel's own RTT saw the 30 ms line. Three attempts: on a slow VM the
 /// lab's delay line at times drops a fifth of the frames (over 5 ms
 /// behind), and Rapid then reads 0.40-0.45 (two clean-clone CI runs);

@@ -644,7 +644,7 @@ mod tests {
         for (name, _) in BUILT_IN {
             let s = Scenario::load(name).unwrap_or_else(|e| panic!("{e}"));
             assert!(!s.description.is_empty(), "{name} has no description");
-            // Inside the range a small VM shapes precisely (BENCHMARKS.md);
+            // Inside the range a small VM shapes precisely (docs/evaluation.md);
             // shaper500 is the 500 Mbit/s capacity lab (its trains
             // read 499-501 Mbit/s: docs/capacity.md). tcp-random-loss's
             // 1 Gbit/s hop only forwards a 200 Mbit/s flow: its rate is

@@ -38,7 +38,7 @@ fn paced_stream_arrives(direction: Direction) {
     })
     .unwrap();
     // The VM sometimes takes the sending thread away for milliseconds
-    // (BENCHMARKS: stalls of 5-50 us several times per stream, ~1 ms now
+    // (stalls of 5-50 us several times per stream, ~1 ms now
     // and then), and in full-workspace and CI runs the reverse case had
     // every one of 3, once of 6, streams leave in catch-up bursts or with
     // a stall at one end (receive spans 3-20 % off the schedule's). The

@@ -13,7 +13,7 @@ use std::io;
 /// From this share of CPU time stolen by the hypervisor on, a measurement
 /// says it may read low: from about this share on, a tbf on the same
 /// host flooded by `tightlink lab check quiet` delivers measurably under
-/// its rate (docs/evaluation.md, "Stolen CPU time and a tbf").
+/// its rate (docs/evaluation.md, "The measuring host").
 pub const STOLEN_SHARE_WARNING: f64 = 0.05;
 
 /// The all-CPU line of `/proc/stat`, in ticks summed over CPUs.

@@ -86,7 +86,7 @@ impl Default for ProbabilisticParams {
             // Stream length and tolerance: 64 packets keep a tbf's small
             // bucket from passing a stream a few percent over its rate
             // unqueued; 0.1 halves the bytes of 0.06 for a little error
-            // (docs/simulator.md, "Tuning scan-pba").
+            // (docs/evaluation.md, "Measurements behind the strategies' constants").
             tolerance: 0.1,
             min_packets: 64,
         }

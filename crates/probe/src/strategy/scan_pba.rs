@@ -47,14 +47,14 @@ impl Default for ScanPbaParams {
     fn default() -> Self {
         ScanPbaParams {
             // The scan's rates equal in time, not in packets: as accurate
-            // for fewer bytes (docs/simulator.md, "Tuning scan-pba").
+            // for fewer bytes (docs/evaluation.md, "Measurements behind the strategies' constants").
             scan: MultirateParams {
                 equal_time_scan: true,
                 ..MultirateParams::default()
             },
             // Tolerance and scan_sd: the pair with the least error for
             // the bytes on the simulator's default and smoothed paths
-            // (docs/simulator.md, "Tuning scan-pba", with what was tried).
+            // (docs/evaluation.md, "Measurements behind the strategies' constants").
             bisection: ProbabilisticParams {
                 tolerance: 0.08,
                 ..Default::default()

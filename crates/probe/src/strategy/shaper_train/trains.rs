@@ -239,7 +239,8 @@ pub(super) const LONGER_TRAIN: f64 = 4.0;
 
 /// How much shorter the train sent first, to rule out a bucket on a FIFO
 /// path, is than the full one: the shorter, the less cross traffic it
-/// pushes out of the queue (docs/simulator.md, "Tuning scan-pba").
+/// pushes out of the queue (docs/evaluation.md, "Measurements behind the
+/// strategies' constants").
 pub(super) const SHORT_TRAIN_SHARE: f64 = 8.0;
 
 /// The trains change an answer only when their tails read this share of
