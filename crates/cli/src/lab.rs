@@ -20,18 +20,30 @@ pub struct LabArgs {
 #[derive(Subcommand)]
 pub enum LabCommand {
     /// The shipped scenarios and what each builds.
+    #[command(after_help = "Examples:\n  tightlink lab list")]
     List,
     /// Build a scenario's namespaces, links and shaped hops (root).
+    #[command(
+        after_help = "Examples:\n  sudo tightlink lab up cbr30 --name mine              # a lab of its own name: `lab status/down cbr30 --name mine`\n  sudo tightlink lab status cbr30 --name mine\n  sudo tightlink lab down --name mine"
+    )]
     Up(LabTarget),
     /// Remove everything a lab made (also after a crash).
     ///
     /// The lab is found by its scenario, by `--name`, or every lab on
     /// this host with `--all`.
+    #[command(
+        after_help = "Examples:\n  sudo tightlink lab down cbr30\n  sudo tightlink lab down --all                        # every lab not in use"
+    )]
     Down(DownArgs),
     /// Namespaces, processes and the shaped hops' counters.
+    #[command(after_help = "Examples:\n  sudo tightlink lab status cbr30")]
     Status(LabTarget),
     /// Truth checks: each hop saturated delivers its rate; cross traffic
-    /// alone leaves rate minus its rate.
+    /// alone leaves rate minus its rate. Run it before trusting a lab
+    /// on a new host.
+    #[command(
+        after_help = "Examples:\n  sudo tightlink lab check cbr30\n  sudo tightlink lab check quiet --json"
+    )]
     Check {
         #[command(flatten)]
         target: LabTarget,
@@ -40,6 +52,9 @@ pub enum LabCommand {
     },
     /// Up, server, cross traffic, estimates with truth, down; a table per
     /// method.
+    #[command(
+        after_help = "Examples:\n  sudo tightlink lab run cbr30 --repeat 2 --method auto,pathload\n  sudo tightlink lab run quiet --repeat 1 --json-stream   # a JSON line per run as it is made"
+    )]
     Run(RunArgs),
     /// Every tightlink method family and every peer tool found on PATH
     /// (presets: pathload's `pathload_rcv`/`pathload_snd`, pathChirp's
@@ -50,25 +65,39 @@ pub enum LabCommand {
     /// every shipped scenario whose cross traffic iperf3 or iperf 2
     /// makes: a campaign, each scenario in turn, then every method's runs
     /// pooled and the silent misses counted.
+    #[command(
+        after_help = "Examples:\n  sudo tightlink lab compare quiet --repeat 1            # every family, and the peer tools on PATH\n  sudo env PATH=/opt/pathload:$PATH tightlink lab compare third-party --method auto --peers peer:pathload"
+    )]
     Compare(RunArgs),
     /// `estimate --follow` (bart) through the lab, each update against the
     /// kernel-counter truth over its stream and over 500 ms around it; a
     /// scenario whose cross traffic steps (`lab list`: step) shows how fast
     /// the tracker follows.
+    #[command(after_help = "Examples:\n  sudo tightlink lab track step --plot track.png")]
     Track(TrackArgs),
     /// A user-space delay line between two interfaces of this namespace
-    /// (what a hop's `delay` runs: this kernel has no netem). Prints
-    /// "ready" once both sockets are bound, then runs until killed.
+    /// (what a hop's `delay` runs, so kernels without netem delay too).
+    /// Prints "ready" once both sockets are bound, then runs until
+    /// killed. The lab starts it; run it by hand only to debug one.
+    #[command(
+        after_help = "Examples:\n  ip netns exec tllab-rtt30-bursty-d1 tightlink lab delay-line from_prev to_next --delay 15ms"
+    )]
     DelayLine(DelayLineArgs),
     /// A bulk TCP transfer (cubic) through the lab, captured at the sender:
     /// analyze-tcp's capacity, buffer and loss classes against the
     /// configured bottleneck and each loss's true cause.
+    #[command(
+        after_help = "Examples:\n  sudo tightlink lab tcp tcp-random-loss\n  sudo tightlink lab tcp quiet --congestion bbr --keep-captures caps   # caps/quiet-sender.pcap for analyze-tcp"
+    )]
     Tcp(TcpArgs),
     /// Rate controllers in turn over the lab's path and cross traffic:
     /// Rapid with and without BASS (`transfer`), the kernel's CUBIC and
     /// BBR (one TCP flow); throughput per bin and overall as a share of
     /// the available bandwidth (hop rate minus the cross traffic offered),
     /// loss and RTT.
+    #[command(
+        after_help = "Examples:\n  sudo tightlink lab cc rtt5-bursty --time 5s --cc rapid,cubic --plot cc.png"
+    )]
     Cc(CcArgs),
 }
 
@@ -225,7 +254,8 @@ pub fn run(args: LabArgs) -> Result<()> {
         LabCommand::Down(d) => down(d),
         LabCommand::Status(t) => {
             let lab = lab_of(&t)?;
-            print!("{}", lab.status()?);
+            let status = lab.status()?;
+            println!("{}", status.trim_end());
             Ok(())
         }
         LabCommand::Check { target, json } => check(&target, json),

@@ -45,6 +45,7 @@ struct Cli {
 const EXAMPLES_ESTIMATE: &str = "Examples:\n  tightlink estimate                                   # the embedded simulated 10 Gbit/s path\n  tightlink estimate sim:cross=cbr:3G -m multirate --json\n  tightlink estimate sim: --follow --max-streams 20    # track the path (bart), a line per stream\n  tightlink estimate sim: --save-trace run.trace       # keep the streams; `estimate trace:run.trace` replays them";
 const EXAMPLES_CAPACITY: &str = "Examples:\n  tightlink capacity                                   # Pathrate and CapProbe on the simulated narrow link\n  tightlink capacity --method capprobe --json";
 const EXAMPLES_ANALYZE: &str = "Examples:\n  tightlink simulate -o run.trace --truth truth.csv    # streams to read, with their truth\n  tightlink analyze run.trace                          # the best method for each stream's kind\n  tightlink analyze run.trace -m all -f csv            # every method, one row each";
+const EXAMPLES_ANALYZE_TCP: &str = "Examples:\n  sudo tightlink lab tcp quiet --keep-captures caps     # a CUBIC transfer through the lab, captured at the sender\n  sudo tightlink analyze-tcp caps/quiet-sender.pcap --plot flow.png   # (the lab's captures are root's)\n  sudo tightlink analyze-tcp caps/quiet-sender.pcap --flow 1 --format csv   # the largest flow, per ACK";
 const EXAMPLES_SIMULATE: &str = "Examples:\n  tightlink simulate -o run.trace --truth truth.csv\n  tightlink simulate sim:cross=poisson:4G -o multi.trace.gz --kind multi --streams 50";
 const EXAMPLES_SERVER: &str = "Examples:\n  tightlink server                                     # TCP 7447, open limits (1 Gbit/s, 50 MB, 30 s a session)\n  tightlink server --port 7460 --max-rate 5G --max-sessions 4";
 const EXAMPLES_REFLECTOR: &str = "Examples:\n  tightlink reflector                                  # UDP 862 (root, or CAP_NET_BIND_SERVICE)\n  tightlink reflector --port 8620                      # an unprivileged port: `estimate twamp:HOST:8620`";
@@ -82,6 +83,7 @@ enum Command {
     /// Passive estimators on a TCP flow from a pcap/pcapng capture taken
     /// at the sender: RTT, losses and their classes (congestion or
     /// random), Westwood BE/RE/ERE, bottleneck buffer, TCPProbe capacity.
+    #[command(after_help = EXAMPLES_ANALYZE_TCP)]
     AnalyzeTcp(analyze_tcp::AnalyzeTcpArgs),
     /// Capture an interface into a pcap file (both directions, kernel
     /// nanosecond stamps) for analyze-tcp, without tcpdump (CAP_NET_RAW).
@@ -133,6 +135,9 @@ enum Command {
     Cross(cross::CrossArgs),
     /// Shell completions, man pages and the Markdown reference, made from
     /// these very definitions (for packagers and the guide).
+    #[command(
+        after_help = "Examples:\n  tightlink generate completions bash > tightlink.bash\n  tightlink generate man man1/\n  tightlink generate reference > reference.md"
+    )]
     Generate(generate::GenerateArgs),
 }
 
