@@ -18,18 +18,25 @@ pub struct GenerateArgs {
 enum What {
     /// A shell's completion script on stdout, e.g.
     /// `tightlink generate completions bash > /usr/share/bash-completion/completions/tightlink`.
+    #[command(
+        after_help = "Examples:\n  tightlink generate completions bash > tightlink.bash\n  tightlink generate completions zsh > _tightlink"
+    )]
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
     /// Man pages into DIR: tightlink.1 and one per command
     /// (tightlink-estimate.1, ...), e.g. `tightlink generate man /usr/share/man/man1`.
+    #[command(
+        after_help = "Examples:\n  tightlink generate man man1                          # then: man -l man1/tightlink-estimate.1"
+    )]
     Man {
         /// Where to write them (created if missing).
         dir: PathBuf,
     },
     /// The command-line reference as Markdown on stdout (the guide's
     /// reference chapter is this output).
+    #[command(after_help = "Examples:\n  tightlink generate reference > reference.md")]
     Reference,
 }
 

@@ -33,7 +33,8 @@ const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("TIGHTLINK_BUILT_F
 #[command(
     name = "tightlink",
     version = VERSION,
-    about = "Available bandwidth and capacity of network paths, measured without filling them."
+    about = "Available bandwidth and capacity of network paths, measured without filling them.",
+    after_help = EXAMPLES_TOP
 )]
 struct Cli {
     #[command(subcommand)]
@@ -42,6 +43,7 @@ struct Cli {
 
 // Each command's examples (its --help ends with them; the guide's
 // reference shows them, and a test runs every one).
+const EXAMPLES_TOP: &str = "Examples:\n  tightlink estimate                                   # the available bandwidth of the embedded simulated path\n  tightlink estimate --help                            # a command's flags and examples\n  tightlink lab list                                   # the lab's scenarios (running one needs root)";
 const EXAMPLES_ESTIMATE: &str = "Examples:\n  tightlink estimate                                   # the embedded simulated 10 Gbit/s path\n  tightlink estimate sim:cross=cbr:3G -m multirate --json\n  tightlink estimate sim: --follow --max-streams 20    # track the path (bart), a line per stream\n  tightlink estimate sim: --save-trace run.trace       # keep the streams; `estimate trace:run.trace` replays them";
 const EXAMPLES_CAPACITY: &str = "Examples:\n  tightlink capacity                                   # Pathrate and CapProbe on the simulated narrow link\n  tightlink capacity --method capprobe --json";
 const EXAMPLES_ANALYZE: &str = "Examples:\n  tightlink simulate -o run.trace --truth truth.csv    # streams to read, with their truth\n  tightlink analyze run.trace                          # the best method for each stream's kind\n  tightlink analyze run.trace -m all -f csv            # every method, one row each";
