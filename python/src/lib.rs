@@ -496,22 +496,14 @@ fn simulate<'py>(
 }
 
 /// One `--follow` update as the dict `estimate --json-stream` prints in
-/// its `update` events.
+/// its `update` events: the library's JSON of it, read by Python's own
+/// `json`, so the two cannot drift apart.
 fn update_dict<'py>(
     py: Python<'py>,
     u: &tightlink_measure::BartUpdate,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("streams", u.streams)?;
-    d.set_item("elapsed_ns", u.elapsed_ns)?;
-    d.set_item("available_bandwidth_bps", u.abw_bps)?;
-    d.set_item("sd_bps", u.sd_bps)?;
-    d.set_item("bound", u.bound.as_str())?;
-    d.set_item("window_ns", u.window_ns.to_vec())?;
-    if let Some(t) = u.truth_bps.filter(|t| t.is_finite()) {
-        d.set_item("truth_bps", t)?;
-    }
-    Ok(d)
+) -> PyResult<Bound<'py, PyAny>> {
+    let text = tightlink_measure::text::update_event_json(u).to_string();
+    py.import("json")?.call_method1("loads", (text,))
 }
 
 /// One closed-loop measurement of a target; the `--json` object as text.

@@ -16,6 +16,8 @@
 #[cfg(feature = "service")]
 pub mod agent;
 pub mod config;
+#[cfg(feature = "service")]
+pub mod history;
 pub mod http;
 #[cfg(feature = "service")]
 pub mod metrics;

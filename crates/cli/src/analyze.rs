@@ -10,7 +10,15 @@ use tightlink_core::units::parse_rate;
 use tightlink_core::{AnalysisParams, StreamKind};
 use tightlink_measure::analyze::{analyze_trace, trace_capacity_bps, AnalysisSettings, Methods};
 
-use crate::report::{self, Format};
+use tightlink_measure::text::{write_analysis, AnalysisFormat};
+
+/// `--format`: a table, JSON or CSV.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
 
 #[derive(Args)]
 pub struct AnalyzeArgs {
@@ -148,9 +156,14 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         .with_context(|| args.trace.display().to_string())?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    report::write(
+    let format = match args.format {
+        Format::Table => AnalysisFormat::Table,
+        Format::Json => AnalysisFormat::Json,
+        Format::Csv => AnalysisFormat::Csv,
+    };
+    write_analysis(
         &mut out,
-        args.format,
+        format,
         &args.trace.display().to_string(),
         &trace,
         &results,

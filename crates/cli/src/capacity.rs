@@ -4,11 +4,9 @@
 
 use anyhow::Result;
 use clap::Args;
-use tightlink_core::units::format_rate;
-use tightlink_core::Bound;
 use tightlink_measure::capacity::DEFAULT_TARGET;
+use tightlink_measure::text::CapacityTable;
 use tightlink_measure::{capacity, CapacityMethod, CapacityOptions, Target};
-use tightlink_probe::capacity::shaper_note;
 
 use crate::estimate::real_options;
 
@@ -62,55 +60,12 @@ pub fn run(a: CapacityArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let reports: Vec<_> = results.iter().map(|r| (&r.report, r.rate_layer)).collect();
-    println!("target      {}", a.target);
-    if let Some(t) = reports.iter().find_map(|r| r.0.truth_bps) {
-        println!("truth       {} (narrow link, simulator)", format_rate(t));
-    }
-    println!(
-        "{:<10} {:>16} {:>30} {:>6} {:>12} {:>10} {:>9} {:>10}",
-        "method", "capacity", "range", "conf", "pairs used", "probe MB", "time", "stop"
+    print!(
+        "{}",
+        CapacityTable {
+            target: &a.target,
+            results: &results
+        }
     );
-    for (r, _) in &reports {
-        let cap = match (r.capacity_bps, r.bound) {
-            (Some(c), Bound::AtLeast) => format!(">= {}", format_rate(c)),
-            (Some(c), _) => format_rate(c),
-            (None, _) => "none".to_string(),
-        };
-        let err = match (r.capacity_bps, r.truth_bps) {
-            (Some(c), Some(t)) => format!(" ({:+.1} %)", (c / t - 1.0) * 100.0),
-            _ => String::new(),
-        };
-        println!(
-            "{:<10} {:>16} {:>30} {:>6.2} {:>12} {:>10.2} {:>8.3}s {:>10}{}",
-            r.method,
-            cap,
-            if r.capacity_bps.is_some() && r.high_bps.is_finite() {
-                format!("{} - {}", format_rate(r.low_bps), format_rate(r.high_bps))
-            } else {
-                "-".to_string()
-            },
-            r.confidence,
-            format!("{}/{}", r.pairs_used, r.pairs_sent),
-            r.cost.probe_bytes as f64 / 1e6,
-            r.cost.duration_s,
-            r.stop,
-            err
-        );
-        if let Some(adr) = r.adr_bps {
-            println!(
-                "{:<10} ADR of {} trains: {}",
-                "",
-                r.trains,
-                format_rate(adr)
-            );
-        }
-        if let Some(s) = &r.shaper {
-            println!("{:<10} {}", "", shaper_note(s));
-        }
-        for w in &r.warnings {
-            println!("{:<10} warning: {w}", "");
-        }
-    }
     Ok(())
 }

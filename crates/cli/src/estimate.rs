@@ -6,12 +6,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use tightlink_core::channel::GroundTruth;
 use tightlink_core::units::parse_rate;
 use tightlink_core::AnalysisParams;
+use tightlink_measure::text::{stream_event_json, update_event_json, update_line};
 use tightlink_measure::{
-    estimate, estimate_both, Bound, Capped, EstimateOptions, EstimateReport, Event, HostFindings,
-    Method, ProbeStream, RealOptions, Target,
+    estimate, estimate_both, EstimateOptions, Event, Method, RealOptions, Target,
 };
 
 #[derive(Args)]
@@ -229,10 +228,10 @@ fn run_estimate(args: EstimateArgs, printed: &mut bool) -> Result<()> {
             *printed = true;
         } else {
             writeln!(out, "direction   forward (toward the far end)")?;
-            render(&mut out, &forward)?;
+            write!(out, "{forward}")?;
             if let Ok(r) = &reverse {
                 writeln!(out, "\ndirection   reverse (from the far end)")?;
-                render(&mut out, r)?;
+                write!(out, "{r}")?;
             }
         }
         return reverse.map(|_| ());
@@ -247,7 +246,7 @@ fn run_estimate(args: EstimateArgs, printed: &mut bool) -> Result<()> {
         serde_json::to_writer(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        render(&mut out, &report)?;
+        write!(out, "{report}")?;
     }
     Ok(())
 }
@@ -260,62 +259,6 @@ pub(crate) fn json_event(event: &str, data: serde_json::Value) -> Result<()> {
     writeln!(out)?;
     out.flush()?;
     Ok(())
-}
-
-/// One `--follow` line: path time, estimate +- sd, truth.
-fn update_line(u: &tightlink_measure::BartUpdate) -> String {
-    let bound = match u.bound {
-        Bound::AtLeast => ">=",
-        Bound::AtMost => "<=",
-        _ => "",
-    };
-    let mut line = format!(
-        "{:9.3} s  stream {:4}  {bound}{:.3} Gbit/s +- {:.3}",
-        u.elapsed_ns as f64 / 1e9,
-        u.streams,
-        u.abw_bps / 1e9,
-        u.sd_bps / 1e9
-    );
-    if let Some(t) = u.truth_bps {
-        line += &format!("  truth {:.3}", t / 1e9);
-    }
-    line
-}
-
-/// What an `update` event says: the tracker after a stream.
-fn update_event(u: &tightlink_measure::BartUpdate) -> serde_json::Value {
-    let mut v = serde_json::json!({
-        "streams": u.streams,
-        "elapsed_ns": u.elapsed_ns,
-        "available_bandwidth_bps": u.abw_bps,
-        "sd_bps": u.sd_bps,
-        "bound": u.bound.as_str(),
-        "window_ns": u.window_ns,
-    });
-    if let Some(t) = u.truth_bps.filter(|t| t.is_finite()) {
-        v["truth_bps"] = serde_json::json!(t);
-    }
-    v
-}
-
-/// What a `stream` event says of one probe stream: its packets, what
-/// came back, its average send rate (bytes after the first packet over
-/// the send span) and, on the simulator, the truth over its span.
-fn stream_event(s: &ProbeStream, truth: Option<GroundTruth>) -> serde_json::Value {
-    let bytes: u64 = s.packets.iter().map(|p| p.size_bytes as u64).sum();
-    let mut v = serde_json::json!({
-        "stream": s.id,
-        "packets": s.len(),
-        "received": s.received_count(),
-        "bytes": bytes,
-        "send_span_ns": s.send_span_ns() as i64,
-        "rate_bps": s.avg_rate_bps().unwrap_or(0.0),
-        "loss": s.loss_fraction(),
-    });
-    if let Some(t) = truth.filter(|t| t.available_bps.is_finite()) {
-        v["truth_bps"] = serde_json::json!(t.available_bps);
-    }
-    v
 }
 
 fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
@@ -331,9 +274,9 @@ fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
     let mut on_event = |e: Event| {
         let line = match (e, &failed) {
             (Event::Stream { stream, truth }, None) => {
-                json_event("stream", stream_event(stream, truth))
+                json_event("stream", stream_event_json(stream, truth))
             }
-            (Event::Update(u), None) => json_event("update", update_event(&u)),
+            (Event::Update(u), None) => json_event("update", update_event_json(&u)),
             _ => Ok(()),
         };
         if let Err(err) = line {
@@ -356,148 +299,4 @@ fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
 /// `--method`'s help: every registered strategy.
 fn method_help() -> String {
     format!("{} (queue-fit needs --capacity)", Method::names())
-}
-
-/// The human summary.
-fn render(out: &mut impl Write, report: &EstimateReport) -> Result<()> {
-    let g = |v: f64| v / 1e9;
-    writeln!(out, "target      {}", report.target)?;
-    let range = if report.estimate.high_bps.is_finite() {
-        format!(
-            "range {:.3}-{:.3}",
-            g(report.estimate.low_bps),
-            g(report.estimate.high_bps)
-        )
-    } else {
-        "no upper limit measured".to_string()
-    };
-    let cap_reason = match report.capped {
-        Some(Capped::HostLimited) => " (host-limited)",
-        Some(Capped::FarEndOrMaxRate) => " (the most the far end or --max-rate allows)",
-        None => "",
-    };
-    if report.estimate.bound == Bound::None {
-        writeln!(
-            out,
-            "estimate    none: no answer ({}) by {}",
-            report.estimate.stop, report.estimate.method
-        )?;
-    } else {
-        writeln!(
-            out,
-            "estimate    {}{:.3} Gbit/s ({}, {range}) by {}{}",
-            match report.estimate.bound {
-                Bound::AtLeast => "at least ",
-                Bound::AtMost => "at most ",
-                _ => "",
-            },
-            g(report.estimate.available_bandwidth_bps),
-            report.estimate.bound.as_str(),
-            report.estimate.method,
-            cap_reason
-        )?;
-    }
-    if let Some(h) = &report.host {
-        render_host(out, report, h)?;
-    }
-    for w in &report.warnings {
-        writeln!(out, "warning     {w}")?;
-    }
-    match (report.estimate.truth_bps, report.error()) {
-        (Some(t), Some(e)) => writeln!(
-            out,
-            "truth       {:.3} Gbit/s (simulator; error {:+.1} %)",
-            g(t),
-            e * 100.0
-        )?,
-        (Some(t), None) => writeln!(out, "truth       {:.3} Gbit/s (simulator)", g(t))?,
-        _ => {}
-    }
-    let c = &report.estimate.cost;
-    let resent = match c.resent_streams {
-        0 => String::new(),
-        n => format!(" (and {n} sent again: {})", resent_because(report)),
-    };
-    writeln!(
-        out,
-        "cost        {} streams{resent}, {:.1} MB of probes, {:.3} s of path time, {:.2} s in all ({})",
-        c.streams,
-        c.probe_bytes as f64 / 1e6,
-        c.duration_s,
-        c.wall_s,
-        report.estimate.stop
-    )?;
-    Ok(())
-}
-
-/// What the host found: its pacing, the far end, its own interface as
-/// the bottleneck, late streams, drops and its warnings.
-fn render_host(out: &mut impl Write, report: &EstimateReport, h: &HostFindings) -> Result<()> {
-    let g = |v: f64| v / 1e9;
-    writeln!(
-        out,
-        "host        paces probes up to {}; this run probed up to {:.3} Gbit/s; rates counted on the {}",
-        if h.host_limit_bps.is_finite() {
-            format!("{:.3} Gbit/s", g(h.host_limit_bps))
-        } else {
-            "(the far end's host sends in reverse mode)".to_string()
-        },
-        g(report.probe_ceiling_bps.unwrap_or(f64::NAN)),
-        h.rate_layer
-    )?;
-    if let Some(f) = &h.far_end {
-        writeln!(out, "far end     {f}")?;
-    }
-    if let Some(own) = h.own_link_bps {
-        // Only an answer near the own link's rate makes it the tight
-        // link; a faster own link merely queued the fastest probes.
-        let abw = report.estimate.available_bandwidth_bps;
-        let tight = report.estimate.bound != Bound::None && abw > own * 0.9;
-        writeln!(
-            out,
-            "bottleneck  the sender's own interface: its queue released {} {} at {:.3} Gbit/s (kernel transmit stamps), {}",
-            h.queued_streams,
-            if h.queued_streams == 1 { "stream" } else { "streams" },
-            g(own),
-            if tight {
-                "so the tight link is the sender's own"
-            } else {
-                "faster than the path beyond it"
-            }
-        )?;
-    }
-    if h.late_streams > 0 {
-        writeln!(
-            out,
-            "host        fell behind its schedule in {} {}",
-            h.late_streams,
-            if h.late_streams == 1 {
-                "stream"
-            } else {
-                "streams"
-            }
-        )?;
-    }
-    if !h.drops.is_empty() {
-        let d: Vec<String> = h.drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
-        writeln!(out, "dropped     {}", d.join(", "))?;
-    }
-    for w in &h.warnings {
-        writeln!(out, "warning     {w}")?;
-    }
-    Ok(())
-}
-
-/// Why streams were sent again, as far as the host findings tell.
-fn resent_because(report: &EstimateReport) -> &'static str {
-    let Some(h) = &report.host else {
-        return "the sender fell behind";
-    };
-    let late = h.late_streams > 0;
-    let overflowed = h.drops.iter().any(|(name, _)| *name == "socket_overflow");
-    match (late, overflowed) {
-        (true, true) => "the sender fell behind, or the receiver's socket dropped probes",
-        (false, true) => "the receiver's socket dropped probes",
-        _ => "the sender fell behind",
-    }
 }

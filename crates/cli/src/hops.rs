@@ -4,9 +4,8 @@
 
 use anyhow::{anyhow, Result};
 use clap::Args;
-use tightlink_core::capacity::{LinkCapacity, LinkEstimate};
 use tightlink_core::units::{parse_bytes, parse_time_ns};
-use tightlink_measure::hops::{hops, HopsOptions, HopsResult, DEFAULT_TARGET};
+use tightlink_measure::hops::{hops, HopsOptions, DEFAULT_TARGET};
 use tightlink_measure::Target;
 
 #[derive(Args)]
@@ -53,16 +52,6 @@ pub struct HopsArgs {
     /// rtt_ns) for offline analysis.
     #[arg(long, value_name = "FILE")]
     pub save_samples: Option<std::path::PathBuf>,
-}
-
-fn rate(v: f64) -> String {
-    if !v.is_finite() {
-        "inf".into()
-    } else if v >= 1e9 {
-        format!("{:.2} Gbit/s", v / 1e9)
-    } else {
-        format!("{:.1} Mbit/s", v / 1e6)
-    }
 }
 
 /// `LOW:HIGH:COUNT`, sizes with units.
@@ -123,136 +112,8 @@ pub fn run(a: HopsArgs) -> Result<()> {
     })?;
     if a.json {
         println!("{}", serde_json::to_string(&result)?);
-        return Ok(());
+    } else {
+        print!("{result}");
     }
-    render(&result)
-}
-
-/// A hop's ns/B, its standard error, how it met the head and its link's
-/// capacity, as the table shows them (`-` and why where no link was read).
-fn link_columns(
-    replies: usize,
-    link: Option<&LinkEstimate>,
-) -> (String, String, &'static str, String) {
-    match link {
-        None => (
-            "-".into(),
-            "-".into(),
-            "-",
-            if replies == 0 {
-                "no reply".to_string()
-            } else {
-                "too few replies".to_string()
-            },
-        ),
-        Some(l) => {
-            let cap = match l.capacity {
-                LinkCapacity::Measured {
-                    capacity_bps,
-                    low_bps,
-                    high_bps,
-                } => format!(
-                    "{} [{}, {}]",
-                    rate(capacity_bps),
-                    rate(low_bps),
-                    rate(high_bps)
-                ),
-                LinkCapacity::AtLeast { bps } => format!(">= {} (too fast to see)", rate(bps)),
-                LinkCapacity::Inconsistent { ns_per_byte } => {
-                    format!("inconsistent ({ns_per_byte:.2} ns/B)")
-                }
-            };
-            let cap = if l.from_ttl + 1 < l.ttl {
-                format!("{cap} (links {}..{})", l.from_ttl + 1, l.ttl)
-            } else {
-                cap
-            };
-            (
-                format!("{:.3}", l.ns_per_byte),
-                format!("{:.3}", l.se),
-                match l.queued_behind_head {
-                    Some(true) => "queued",
-                    Some(false) => "passed",
-                    None => "-",
-                },
-                cap,
-            )
-        }
-    }
-}
-
-/// The human table.
-fn render(res: &HopsResult) -> Result<()> {
-    let (r, params) = (&res.report, &res.params);
-    println!("target   {}", res.target);
-    println!("channel  {}", res.channel);
-    println!(
-        "probes   {} sizes {}-{} B x {}{}",
-        params.sizes.len(),
-        params.sizes.first().unwrap_or(&0),
-        params.sizes.last().unwrap_or(&0),
-        params.repeats,
-        if params.head_packets.is_empty() {
-            ", lone (pathchar)".to_string()
-        } else {
-            format!(
-                ", behind heads of {:?} x {} B",
-                params.head_packets, res.mtu_bytes
-            )
-        }
-    );
-    println!(
-        "{:>4} {:<16} {:>9}  {:>9} {:>7}  {:<5}  {:<44} {:>14}",
-        "ttl", "responder", "replies", "ns/B", "+-", "head", "link capacity", "truth"
-    );
-    for h in &r.hops {
-        let link = r.links.iter().find(|l| l.ttl == h.ttl);
-        let (nsb, se, head, cap) = link_columns(h.replies, link);
-        let truth = link
-            .and_then(|l| res.truth_bps(l))
-            .map_or(String::new(), rate);
-        println!(
-            "{:>4} {:<16} {:>9}  {:>9} {:>7}  {:<5}  {:<44} {:>14}",
-            h.ttl,
-            h.responder.as_deref().unwrap_or("*"),
-            format!("{}/{}", h.replies, h.probes),
-            nsb,
-            se,
-            head,
-            cap,
-            truth
-        );
-    }
-    if let Some(l) = r
-        .links
-        .iter()
-        .find(|l| l.from_ttl == 0 && l.queued_behind_head == Some(true))
-    {
-        println!(
-            "link 1 behind a head: the head left this host at {} (its own link, or its send path when slower); a shaped hop faster than that cannot queue it and reads '>=' or 'passed'",
-            rate(8e9 / l.ns_per_byte)
-        );
-    }
-    if params.head_packets.is_empty()
-        && r.links
-            .iter()
-            .any(|l| matches!(l.capacity, LinkCapacity::AtLeast { .. }))
-    {
-        println!("'>=': the link adds less per-byte time than the RTT noise resolves (host paper 4.1: VPS reaches ~155 Mbit/s with 1500 B packets); token-bucket shapers look the same to lone probes: try --behind 16");
-    }
-    for w in res.warnings() {
-        println!("{w}");
-    }
-    println!(
-        "{} probes, {:.2} MB, {:.2} s{}",
-        r.probes,
-        r.cost.probe_bytes as f64 / 1e6,
-        r.cost.duration_s,
-        if r.reached_destination {
-            ""
-        } else {
-            " (destination not reached)"
-        }
-    );
     Ok(())
 }

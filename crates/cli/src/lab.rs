@@ -8,8 +8,9 @@ use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
 use tightlink_lab::Scenario;
 
-use crate::lab_run::{line_drops, pct, run_lab, RunArgs};
+use crate::lab_run::{run_lab, RunArgs};
 use crate::lab_target::{lab_of, need_root, LabTarget};
+use tightlink_lab::text::{cc_progress_line, pct};
 
 #[derive(Args)]
 pub struct LabArgs {
@@ -332,70 +333,7 @@ fn check(target: &LabTarget, json: bool) -> Result<()> {
         println!("{}", serde_json::to_string(&r)?);
         return Ok(());
     }
-    for (k, (rate, got)) in r.saturated.iter().enumerate() {
-        match got {
-            Some(g) => println!(
-                "hop {} saturated: {:.2} Mbit/s sent for {:.2} configured ({:+.2} %){}",
-                k + 1,
-                g / 1e6,
-                rate / 1e6,
-                (g / rate - 1.0) * 100.0,
-                match r.saturated_stolen_share.get(k).copied().flatten() {
-                    Some(s) => format!(
-                        "; the hypervisor took {:.1} % of the host's CPU time meanwhile",
-                        s * 100.0
-                    ),
-                    None => String::new(),
-                }
-            ),
-            None => println!("hop {}: no sender enters here, not saturated", k + 1),
-        }
-        if let Some(Some((bucket, bps))) = r.saturated_larger_bucket.get(k) {
-            println!(
-                "hop {} saturated again with a {bucket} B bucket: {:.2} Mbit/s ({:+.2} %)",
-                k + 1,
-                bps / 1e6,
-                (bps / rate - 1.0) * 100.0
-            );
-        }
-    }
-    if let Some((nominal, truth)) = r.cross_only {
-        println!(
-            "cross traffic alone: truth {:.2} Mbit/s for rate - cross = {:.2} ({:+.2} %)",
-            truth / 1e6,
-            nominal / 1e6,
-            (truth / nominal - 1.0) * 100.0
-        );
-    }
-    if let Some((want, got)) = r.loss {
-        println!(
-            "random loss on the access link: {:.2} % of a 1 s train lost ({:.2} % configured)",
-            got * 100.0,
-            want * 100.0
-        );
-    }
-    if let Some(d) = &r.one_way_delay {
-        let ms = |ns: i64| ns as f64 / 1e6;
-        println!(
-            "one-way delay: {:.3} ms median (p5 {:.3}, p95 {:.3}, max {:.3}) for {:.3} ms asked ({:+.0} us); {} of {} probes arrived",
-            ms(d.median_ns),
-            ms(d.p5_ns),
-            ms(d.p95_ns),
-            ms(d.max_ns),
-            ms(d.asked_ns),
-            (d.median_ns - d.asked_ns) as f64 / 1e3,
-            d.received,
-            d.sent
-        );
-    }
-    if let Some((frames, late)) = r.delay_line_late {
-        println!(
-            "delay lines meanwhile: {late} of {frames} frames toward the receiver left more than 100 us after their due time"
-        );
-    }
-    for w in &r.warnings {
-        println!("warning: {w}");
-    }
+    print!("{r}");
     Ok(())
 }
 
@@ -426,19 +364,7 @@ fn cc_lab(a: CcArgs) -> Result<()> {
     let quiet = a.json;
     let r = tightlink_lab::cc::cc(&lab, &opts, &mut |run| {
         if !quiet {
-            eprintln!(
-                "{} run {}: {} of {} available{}{}",
-                run.controller,
-                run.run + 1,
-                run.throughput_bps
-                    .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
-                run.available_bps
-                    .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
-                line_drops(run.delay_line),
-                run.error
-                    .as_ref()
-                    .map_or(String::new(), |e| format!(" ({e})"))
-            );
+            eprintln!("{}", cc_progress_line(run));
         }
     })?;
     if let Some(p) = &a.plot {
@@ -452,23 +378,7 @@ fn cc_lab(a: CcArgs) -> Result<()> {
         "scenario {}: {}",
         lab.scenario.name, lab.scenario.description
     );
-    println!("| scenario | controller | runs | throughput (median) | available (median) | share (median) | loss (median) | RTT (median) |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
-    let mbit = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1} Mbit/s", v / 1e6));
-    for s in &r.summaries {
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            s.scenario,
-            s.controller,
-            s.runs,
-            mbit(s.median_throughput_bps),
-            mbit(s.median_available_bps),
-            pct(s.median_share),
-            s.median_loss
-                .map_or("-".into(), |v| format!("{:.2} %", v * 100.0)),
-            s.median_rtt_ms.map_or("-".into(), |v| format!("{v:.2} ms")),
-        );
-    }
+    print!("{r}");
     Ok(())
 }
 
@@ -551,55 +461,11 @@ fn track_lab(a: TrackArgs) -> Result<()> {
         println!("{}", serde_json::to_string(&r)?);
         return Ok(());
     }
-    let m = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1}", v / 1e6));
     println!(
         "scenario {}: {}",
         lab.scenario.name, lab.scenario.description
     );
-    println!("  time s   estimate Mbit/s   +- sd   truth(stream)  truth(500 ms)");
-    for p in &r.points {
-        println!(
-            "{:7.2}   {:8.1} {:>8}   {:6.1}   {:>12}   {:>12}",
-            p.t_s,
-            p.estimate_bps / 1e6,
-            if p.bound == "exact" {
-                ""
-            } else {
-                p.bound.as_str()
-            },
-            p.sd_bps / 1e6,
-            m(p.stream_truth_bps),
-            m(p.truth_bps)
-        );
-    }
-    let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1} %", v * 100.0));
-    for (s, truth) in [
-        (&r.summary, "the 500 ms truth"),
-        (&r.stream_summary, "the truth over each stream"),
-    ] {
-        println!(
-            "{} updates, {:.0} % within +-10 % of {truth}; median error {} before{}",
-            r.points.len(),
-            s.within_tolerance * 100.0,
-            pct(s.median_before),
-            match r.step_at_s {
-                Some(t) => format!(
-                    " the step at {t:.2} s, {} from the fifth update after it; followed (3 in a row within 10 %) {}",
-                    pct(s.median_after),
-                    s.updates_to_follow
-                        .map_or("never".into(), |n| format!("from the {n}. update after the step"))
-                ),
-                None => String::new(),
-            }
-        );
-    }
-    println!(
-        "probe bytes {}, wall {}{}",
-        r.probe_bytes
-            .map_or("-".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
-        r.wall_s.map_or("-".into(), |w| format!("{w:.1} s")),
-        line_drops(r.delay_line)
-    );
+    print!("{r}");
     Ok(())
 }
 
@@ -633,52 +499,7 @@ fn tcp_lab(a: TcpArgs) -> Result<()> {
             println!("{}", serde_json::to_string(&r)?);
             continue;
         }
-        let pct = |v: Option<f64>| v.map_or("-".into(), |e| format!("{:+.1} %", e * 100.0));
-        println!(
-            "{} ({}): {:.1} MB at {:.1} Mbit/s, RTT min {} ms; bottleneck hop {} {:.0} Mbit/s (sent {}), queue {} B, loss {} %",
-            r.scenario,
-            r.congestion,
-            r.data_bytes as f64 / 1e6,
-            r.throughput_bps / 1e6,
-            r.rtt_min_ms.map_or("-".into(), |v| format!("{v:.3}")),
-            r.bottleneck_hop,
-            r.rate_bps / 1e6,
-            r.bottleneck_sent_bps
-                .map_or("-".into(), |b| format!("{:.1}", b / 1e6)),
-            r.buffer_bytes,
-            r.loss * 100.0
-        );
-        println!(
-            "  capacity {} ({}: {}); buffer {} ({})",
-            r.capacity_bps
-                .map_or("-".into(), |c| format!("{:.1} Mbit/s", c / 1e6)),
-            pct(r.capacity_error),
-            r.capacity_source,
-            r.buffer_estimate_bytes
-                .map_or("-".into(), |b| format!("{:.1} KB", b / 1e3)),
-            pct(r.buffer_error)
-        );
-        print!(
-            "  losses {} ({} congestion, {} random, {} spurious left out; the bottleneck dropped {} packets)",
-            r.loss_events, r.congestion_losses, r.random_losses, r.spurious_events, r.bottleneck_drops
-        );
-        match r.truth {
-            Some(t) => println!(
-                "; truth: random {}/{} called random, overflow {}/{} called congestion{}",
-                t.random_as_random,
-                t.random_as_random + t.random_as_congestion,
-                t.overflow_as_congestion,
-                t.overflow_as_congestion + t.overflow_as_random,
-                if r.unmatched > 0 {
-                    format!(", {} unmatched", r.unmatched)
-                } else {
-                    String::new()
-                }
-            ),
-            None => {
-                println!("; truth: unknown (random loss and the bottleneck are both at router 1)")
-            }
-        }
+        print!("{r}");
     }
     Ok(())
 }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use tightlink_lab::run::{MethodSummary, RunOptions, RunRecord, Tool};
+use tightlink_lab::run::{MethodSummary, RunOptions, Tool};
+use tightlink_lab::text::{campaign_summary, progress_line, run_notes, RunTable};
 use tightlink_lab::Lab;
-use tightlink_net::ledger::STOLEN_SHARE_WARNING;
 
 use crate::lab_target::{lab_of, need_root, LabTarget};
 
@@ -95,8 +95,8 @@ pub(crate) fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
             println!("{}", serde_json::to_string(m)?);
         }
     } else {
-        print_table(&all);
-        print_campaign_summary(&all);
+        print!("{}", RunTable(&all));
+        print!("{}", campaign_summary(&all));
     }
     Ok(())
 }
@@ -166,34 +166,6 @@ fn tools_of(a: &RunArgs, compare: bool) -> Result<Vec<Tool>> {
         tools.extend(found.iter().map(|p| p.tool()));
     }
     Ok(tools)
-}
-
-/// One run as the progress line on stderr says it.
-fn progress_line(r: &RunRecord) -> String {
-    match (r.estimate_bps, r.truth_bps) {
-        (Some(e), Some(t)) => format!(
-            "  {} #{}: {:.1} Mbit/s, truth {:.1} ({:+.1} %), {:.2} s{}{}{}",
-            r.method,
-            r.run + 1,
-            e / 1e6,
-            t / 1e6,
-            (e / t - 1.0) * 100.0,
-            r.duration_s,
-            match stolen(r) {
-                Some(s) if s >= STOLEN_SHARE_WARNING =>
-                    format!(", the hypervisor took {:.0} % of the CPU time", s * 100.0),
-                _ => String::new(),
-            },
-            sender_fell_behind(r),
-            line_drops(r.delay_line)
-        ),
-        _ => format!(
-            "  {} #{}: no answer: {}",
-            r.method,
-            r.run + 1,
-            r.error.as_deref().unwrap_or("?")
-        ),
-    }
 }
 
 /// The runs of one scenario, every method and tool interleaved.
@@ -293,210 +265,7 @@ fn render_one(a: &RunArgs, lab: &Lab, results: &[MethodSummary]) -> Result<()> {
             "scenario {}: {}",
             lab.scenario.name, lab.scenario.description
         );
-        print_table(results);
-        let runs: Vec<&RunRecord> = results.iter().flat_map(|m| &m.per_run).collect();
-        let stolen_runs: Vec<f64> = runs
-            .iter()
-            .filter_map(|r| stolen(r))
-            .filter(|&s| s >= STOLEN_SHARE_WARNING)
-            .collect();
-        if !stolen_runs.is_empty() {
-            println!(
-                "\nThe hypervisor took {:.0} % or more of this host's CPU time during {} of {} runs (up to {:.0} %): the shapers stalled with it, so those runs' path was slower than the truth (configured rate minus cross traffic) says.",
-                STOLEN_SHARE_WARNING * 100.0,
-                stolen_runs.len(),
-                runs.len(),
-                stolen_runs.iter().copied().fold(0.0, f64::max) * 100.0
-            );
-        }
-        if let Some(note) = sender_fell_behind_summary(&runs) {
-            println!("\n{note}");
-        }
+        print!("{}{}", RunTable(results), run_notes(results));
     }
     Ok(())
-}
-
-/// Every method over every scenario of a campaign: its runs pooled into
-/// one row each, and the silent misses counted over all of them.
-fn print_campaign_summary(all: &[MethodSummary]) {
-    let mut methods: Vec<&str> = Vec::new();
-    for m in all {
-        if !methods.contains(&m.method.as_str()) {
-            methods.push(&m.method);
-        }
-    }
-    let pooled: Vec<MethodSummary> = methods
-        .iter()
-        .map(|method| {
-            let runs: Vec<RunRecord> = all
-                .iter()
-                .filter(|m| m.method == *method)
-                .flat_map(|m| m.per_run.iter().cloned())
-                .collect();
-            tightlink_lab::run::summarise("all", method, runs)
-        })
-        .collect();
-    println!("\nAll scenarios pooled:");
-    print_table(&pooled);
-    let silent: usize = pooled.iter().map(|m| m.silent_misses).sum();
-    let runs: usize = pooled.iter().map(|m| m.runs).sum();
-    println!(
-        "\nSilent misses (more than 10 % off, `exact`, a range that misses the truth, no warning): {silent} of {runs} runs."
-    );
-}
-
-/// "; the sender fell behind its schedule in N streams (K sent again)"
-/// for a run whose sender did (streams, trains and resends alike).
-fn sender_fell_behind(r: &RunRecord) -> String {
-    match (r.sender_late_streams, r.resent_streams) {
-        (Some(late), resent) if late > 0 => format!(
-            "; the sender fell behind its schedule in {late} streams ({} sent again)",
-            resent.unwrap_or(0)
-        ),
-        _ => String::new(),
-    }
-}
-
-/// Where the sender fell behind in half or more of what it sent in some
-/// run (its streams and the ones sent again), the range over the runs:
-/// this host, not the path, set those runs' pace.
-fn sender_fell_behind_summary(runs: &[&RunRecord]) -> Option<String> {
-    let counted: Vec<(u64, u64, u64)> = runs
-        .iter()
-        .filter_map(|r| {
-            let late = r.sender_late_streams?;
-            let resent = r.resent_streams.unwrap_or(0);
-            Some((late, r.streams? + resent, resent))
-        })
-        .collect();
-    let behind = counted
-        .iter()
-        .filter(|&&(late, sent, _)| late >= 2 && 2 * late >= sent)
-        .count();
-    if behind == 0 {
-        return None;
-    }
-    let range = |f: fn(&(u64, u64, u64)) -> u64| {
-        let lo = counted.iter().map(f).min().unwrap_or(0);
-        let hi = counted.iter().map(f).max().unwrap_or(0);
-        if lo == hi {
-            lo.to_string()
-        } else {
-            format!("{lo}-{hi}")
-        }
-    };
-    Some(format!(
-        "The sender fell behind its schedule in half or more of its streams in {behind} of {} runs ({} streams a run, {} sent again): this host could not pace its probes while it ran the lab, so those runs measure the host as much as the path, and every stream sent again costs its bytes.",
-        counted.len(),
-        range(|c| c.0),
-        range(|c| c.2),
-    ))
-}
-
-/// The share of CPU time stolen over a run's truth window.
-fn stolen(r: &RunRecord) -> Option<f64> {
-    r.truth.as_ref()?.stolen_share
-}
-
-pub(crate) fn pct(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{:.1} %", v * 100.0))
-}
-
-pub fn print_table(results: &[MethodSummary]) {
-    println!("| scenario | method | truth: hop carried (median) | median err | p90 err | bias | bias (offered) | answered | holds truth | silent misses | swings | time (median) | probe bytes (median) | cross dropped (median) |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for m in results {
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} |",
-            m.scenario,
-            m.method,
-            m.median_truth_bps
-                .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
-            pct(m.median_rel_error),
-            pct(m.p90_rel_error),
-            m.median_signed_rel_error
-                .map_or("-".into(), |v| format!("{:+.1} %", v * 100.0)),
-            m.median_signed_rel_error_offered
-                .map_or("-".into(), |v| format!("{:+.1} %", v * 100.0)),
-            (m.answered_share * m.runs as f64).round(),
-            m.runs,
-            if m.with_range > 0 {
-                format!("{}/{}", m.held, m.with_range)
-            } else {
-                "-".into()
-            },
-            m.silent_misses,
-            m.swings,
-            m.median_duration_s
-                .map_or("-".into(), |d| format!("{d:.2} s")),
-            m.median_probe_bytes
-                .map_or("-".into(), |b| format!("{:.1} MB", b / 1e6)),
-            m.median_cross_dropped_bytes
-                .map_or("-".into(), |b| format!("{:.0} KB", b / 1e3)),
-        );
-    }
-}
-
-/// What a progress line says of the delay lines' drops (nothing where
-/// they dropped none or the lab has none).
-pub(crate) fn line_drops(d: Option<tightlink_lab::run::LineCounts>) -> String {
-    d.filter(|d| d.dropped + d.dropped_back > 0)
-        .map_or(String::new(), |d| {
-            format!(
-                "; the delay lines dropped {} of {} frames toward the receiver and {} back (this host could not run them on time: its losses, not the path's)",
-                d.dropped,
-                d.forwarded + d.dropped,
-                d.dropped_back
-            )
-        })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(streams: u64, late: u64, resent: u64) -> RunRecord {
-        RunRecord {
-            method: "auto".into(),
-            run: 0,
-            estimate_bps: Some(1e8),
-            bound: None,
-            truth_bps: Some(1e8),
-            truth: None,
-            rel_error: Some(0.0),
-            truth_offered_bps: None,
-            rel_error_offered: None,
-            cross_dropped_bytes: None,
-            duration_s: 0.5,
-            probe_bytes: None,
-            low_bps: None,
-            high_bps: None,
-            stop: None,
-            streams: Some(streams),
-            sender_late_streams: Some(late),
-            delay_line: None,
-            resent_streams: Some(resent),
-            warnings: None,
-            error: None,
-        }
-    }
-
-    #[test]
-    fn a_sender_behind_in_half_its_streams_is_summed_up() {
-        // 12 streams and 2 resends: 7 late is half of 14, 6 is not.
-        let (a, b, c) = (run(12, 7, 2), run(12, 6, 2), run(10, 0, 0));
-        assert_eq!(sender_fell_behind_summary(&[&b, &c]), None);
-        let s = sender_fell_behind_summary(&[&a, &b, &c]).unwrap();
-        assert!(
-            s.contains("in 1 of 3 runs (0-7 streams a run, 0-2 sent again)"),
-            "{s}"
-        );
-        assert_eq!(
-            sender_fell_behind(&a),
-            "; the sender fell behind its schedule in 7 streams (2 sent again)"
-        );
-        assert_eq!(sender_fell_behind(&c), "");
-        // One late stream of two is no pattern.
-        assert_eq!(sender_fell_behind_summary(&[&run(2, 1, 0)]), None);
-    }
 }

@@ -18,7 +18,6 @@ mod lab;
 mod lab_run;
 mod lab_target;
 mod reflector;
-mod report;
 
 mod server;
 mod simulate;

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use tightlink_core::rapid::RapidEstimator;
-use tightlink_core::units::{format_rate, parse_bytes, parse_time_ns};
-use tightlink_measure::transfer::{transfer, TransferEvent, TransferOptions, TransferReport};
+use tightlink_core::units::{parse_bytes, parse_time_ns};
+use tightlink_measure::transfer::{transfer, TransferEvent, TransferInterval, TransferOptions};
 use tightlink_measure::Target;
 
 use crate::estimate::{json_event, real_options};
@@ -155,11 +155,7 @@ pub fn run(args: TransferArgs) -> Result<()> {
     let mut done_bytes = 0.0;
     let mut out = std::io::stdout().lock();
     if !args.json {
-        writeln!(
-            out,
-            "{:>13}  {:>14}  {:>14}  {:>14}  {:>9}  {:>8}",
-            "interval s", "goodput", "rate", "estimate", "resent", "rtt"
-        )?;
+        writeln!(out, "{}", TransferInterval::TEXT_HEADER)?;
     }
     let r = transfer(&target, &options, &mut |e| {
         let TransferEvent::Interval(iv) = e else {
@@ -172,18 +168,7 @@ pub fn run(args: TransferArgs) -> Result<()> {
         if bar {
             eprint!("\r{}\r", " ".repeat(40));
         }
-        let _ = writeln!(
-            out,
-            "{:>6.1}-{:<6.1}  {:>14}  {:>14}  {:>14}  {:>9}  {:>8}",
-            iv.start_s,
-            iv.end_s,
-            format_rate(iv.goodput_bps),
-            iv.rate_bps.map_or("-".into(), format_rate),
-            iv.estimate_bps.map_or("-".into(), format_rate),
-            iv.retransmitted_bytes
-                .map_or("-".into(), |b| format!("{b} B")),
-            iv.rtt_ms.map_or("-".into(), |r| format!("{r:.2} ms")),
-        );
+        let _ = writeln!(out, "{iv}");
         if bar {
             let f = match (total, duration) {
                 (Some(t), _) => done_bytes / t as f64,
@@ -208,56 +193,7 @@ pub fn run(args: TransferArgs) -> Result<()> {
         serde_json::to_writer(&mut out, &r)?;
         writeln!(out)?;
     } else {
-        render(&mut out, &r)?;
-    }
-    Ok(())
-}
-
-fn render(out: &mut impl Write, r: &TransferReport) -> Result<()> {
-    writeln!(out)?;
-    writeln!(
-        out,
-        "target      {} ({}{})",
-        r.target,
-        r.cc,
-        if r.reverse {
-            ", the server sending: its counts below"
-        } else {
-            ""
-        }
-    )?;
-    writeln!(
-        out,
-        "delivered   {} bytes in {:.2} s: {}{}",
-        r.bytes,
-        r.duration_s,
-        format_rate(r.goodput_bps),
-        r.available_bps.map_or(String::new(), |a| format!(
-            " ({:.0} % of the {} available)",
-            r.goodput_bps / a * 100.0,
-            format_rate(a)
-        ))
-    )?;
-    writeln!(
-        out,
-        "lost        {} of {} packets ({:.2} %), {} bytes sent again",
-        r.lost_packets,
-        r.sent_packets,
-        r.loss() * 100.0,
-        r.retransmitted_bytes
-    )?;
-    writeln!(
-        out,
-        "estimates   {} streams read, median exact estimate {}, last rate {}",
-        r.streams,
-        r.estimate_median_bps.map_or("-".into(), format_rate),
-        r.final_rate_bps.map_or("-".into(), format_rate)
-    )?;
-    if let (Some(a), Some(b)) = (r.rtt_min_ms, r.rtt_median_ms) {
-        writeln!(out, "rtt         min {a:.2} ms, median {b:.2} ms")?;
-    }
-    if let Some(d) = &r.sha256 {
-        writeln!(out, "sha256      {d} (checked by both ends)")?;
+        write!(out, "\n{r}")?;
     }
     Ok(())
 }

@@ -33,6 +33,7 @@ pub mod presets;
 pub mod run;
 pub mod sampler;
 pub mod scenario;
+pub mod text;
 pub mod topology;
 pub mod track;
 pub mod truth;

@@ -201,6 +201,29 @@ fn median_of(v: Vec<f64>) -> Option<f64> {
     tightlink_core::stats::median(&v)
 }
 
+/// Every method's runs over every scenario of a campaign, pooled into
+/// one summary each (scenario `all`), in the order the methods first
+/// appear.
+pub fn pool(all: &[MethodSummary]) -> Vec<MethodSummary> {
+    let mut methods: Vec<&str> = Vec::new();
+    for m in all {
+        if !methods.contains(&m.method.as_str()) {
+            methods.push(&m.method);
+        }
+    }
+    methods
+        .iter()
+        .map(|method| {
+            let runs: Vec<RunRecord> = all
+                .iter()
+                .filter(|m| m.method == *method)
+                .flat_map(|m| m.per_run.iter().cloned())
+                .collect();
+            summarise("all", method, runs)
+        })
+        .collect()
+}
+
 pub fn summarise(scenario: &str, method: &str, runs: Vec<RunRecord>) -> MethodSummary {
     let answered: Vec<&RunRecord> = runs.iter().filter(|r| r.rel_error.is_some()).collect();
     let mut abs: Vec<f64> = answered

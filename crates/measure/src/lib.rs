@@ -87,6 +87,7 @@ pub mod report;
 mod save;
 pub mod simulate;
 pub mod target;
+pub mod text;
 pub mod transfer;
 
 pub use capacity::{capacity, CapacityOptions, CapacityResult};

@@ -31,6 +31,7 @@ pub mod client;
 mod ctl;
 pub use tightlink_sys::clock;
 pub mod doctor;
+mod doctor_text;
 pub mod host;
 pub mod ledger;
 pub mod loopback;

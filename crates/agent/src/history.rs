@@ -1,0 +1,177 @@
+//! The agent's stored results as `tightlink history` prints them: a
+//! table, JSON (each row with its stored report as an object) or CSV.
+
+use std::io::{self, Write};
+use std::str::FromStr;
+
+use tightlink_core::units::format_rate;
+
+use crate::agent::utc_text;
+use crate::store::Row;
+
+/// How `history` writes its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistoryFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+impl FromStr for HistoryFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "table" => Ok(HistoryFormat::Table),
+            "json" => Ok(HistoryFormat::Json),
+            "csv" => Ok(HistoryFormat::Csv),
+            f => Err(format!("{f}: expected table, json or csv")),
+        }
+    }
+}
+
+/// `rows` in `format`.
+pub fn write_history(out: &mut dyn Write, format: HistoryFormat, rows: &[Row]) -> io::Result<()> {
+    match format {
+        HistoryFormat::Table => table(out, rows),
+        HistoryFormat::Json => json(out, rows),
+        HistoryFormat::Csv => csv(out, rows),
+    }
+}
+
+/// A stored answer with its bound's sign.
+fn answer(r: &Row) -> String {
+    let Some(v) = r.available_bps else {
+        return "-".into();
+    };
+    let sign = match r.bound.as_deref() {
+        Some("at_least") => ">= ",
+        Some("at_most") => "<= ",
+        _ => "",
+    };
+    format!("{sign}{}", format_rate(v))
+}
+
+fn table(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
+    if rows.is_empty() {
+        return writeln!(out, "no results");
+    }
+    writeln!(
+        out,
+        "{:<20}  {:<16}  {:<10}  {:>19}  {:>29}  {:>15}  {:>9}  {:>7}  result",
+        "time (UTC)", "name", "method", "available", "range", "truth", "probe MB", "wall s"
+    )?;
+    for r in rows {
+        let range = match (r.low_bps, r.high_bps, r.ok) {
+            (Some(l), Some(h), _) => format!("{} - {}", format_rate(l), format_rate(h)),
+            (Some(l), None, true) => format!("{} - (no limit)", format_rate(l)),
+            _ => "-".into(),
+        };
+        let result = if r.ok {
+            "ok".to_string()
+        } else {
+            format!("failed: {}", r.error.as_deref().unwrap_or("?"))
+        };
+        writeln!(
+            out,
+            "{:<20}  {:<16}  {:<10}  {:>19}  {:>29}  {:>15}  {:>9}  {:>7.2}  {result}",
+            utc_text(r.started_unix_ns),
+            r.name,
+            r.method,
+            answer(r),
+            range,
+            r.truth_bps.map_or("-".into(), format_rate),
+            r.probe_bytes
+                .map_or("-".into(), |b| format!("{:.1}", b as f64 / 1e6)),
+            r.wall_s,
+        )?;
+    }
+    Ok(())
+}
+
+fn json(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
+    let items: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
+            // The stored report as an object, not a string.
+            if let Some(rep) = &r.report {
+                v["report"] = serde_json::from_str(rep).unwrap_or(serde_json::Value::Null);
+            }
+            v["time"] = utc_text(r.started_unix_ns).into();
+            v
+        })
+        .collect();
+    serde_json::to_writer_pretty(&mut *out, &items)?;
+    writeln!(out)
+}
+
+/// A CSV field, quoted when it holds a comma, quote or line break.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn csv(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
+    writeln!(out, "id,time,started_unix_ns,name,target,kind,method,origin,ok,available_bps,low_bps,high_bps,bound,truth_bps,probe_bytes,streams,host_limited,seed,wall_s,error")?;
+    let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.0}"));
+    for r in rows {
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{}",
+            r.id,
+            utc_text(r.started_unix_ns),
+            r.started_unix_ns,
+            field(&r.name),
+            field(&r.target),
+            r.kind,
+            r.method,
+            r.origin,
+            r.ok as u8,
+            opt(r.available_bps),
+            opt(r.low_bps),
+            opt(r.high_bps),
+            r.bound.as_deref().unwrap_or(""),
+            opt(r.truth_bps),
+            r.probe_bytes.map_or(String::new(), |b| b.to_string()),
+            r.streams.map_or(String::new(), |b| b.to_string()),
+            r.host_limited
+                .map_or(String::new(), |b| (b as u8).to_string()),
+            r.seed.map_or(String::new(), |b| b.to_string()),
+            r.wall_s,
+            field(r.error.as_deref().unwrap_or("")),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_when_they_must_be() {
+        assert_eq!(field("plain"), "plain");
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"x\""), "\"say \"\"x\"\"\"");
+    }
+
+    #[test]
+    fn formats_are_named_as_the_flag_takes_them() {
+        assert_eq!("csv".parse::<HistoryFormat>(), Ok(HistoryFormat::Csv));
+        assert_eq!(
+            "xml".parse::<HistoryFormat>(),
+            Err("xml: expected table, json or csv".to_string())
+        );
+    }
+
+    #[test]
+    fn no_rows_say_so() {
+        let mut out = Vec::new();
+        write_history(&mut out, HistoryFormat::Table, &[]).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "no results\n");
+    }
+}
