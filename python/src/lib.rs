@@ -13,10 +13,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use tightlink_core::{AnalysisParams, ProbePacket, ProbeStream, StreamKind};
-use tightlink_measure::analyze::{
-    parse_kind, AnalysisRow, AnalysisSettings, Methods, StreamAnalyzer,
-};
+use tightlink_core::{Analysis, AnalysisParams, ProbePacket, ProbeStream, StreamKind};
+use tightlink_measure::analyze::{parse_kind, AnalysisSettings, Methods, StreamAnalyzer};
 use tightlink_measure::simulate::{simulate as sim_run, Schedule, SimulateOptions};
 use tightlink_measure::{estimate as est_run, EstimateOptions, Method, RealOptions, Target};
 
@@ -180,10 +178,13 @@ fn streams_from(
 }
 
 /// One column per field of `analyze --format json`'s rows.
-fn columns<'py>(py: Python<'py>, rows: &[AnalysisRow]) -> PyResult<Bound<'py, PyDict>> {
+fn columns<'py>(py: Python<'py>, rows: &[Analysis]) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    let f = |g: &dyn Fn(&AnalysisRow) -> Option<f64>| -> Vec<f64> {
-        rows.iter().map(|r| g(r).unwrap_or(f64::NAN)).collect()
+    // Finite values or NaN, as the JSON has them (null there).
+    let f = |g: &dyn Fn(&Analysis) -> Option<f64>| -> Vec<f64> {
+        rows.iter()
+            .map(|r| g(r).filter(|v| v.is_finite()).unwrap_or(f64::NAN))
+            .collect()
     };
     d.set_item(
         "stream_id",
@@ -192,8 +193,14 @@ fn columns<'py>(py: Python<'py>, rows: &[AnalysisRow]) -> PyResult<Bound<'py, Py
             .collect::<Vec<_>>()
             .into_pyarray(py),
     )?;
-    d.set_item("method", PyList::new(py, rows.iter().map(|r| r.method))?)?;
-    d.set_item("kind", PyList::new(py, rows.iter().map(|r| r.kind))?)?;
+    d.set_item(
+        "method",
+        PyList::new(py, rows.iter().map(|r| r.method.name()))?,
+    )?;
+    d.set_item(
+        "kind",
+        PyList::new(py, rows.iter().map(|r| r.kind.as_str()))?,
+    )?;
     d.set_item(
         "packets",
         rows.iter()
@@ -211,33 +218,48 @@ fn columns<'py>(py: Python<'py>, rows: &[AnalysisRow]) -> PyResult<Bound<'py, Py
     d.set_item("avg_rate_bps", f(&|r| r.avg_rate_bps).into_pyarray(py))?;
     d.set_item(
         "decision",
-        PyList::new(py, rows.iter().map(|r| r.decision))?,
+        PyList::new(py, rows.iter().map(|r| r.decision.map(|d| d.as_str())))?,
     )?;
     d.set_item("abw_bps", f(&|r| r.abw_bps).into_pyarray(py))?;
-    d.set_item("bound", PyList::new(py, rows.iter().map(|r| r.bound))?)?;
+    d.set_item(
+        "bound",
+        PyList::new(py, rows.iter().map(|r| r.bound.as_str()))?,
+    )?;
     d.set_item(
         "reason",
         PyList::new(py, rows.iter().map(|r| r.reason.clone()))?,
     )?;
-    d.set_item("send_rate_bps", f(&|r| r.send_rate_bps).into_pyarray(py))?;
-    d.set_item("recv_rate_bps", f(&|r| r.recv_rate_bps).into_pyarray(py))?;
-    d.set_item("pct", f(&|r| r.pct).into_pyarray(py))?;
-    d.set_item("pdt", f(&|r| r.pdt).into_pyarray(py))?;
+    d.set_item(
+        "send_rate_bps",
+        f(&|r| r.detail.send_rate_bps).into_pyarray(py),
+    )?;
+    d.set_item(
+        "recv_rate_bps",
+        f(&|r| r.detail.recv_rate_bps).into_pyarray(py),
+    )?;
+    d.set_item("pct", f(&|r| r.detail.pct).into_pyarray(py))?;
+    d.set_item("pdt", f(&|r| r.detail.pdt).into_pyarray(py))?;
     d.set_item(
         "kept_gaps",
-        PyList::new(py, rows.iter().map(|r| r.kept_gaps))?,
+        PyList::new(py, rows.iter().map(|r| r.detail.kept_gaps))?,
     )?;
     d.set_item(
         "gaps_total",
-        PyList::new(py, rows.iter().map(|r| r.gaps_total))?,
+        PyList::new(py, rows.iter().map(|r| r.detail.gaps_total))?,
     )?;
-    d.set_item("passes", PyList::new(py, rows.iter().map(|r| r.passes))?)?;
-    d.set_item("capacity_bps", f(&|r| r.capacity_bps).into_pyarray(py))?;
+    d.set_item(
+        "passes",
+        PyList::new(py, rows.iter().map(|r| r.detail.passes))?,
+    )?;
+    d.set_item(
+        "capacity_bps",
+        f(&|r| r.detail.capacity_bps).into_pyarray(py),
+    )?;
     let per_rate = PyList::empty(py);
     for r in rows {
         let l = PyList::empty(py);
-        for p in &r.per_rate {
-            l.append((p.rate_bps, p.decision))?;
+        for &(rate_bps, decision) in r.detail.per_rate.iter().filter(|p| p.0.is_finite()) {
+            l.append((rate_bps, decision.map(|d| d.as_str())))?;
         }
         per_rate.append(l)?;
     }
@@ -316,11 +338,11 @@ fn analyze<'py>(
         slice(&size_bytes, "size_bytes")?,
         slice(&stream_id, "stream_id")?,
     );
-    let rows: PyResult<Vec<AnalysisRow>> = py.detach(|| {
+    let rows: PyResult<Vec<Analysis>> = py.detach(|| {
         let mut rows = Vec::new();
         let mut analyzer = StreamAnalyzer::new(kind, methods, params);
         for_each_stream(ids, size, send, recv, |s| {
-            rows.extend(analyzer.push(s).iter().map(AnalysisRow::from));
+            rows.extend(analyzer.push(s));
         })?;
         Ok(rows)
     });
@@ -340,10 +362,9 @@ fn analyze_trace<'py>(
     params: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (kind, methods, params) = analysis_args(kind, method, params)?;
-    let rows: anyhow::Result<Vec<AnalysisRow>> = py.detach(|| {
+    let rows: anyhow::Result<Vec<Analysis>> = py.detach(|| {
         let trace = tightlink_trace::read_path(&path)?;
         tightlink_measure::analyze::analyze_trace(&trace, kind, methods, &params)
-            .map(|a| a.iter().map(AnalysisRow::from).collect::<Vec<_>>())
             .with_context(|| path.display().to_string())
     });
     columns(py, &rows.map_err(err)?)

@@ -6,7 +6,6 @@ use crate::bad_input;
 use std::str::FromStr;
 
 use anyhow::{anyhow, Result};
-use serde::Serialize;
 use tightlink_core::decision::bart::BartTracker;
 use tightlink_core::decision::burst::{held_under_reading, Held};
 use tightlink_core::decision::multirate::Consistency;
@@ -373,79 +372,6 @@ const OVERFLOWED: &str =
     "the receiving host's socket dropped datagrams while it came in (receive buffer full): its lost packets may be the host's, not the path's";
 const OVERFLOWED_AND_SENT_AGAIN: &str =
     "the receiving host's socket dropped datagrams while it came in (receive buffer full): its lost packets may be the host's, not the path's; the estimate sent it again and did not read it";
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PerRate {
-    pub rate_bps: f64,
-    pub decision: Option<&'static str>,
-}
-
-/// One (stream, method) result as the JSON `analyze --format json`
-/// prints it: finite numbers only (JSON has no NaN).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AnalysisRow {
-    pub stream_id: u64,
-    pub method: &'static str,
-    pub kind: &'static str,
-    pub packets: usize,
-    pub received: usize,
-    pub avg_rate_bps: Option<f64>,
-    pub decision: Option<&'static str>,
-    pub abw_bps: Option<f64>,
-    pub bound: &'static str,
-    pub reason: Option<String>,
-    pub send_rate_bps: Option<f64>,
-    pub recv_rate_bps: Option<f64>,
-    pub pct: Option<f64>,
-    pub pdt: Option<f64>,
-    pub kept_gaps: Option<usize>,
-    pub gaps_total: Option<usize>,
-    pub passes: Option<usize>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub per_rate: Vec<PerRate>,
-    /// TOPP and BART only: the tight link's capacity.
-    pub capacity_bps: Option<f64>,
-}
-
-/// Finite values only: JSON has no NaN and a report must not invent one.
-fn finite(v: Option<f64>) -> Option<f64> {
-    v.filter(|x| x.is_finite())
-}
-
-impl From<&Analysis> for AnalysisRow {
-    fn from(a: &Analysis) -> Self {
-        AnalysisRow {
-            stream_id: a.stream_id,
-            method: a.method.name(),
-            kind: a.kind.as_str(),
-            packets: a.packets,
-            received: a.received,
-            avg_rate_bps: finite(a.avg_rate_bps),
-            decision: a.decision.map(|d| d.as_str()),
-            abw_bps: finite(a.abw_bps),
-            bound: a.bound.as_str(),
-            reason: a.reason.clone(),
-            send_rate_bps: finite(a.detail.send_rate_bps),
-            recv_rate_bps: finite(a.detail.recv_rate_bps),
-            pct: finite(a.detail.pct),
-            pdt: finite(a.detail.pdt),
-            kept_gaps: a.detail.kept_gaps,
-            gaps_total: a.detail.gaps_total,
-            passes: a.detail.passes,
-            per_rate: a
-                .detail
-                .per_rate
-                .iter()
-                .filter(|(r, _)| r.is_finite())
-                .map(|&(rate_bps, d)| PerRate {
-                    rate_bps,
-                    decision: d.map(|d| d.as_str()),
-                })
-                .collect(),
-            capacity_bps: finite(a.detail.capacity_bps),
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

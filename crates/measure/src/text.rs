@@ -642,7 +642,7 @@ struct AnalysisJson<'a> {
     metadata: serde_json::Map<String, serde_json::Value>,
     streams: usize,
     packets: usize,
-    results: Vec<crate::analyze::AnalysisRow>,
+    results: &'a [tightlink_core::Analysis],
 }
 
 /// Finite values only.
@@ -693,10 +693,7 @@ pub fn write_analysis(
                     .collect(),
                 streams: trace.streams.len(),
                 packets: trace.packet_count(),
-                results: results
-                    .iter()
-                    .map(crate::analyze::AnalysisRow::from)
-                    .collect(),
+                results,
             };
             serde_json::to_writer_pretty(&mut *out, &report)?;
             writeln!(out)?;
@@ -731,4 +728,54 @@ pub fn write_analysis(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tightlink_core::analysis::Detail;
+    use tightlink_core::{Analysis, Decision, Method, StreamKind};
+
+    /// The JSON row of an answer, by hand: names for the method, kind,
+    /// decision and bound, the detail beside the answer, `null` where a
+    /// number is not finite, and sub-streams whose rate is not finite
+    /// left out (`per_rate` only where one remains).
+    #[test]
+    fn an_analysis_row_as_json_by_hand() {
+        let a = Analysis {
+            stream_id: 7,
+            method: Method::MultiratePrcmtDp1,
+            kind: StreamKind::MultiRate,
+            packets: 320,
+            received: 318,
+            avg_rate_bps: Some(f64::NAN),
+            decision: Some(Decision::Above),
+            abw_bps: Some(6.5e9),
+            bound: Bound::AtMost,
+            reason: Some("why".into()),
+            detail: Detail {
+                pdt: Some(f64::INFINITY),
+                kept_gaps: Some(12),
+                per_rate: vec![(5e9, Some(Decision::Below)), (f64::NAN, None)],
+                capacity_bps: Some(1e10),
+                ..Detail::default()
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            "{\"stream_id\":7,\"method\":\"multirate-prcmt-dp1\",\"kind\":\"multi\",\
+             \"packets\":320,\"received\":318,\"avg_rate_bps\":null,\"decision\":\"above\",\
+             \"abw_bps\":6500000000.0,\"bound\":\"at_most\",\"reason\":\"why\",\
+             \"send_rate_bps\":null,\"recv_rate_bps\":null,\"pct\":null,\"pdt\":null,\
+             \"kept_gaps\":12,\"gaps_total\":null,\"passes\":null,\
+             \"per_rate\":[{\"rate_bps\":5000000000.0,\"decision\":\"below\"}],\
+             \"capacity_bps\":10000000000.0}"
+        );
+        let plain = Analysis {
+            detail: Detail::default(),
+            ..a
+        };
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(!json.contains("per_rate"), "{json}");
+    }
 }

@@ -15,6 +15,8 @@
 mod base;
 mod chirp;
 mod delays;
+#[cfg(feature = "serde")]
+mod json;
 mod method;
 mod multi_rate;
 mod multi_rate_gaps;
