@@ -41,6 +41,9 @@ pub enum WarningCode {
     SenderLate,
     /// A hypervisor took CPU time while the host measured.
     CpuStolen,
+    /// The hosts' pace, not the path, set the streams: the answer is a
+    /// lower bound.
+    HostLowerBound,
     /// Offloads that merge packets and their stamps.
     MergingOffloads,
     /// The xdp backend bypasses this host's qdisc.
@@ -89,7 +92,7 @@ pub enum WarningCode {
 }
 
 impl WarningCode {
-    pub const ALL: [WarningCode; 36] = [
+    pub const ALL: [WarningCode; 37] = [
         WarningCode::Swing,
         WarningCode::Burst,
         WarningCode::Pause,
@@ -105,6 +108,7 @@ impl WarningCode {
         WarningCode::ReceiverDrops,
         WarningCode::SenderLate,
         WarningCode::CpuStolen,
+        WarningCode::HostLowerBound,
         WarningCode::MergingOffloads,
         WarningCode::XdpPastQdisc,
         WarningCode::MalformedFrames,
@@ -146,6 +150,7 @@ impl WarningCode {
             WarningCode::ReceiverDrops => "receiver-drops",
             WarningCode::SenderLate => "sender-late",
             WarningCode::CpuStolen => "cpu-stolen",
+            WarningCode::HostLowerBound => "host-lower-bound",
             WarningCode::MergingOffloads => "merging-offloads",
             WarningCode::XdpPastQdisc => "xdp-past-qdisc",
             WarningCode::MalformedFrames => "malformed-frames",

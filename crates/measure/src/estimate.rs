@@ -221,6 +221,7 @@ pub fn estimate(
     r.warnings = stream_warnings(options, &r.estimate, &kept, &kept_late);
     if r.host.is_some() {
         apply_ceiling(&mut r, ceiling);
+        apply_host_pace(&mut r);
     }
     if let Some(path) = &options.save_trace {
         save_streams(options, path, &r.target, ceiling, &channel)?;
@@ -892,6 +893,35 @@ pub fn apply_ceiling(report: &mut EstimateReport, ceiling_bps: f64) {
     });
 }
 
+/// An exact answer from streams the sending host could not pace (it fell
+/// behind its schedule in half of them or more, with no queue of its own
+/// to explain it: the `sender-late` finding) measured the host as much
+/// as the path: late packets leave in catch-up bursts that the path
+/// disperses, so such streams read low, and a range around them may
+/// leave out the truth. The answer becomes what the streams still show:
+/// a lower bound, the host named as what limited it.
+pub fn apply_host_pace(report: &mut EstimateReport) {
+    let late = report
+        .host
+        .as_ref()
+        .is_some_and(|h| h.warnings.iter().any(|w| w.code == WarningCode::SenderLate));
+    let r = &mut report.estimate;
+    if !late || r.bound != Bound::Exact {
+        return;
+    }
+    r.bound = Bound::AtLeast;
+    r.low_bps = r.low_bps.min(r.available_bandwidth_bps);
+    r.high_bps = f64::INFINITY;
+    report.capped.get_or_insert(Capped::HostLimited);
+    report.warnings.push(Warning::new(
+        WarningCode::HostLowerBound,
+        format!(
+            "so the answer is a lower bound, at least {:.3} Gbit/s, not an exact figure: the streams read this host's pace as much as the path's; measure again when the host is idle, or from one that `tightlink doctor` finds able to pace",
+            r.available_bandwidth_bps / 1e9
+        ),
+    ));
+}
+
 /// First scheduled send to last receive stamp over all streams.
 fn probe_window(streams: &[ProbeStream]) -> Option<[i64; 2]> {
     window_of(streams.iter())
@@ -1398,6 +1428,52 @@ mod tests {
         let mut r = report(840e6, Bound::AtLeast, 1e9);
         apply_ceiling(&mut r, 1e9);
         assert!(r.capped.is_none());
+    }
+
+    /// 113 Mbit/s exact from streams the sender could not pace (the
+    /// `sender-late` finding): at least 113, no upper limit, host-limited,
+    /// and said so. Without the finding, or already a bound, it stands;
+    /// other host warnings do not make it a bound.
+    #[test]
+    fn a_host_that_could_not_pace_gives_a_lower_bound() {
+        let late = |code: WarningCode| {
+            let mut r = report(113e6, Bound::Exact, 2e9);
+            r.host.as_mut().unwrap().warnings = vec![Warning::new(code, "x")];
+            r
+        };
+        let mut r = late(WarningCode::SenderLate);
+        apply_host_pace(&mut r);
+        assert_eq!(r.estimate.bound, Bound::AtLeast);
+        assert_eq!(r.estimate.available_bandwidth_bps, 113e6);
+        assert_eq!(r.estimate.low_bps, 113e6 * 0.9);
+        assert!(r.estimate.high_bps.is_infinite());
+        assert_eq!(r.capped, Some(Capped::HostLimited));
+        assert_eq!(r.warnings.len(), 1);
+        assert_eq!(r.warnings[0].code, WarningCode::HostLowerBound);
+        assert!(
+            r.warnings[0].text.contains("at least 0.113 Gbit/s"),
+            "{}",
+            r.warnings[0].text
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["bound"], "at_least");
+        assert_eq!(json["host_limited"], true);
+        // Not late: stands.
+        let mut r = late(WarningCode::CpuStolen);
+        apply_host_pace(&mut r);
+        assert_eq!((r.estimate.bound, r.capped), (Bound::Exact, None));
+        assert!(r.warnings.is_empty());
+        // Late, but the answer is a bound already: stands.
+        let mut r = late(WarningCode::SenderLate);
+        r.estimate.bound = Bound::AtMost;
+        apply_host_pace(&mut r);
+        assert_eq!(r.estimate.bound, Bound::AtMost);
+        assert!(r.warnings.is_empty());
+        // Capped at the far end's ceiling first: that reason stays.
+        let mut r = late(WarningCode::SenderLate);
+        r.capped = Some(Capped::FarEndOrMaxRate);
+        apply_host_pace(&mut r);
+        assert_eq!(r.capped, Some(Capped::FarEndOrMaxRate));
     }
 
     /// On the simulator: one Stream event per stream the report counts,
