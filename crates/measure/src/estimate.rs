@@ -899,14 +899,16 @@ pub fn apply_ceiling(report: &mut EstimateReport, ceiling_bps: f64) {
 /// as the path: late packets leave in catch-up bursts that the path
 /// disperses, so such streams read low, and a range around them may
 /// leave out the truth. The answer becomes what the streams still show:
-/// a lower bound, the host named as what limited it.
+/// a lower bound, the host named as what limited it. An answer the
+/// shaper trains gave (`shaped`: the tail of two back-to-back trains that
+/// agreed) does not rest on the paced streams and stands.
 pub fn apply_host_pace(report: &mut EstimateReport) {
     let late = report
         .host
         .as_ref()
         .is_some_and(|h| h.warnings.iter().any(|w| w.code == WarningCode::SenderLate));
     let r = &mut report.estimate;
-    if !late || r.bound != Bound::Exact {
+    if !late || r.bound != Bound::Exact || r.stop == Stop::Shaped {
         return;
     }
     r.bound = Bound::AtLeast;
@@ -1469,6 +1471,11 @@ mod tests {
         apply_host_pace(&mut r);
         assert_eq!(r.estimate.bound, Bound::AtMost);
         assert!(r.warnings.is_empty());
+        // The shaper trains' answer does not rest on the paced streams.
+        let mut r = late(WarningCode::SenderLate);
+        r.estimate.stop = Stop::Shaped;
+        apply_host_pace(&mut r);
+        assert_eq!(r.estimate.bound, Bound::Exact);
         // Capped at the far end's ceiling first: that reason stays.
         let mut r = late(WarningCode::SenderLate);
         r.capped = Some(Capped::FarEndOrMaxRate);

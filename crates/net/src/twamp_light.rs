@@ -104,7 +104,9 @@ pub struct TwampChannel {
     tx_clock_map: Option<(NtpTimestamp, i64)>,
     /// Replies that came without a kernel receive stamp (reverse).
     unstamped: u64,
-    /// Held trains the reflector sent back behind their schedule.
+    /// Held trains the reflector sent back, and those of them behind
+    /// their schedule.
+    held_streams: usize,
     reflector_late_streams: usize,
     /// Held trains that lost probes on the way to the reflector.
     forward_lossy_streams: usize,
@@ -203,6 +205,7 @@ impl TwampChannel {
             hold: opts.direction == Direction::Reverse,
             tx_clock_map: None,
             unstamped: 0,
+            held_streams: 0,
             reflector_late_streams: 0,
             forward_lossy_streams: 0,
             reply_bytes: 0,
@@ -523,6 +526,7 @@ impl TwampChannel {
             .filter(|&i| actual[i].is_some_and(|a| a - send_ns[i] > 20_000))
             .count();
         let reflector_late = sent > 0 && late * 10 > sent;
+        self.held_streams += 1;
         self.reflector_late_streams += reflector_late as usize;
         let s = self
             .ledger
@@ -898,6 +902,15 @@ impl Channel for TwampChannel {
                 self.reflector_late_streams
             )));
         }
+        // The reflector sends this direction: late in most held trains,
+        // it is the sender that fell behind, as a late host is forward.
+        let late = self.reflector_late_streams;
+        if self.hold && sender_fell_behind(late, self.held_streams) {
+            warnings.push(Warning::new(WarningCode::SenderLate, format!(
+                "the reflector, which sends in this direction, fell behind its schedule in {late} of {} held trains (another process on its CPUs?): late packets leave in catch-up bursts that the path disperses, so the estimate may read low",
+                self.held_streams
+            )));
+        }
         if self.forward_lossy_streams > 0 {
             warnings.push(Warning::new(WarningCode::ForwardLoss, format!(
                 "{} held trains lost probes on the way to the reflector: the reflector sent back only what arrived, so those streams probed the way back below their schedule and the missing ones count as lost",
@@ -931,9 +944,26 @@ impl Channel for TwampChannel {
     }
 }
 
+/// Late in two streams or more, and in half of them or more: the same
+/// rule as the sending host's own (`ledger`), for a reflector that sends
+/// the held trains back.
+fn sender_fell_behind(late: usize, streams: usize) -> bool {
+    late >= 2 && late * 2 >= streams
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Late in 2 of 4 held trains: fell behind; 2 of 5, or 1 of 1, did not.
+    #[test]
+    fn a_reflector_late_in_half_its_trains_fell_behind() {
+        assert!(sender_fell_behind(2, 4));
+        assert!(sender_fell_behind(5, 6));
+        assert!(!sender_fell_behind(2, 5));
+        assert!(!sender_fell_behind(1, 1));
+        assert!(!sender_fell_behind(0, 0));
+    }
     use crate::stamps::Received;
 
     /// Ten probes; the reflector got 0-3 and 6-9 (two lost on the way
