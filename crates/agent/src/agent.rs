@@ -69,6 +69,37 @@ impl Drop for BusyGuard {
     }
 }
 
+/// Of the newest stored result per target and method, those a scheduled
+/// measurement of this config made: the latest by target name and
+/// method, and the names of the others (results of targets the config no
+/// longer names, or names another address now, and `/probe` results,
+/// which are answered once and not exported again). A restart with a
+/// changed config exports no frozen result of what is gone.
+fn configured_latest(
+    config: &AgentConfig,
+    rows: Vec<Row>,
+) -> (BTreeMap<(String, String), Row>, Vec<String>) {
+    let configured: std::collections::BTreeSet<(String, String, String)> = config
+        .targets
+        .iter()
+        .flat_map(|t| {
+            t.methods
+                .iter()
+                .map(move |m| (t.name.clone(), m.name().to_string(), t.target.to_string()))
+        })
+        .collect();
+    let mut latest = BTreeMap::new();
+    let mut gone = Vec::new();
+    for r in rows.into_iter().filter(|r| r.origin == "schedule") {
+        if configured.contains(&(r.name.clone(), r.method.clone(), r.target.clone())) {
+            latest.insert((r.name.clone(), r.method.clone()), r);
+        } else {
+            gone.push(format!("{} ({}, {})", r.name, r.target, r.method));
+        }
+    }
+    (latest, gone)
+}
+
 /// What a finished agent did.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
@@ -81,11 +112,14 @@ impl Agent {
     /// Opens the history and loads the last results from it.
     pub fn new(config: AgentConfig, log: Log) -> Result<Arc<Agent>> {
         let store = Store::open(&config.database)?;
-        let latest = store
-            .latest()?
-            .into_iter()
-            .map(|r| ((r.name.clone(), r.method.clone()), r))
-            .collect();
+        let (latest, gone) = configured_latest(&config, store.latest()?);
+        if !gone.is_empty() {
+            log(&format!(
+                "history: {} no longer configured (their results stay in the history; /metrics leaves them out): {}",
+                if gone.len() == 1 { "1 target and method is" } else { "targets and methods are" },
+                gone.join(", ")
+            ));
+        }
         // Every target's counters from the start, at 0: a series that
         // appears only with its first miss is one `increase()` and an
         // alert cannot see.
@@ -686,6 +720,79 @@ mod tests {
         // 2026-11-23 00:00:00 UTC = 1795392000 s.
         assert_eq!(utc_text(1_795_392_000_999_999_999), "2026-11-23T00:00:00Z");
         assert_eq!(utc_text(-1_000_000_000), "1969-12-31T23:59:59Z");
+    }
+
+    /// A history with results of targets `a` (sim:, auto and multirate),
+    /// `b` and a `/probe` of `a`; the config now names `a` (auto only)
+    /// and `b` at another address. /metrics exports `a`'s auto result
+    /// and nothing of the rest, and the log names what is gone.
+    #[test]
+    fn a_restart_exports_only_what_the_config_still_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let mut store = Store::open(&db).unwrap();
+        let sim = Target::parse("sim:").unwrap();
+        let cbr = Target::parse("sim:cross=cbr:3G").unwrap();
+        for (name, target, method, origin) in [
+            ("a", &sim, "auto", "schedule"),
+            ("a", &sim, "multirate", "schedule"),
+            ("b", &sim, "auto", "schedule"),
+            ("a", &sim, "auto", "probe"),
+        ] {
+            let o = Origin {
+                name,
+                target,
+                method,
+                origin,
+                started_unix_ns: 1,
+                wall_s: 0.0,
+                seed: None,
+            };
+            let row = Row::failure(&o, "x", tightlink_measure::ErrorKind::Unreachable);
+            store.insert(&row).unwrap();
+        }
+        drop(store);
+        let file = dir.path().join("a.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "database = {:?}\nmethods = [\"auto\"]\n[[target]]\nname = \"a\"\ntarget = \"sim:\"\n[[target]]\nname = \"b\"\ntarget = \"{cbr}\"\n",
+                db.display()
+            ),
+        )
+        .unwrap();
+        let config = crate::config::load(Some(&file), &Default::default()).unwrap();
+        let said = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log_to = said.clone();
+        let agent = Agent::new(
+            config,
+            Arc::new(move |l: &str| log_to.lock().unwrap().push(l.to_string())),
+        )
+        .unwrap();
+        let body = agent
+            .handle(&Request {
+                method: "GET".into(),
+                path: "/metrics".into(),
+                query: Vec::new(),
+                headers: Vec::new(),
+                peer: "127.0.0.1:1".parse().unwrap(),
+            })
+            .body;
+        let up: Vec<&str> = body
+            .lines()
+            .filter(|l| l.starts_with("tightlink_up{"))
+            .collect();
+        assert_eq!(up.len(), 1, "{body}\n{:?}", said.lock().unwrap());
+        assert!(
+            up[0].contains("name=\"a\"") && up[0].contains("method=\"auto\""),
+            "{}",
+            up[0]
+        );
+        let said = said.lock().unwrap().join("\n");
+        assert!(said.contains("a (sim:, multirate)"), "{said}");
+        assert!(said.contains("b (sim:, auto)"), "{said}");
+        // The /probe result, newer than a's scheduled one, hides nothing.
+        assert!(!said.contains("probe"), "{said}");
     }
 
     #[test]

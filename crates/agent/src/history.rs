@@ -116,12 +116,15 @@ fn field(s: &str) -> String {
 }
 
 fn csv(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
-    writeln!(out, "id,time,started_unix_ns,name,target,kind,method,origin,ok,available_bps,low_bps,high_bps,bound,truth_bps,probe_bytes,streams,host_limited,seed,wall_s,error")?;
+    // Columns are added at the end, never moved: scripts read them by
+    // place as well as by name.
+    writeln!(out, "id,time,started_unix_ns,name,target,kind,method,origin,ok,available_bps,low_bps,high_bps,bound,truth_bps,probe_bytes,streams,host_limited,seed,wall_s,error,sender_late_streams,resent_streams,receiver_socket_drops,host_stolen_share,shaper_streams_bps,shaper_bucket_bytes")?;
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.0}"));
+    let count = |v: Option<u64>| v.map_or(String::new(), |n| n.to_string());
     for r in rows {
         writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{}",
             r.id,
             utc_text(r.started_unix_ns),
             r.started_unix_ns,
@@ -143,6 +146,13 @@ fn csv(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
             r.seed.map_or(String::new(), |b| b.to_string()),
             r.wall_s,
             field(r.error.as_deref().unwrap_or("")),
+            count(r.sender_late_streams),
+            count(r.resent_streams),
+            count(r.receiver_socket_drops),
+            r.host_stolen_share
+                .map_or(String::new(), |x| format!("{x:.4}")),
+            opt(r.shaper_streams_bps),
+            opt(r.shaper_bucket_bytes),
         )?;
     }
     Ok(())
@@ -165,6 +175,54 @@ mod tests {
         assert_eq!(
             "xml".parse::<HistoryFormat>(),
             Err("xml: expected table, json or csv".to_string())
+        );
+    }
+
+    /// Every column the JSON has for the host and the shaper is in the
+    /// CSV too, after the first twenty, which stay where they were.
+    #[test]
+    fn csv_rows_carry_the_host_and_shaper_columns() {
+        let target = tightlink_measure::Target::parse("10.0.0.1").unwrap();
+        let o = crate::store::Origin {
+            name: "far",
+            target: &target,
+            method: "auto",
+            origin: "schedule",
+            started_unix_ns: 0,
+            wall_s: 1.5,
+            seed: None,
+        };
+        let row = Row {
+            sender_late_streams: Some(9),
+            resent_streams: Some(3),
+            receiver_socket_drops: Some(0),
+            host_stolen_share: Some(0.0125),
+            shaper_streams_bps: Some(2.4e8),
+            shaper_bucket_bytes: Some(63430.0),
+            ..Row::failure(&o, "a, b", tightlink_measure::ErrorKind::Unreachable)
+        };
+        let mut out = Vec::new();
+        write_history(&mut out, HistoryFormat::Csv, &[row]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(header.len(), 26);
+        assert_eq!(header[19], "error");
+        assert_eq!(
+            header[20..],
+            [
+                "sender_late_streams",
+                "resent_streams",
+                "receiver_socket_drops",
+                "host_stolen_share",
+                "shaper_streams_bps",
+                "shaper_bucket_bytes"
+            ]
+        );
+        let line = lines.next().unwrap();
+        assert!(
+            line.ends_with(",\"a, b\",9,3,0,0.0125,240000000,63430"),
+            "{line}"
         );
     }
 

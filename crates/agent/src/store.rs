@@ -377,11 +377,11 @@ impl Store {
         Ok(rows)
     }
 
-    /// The newest row of each (name, method): what `/metrics` shows after
-    /// a restart.
+    /// The newest scheduled row of each (name, method): what `/metrics`
+    /// may show after a restart (a `/probe` result is answered once).
     pub fn latest(&self) -> Result<Vec<Row>> {
         let mut st = self.conn.prepare(
-            "SELECT * FROM results WHERE id IN (SELECT MAX(id) FROM results GROUP BY name, method) ORDER BY id",
+            "SELECT * FROM results WHERE id IN (SELECT MAX(id) FROM results WHERE origin = 'schedule' GROUP BY name, method) ORDER BY id",
         )?;
         let rows = st
             .query_map([], row_from_sql)?

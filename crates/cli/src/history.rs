@@ -26,9 +26,10 @@ pub struct HistoryArgs {
     /// Only this method's results.
     #[arg(long, short)]
     pub method: Option<String>,
-    /// table, json or csv.
-    #[arg(long, default_value = "table")]
-    pub format: String,
+    /// table (the default), json or csv. With --plot, the results are
+    /// printed only when a format is given.
+    #[arg(long)]
+    pub format: Option<String>,
     /// At most this many results (the newest).
     #[arg(long)]
     pub limit: Option<usize>,
@@ -39,9 +40,11 @@ pub struct HistoryArgs {
 }
 
 pub fn run(args: HistoryArgs) -> Result<()> {
-    let format: HistoryFormat = match args.format.parse() {
-        Ok(f) => f,
-        Err(e) => tightlink_measure::bad_input!("--format {e}"),
+    let format: Option<HistoryFormat> = match args.format.as_deref().map(str::parse) {
+        Some(Err(e)) => tightlink_measure::bad_input!("--format {e}"),
+        Some(Ok(f)) => Some(f),
+        None if args.plot.is_some() => None,
+        None => Some(HistoryFormat::Table),
     };
     let path = args.database.clone().unwrap_or_else(default_database);
     let store = Store::open_read_only(&path)?;
@@ -68,7 +71,9 @@ pub fn run(args: HistoryArgs) -> Result<()> {
         plot(file, &rows)?;
         eprintln!("wrote {} ({} results)", file.display(), rows.len());
     }
-    write_history(&mut std::io::stdout().lock(), format, &rows)?;
+    if let Some(format) = format {
+        write_history(&mut std::io::stdout().lock(), format, &rows)?;
+    }
     Ok(())
 }
 
@@ -98,6 +103,7 @@ fn plot(file: &std::path::Path, rows: &[Row]) -> Result<()> {
                 low_bps: r.low_bps.unwrap_or(v),
                 high_bps: r.high_bps,
                 truth_bps: r.truth_bps,
+                at_least: r.bound.as_deref() == Some("at_least"),
             }),
             _ => series[i].failures_unix_s.push(t),
         }

@@ -341,9 +341,11 @@ target = "sim:capacity=1G,cross=poisson:300M,seed=7"
     );
     for plot in ["h.png", "h.svg"] {
         let f = dir.path().join(plot);
-        let (ok, _, err) =
+        let (ok, out, err) =
             tightlink_text(&["history", "--database", d, "--plot", f.to_str().unwrap()]);
         assert!(ok, "{err}");
+        // The plot alone: the table only when a format is asked for.
+        assert!(out.is_empty(), "{out}");
         let bytes = std::fs::read(&f).unwrap();
         if plot.ends_with("png") {
             assert_eq!(&bytes[..4], b"\x89PNG");
@@ -351,6 +353,17 @@ target = "sim:capacity=1G,cross=poisson:300M,seed=7"
             assert!(String::from_utf8_lossy(&bytes).contains("<svg"), "an SVG");
         }
     }
+    let f = dir.path().join("both.png");
+    let (ok, out, err) = tightlink_text(&[
+        "history",
+        "--database",
+        d,
+        "--plot",
+        f.to_str().unwrap(),
+        "--format",
+        "csv",
+    ]);
+    assert!(ok && out.starts_with("id,time,"), "{out}{err}");
     let (ok, _, err) = tightlink_text(&["history", "--database", d, "--format", "xml"]);
     assert!(!ok && err.contains("--format xml"), "{err}");
     let (ok, _, err) = tightlink_text(&["history", "--database", "/nonexistent/h.db"]);

@@ -500,6 +500,9 @@ pub struct HistoryPoint {
     /// `None`: no upper limit was measured.
     pub high_bps: Option<f64>,
     pub truth_bps: Option<f64>,
+    /// The answer is "at least" `available_bps`: drawn as a triangle with
+    /// no bar above it.
+    pub at_least: bool,
 }
 
 /// One target and method over time.
@@ -568,7 +571,14 @@ where
     } else {
         (1e6, "Mbit/s")
     };
-    let top = (top_bps / div * 1.1).max(1e-3);
+    // Headroom above the data for the legend (a line per entry), so it
+    // covers none of the points.
+    let entries = series.len()
+        + series
+            .iter()
+            .filter(|s| s.points.iter().any(|p| p.truth_bps.is_some()))
+            .count();
+    let top = (top_bps / div * (1.1 + 0.08 * entries as f64)).max(1e-3);
     let x_end = ((t1 - t0) / scale).max(1.0 / scale) * 1.02;
     root.fill(&WHITE)?;
     let mut c = ChartBuilder::on(&root)
@@ -584,9 +594,14 @@ where
     for (i, s) in series.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         let xy = |p: &HistoryPoint| ((p.unix_s - t0) / scale, p.available_bps / div);
+        // The range as a bar; an "at least" answer has none above its
+        // point, which is drawn as a triangle instead.
         c.draw_series(s.points.iter().map(|p| {
             let x = (p.unix_s - t0) / scale;
-            let high = p.high_bps.unwrap_or(top * div) / div;
+            let high = match (p.at_least, p.high_bps) {
+                (false, Some(h)) => h,
+                _ => p.available_bps,
+            } / div;
             PathElement::new(
                 vec![(x, p.low_bps / div), (x, high.min(top))],
                 colour.mix(0.4),
@@ -598,7 +613,14 @@ where
         c.draw_series(
             s.points
                 .iter()
+                .filter(|p| !p.at_least)
                 .map(|p| Circle::new(xy(p), 3, colour.filled())),
+        )?;
+        c.draw_series(
+            s.points
+                .iter()
+                .filter(|p| p.at_least)
+                .map(|p| TriangleMarker::new(xy(p), 5, colour.filled())),
         )?;
         let truth: Vec<(f64, f64)> = s
             .points
@@ -606,13 +628,14 @@ where
             .filter_map(|p| p.truth_bps.map(|t| ((p.unix_s - t0) / scale, t / div)))
             .collect();
         if !truth.is_empty() {
+            // Each series' truth in its own colour.
             c.draw_series(
                 truth
                     .iter()
-                    .map(|&(x, y)| Cross::new((x, y), 4, BLACK.mix(0.6))),
+                    .map(|&(x, y)| Cross::new((x, y), 4, colour.stroke_width(2))),
             )?
             .label(format!("{} truth (simulator)", s.name))
-            .legend(|(x, y)| Cross::new((x + 10, y), 4, BLACK.mix(0.6)));
+            .legend(move |(x, y)| Cross::new((x + 10, y), 4, colour.stroke_width(2)));
         }
         c.draw_series(
             s.failures_unix_s
@@ -621,7 +644,7 @@ where
         )?;
     }
     c.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;
