@@ -47,12 +47,20 @@ impl Target {
             });
         }
         if let Some(file) = s.strip_prefix("trace:") {
+            if file.is_empty() {
+                bad_input!("'trace:' names no file: give trace:FILE (a probe trace)");
+            }
             return Ok(Target::Trace {
                 path: PathBuf::from(file),
             });
         }
         for scheme in ["twamp", "stamp"] {
             if let Some(host) = s.strip_prefix(scheme).and_then(|r| r.strip_prefix(':')) {
+                if host.is_empty() || host.starts_with(':') {
+                    bad_input!(
+                        "'{s}' names no host: give {scheme}:HOST or {scheme}:HOST:PORT (the reflector's address)"
+                    );
+                }
                 return Ok(Target::Twamp {
                     host: host.to_string(),
                     scheme,
@@ -254,6 +262,12 @@ mod tests {
                 path: "run.csv.gz".into()
             }
         );
+        // A scheme with nothing after it is no target.
+        for empty in ["twamp:", "stamp:", "twamp::862", "trace:"] {
+            let e = Target::parse(empty).unwrap_err();
+            assert_eq!(crate::kind_of(&e), crate::ErrorKind::BadInput, "{e}");
+            assert!(e.to_string().contains("names no"), "{empty}: {e}");
+        }
         assert_eq!(
             Target::parse("example.net:7447").unwrap(),
             Target::Server {
