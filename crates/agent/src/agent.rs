@@ -100,6 +100,64 @@ fn configured_latest(
     (latest, gone)
 }
 
+/// One target's place in the agent's timetable: when it is due next.
+struct Turn {
+    target: usize,
+    schedule: Schedule,
+    rng: Rng,
+}
+
+/// Every target's turn, the one due first on top, shared by the
+/// workers: a bounded pool serves any number of targets.
+struct Turns {
+    waiting: Mutex<Vec<Turn>>,
+    returned: Condvar,
+}
+
+impl Turns {
+    fn new(turns: Vec<Turn>) -> Turns {
+        Turns {
+            waiting: Mutex::new(turns),
+            returned: Condvar::new(),
+        }
+    }
+
+    /// The turn due first, once it is due; `None` when stopping.
+    fn take(&self, stop: &AtomicBool) -> Option<Turn> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return None;
+            }
+            let first = waiting
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, t)| t.schedule.due_ns())
+                .map(|(i, t)| (i, t.schedule.due_ns()));
+            // Sleep at most 100 ms at a time: a stop is seen soon.
+            let wait_ns = match first {
+                Some((i, due)) if due <= unix_ns() => return Some(waiting.swap_remove(i)),
+                Some((_, due)) => (due - unix_ns()).clamp(1, 100_000_000),
+                None => 100_000_000,
+            };
+            waiting = self
+                .returned
+                .wait_timeout(waiting, Duration::from_nanos(wait_ns as u64))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// A turn back in the timetable, for its next due time.
+    fn give_back(&self, turn: Turn) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(turn);
+        self.returned.notify_one();
+    }
+}
+
 /// What a finished agent did.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
@@ -169,17 +227,31 @@ impl Agent {
         }
         let now = unix_ns();
         let n = self.config.targets.len();
-        for (i, t) in self.config.targets.iter().enumerate() {
-            let sched = Schedule::new(now, i, n, (t.interval_s * 1e9) as i64, t.jitter);
+        let turns = Arc::new(Turns::new(
+            self.config
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Turn {
+                    target: i,
+                    schedule: Schedule::new(now, i, n, (t.interval_s * 1e9) as i64, t.jitter),
+                    rng: Rng::new(now as u64 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+                })
+                .collect(),
+        ));
+        let workers = self.config.workers.min(n);
+        for w in 0..workers {
             let me = self.clone();
-            let tc = t.clone();
-            let seed = now as u64 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            threads.push(std::thread::spawn(move || {
-                me.watch(tc, sched, Rng::new(seed))
-            }));
+            let turns = turns.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("agent-worker-{w}"))
+                    .spawn(move || me.work(&turns))
+                    .context("starting a worker thread")?,
+            );
         }
         (self.log)(&format!(
-            "watching {n} target(s); history in {}",
+            "watching {n} target(s) with {workers} worker(s); history in {}",
             self.config.database.display()
         ));
         let mut last_prune: Option<Instant> = None;
@@ -224,31 +296,22 @@ impl Agent {
         }
     }
 
-    /// Sleeps until `until_ns` or the stop; false when stopping.
-    fn sleep_until(&self, until_ns: i64) -> bool {
-        loop {
-            if self.stop.load(Ordering::SeqCst) {
-                return false;
-            }
-            let left = until_ns - unix_ns();
-            if left <= 0 {
-                return true;
-            }
-            std::thread::sleep(Duration::from_nanos(left.min(100_000_000) as u64));
-        }
-    }
-
-    /// One target's loop: wait for its turn, measure each method, store.
-    fn watch(self: Arc<Agent>, tc: TargetConfig, mut sched: Schedule, mut rng: Rng) {
-        while self.sleep_until(sched.due_ns()) {
+    /// A worker: take the turn due first, measure that target's methods,
+    /// store, give the turn back for its next time; until stopping. A
+    /// target's turn is held by one worker at a time, so a target is
+    /// never measured twice at once; a turn that comes late because every
+    /// worker was busy skips the runs it missed (counted).
+    fn work(self: &Arc<Agent>, turns: &Turns) {
+        while let Some(mut turn) = turns.take(&self.stop) {
+            let tc = &self.config.targets[turn.target];
             for &m in &tc.methods {
                 let Some(guard) = self.claim(&tc.target, None) else {
                     return; // stopping
                 };
-                let row = self.measure(&tc, m, "schedule", tc.timeout_s, guard, &mut rng);
+                let row = self.measure(tc, m, "schedule", tc.timeout_s, guard, &mut turn.rng);
                 self.record(row);
             }
-            let missed = sched.advance(unix_ns(), &mut rng);
+            let missed = turn.schedule.advance(unix_ns(), &mut turn.rng);
             if missed > 0 {
                 *self
                     .counters()
@@ -256,6 +319,7 @@ impl Agent {
                     .entry(tc.name.clone())
                     .or_insert(0) += missed;
             }
+            turns.give_back(turn);
         }
     }
 
@@ -793,6 +857,33 @@ mod tests {
         assert!(said.contains("b (sim:, auto)"), "{said}");
         // The /probe result, newer than a's scheduled one, hides nothing.
         assert!(!said.contains("probe"), "{said}");
+    }
+
+    /// Three turns due 2 s ago, now and in an hour: taken earliest first,
+    /// the one not due yet held back (a stop ends the wait), and a turn
+    /// given back is taken again.
+    #[test]
+    fn turns_are_taken_earliest_first_and_only_when_due() {
+        let now = unix_ns();
+        let turn = |target: usize, due_ns: i64| Turn {
+            target,
+            schedule: Schedule::new(due_ns, 0, 1, 3_600_000_000_000, 0.0),
+            rng: Rng::new(1),
+        };
+        let turns = Turns::new(vec![
+            turn(0, now),
+            turn(1, now + 3_600_000_000_000),
+            turn(2, now - 2_000_000_000),
+        ]);
+        let go = AtomicBool::new(false);
+        assert_eq!(turns.take(&go).unwrap().target, 2);
+        let t0 = turns.take(&go).unwrap();
+        assert_eq!(t0.target, 0);
+        // Only target 1 waits, an hour away: a stop ends the wait.
+        let stop = AtomicBool::new(true);
+        assert!(turns.take(&stop).is_none());
+        turns.give_back(t0);
+        assert_eq!(turns.take(&go).unwrap().target, 0);
     }
 
     #[test]

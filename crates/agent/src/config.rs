@@ -28,6 +28,9 @@ pub struct FileConfig {
     pub jitter: Option<f64>,
     pub timeout: Option<String>,
     pub methods: Option<Vec<String>>,
+    /// Measurements the agent runs at once over all its targets (each
+    /// target one at a time); default: as many as targets, at most 32.
+    pub workers: Option<usize>,
     pub probe: Option<ProbeFile>,
     #[serde(default, rename = "target")]
     pub targets: Vec<TargetFile>,
@@ -81,6 +84,7 @@ pub struct Overrides {
     pub jitter: Option<f64>,
     pub timeout: Option<String>,
     pub methods: Option<Vec<String>>,
+    pub workers: Option<usize>,
     /// Targets added to the file's (same defaults).
     pub targets: Vec<String>,
     pub probe_allow: Option<Vec<String>>,
@@ -95,6 +99,8 @@ pub struct AgentConfig {
     pub database: PathBuf,
     pub retention_s: f64,
     pub targets: Vec<TargetConfig>,
+    /// Threads that take the targets' turns: measurements at once.
+    pub workers: usize,
     pub probe: ProbePolicy,
 }
 
@@ -123,6 +129,8 @@ pub struct ProbePolicy {
     pub timeout_s: f64,
 }
 
+/// Workers when the config does not say: one per target up to this.
+pub const DEFAULT_MAX_WORKERS: usize = 32;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9447";
 pub const DEFAULT_INTERVAL: &str = "5m";
 pub const DEFAULT_TIMEOUT: &str = "60s";
@@ -156,15 +164,18 @@ pub fn default_database() -> PathBuf {
 
 /// Reads `path` (when given) and applies the overrides.
 pub fn load(path: Option<&Path>, over: &Overrides) -> Result<AgentConfig> {
-    let file = match path {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading the config {}", p.display()))?;
-            parse_file(&text).map_err(|e| anyhow::anyhow!("{}:{e}", p.display()))?
-        }
-        None => FileConfig::default(),
+    let text = match path {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("reading the config {}", p.display()))?,
+        ),
+        None => None,
     };
-    resolve(file, over, path)
+    let file = match (path, &text) {
+        (Some(p), Some(t)) => parse_file(t).map_err(|e| anyhow::anyhow!("{}:{e}", p.display()))?,
+        _ => FileConfig::default(),
+    };
+    resolve(file, over, path, text.as_deref())
 }
 
 /// A config file's TOML that does not parse, or a key it does not know:
@@ -235,11 +246,85 @@ fn jitter(what: &str, j: f64) -> Result<f64> {
     Ok(j)
 }
 
-/// `what`, prefixed with the config file's path where there is one.
-fn at(path: Option<&Path>, what: &str) -> String {
-    match path {
-        Some(p) => format!("{}: {what}", p.display()),
-        None => what.to_string(),
+/// `what`, prefixed with the config file's path and the setting's line
+/// where there are (`a.toml:12: ...`).
+fn at(path: Option<&Path>, line: Option<usize>, what: &str) -> String {
+    match (path, line) {
+        (Some(p), Some(l)) => format!("{}:{l}: {what}", p.display()),
+        (Some(p), None) => format!("{}: {what}", p.display()),
+        _ => what.to_string(),
+    }
+}
+
+/// A part of the config file: its top-level keys, the `n`-th
+/// `[[target]]` table (from 0) or `[probe]`.
+#[derive(Clone, Copy)]
+enum Part {
+    Top,
+    Target(usize),
+    Probe,
+}
+
+/// Where settings stand in the config file, for errors that give their
+/// line: a key's line in its part, else the part's header line.
+struct Lines<'a>(Vec<&'a str>);
+
+impl<'a> Lines<'a> {
+    fn new(text: &'a str) -> Lines<'a> {
+        Lines(text.lines().collect())
+    }
+
+    /// The part's lines, from its header (or the file's start) to the
+    /// next header, as (index, line).
+    fn part(&self, part: Part) -> Vec<(usize, &'a str)> {
+        let header = |l: &str| l.trim_start().starts_with('[');
+        let start = match part {
+            Part::Top => Some(0),
+            Part::Target(n) => self
+                .0
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.trim() == "[[target]]")
+                .nth(n)
+                .map(|(i, _)| i),
+            Part::Probe => self.0.iter().position(|l| l.trim() == "[probe]"),
+        };
+        let Some(start) = start else {
+            return Vec::new();
+        };
+        let first = if matches!(part, Part::Top) {
+            0
+        } else {
+            start + 1
+        };
+        let mut out: Vec<(usize, &'a str)> = self.0[start..first]
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (start + i, *l))
+            .collect();
+        for (i, l) in self.0.iter().enumerate().skip(first) {
+            if header(l) {
+                break;
+            }
+            out.push((i, l));
+        }
+        out
+    }
+
+    /// The 1-based line of `key = ...` in `part`, else of the part's
+    /// header (the top level has none).
+    fn of(&self, part: Part, key: &str) -> Option<usize> {
+        let lines = self.part(part);
+        let is_key = |l: &str| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        };
+        lines
+            .iter()
+            .find(|(_, l)| is_key(l))
+            .or(lines.first().filter(|_| !matches!(part, Part::Top)))
+            .map(|(i, _)| i + 1)
     }
 }
 
@@ -251,8 +336,16 @@ struct TargetDefaults {
     methods: Vec<String>,
 }
 
-fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<AgentConfig> {
-    let at = |what: &str| at(path, what);
+fn resolve(
+    file: FileConfig,
+    over: &Overrides,
+    path: Option<&Path>,
+    text: Option<&str>,
+) -> Result<AgentConfig> {
+    let lines = text.map(Lines::new);
+    let line = |part: Part, key: &str| lines.as_ref().and_then(|l| l.of(part, key));
+    // A top-level setting's error, at its line.
+    let top = |key: &str, what: &str| at(path, line(Part::Top, key), what);
     let listen_text = over
         .listen
         .clone()
@@ -261,7 +354,10 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
     let listen = match listen_text.as_str() {
         "off" | "" => None,
         l => Some(l.parse::<SocketAddr>().map_err(|_| {
-            anyhow::anyhow!("{}", at(&format!("listen '{l}' is not ADDR:PORT (or off)")))
+            anyhow::anyhow!(
+                "{}",
+                top("listen", &format!("listen '{l}' is not ADDR:PORT (or off)"))
+            )
         })?),
     };
     let retention = over
@@ -269,7 +365,7 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
         .clone()
         .or(file.retention)
         .unwrap_or_else(|| DEFAULT_RETENTION.to_string());
-    let retention_s = period(&at("retention"), &retention)?;
+    let retention_s = period(&top("retention", "retention"), &retention)?;
     let defaults = TargetDefaults {
         interval: over
             .interval
@@ -277,7 +373,7 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
             .or(file.interval)
             .unwrap_or_else(|| DEFAULT_INTERVAL.to_string()),
         jitter: jitter(
-            &at("jitter"),
+            &top("jitter", "jitter"),
             over.jitter.or(file.jitter).unwrap_or(DEFAULT_JITTER),
         )?,
         timeout: over
@@ -293,10 +389,10 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
     };
     // Checked here for the names; `queue-fit` is checked per target,
     // where a capacity may be given.
-    methods(&at("methods"), &defaults.methods, true)?;
+    methods(&top("methods", "methods"), &defaults.methods, true)?;
     // The file's own settings are its fault, not the first target's.
-    period(&at("interval"), &defaults.interval)?;
-    period(&at("timeout"), &defaults.timeout)?;
+    period(&top("interval", "interval"), &defaults.interval)?;
+    period(&top("timeout", "timeout"), &defaults.timeout)?;
 
     let mut entries: Vec<TargetFile> = file.targets;
     for t in &over.targets {
@@ -309,10 +405,41 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
     let mut names = BTreeSet::new();
     for (i, t) in entries.into_iter().enumerate() {
         let label = format!("target {} ('{}')", i + 1, t.target);
-        let here = |what: &str| at(&format!("{label}: {what}"));
+        // A target's setting at its line in the target's table (the
+        // table's header where the setting is inherited or combined).
+        let here = |key: &str, what: &str| {
+            at(
+                path,
+                line(Part::Target(i), key),
+                &format!("{label}: {what}"),
+            )
+        };
         targets.push(resolve_target(t, &defaults, &mut names, &here)?);
     }
-    let probe = resolve_probe(file.probe.unwrap_or_default(), over, &at, &defaults.timeout)?;
+    let workers = match over.workers.or(file.workers) {
+        Some(0) => bail!(
+            "{}",
+            top(
+                "workers",
+                "workers must be at least 1 (measurements at once)"
+            )
+        ),
+        Some(w) => w,
+        None => targets.len().clamp(1, DEFAULT_MAX_WORKERS),
+    };
+    let probe_at = |key: &str, what: &str| {
+        let l = match key {
+            "timeout" => line(Part::Top, key),
+            _ => line(Part::Probe, key),
+        };
+        at(path, l, what)
+    };
+    let probe = resolve_probe(
+        file.probe.unwrap_or_default(),
+        over,
+        &probe_at,
+        &defaults.timeout,
+    )?;
     Ok(AgentConfig {
         listen,
         database: over
@@ -322,6 +449,7 @@ fn resolve(file: FileConfig, over: &Overrides, path: Option<&Path>) -> Result<Ag
             .unwrap_or_else(default_database),
         retention_s,
         targets,
+        workers,
         probe,
     })
 }
@@ -331,54 +459,65 @@ fn resolve_target(
     t: TargetFile,
     d: &TargetDefaults,
     names: &mut BTreeSet<String>,
-    here: &dyn Fn(&str) -> String,
+    here: &dyn Fn(&str, &str) -> String,
 ) -> Result<TargetConfig> {
-    let target =
-        Target::parse(&t.target).map_err(|e| anyhow::anyhow!("{}", here(&e.to_string())))?;
+    let target = Target::parse(&t.target)
+        .map_err(|e| anyhow::anyhow!("{}", here("target", &e.to_string())))?;
     if matches!(target, Target::Trace { .. }) {
         bail!(
             "{}",
-            here("a recorded trace is not a path to watch (give a server, twamp: or sim: target)")
+            here(
+                "target",
+                "a recorded trace is not a path to watch (give a server, twamp: or sim: target)"
+            )
         );
     }
     let name = t.name.clone().unwrap_or_else(|| t.target.clone());
     if name.is_empty() || name.chars().any(|c| c.is_control()) {
-        bail!("{}", here("name must be non-empty printable text"));
+        bail!("{}", here("name", "name must be non-empty printable text"));
     }
     if !names.insert(name.clone()) {
         bail!(
             "{}",
-            here(&format!(
-                "the name '{name}' is used twice (names label metrics and history)"
-            ))
+            here(
+                "name",
+                &format!("the name '{name}' is used twice (names label metrics and history)")
+            )
         );
     }
     let interval_s = period(
-        &here("interval"),
+        &here("interval", "interval"),
         t.interval.as_deref().unwrap_or(&d.interval),
     )?;
     if interval_s < MIN_INTERVAL_S {
         bail!(
             "{}",
-            here(&format!(
-                "interval {interval_s} s is shorter than {MIN_INTERVAL_S} s"
-            ))
+            here(
+                "interval",
+                &format!("interval {interval_s} s is shorter than {MIN_INTERVAL_S} s")
+            )
         );
     }
     if let Some(k) = &t.key_file {
-        std::fs::metadata(k).with_context(|| here(&format!("key_file {}", k.display())))?;
+        std::fs::metadata(k)
+            .with_context(|| here("key_file", &format!("key_file {}", k.display())))?;
     }
     // A rate setting (`500M`), its key named in the error.
     let rate = |key: &str, text: Option<&str>| -> Result<Option<f64>> {
-        text.map(|r| parse_rate(r).map_err(|e| anyhow::anyhow!("{}", here(&format!("{key}: {e}")))))
-            .transpose()
+        text.map(|r| {
+            parse_rate(r).map_err(|e| anyhow::anyhow!("{}", here(key, &format!("{key}: {e}"))))
+        })
+        .transpose()
     };
     let max_rate_bps = rate("max_rate", t.max_rate.as_deref())?;
     let capacity_bps = rate("capacity", t.capacity.as_deref())?;
     if let Some(c) = capacity_bps.filter(|c| !(c.is_finite() && *c > 0.0)) {
         bail!(
             "{}",
-            here(&format!("capacity {c}: must be a positive rate"))
+            here(
+                "capacity",
+                &format!("capacity {c}: must be a positive rate")
+            )
         );
     }
     // What the measurement would refuse, refused now, with the line.
@@ -389,20 +528,23 @@ fn resolve_target(
         ..tightlink_measure::RealOptions::default()
     }
     .check_for(&target)
-    .map_err(|e| anyhow::anyhow!("{}", here(&e.to_string())))?;
+    .map_err(|e| anyhow::anyhow!("{}", here("[[target]]", &e.to_string())))?;
     if t.max_streams == Some(0) {
-        bail!("{}", here("max_streams must be at least 1"));
+        bail!("{}", here("max_streams", "max_streams must be at least 1"));
     }
     Ok(TargetConfig {
         name,
         methods: methods(
-            &here("methods"),
+            &here("methods", "methods"),
             t.methods.as_ref().unwrap_or(&d.methods),
             capacity_bps.is_some(),
         )?,
         interval_s,
-        jitter: jitter(&here("jitter"), t.jitter.unwrap_or(d.jitter))?,
-        timeout_s: period(&here("timeout"), t.timeout.as_deref().unwrap_or(&d.timeout))?,
+        jitter: jitter(&here("jitter", "jitter"), t.jitter.unwrap_or(d.jitter))?,
+        timeout_s: period(
+            &here("timeout", "timeout"),
+            t.timeout.as_deref().unwrap_or(&d.timeout),
+        )?,
         key_file: t.key_file,
         max_rate_bps,
         max_streams: t.max_streams.unwrap_or(60),
@@ -416,18 +558,21 @@ fn resolve_target(
 fn resolve_probe(
     pf: ProbeFile,
     over: &Overrides,
-    at: &dyn Fn(&str) -> String,
+    at: &dyn Fn(&str, &str) -> String,
     default_timeout: &str,
 ) -> Result<ProbePolicy> {
     let allow = over.probe_allow.clone().or(pf.allow).unwrap_or_default();
     for a in &allow {
         if a.is_empty() || a == "*" {
-            bail!("{}", at(&format!("probe.allow '{a}' would let anyone aim this host's probes anywhere; name targets or narrow the pattern")));
+            bail!("{}", at("allow", &format!("probe.allow '{a}' would let anyone aim this host's probes anywhere; name targets or narrow the pattern")));
         }
     }
     let max_concurrent = over.probe_max_concurrent.or(pf.max_concurrent).unwrap_or(2);
     if max_concurrent == 0 {
-        bail!("{}", at("probe.max_concurrent must be at least 1"));
+        bail!(
+            "{}",
+            at("max_concurrent", "probe.max_concurrent must be at least 1")
+        );
     }
     let min_interval = over
         .probe_min_interval
@@ -437,9 +582,13 @@ fn resolve_probe(
     Ok(ProbePolicy {
         allow,
         max_concurrent,
-        min_interval_s: parse_period_s(&min_interval)
-            .map_err(|e| anyhow::anyhow!("{}", at(&format!("probe.min_interval: {e}"))))?,
-        timeout_s: period(&at("timeout"), default_timeout)?,
+        min_interval_s: parse_period_s(&min_interval).map_err(|e| {
+            anyhow::anyhow!(
+                "{}",
+                at("min_interval", &format!("probe.min_interval: {e}"))
+            )
+        })?,
+        timeout_s: period(&at("timeout", "timeout"), default_timeout)?,
     })
 }
 
@@ -491,7 +640,7 @@ target = "sim:cross=cbr:3G,seed=4"
     #[test]
     fn a_full_file_resolves() {
         let f = parse_file(SAMPLE).unwrap();
-        let c = resolve(f, &Overrides::default(), None).unwrap();
+        let c = resolve(f, &Overrides::default(), None, None).unwrap();
         assert_eq!(c.retention_s, 7.0 * 86_400.0);
         assert_eq!(c.targets.len(), 2);
         let lab = &c.targets[0];
@@ -533,7 +682,7 @@ target = "sim:cross=cbr:3G,seed=4"
             targets: vec!["sim:seed=9".into()],
             ..Overrides::default()
         };
-        let c = resolve(f, &over, None).unwrap();
+        let c = resolve(f, &over, None, None).unwrap();
         assert!(c.listen.is_none());
         assert_eq!(c.targets.len(), 3);
         assert_eq!(
@@ -552,7 +701,7 @@ target = "sim:cross=cbr:3G,seed=4"
             "[[target]]\ntarget = \"sim:\"\nmethods = [\"queue-fit\", \"auto\"]\ncapacity = \"10G\"\n",
         )
         .unwrap();
-        let c = resolve(f, &Overrides::default(), None).unwrap();
+        let c = resolve(f, &Overrides::default(), None, None).unwrap();
         assert_eq!(c.targets[0].methods, vec![Method::QueueFit, Method::Auto]);
         assert_eq!(c.targets[0].capacity_bps, Some(10e9));
     }
@@ -564,17 +713,30 @@ target = "sim:cross=cbr:3G,seed=4"
                 parse_file(text).unwrap(),
                 &Overrides::default(),
                 Some(Path::new("a.toml")),
+                Some(text),
             )
             .unwrap_err()
             .to_string()
         };
         let e = bad("[[target]]\ntarget = \"sim:colour=blue\"\n");
         assert!(
-            e.contains("a.toml: target 1") && e.contains("colour"),
+            e.starts_with("a.toml:2: target 1") && e.contains("colour"),
             "{e}"
         );
+        // Each setting's error at its line: an unknown method, a key file
+        // that is not there, a bad target further down.
         let e = bad("[[target]]\ntarget = \"sim:\"\nmethods = [\"guess\"]\n");
-        assert!(e.contains("target 1") && e.contains("methods"), "{e}");
+        assert!(
+            e.starts_with("a.toml:3: target 1") && e.contains("methods"),
+            "{e}"
+        );
+        let e = bad("interval = \"1m\"\n\n[[target]]\nname = \"far\"\ntarget = \"10.0.0.1\"\nkey_file = \"/nonexistent/k\"\n");
+        assert!(
+            e.starts_with("a.toml:6: target 1 ('10.0.0.1'): key_file /nonexistent/k"),
+            "{e}"
+        );
+        let e = bad("[[target]]\ntarget = \"sim:\"\n[probe]\nallow = [\"sim:*\"]\n[[target]]\n# a comment\ntarget = \"twamp:\"\n");
+        assert!(e.starts_with("a.toml:7: target 2"), "{e}");
         let e = bad("[[target]]\ntarget = \"sim:\"\nmethods = [\"queue-fit\"]\n");
         assert!(e.contains("target 1") && e.contains("capacity"), "{e}");
         let e = bad("[[target]]\ntarget = \"sim:\"\ncapacity = \"fast\"\n");
@@ -582,21 +744,28 @@ target = "sim:cross=cbr:3G,seed=4"
         // The global default list names queue-fit: a target with no
         // capacity is the one at fault.
         let e = bad("methods = [\"queue-fit\"]\n[[target]]\ntarget = \"sim:\"\ncapacity = \"10G\"\n[[target]]\ntarget = \"sim:seed=2\"\n");
-        assert!(e.contains("target 2") && e.contains("capacity"), "{e}");
+        // No methods of its own: the error stands at its table's header.
+        assert!(
+            e.starts_with("a.toml:5: target 2") && e.contains("capacity"),
+            "{e}"
+        );
         let e = bad("[[target]]\ntarget = \"sim:\"\ninterval = \"100ms\"\n");
         assert!(e.contains("shorter than 1 s"), "{e}");
         let e = bad("[[target]]\ntarget = \"sim:\"\n[[target]]\ntarget = \"sim:\"\n");
         assert!(e.contains("target 2") && e.contains("used twice"), "{e}");
         let e = bad("[probe]\nallow = [\"*\"]\n");
-        assert!(e.contains("anyone"), "{e}");
+        assert!(e.starts_with("a.toml:2: ") && e.contains("anyone"), "{e}");
         let e = bad("listen = \"localhost\"\n");
-        assert!(e.contains("ADDR:PORT"), "{e}");
+        assert!(
+            e.starts_with("a.toml:1: ") && e.contains("ADDR:PORT"),
+            "{e}"
+        );
         let e = bad("[[target]]\ntarget = \"trace:x.csv\"\n");
         assert!(e.contains("not a path to watch"), "{e}");
         let e = bad("jitter = 0.9\n");
         assert!(e.contains("0..0.5"), "{e}");
         let e = bad("interval = \"soon\"\n[[target]]\ntarget = \"sim:\"\n");
-        assert!(e.starts_with("a.toml: interval"), "{e}");
+        assert!(e.starts_with("a.toml:1: interval"), "{e}");
         assert!(!e.contains("target 1"), "{e}");
         // What a measurement would refuse is refused at load, with where.
         let e = bad("[[target]]\ntarget = \"sim:\"\nreverse = true\n");
@@ -616,7 +785,13 @@ target = "sim:cross=cbr:3G,seed=4"
     #[test]
     fn the_shipped_sample_config_resolves() {
         let text = include_str!("../../../deploy/agent.toml");
-        let c = resolve(parse_file(text).unwrap(), &Overrides::default(), None).unwrap();
+        let c = resolve(
+            parse_file(text).unwrap(),
+            &Overrides::default(),
+            None,
+            Some(text),
+        )
+        .unwrap();
         assert_eq!(c.listen, Some("127.0.0.1:9447".parse().unwrap()));
         assert_eq!(c.targets.len(), 1);
         assert_eq!(c.targets[0].name, "simulated 10G");

@@ -40,6 +40,10 @@ pub struct AgentArgs {
     /// Methods for targets that name none (comma-separated) [default: auto].
     #[arg(long, env = "TIGHTLINK_AGENT_METHODS", value_delimiter = ',')]
     pub methods: Option<Vec<String>>,
+    /// Measurements at once over all targets (each target one at a
+    /// time) [default: as many as targets, at most 32].
+    #[arg(long, env = "TIGHTLINK_AGENT_WORKERS")]
+    pub workers: Option<usize>,
     /// A target to watch besides the config's (repeat it; the
     /// environment variable takes a space-separated list).
     #[arg(
@@ -72,6 +76,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
         jitter: args.jitter,
         timeout: args.timeout,
         methods: args.methods,
+        workers: args.workers,
         targets: args.targets,
         probe_allow: args.probe_allow,
         probe_max_concurrent: args.probe_max_concurrent,
@@ -95,6 +100,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
         );
         println!("database   {}", cfg.database.display());
         println!("retention  {} s", cfg.retention_s);
+        println!("workers    {}", cfg.workers);
         for t in &cfg.targets {
             let ms: Vec<&str> = t.methods.iter().map(|m| m.name()).collect();
             let capacity = t.capacity_bps.map_or(String::new(), |c| {

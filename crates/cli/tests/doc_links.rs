@@ -13,16 +13,21 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The pages: the README and every guide chapter.
-fn pages() -> Vec<PathBuf> {
-    let mut v = vec![repo().join("README.md")];
-    let mut guide: Vec<PathBuf> = std::fs::read_dir(repo().join("guide/src"))
+/// The markdown files of one folder of the repository, sorted.
+fn markdown_in(dir: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(repo().join(dir))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
         .collect();
-    guide.sort();
-    v.extend(guide);
+    v.sort();
+    v
+}
+
+/// The pages: the README and every guide chapter.
+fn pages() -> Vec<PathBuf> {
+    let mut v = vec![repo().join("README.md")];
+    v.extend(markdown_in("guide/src"));
     v
 }
 
@@ -136,12 +141,7 @@ fn broken_links(page: &Path) -> Vec<String> {
 /// The repository's docs: the design notes, the evaluation report and
 /// the benchmarks.
 fn docs() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    v.sort();
+    let mut v = markdown_in("docs");
     v.push(repo().join("BENCHMARKS.md"));
     v
 }
