@@ -349,7 +349,7 @@ fn resolve(
     let listen_text = over
         .listen
         .clone()
-        .or(file.listen)
+        .or(file.listen.clone())
         .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
     let listen = match listen_text.as_str() {
         "off" | "" => None,
@@ -363,36 +363,10 @@ fn resolve(
     let retention = over
         .retention
         .clone()
-        .or(file.retention)
+        .or(file.retention.clone())
         .unwrap_or_else(|| DEFAULT_RETENTION.to_string());
     let retention_s = period(&top("retention", "retention"), &retention)?;
-    let defaults = TargetDefaults {
-        interval: over
-            .interval
-            .clone()
-            .or(file.interval)
-            .unwrap_or_else(|| DEFAULT_INTERVAL.to_string()),
-        jitter: jitter(
-            &top("jitter", "jitter"),
-            over.jitter.or(file.jitter).unwrap_or(DEFAULT_JITTER),
-        )?,
-        timeout: over
-            .timeout
-            .clone()
-            .or(file.timeout)
-            .unwrap_or_else(|| DEFAULT_TIMEOUT.to_string()),
-        methods: over
-            .methods
-            .clone()
-            .or(file.methods)
-            .unwrap_or_else(|| vec!["auto".to_string()]),
-    };
-    // Checked here for the names; `queue-fit` is checked per target,
-    // where a capacity may be given.
-    methods(&top("methods", "methods"), &defaults.methods, true)?;
-    // The file's own settings are its fault, not the first target's.
-    period(&top("interval", "interval"), &defaults.interval)?;
-    period(&top("timeout", "timeout"), &defaults.timeout)?;
+    let defaults = target_defaults(&file, over, &top)?;
 
     let mut entries: Vec<TargetFile> = file.targets;
     for t in &over.targets {
@@ -452,6 +426,43 @@ fn resolve(
         workers,
         probe,
     })
+}
+
+/// What a target takes when it does not say: the flags', else the
+/// file's, else the built-in defaults, each checked (at its line).
+fn target_defaults(
+    file: &FileConfig,
+    over: &Overrides,
+    top: &dyn Fn(&str, &str) -> String,
+) -> Result<TargetDefaults> {
+    let defaults = TargetDefaults {
+        interval: over
+            .interval
+            .clone()
+            .or(file.interval.clone())
+            .unwrap_or_else(|| DEFAULT_INTERVAL.to_string()),
+        jitter: jitter(
+            &top("jitter", "jitter"),
+            over.jitter.or(file.jitter).unwrap_or(DEFAULT_JITTER),
+        )?,
+        timeout: over
+            .timeout
+            .clone()
+            .or(file.timeout.clone())
+            .unwrap_or_else(|| DEFAULT_TIMEOUT.to_string()),
+        methods: over
+            .methods
+            .clone()
+            .or(file.methods.clone())
+            .unwrap_or_else(|| vec!["auto".to_string()]),
+    };
+    // Checked here for the names; `queue-fit` is checked per target,
+    // where a capacity may be given.
+    methods(&top("methods", "methods"), &defaults.methods, true)?;
+    // The file's own settings are its fault, not the first target's.
+    period(&top("interval", "interval"), &defaults.interval)?;
+    period(&top("timeout", "timeout"), &defaults.timeout)?;
+    Ok(defaults)
 }
 
 /// One target's settings, each checked, its errors placed by `here`.

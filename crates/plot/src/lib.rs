@@ -591,57 +591,14 @@ where
         .x_desc(format!("time ({unit} from the first result)"))
         .y_desc(format!("available bandwidth ({yunit})"))
         .draw()?;
+    let frame = HistoryFrame {
+        t0,
+        scale,
+        div,
+        top,
+    };
     for (i, s) in series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        let xy = |p: &HistoryPoint| ((p.unix_s - t0) / scale, p.available_bps / div);
-        // The range as a bar; an "at least" answer has none above its
-        // point, which is drawn as a triangle instead.
-        c.draw_series(s.points.iter().map(|p| {
-            let x = (p.unix_s - t0) / scale;
-            let high = match (p.at_least, p.high_bps) {
-                (false, Some(h)) => h,
-                _ => p.available_bps,
-            } / div;
-            PathElement::new(
-                vec![(x, p.low_bps / div), (x, high.min(top))],
-                colour.mix(0.4),
-            )
-        }))?;
-        c.draw_series(LineSeries::new(s.points.iter().map(xy), colour))?
-            .label(s.name.as_str())
-            .legend(line_key(colour));
-        c.draw_series(
-            s.points
-                .iter()
-                .filter(|p| !p.at_least)
-                .map(|p| Circle::new(xy(p), 3, colour.filled())),
-        )?;
-        c.draw_series(
-            s.points
-                .iter()
-                .filter(|p| p.at_least)
-                .map(|p| TriangleMarker::new(xy(p), 5, colour.filled())),
-        )?;
-        let truth: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .filter_map(|p| p.truth_bps.map(|t| ((p.unix_s - t0) / scale, t / div)))
-            .collect();
-        if !truth.is_empty() {
-            // Each series' truth in its own colour.
-            c.draw_series(
-                truth
-                    .iter()
-                    .map(|&(x, y)| Cross::new((x, y), 4, colour.stroke_width(2))),
-            )?
-            .label(format!("{} truth (simulator)", s.name))
-            .legend(move |(x, y)| Cross::new((x + 10, y), 4, colour.stroke_width(2)));
-        }
-        c.draw_series(
-            s.failures_unix_s
-                .iter()
-                .map(|&t| Cross::new(((t - t0) / scale, 0.0), 6, RED.stroke_width(2))),
-        )?;
+        draw_history_series(&mut c, s, COLOURS[i % COLOURS.len()], &frame)?;
     }
     c.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -649,5 +606,77 @@ where
         .border_style(BLACK)
         .draw()?;
     root.present()?;
+    Ok(())
+}
+
+/// Where a history chart's axes start and what they are scaled by.
+struct HistoryFrame {
+    t0: f64,
+    scale: f64,
+    div: f64,
+    top: f64,
+}
+
+/// One target and method on a history chart: its ranges, its line and
+/// points (triangles for "at least"), its truth and its failures.
+fn draw_history_series<DB: DrawingBackend>(
+    c: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    s: &HistorySeries,
+    colour: RGBColor,
+    f: &HistoryFrame,
+) -> Res<()>
+where
+    DB::ErrorType: 'static,
+{
+    let (t0, scale, div, top) = (f.t0, f.scale, f.div, f.top);
+    let xy = |p: &HistoryPoint| ((p.unix_s - t0) / scale, p.available_bps / div);
+    // The range as a bar; an "at least" answer has none above its
+    // point, which is drawn as a triangle instead.
+    c.draw_series(s.points.iter().map(|p| {
+        let x = (p.unix_s - t0) / scale;
+        let high = match (p.at_least, p.high_bps) {
+            (false, Some(h)) => h,
+            _ => p.available_bps,
+        } / div;
+        PathElement::new(
+            vec![(x, p.low_bps / div), (x, high.min(top))],
+            colour.mix(0.4),
+        )
+    }))?;
+    c.draw_series(LineSeries::new(s.points.iter().map(xy), colour))?
+        .label(s.name.as_str())
+        .legend(line_key(colour));
+    c.draw_series(
+        s.points
+            .iter()
+            .filter(|p| !p.at_least)
+            .map(|p| Circle::new(xy(p), 3, colour.filled())),
+    )?;
+    c.draw_series(
+        s.points
+            .iter()
+            .filter(|p| p.at_least)
+            .map(|p| TriangleMarker::new(xy(p), 5, colour.filled())),
+    )?;
+    let truth: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .filter_map(|p| p.truth_bps.map(|t| ((p.unix_s - t0) / scale, t / div)))
+        .collect();
+    if !truth.is_empty() {
+        // Each series' truth in its own colour.
+        c.draw_series(
+            truth
+                .iter()
+                .map(|&(x, y)| Cross::new((x, y), 4, colour.stroke_width(2))),
+        )?
+        .label(format!("{} truth (simulator)", s.name))
+        .legend(move |(x, y)| Cross::new((x + 10, y), 4, colour.stroke_width(2)));
+    }
+    c.draw_series(
+        s.failures_unix_s
+            .iter()
+            .map(|&t| Cross::new(((t - t0) / scale, 0.0), 6, RED.stroke_width(2))),
+    )?;
     Ok(())
 }
