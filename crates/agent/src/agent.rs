@@ -184,6 +184,15 @@ impl Agent {
         let counters = Counters {
             missed_runs: config.targets.iter().map(|t| (t.name.clone(), 0)).collect(),
             probe_bytes: config.targets.iter().map(|t| (t.name.clone(), 0)).collect(),
+            answers: config
+                .targets
+                .iter()
+                .flat_map(|t| {
+                    t.methods
+                        .iter()
+                        .map(move |m| ((t.name.clone(), m.name().to_string()), Default::default()))
+                })
+                .collect(),
             ..Counters::default()
         };
         Ok(Arc::new(Agent {
@@ -460,6 +469,12 @@ impl Agent {
                 *c.errors
                     .entry((label.clone(), row.method.clone(), kind))
                     .or_insert(0) += 1;
+            }
+            if let (true, "schedule", Some(v)) = (row.ok, row.origin.as_str(), row.available_bps) {
+                c.answers
+                    .entry((label.clone(), row.method.clone()))
+                    .or_default()
+                    .add(v);
             }
             if let Some(b) = row.probe_bytes {
                 *c.probe_bytes.entry(label).or_insert(0) += b;
@@ -857,6 +872,97 @@ mod tests {
         assert!(said.contains("b (sim:, auto)"), "{said}");
         // The /probe result, newer than a's scheduled one, hides nothing.
         assert!(!said.contains("probe"), "{said}");
+    }
+
+    /// Two answers of one target stored between two scrapes: the gauge
+    /// shows the last, the histogram counts both (150 Mbit/s in the 200M
+    /// bucket, 3 Gbit/s in the 5G one), and a failure counts in neither.
+    #[test]
+    fn every_answer_counts_in_the_histogram() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "database = {:?}\nmethods = [\"auto\"]\n[[target]]\nname = \"a\"\ntarget = \"sim:\"\n",
+                dir.path().join("h.db").display()
+            ),
+        )
+        .unwrap();
+        let config = crate::config::load(Some(&file), &Default::default()).unwrap();
+        let agent = Agent::new(config, Arc::new(|_: &str| {})).unwrap();
+        let scrape = || {
+            agent
+                .handle(&Request {
+                    method: "GET".into(),
+                    path: "/metrics".into(),
+                    query: Vec::new(),
+                    headers: Vec::new(),
+                    peer: "127.0.0.1:1".parse().unwrap(),
+                })
+                .body
+        };
+        // From the start, at zero.
+        assert!(scrape().contains(
+            "tightlink_agent_available_bandwidth_bps_count{name=\"a\",method=\"auto\"} 0"
+        ));
+        let sim = Target::parse("sim:").unwrap();
+        let o = Origin {
+            name: "a",
+            target: &sim,
+            method: "auto",
+            origin: "schedule",
+            started_unix_ns: 1,
+            wall_s: 0.0,
+            seed: None,
+        };
+        let failed = Row::failure(&o, "x", tightlink_measure::ErrorKind::TimedOut);
+        for v in [150e6, 3e9] {
+            agent.record(Row {
+                ok: true,
+                available_bps: Some(v),
+                error: None,
+                error_kind: None,
+                ..failed.clone()
+            });
+        }
+        agent.record(failed);
+        let body = scrape();
+        let line = |l: &str| body.lines().any(|x| x == l);
+        let h = "tightlink_agent_available_bandwidth_bps";
+        assert!(
+            line(&format!(
+                "{h}_bucket{{name=\"a\",method=\"auto\",le=\"100000000\"}} 0"
+            )),
+            "{body}"
+        );
+        assert!(
+            line(&format!(
+                "{h}_bucket{{name=\"a\",method=\"auto\",le=\"200000000\"}} 1"
+            )),
+            "{body}"
+        );
+        assert!(
+            line(&format!(
+                "{h}_bucket{{name=\"a\",method=\"auto\",le=\"5000000000\"}} 2"
+            )),
+            "{body}"
+        );
+        assert!(
+            line(&format!(
+                "{h}_bucket{{name=\"a\",method=\"auto\",le=\"+Inf\"}} 2"
+            )),
+            "{body}"
+        );
+        assert!(
+            line(&format!("{h}_sum{{name=\"a\",method=\"auto\"}} 3150000000")),
+            "{body}"
+        );
+        assert!(
+            line(&format!("{h}_count{{name=\"a\",method=\"auto\"}} 2")),
+            "{body}"
+        );
+        assert!(body.contains(&format!("# TYPE {h} histogram")), "{body}");
     }
 
     /// Three turns due 2 s ago, now and in an hour: taken earliest first,

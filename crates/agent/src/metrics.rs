@@ -57,6 +57,36 @@ pub struct Exposition {
 }
 
 impl Exposition {
+    /// Adds a histogram to family `name` (declared on first use): its
+    /// cumulative `_bucket` lines, `_sum` and `_count`.
+    pub fn histogram(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        base: &[(&str, &str)],
+        h: &AnswerHistogram,
+    ) {
+        let mut lines = Vec::new();
+        let mut cumulative = 0;
+        let bounds = ANSWER_BUCKETS_BPS.iter().map(|b| value(*b));
+        for (le, n) in bounds
+            .chain(["+Inf".to_string()])
+            .zip(h.counts.iter().chain([&0]))
+        {
+            cumulative += n;
+            let count = if le == "+Inf" { h.count } else { cumulative };
+            let mut l = base.to_vec();
+            l.push(("le", &le));
+            lines.push(format!("{name}_bucket{} {count}", labels(&l)));
+        }
+        lines.push(format!("{name}_sum{} {}", labels(base), value(h.sum_bps)));
+        lines.push(format!("{name}_count{} {}", labels(base), h.count));
+        match self.families.iter_mut().find(|f| f.0 == name) {
+            Some(f) => f.3.extend(lines),
+            None => self.families.push((name, "histogram", help, lines)),
+        }
+    }
+
     /// Adds a sample to family `name` (declared on first use).
     pub fn sample(
         &mut self,
@@ -183,6 +213,9 @@ pub fn result_samples(x: &mut Exposition, r: &Row) {
 /// The agent's own counters.
 #[derive(Debug, Default, Clone)]
 pub struct Counters {
+    /// (name, method) -> the scheduled answers so far, by size: none
+    /// lost between two scrapes, where the gauges keep only the last.
+    pub answers: BTreeMap<(String, String), AnswerHistogram>,
     /// (name, method, origin, result) -> count.
     pub measurements: BTreeMap<(String, String, String, &'static str), u64>,
     /// (name, method, warning code) -> warnings given.
@@ -197,6 +230,34 @@ pub struct Counters {
     pub http_requests: BTreeMap<(&'static str, u16), u64>,
     pub store_errors: u64,
     pub in_flight: u64,
+}
+
+/// Upper bounds of the answer histogram's buckets, bit/s: 1-2-5 steps
+/// from 1 Mbit/s to 100 Gbit/s (the `+Inf` bucket holds the rest).
+pub const ANSWER_BUCKETS_BPS: [f64; 16] = [
+    1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8, 1e9, 2e9, 5e9, 1e10, 2e10, 5e10, 1e11,
+];
+
+/// The answers of one target and method: counts per bucket (each
+/// answer in the first bucket whose bound holds it), their sum and count.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AnswerHistogram {
+    pub counts: [u64; 16],
+    pub sum_bps: f64,
+    pub count: u64,
+}
+
+impl AnswerHistogram {
+    pub fn add(&mut self, bps: f64) {
+        if !bps.is_finite() || bps < 0.0 {
+            return;
+        }
+        if let Some(i) = ANSWER_BUCKETS_BPS.iter().position(|&b| bps <= b) {
+            self.counts[i] += 1;
+        }
+        self.sum_bps += bps;
+        self.count += 1;
+    }
 }
 
 pub fn counter_samples(x: &mut Exposition, c: &Counters, start_unix_s: f64) {
@@ -221,6 +282,14 @@ pub fn counter_samples(x: &mut Exposition, c: &Counters, start_unix_s: f64) {
         "",
         c.in_flight as f64,
     );
+    for ((name, method), h) in &c.answers {
+        x.histogram(
+            "tightlink_agent_available_bandwidth_bps",
+            "Scheduled answers by size (bit/s), every one counted: the gauge tightlink_available_bandwidth_bps keeps only the last between two scrapes.",
+            &[("name", name), ("method", method)],
+            h,
+        );
+    }
     for ((name, method, origin, result), n) in &c.measurements {
         x.sample(
             "tightlink_agent_measurements_total",

@@ -807,9 +807,20 @@ fn prometheus_scrapes_the_agent() {
     };
     let mut scheduled = None;
     let mut probed = None;
+    let mut counted = None;
     let started = Instant::now();
-    while (scheduled.is_none() || probed.is_none()) && started.elapsed() < Duration::from_secs(90) {
+    while (scheduled.is_none() || probed.is_none() || counted.is_none())
+        && started.elapsed() < Duration::from_secs(90)
+    {
         std::thread::sleep(Duration::from_millis(500));
+        // The histogram of answers, read by Prometheus as one.
+        if let Some(v) = query(
+            "histogram_quantile(0.5%2Ctightlink_agent_available_bandwidth_bps_bucket%7Bname%3D%22default%22%7D)",
+        ) {
+            if let Some(r) = v["data"]["result"].as_array().and_then(|a| a.first()) {
+                counted = Some(r.clone());
+            }
+        }
         if let Some(v) = query("tightlink_available_bandwidth_bps%7Bname%3D%22default%22%7D") {
             if let Some(r) = v["data"]["result"].as_array().and_then(|a| a.first()) {
                 scheduled = Some(r.clone());
@@ -826,6 +837,10 @@ fn prometheus_scrapes_the_agent() {
     let scheduled =
         scheduled.unwrap_or_else(|| panic!("Prometheus never had the gauge; its log:\n{plog}"));
     let probed = probed.unwrap_or_else(|| panic!("Prometheus never probed; its log:\n{plog}"));
+    let counted =
+        counted.unwrap_or_else(|| panic!("Prometheus never had the histogram; its log:\n{plog}"));
+    let median: f64 = counted["value"][1].as_str().unwrap().parse().unwrap();
+    assert!((1e9..=10e9).contains(&median), "{counted}");
     // The value Prometheus holds is one the agent stored.
     let v: f64 = scheduled["value"][1].as_str().unwrap().parse().unwrap();
     let stored = rows(&db);
