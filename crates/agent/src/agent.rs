@@ -801,6 +801,19 @@ mod tests {
         assert_eq!(utc_text(-1_000_000_000), "1969-12-31T23:59:59Z");
     }
 
+    /// What `/metrics` answers now.
+    fn metrics_of(agent: &Arc<Agent>) -> String {
+        agent
+            .handle(&Request {
+                method: "GET".into(),
+                path: "/metrics".into(),
+                query: Vec::new(),
+                headers: Vec::new(),
+                peer: "127.0.0.1:1".parse().unwrap(),
+            })
+            .body
+    }
+
     /// A history with results of targets `a` (sim:, auto and multirate),
     /// `b` and a `/probe` of `a`; the config now names `a` (auto only)
     /// and `b` at another address. /metrics exports `a`'s auto result
@@ -848,15 +861,7 @@ mod tests {
             Arc::new(move |l: &str| log_to.lock().unwrap().push(l.to_string())),
         )
         .unwrap();
-        let body = agent
-            .handle(&Request {
-                method: "GET".into(),
-                path: "/metrics".into(),
-                query: Vec::new(),
-                headers: Vec::new(),
-                peer: "127.0.0.1:1".parse().unwrap(),
-            })
-            .body;
+        let body = metrics_of(&agent);
         let up: Vec<&str> = body
             .lines()
             .filter(|l| l.starts_with("tightlink_up{"))
@@ -891,17 +896,7 @@ mod tests {
         .unwrap();
         let config = crate::config::load(Some(&file), &Default::default()).unwrap();
         let agent = Agent::new(config, Arc::new(|_: &str| {})).unwrap();
-        let scrape = || {
-            agent
-                .handle(&Request {
-                    method: "GET".into(),
-                    path: "/metrics".into(),
-                    query: Vec::new(),
-                    headers: Vec::new(),
-                    peer: "127.0.0.1:1".parse().unwrap(),
-                })
-                .body
-        };
+        let scrape = || metrics_of(&agent);
         // From the start, at zero.
         assert!(scrape().contains(
             "tightlink_agent_available_bandwidth_bps_count{name=\"a\",method=\"auto\"} 0"

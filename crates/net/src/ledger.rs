@@ -240,7 +240,7 @@ impl SendLedger {
                 self.overtaken, self.overtaken_streams
             )));
         }
-        if self.late_unqueued >= 2 && self.late_unqueued * 2 >= self.streams {
+        if sender_fell_behind(self.late_unqueued, self.streams) {
             warnings.push(Warning::new(WarningCode::SenderLate, format!(
                 "the sending host fell behind its schedule in {} of {} streams with no queue of its own to explain it (another process on its CPUs?): late packets leave in catch-up bursts that the path disperses, so the estimate may read low",
                 self.late_unqueued, self.streams
@@ -322,9 +322,26 @@ pub(crate) fn probe_stream(
     )
 }
 
+/// Whether a sender late in `late` of `streams` streams fell behind:
+/// in two or more, and half of them or more. This host's own rule, and
+/// a reflector's that sends held trains back.
+pub(crate) fn sender_fell_behind(late: usize, streams: usize) -> bool {
+    late >= 2 && late * 2 >= streams
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Late in 2 of 4 streams: fell behind; 2 of 5, or 1 of 1, did not.
+    #[test]
+    fn a_sender_late_in_half_its_streams_fell_behind() {
+        assert!(sender_fell_behind(2, 4));
+        assert!(sender_fell_behind(5, 6));
+        assert!(!sender_fell_behind(2, 5));
+        assert!(!sender_fell_behind(1, 1));
+        assert!(!sender_fell_behind(0, 0));
+    }
 
     fn departures(gap_ns: i64, n: usize, late_ns: i64, tx_gap_ns: i64) -> Departures {
         Departures {

@@ -51,7 +51,7 @@ use crate::address::with_port;
 use crate::backend::xdp;
 use crate::backend::{send_paced, Backend, Transmit};
 use crate::client::ClientOptions;
-use crate::ledger::SendLedger;
+use crate::ledger::{sender_fell_behind, SendLedger};
 use crate::reflector::TWAMP_PORT;
 use crate::stamps::Departures;
 use crate::stamps::{BATCH, HEADER_COPY};
@@ -944,26 +944,10 @@ impl Channel for TwampChannel {
     }
 }
 
-/// Late in two streams or more, and in half of them or more: the same
-/// rule as the sending host's own (`ledger`), for a reflector that sends
-/// the held trains back.
-fn sender_fell_behind(late: usize, streams: usize) -> bool {
-    late >= 2 && late * 2 >= streams
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Late in 2 of 4 held trains: fell behind; 2 of 5, or 1 of 1, did not.
-    #[test]
-    fn a_reflector_late_in_half_its_trains_fell_behind() {
-        assert!(sender_fell_behind(2, 4));
-        assert!(sender_fell_behind(5, 6));
-        assert!(!sender_fell_behind(2, 5));
-        assert!(!sender_fell_behind(1, 1));
-        assert!(!sender_fell_behind(0, 0));
-    }
     use crate::stamps::Received;
 
     /// Ten probes; the reflector got 0-3 and 6-9 (two lost on the way
