@@ -77,7 +77,8 @@ pub struct EstimateArgs {
     #[arg(long, conflicts_with = "reverse")]
     pub both: bool,
     /// Real servers: pre-shared key file (higher limits; required by some
-    /// servers).
+    /// servers). `stamp:` reflectors: STAMP's authenticated mode (RFC
+    /// 8762), the key in hex, at least 16 bytes.
     #[arg(long, env = "TIGHTLINK_KEY_FILE")]
     pub key_file: Option<PathBuf>,
     /// The tight link's capacity when known (e.g. 10G): `queue-fit`

@@ -43,6 +43,11 @@ pub struct ReflectorArgs {
     /// ... and in all.
     #[arg(long, default_value_t = 1000.0)]
     pub short_total_rate: f64,
+    /// STAMP's authenticated mode (RFC 8762): the key in hex, at least 16
+    /// bytes (e.g. `openssl rand -hex 32 > FILE`); only test packets whose
+    /// HMACs match it are answered, and TWAMP-light ones are not.
+    #[arg(long, env = "TIGHTLINK_STAMP_KEY_FILE")]
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: ReflectorArgs) -> Result<()> {
@@ -96,10 +101,22 @@ pub fn run(args: ReflectorArgs) -> Result<()> {
         short_total_pps: args.short_total_rate,
         hold_bytes: ReflectorConfig::default().hold_bytes,
         log: true,
+        key: match &args.key_file {
+            None => None,
+            Some(f) => match tightlink_net::auth::StampKey::read_file(f) {
+                Ok(k) => Some(k),
+                Err(e) => tightlink_measure::bad_input!("--key-file {e}"),
+            },
+        },
     };
     let r = Reflector::bind(config.clone()).with_context(|| format!("bind {}", config.bind))?;
     eprintln!(
-        "tightlink reflector: TWAMP-light and STAMP on {} (UDP); replies as long as requests, {} Mbit/s and {} MB burst per sender, {} Mbit/s in all, {} senders; {}",
+        "tightlink reflector: {} on {} (UDP); replies as long as requests, {} Mbit/s and {} MB burst per sender, {} Mbit/s in all, {} senders; {}",
+        if config.key.is_some() {
+            "authenticated STAMP (HMAC-SHA-256)"
+        } else {
+            "TWAMP-light and STAMP"
+        },
         r.local_addr()?,
         (peer_rate_bps / 1e6).round(),
         (peer_burst_bytes / 1e6).round(),

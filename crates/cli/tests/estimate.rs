@@ -799,3 +799,45 @@ fn json_errors_are_objects() {
         "{v}"
     );
 }
+
+/// STAMP keys: a `twamp:` target refuses one (its authenticated mode
+/// needs TWAMP-Control), a key file not in hex or too short is named,
+/// before any packet leaves; the reflector says the same.
+#[test]
+fn stamp_key_files_are_checked_before_probing() {
+    let dir = common::scratch("stampkey");
+    let short = dir.path().join("short.key");
+    let text = dir.path().join("text.key");
+    std::fs::write(&short, "00112233").unwrap();
+    std::fs::write(&text, "my secret passphrase").unwrap();
+    let cases: [(&[&str], String); 4] = [
+        (
+            &["estimate", "twamp:127.0.0.1:9", "--key-file"],
+            "give stamp:127.0.0.1:9 for STAMP's authenticated mode".into(),
+        ),
+        (
+            &["estimate", "stamp:127.0.0.1:9", "--key-file"],
+            format!("{}: a STAMP key of 4 bytes; at least 16", short.display()),
+        ),
+        (
+            &["estimate", "stamp:127.0.0.1:9", "--key-file"],
+            format!("{}: a STAMP key file holds the key in hex", text.display()),
+        ),
+        (
+            &["reflector", "--port", "0", "--key-file"],
+            format!(
+                "--key-file {}: a STAMP key file holds the key in hex",
+                text.display()
+            ),
+        ),
+    ];
+    for (i, (args, says)) in cases.iter().enumerate() {
+        let file = if i == 1 { &short } else { &text };
+        let mut a = args.to_vec();
+        a.push(file.to_str().unwrap());
+        let o = tightlink(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{a:?}: {err}");
+        assert!(err.contains(says.as_str()), "{a:?}: {err}");
+    }
+}

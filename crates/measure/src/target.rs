@@ -175,16 +175,35 @@ pub fn open_channel(target: &Target, real: &RealOptions) -> Result<Box<dyn Chann
                 .with_context(|| format!("target '{target}'"))?;
             Ok(Box::new(ch))
         }
-        Target::Twamp { host, .. } => {
-            let ch = TwampChannel::connect(host, &client_options(real)?)
-                .with_context(|| format!("target '{target}'"))?;
+        Target::Twamp { host, scheme } => {
+            let mut opts = client_options_keyless(real);
+            if let Some(f) = &real.key_file {
+                if *scheme != "stamp" {
+                    crate::bad_input!(
+                        "--key-file {}: {scheme}: test packets are unauthenticated (TWAMP's authenticated mode needs TWAMP-Control); give stamp:{host} for STAMP's authenticated mode",
+                        f.display()
+                    );
+                }
+                opts.stamp_key = match tightlink_net::auth::StampKey::read_file(f) {
+                    Ok(k) => Some(k),
+                    Err(e) => crate::bad_input!("--key-file {e}"),
+                };
+            }
+            let ch =
+                TwampChannel::connect(host, &opts).with_context(|| format!("target '{target}'"))?;
             Ok(Box::new(ch))
         }
     }
 }
 
 fn client_options(real: &RealOptions) -> Result<ClientOptions> {
-    let mut opts = ClientOptions {
+    let mut opts = client_options_keyless(real);
+    opts.key = read_key(real)?;
+    Ok(opts)
+}
+
+fn client_options_keyless(real: &RealOptions) -> ClientOptions {
+    ClientOptions {
         backend: real.backend,
         direction: if real.reverse {
             Direction::Reverse
@@ -193,9 +212,7 @@ fn client_options(real: &RealOptions) -> Result<ClientOptions> {
         },
         max_rate_bps: real.max_rate_bps,
         ..ClientOptions::default()
-    };
-    opts.key = read_key(real)?;
-    Ok(opts)
+    }
 }
 
 /// The pre-shared key of `--key-file`, if one was given.

@@ -46,6 +46,8 @@ use crate::{auth, clock, host, packets};
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     pub key: Option<Vec<u8>>,
+    /// `stamp:` reflectors: STAMP's authenticated mode with this key.
+    pub stamp_key: Option<crate::auth::StampKey>,
     pub direction: Direction,
     /// Never probe faster than this (bit/s), whatever the host could do.
     pub max_rate_bps: Option<f64>,
@@ -59,6 +61,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             key: None,
+            stamp_key: None,
             direction: Direction::Forward,
             max_rate_bps: None,
             timeout: Duration::from_secs(5),

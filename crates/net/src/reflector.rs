@@ -58,10 +58,13 @@ use std::time::Duration;
 use tightlink_sys::sockopt;
 
 use tightlink_wire::twamp::{
-    field, FLAG_HELD, FLAG_HOLD, TLV_EXTRA_PADDING, TLV_HEADER_LEN, TLV_MALFORMED, TLV_UNRECOGNIZED,
+    field, FLAG_HELD, FLAG_HOLD, TLV_EXTRA_PADDING, TLV_HEADER_LEN, TLV_INTEGRITY_FAILED,
+    TLV_MALFORMED, TLV_UNRECOGNIZED,
 };
+use tightlink_wire::{stamp_auth, ProbeRepr, SenderPacket};
 use tightlink_wire::{ErrorEstimate, NtpTimestamp, ReflectorRepr};
-use tightlink_wire::{ProbeRepr, SenderPacket};
+
+use crate::auth::StampKey;
 
 use crate::stamps::{cmsg_stamp, recv_mmsg};
 use tightlink_sys::clock;
@@ -141,6 +144,10 @@ pub struct ReflectorConfig {
     /// answered packet by packet.
     pub hold_bytes: usize,
     pub log: bool,
+    /// STAMP's authenticated mode (RFC 8762 section 4.4): with a key,
+    /// only test packets whose HMACs match it are answered, in the
+    /// authenticated layout; none other is.
+    pub key: Option<StampKey>,
 }
 
 impl Default for ReflectorConfig {
@@ -162,6 +169,7 @@ impl Default for ReflectorConfig {
             short_total_pps: 1000.0,
             hold_bytes: 32 << 20,
             log: true,
+            key: None,
         }
     }
 }
@@ -198,6 +206,9 @@ pub struct ReflectorStats {
     /// Asked to be held, answered at once: over `hold_bytes` or a train
     /// longer than [`MAX_HOLD_SPAN_NS`].
     pub hold_refused: AtomicU64,
+    /// Authenticated mode: test packets whose HMAC did not match the key
+    /// (or that were not in the authenticated layout).
+    pub bad_hmac: AtomicU64,
 }
 
 impl ReflectorStats {
@@ -220,6 +231,7 @@ impl ReflectorStats {
             ("unstamped", l(&self.unstamped)),
             ("held", l(&self.held)),
             ("hold_refused", l(&self.hold_refused)),
+            ("bad_hmac", l(&self.bad_hmac)),
         ]
     }
 
@@ -235,6 +247,7 @@ impl ReflectorStats {
             "peers_full",
             "send_failed",
             "hold_refused",
+            "bad_hmac",
         ];
         self.snapshot()
             .into_iter()
@@ -498,8 +511,9 @@ pub fn build_reply(
 /// Copies STAMP TLVs (RFC 8972 section 4) into the reply, each TLV's
 /// flags set as the reflector must set them: U for a type this reflector
 /// does not act on (all but Extra Padding), M for a TLV whose length runs
-/// past the packet (the last one read), I clear (no HMAC TLV is checked),
-/// the reserved bits zero. A sender's U on an Extra Padding TLV does not
+/// past the packet (the last one read), I clear (in authenticated mode
+/// the caller sets it where the HMAC TLV failed: [`mark_tlvs`]), the
+/// reserved bits zero. A sender's U on an Extra Padding TLV does not
 /// come back. A tail too short for a TLV header is copied as it came.
 /// `out` is as long as `tlvs`.
 pub fn echo_tlvs(tlvs: &[u8], out: &mut [u8]) {
@@ -519,6 +533,15 @@ pub fn echo_tlvs(tlvs: &[u8], out: &mut [u8]) {
         }
         out[at] = unrecognized;
         at += TLV_HEADER_LEN + value_len;
+    }
+}
+
+/// Sets `flag` on every TLV header in `tlvs` (as far as lengths lead).
+pub fn mark_tlvs(tlvs: &mut [u8], flag: u8) {
+    let mut at = 0;
+    while at + TLV_HEADER_LEN <= tlvs.len() {
+        tlvs[at] |= flag;
+        at += TLV_HEADER_LEN + u16::from_be_bytes([tlvs[at + 2], tlvs[at + 3]]) as usize;
     }
 }
 
@@ -670,8 +693,9 @@ impl Reflector {
         let mut refusals = (String::new(), 0i64);
         let mut held: HashMap<SocketAddr, HeldTrain> = HashMap::new();
         let (pacer, in_flight) = self.spawn_pacer()?;
+        let key = self.config.key.as_ref();
         let give = |to: SocketAddr, t: HeldTrain| {
-            hand_over(&pacer, &in_flight, &self.sock, &self.stats, to, t)
+            hand_over(&pacer, &in_flight, &self.sock, &self.stats, key, to, t)
         };
         while !self.stop.load(Ordering::Relaxed) {
             let now = clock::monotonic_ns();
@@ -702,17 +726,36 @@ impl Reflector {
                     // A longer datagram keeps its real length in `r` (refused as
                     // too long); the view stops at the buffer.
                     let request = &buf[..r.len.min(buf.len())];
+                    let opened;
+                    let mut tlvs_intact = true;
+                    let request = match &self.config.key {
+                        None => request,
+                        Some(k) => match stamp_auth::open_sender(request, &|p| k.mac(p)) {
+                            Ok(o) => {
+                                tlvs_intact = o.tlvs_intact;
+                                opened = o.packet;
+                                &opened[..]
+                            }
+                            Err(_) => {
+                                self.stats.bad_hmac.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
+                        },
+                    };
                     let Some(len) =
                         self.answer(&mut policy, request, &r, overhead, error, &mut reply)
                     else {
                         continue;
                     };
+                    if !tlvs_intact {
+                        mark_tlvs(&mut reply[field::TLVS.min(len)..len], TLV_INTEGRITY_FAILED);
+                    }
                     match hold_request(request) {
                         Some(p) => {
                             let in_flight = in_flight.load(Ordering::Relaxed);
                             self.hold(&mut held, in_flight, &give, &p, &reply[..len], r.from)
                         }
-                        None => send_now(&self.sock, &self.stats, &reply[..len], r.from),
+                        None => send_now(&self.sock, &self.stats, key, &reply[..len], r.from),
                     }
                 }
                 if n < BATCH {
@@ -734,11 +777,12 @@ impl Reflector {
     )> {
         let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (pacer, queue) = std::sync::mpsc::sync_channel::<(SocketAddr, HeldTrain)>(PACER_QUEUE);
-        let (sock, stats, stop, sent) = (
+        let (sock, stats, stop, sent, key) = (
             self.sock.try_clone()?,
             self.stats.clone(),
             self.stop.clone(),
             in_flight.clone(),
+            self.config.key.clone(),
         );
         std::thread::Builder::new()
             .name("tightlink-reflector-pacer".into())
@@ -747,7 +791,7 @@ impl Reflector {
                     match queue.recv_timeout(Duration::from_millis(200)) {
                         Ok((to, t)) => {
                             let bytes = t.bytes;
-                            send_held(&sock, &stats, to, t);
+                            send_held(&sock, &stats, key.as_ref(), to, t);
                             sent.fetch_sub(bytes, Ordering::Relaxed);
                         }
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
@@ -799,7 +843,13 @@ impl Reflector {
         }
         if p.offset_ns > MAX_HOLD_SPAN_NS || in_hold + len > self.config.hold_bytes {
             self.stats.hold_refused.fetch_add(1, Ordering::Relaxed);
-            send_now(&self.sock, &self.stats, reply, from);
+            send_now(
+                &self.sock,
+                &self.stats,
+                self.config.key.as_ref(),
+                reply,
+                from,
+            );
             return;
         }
         let mut bytes = reply.to_vec();
@@ -878,8 +928,23 @@ impl Reflector {
     }
 }
 
-/// Sends one reply, waiting up to 10 ms for room in the socket.
-fn send_now(sock: &UdpSocket, stats: &ReflectorStats, reply: &[u8], to: SocketAddr) {
+/// Sends one reply (sealed first in authenticated mode), waiting up to
+/// 10 ms for room in the socket.
+fn send_now(
+    sock: &UdpSocket,
+    stats: &ReflectorStats,
+    key: Option<&StampKey>,
+    reply: &[u8],
+    to: SocketAddr,
+) {
+    let sealed;
+    let reply = match key {
+        None => reply,
+        Some(k) => {
+            sealed = stamp_auth::seal_reflector(reply, &|p| k.mac(p));
+            &sealed[..]
+        }
+    };
     let sent = loop {
         match sock.send_to(reply, to) {
             Ok(_) => break true,
@@ -904,7 +969,13 @@ fn send_now(sock: &UdpSocket, stats: &ReflectorStats, reply: &[u8], to: SocketAd
 /// after tightlink's fields, its place in what was sent back (index and
 /// count, so the sender tells a reply lost on the way back from a probe
 /// lost on the way here). Runs on the pacing thread.
-fn send_held(sock: &UdpSocket, stats: &ReflectorStats, to: SocketAddr, mut train: HeldTrain) {
+fn send_held(
+    sock: &UdpSocket,
+    stats: &ReflectorStats,
+    key: Option<&StampKey>,
+    to: SocketAddr,
+    mut train: HeldTrain,
+) {
     train.replies.sort_by_key(|(off, _)| *off);
     let base = train.replies.first().map_or(0, |(off, _)| *off) as i64;
     let count = train.replies.len() as u32;
@@ -928,7 +999,7 @@ fn send_held(sock: &UdpSocket, stats: &ReflectorStats, to: SocketAddr, mut train
         }
         let transmit = NtpTimestamp::from_unix_ns(clock::realtime_ns().max(0) as u64);
         reply[field::reflector::TIMESTAMP].copy_from_slice(&transmit.to_bytes());
-        send_now(sock, stats, reply, to);
+        send_now(sock, stats, key, reply, to);
         stats.held.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -944,6 +1015,7 @@ fn hand_over(
     in_flight: &std::sync::atomic::AtomicUsize,
     sock: &UdpSocket,
     stats: &ReflectorStats,
+    key: Option<&StampKey>,
     to: SocketAddr,
     train: HeldTrain,
 ) {
@@ -955,7 +1027,7 @@ fn hand_over(
         | std::sync::mpsc::TrySendError::Disconnected((to, train))) = e;
         for (_, r) in &train.replies {
             stats.hold_refused.fetch_add(1, Ordering::Relaxed);
-            send_now(sock, stats, r, to);
+            send_now(sock, stats, key, r, to);
         }
     }
 }
@@ -1074,6 +1146,18 @@ mod tests {
     /// Padding TLV sent with U, M, I and a reserved bit set comes back
     /// with none, an unknown type 7 flagged U (0x80) only, a TLV claiming
     /// 9 bytes of the 2 left flagged M (0x40); a trailing 2 bytes copied.
+    #[test]
+    fn every_tlv_is_marked_by_hand() {
+        // Extra Padding of 2 bytes, an unknown type of 0 bytes, a header
+        // whose length runs past the end.
+        let mut t = [0, 1, 0, 2, 9, 9, 0x80, 5, 0, 0, 0, 1, 0, 40];
+        mark_tlvs(&mut t, TLV_INTEGRITY_FAILED);
+        assert_eq!(t, [0x20, 1, 0, 2, 9, 9, 0xa0, 5, 0, 0, 0x20, 1, 0, 40]);
+        let mut short = [0u8, 1, 0];
+        mark_tlvs(&mut short, TLV_INTEGRITY_FAILED);
+        assert_eq!(short, [0, 1, 0], "no room for a header: untouched");
+    }
+
     #[test]
     fn unknown_and_overlong_tlvs_are_flagged() {
         let tlvs = [

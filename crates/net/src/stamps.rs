@@ -32,8 +32,9 @@ pub const BATCH: usize = 32;
 
 /// Bytes of each datagram copied out: the 82-byte probe header, or a
 /// reflector's reply with our fields where an RFC 6038 reflector returns
-/// them (bytes 75-108).
-pub const HEADER_COPY: usize = 128;
+/// them (bytes 75-108), or where an authenticated STAMP reply does
+/// (bytes 116-158).
+pub const HEADER_COPY: usize = 160;
 
 /// One received datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

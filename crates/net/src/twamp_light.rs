@@ -5,7 +5,7 @@
 //! `twamp:HOST[:PORT]`, port 862 by default.
 //!
 //! This host sends the paced train (any backend, the same
-//! [`send_paced`] as against a server); the reflector's receive timestamp
+//! [`crate::backend::send_paced`] as against a server); the reflector's receive timestamp
 //! in each reply gives the receive gaps: the path toward the reflector is
 //! measured. In reverse (`-R`), a `tightlink reflector` holds each train
 //! and sends it back at its schedule (tightlink's extension; the hello
@@ -45,11 +45,13 @@ use tightlink_core::channel::{
 use tightlink_core::ProbeStream;
 use tightlink_wire::control::Direction;
 use tightlink_wire::twamp::{field, Echo, ProbeRepr, SenderPacket, FLAG_HELD, FLAG_HOLD};
-use tightlink_wire::{DropCounters, DropReason, NtpTimestamp, ReflectorPacket};
+use tightlink_wire::{stamp_auth, DropCounters, DropReason, NtpTimestamp, ReflectorPacket};
+
+use crate::auth::StampKey;
 
 use crate::address::with_port;
 use crate::backend::xdp;
-use crate::backend::{send_paced, Backend, Transmit};
+use crate::backend::{send_paced_stamped, Backend, Transmit};
 use crate::client::ClientOptions;
 use crate::ledger::{sender_fell_behind, SendLedger};
 use crate::reflector::TWAMP_PORT;
@@ -116,6 +118,9 @@ pub struct TwampChannel {
     /// The reflector's replies' stamps so far.
     stamps: StampStats,
     warnings: Vec<Warning>,
+    /// STAMP's authenticated mode: packets are built in the plain layout,
+    /// sealed before they leave and opened when they come back.
+    auth: Option<StampKey>,
 }
 
 /// What the replies said about the reflector's clock, over the session.
@@ -145,7 +150,7 @@ impl TwampChannel {
     pub fn connect(target: &str, opts: &ClientOptions) -> Result<TwampChannel, ChannelError> {
         if opts.key.is_some() {
             return Err(ChannelError::BadRequest(
-                "TWAMP-light test packets are unauthenticated here; --key-file applies to tightlink servers".into(),
+                "TWAMP-light test packets are unauthenticated here (TWAMP's authenticated mode needs TWAMP-Control): give stamp:HOST for STAMP's authenticated mode".into(),
             ));
         }
         let with = with_port(target, TWAMP_PORT);
@@ -212,6 +217,7 @@ impl TwampChannel {
             hello_bytes: 0,
             stamps: StampStats::default(),
             warnings: Vec::new(),
+            auth: opts.stamp_key.clone(),
         };
         ch.hello()?;
         let mut warnings = Vec::new();
@@ -237,13 +243,18 @@ impl TwampChannel {
     /// packet, else 1472 bytes, else an error that says so.
     fn hello(&mut self) -> Result<(), ChannelError> {
         let per_try = self.timeout / HELLO_TRIES as u32;
-        let small = packets::WARMUP_BYTES;
+        let small = packets::WARMUP_BYTES + self.growth();
         if self.ask(small, HELLO_TRIES, per_try)?.is_none() {
             return Err(ChannelError::TimedOut(format!(
-                "no TWAMP-light or STAMP reflector answered at {} within {:.1} s ({HELLO_TRIES} test packets of {small} bytes sent): is a reflector running there and UDP {} open on the way?",
+                "no TWAMP-light or STAMP reflector answered at {} within {:.1} s ({HELLO_TRIES} test packets of {small} bytes sent): is a reflector running there and UDP {} open on the way?{}",
                 self.reflector,
                 self.timeout.as_secs_f64(),
-                self.reflector.port()
+                self.reflector.port(),
+                if self.auth.is_some() {
+                    " The packets were authenticated (STAMP, HMAC-SHA-256): a reflector with another key, or in open mode, drops them unanswered."
+                } else {
+                    ""
+                }
             )));
         }
         if self.hold {
@@ -309,20 +320,22 @@ impl TwampChannel {
         per_try: Duration,
         held: bool,
     ) -> Result<Option<Reply>, ChannelError> {
+        let plain_size = size - self.growth();
         for _ in 0..tries {
             let packet = if held {
                 let (_, mut train) = packets::build(
                     self.session,
                     u32::MAX - 1,
                     &[0],
-                    &[size as u32],
+                    &[plain_size as u32],
                     &mut self.sequence,
                 );
                 SenderPacket::new_unchecked(&mut train[0][..]).set_flag(FLAG_HOLD);
                 train.remove(0)
             } else {
-                packets::single(self.session, size, &mut self.sequence)
+                packets::single(self.session, plain_size, &mut self.sequence)
             };
+            let packet = self.seal(packet);
             let seq = self.sequence.wrapping_sub(1);
             let sent_ns = clock::realtime_ns();
             self.sock
@@ -361,9 +374,29 @@ impl TwampChannel {
         Ok(None)
     }
 
+    /// Bytes sealing adds to a test packet (STAMP's authenticated mode).
+    fn growth(&self) -> usize {
+        if self.auth.is_some() {
+            stamp_auth::GROWTH
+        } else {
+            0
+        }
+    }
+
+    /// A plain test packet as it leaves.
+    fn seal(&self, packet: Vec<u8>) -> Vec<u8> {
+        match &self.auth {
+            Some(k) => stamp_auth::seal_sender(&packet, &|p| k.mac(p)),
+            None => packet,
+        }
+    }
+
     /// The reflector's layout, as the hello found it.
     fn layout(&self) -> String {
         let (asked, got) = (self.hello_bytes, self.reply_bytes);
+        if self.auth.is_some() {
+            return "STAMP, authenticated (HMAC-SHA-256)".to_string();
+        }
         match self.echo {
             Some(Echo::StampTlvs) => "STAMP (our TLV echoed)".to_string(),
             Some(Echo::TwampPadding) => "TWAMP-light, padding echoed (RFC 6038)".to_string(),
@@ -418,6 +451,7 @@ impl TwampChannel {
         let mut headers = [[0u8; HEADER_COPY]; BATCH];
         let mut got = [None; BATCH];
         let mut last_arrival = clock::monotonic_ns();
+        let auth = self.auth.clone();
         loop {
             let now = clock::monotonic_ns();
             if now >= until || now - last_arrival > quiet_ns {
@@ -437,6 +471,23 @@ impl TwampChannel {
                         continue;
                     };
                     let header = &headers[k][..r.len.min(HEADER_COPY)];
+                    let opened;
+                    let header = match &auth {
+                        None => header,
+                        Some(key) => {
+                            let whole = r.len <= HEADER_COPY;
+                            match stamp_auth::open_reflector(header, whole, &|p| key.mac(p)) {
+                                Ok(plain) => {
+                                    opened = plain;
+                                    &opened[..]
+                                }
+                                Err(why) => {
+                                    self.drops.count(why);
+                                    continue;
+                                }
+                            }
+                        }
+                    };
                     match parse_reply(header, &r, self.reflector) {
                         Ok(reply) => done |= on_reply(self, &reply, header),
                         Err(why) => self.drops.count(why),
@@ -464,7 +515,8 @@ impl TwampChannel {
             .iter()
             .map(|&s| {
                 let p = s.saturating_sub(self.overhead);
-                if p < ProbeRepr::buffer_len() as u32 || p > self.max_payload {
+                let least = (ProbeRepr::buffer_len() + self.growth()) as u32;
+                if p < least || p > self.max_payload {
                     Err(ChannelError::BadRequest(format!(
                         "probe size {s} bytes (frame): frames toward {} must be {}-{} bytes",
                         self.reflector,
@@ -613,12 +665,18 @@ impl TwampChannel {
             Some(t) => t.as_mut(),
             None => &mut udp,
         };
-        let d = send_paced(
+        let key = self.auth.clone();
+        let stamp = |p: &mut [u8], t: NtpTimestamp| match &key {
+            Some(k) => stamp_auth::set_sender_timestamp(p, t.to_bytes(), &|x| k.mac(x)),
+            None => SenderPacket::new_unchecked(p).set_timestamp(t),
+        };
+        let d = send_paced_stamped(
             tx,
             &warm,
             &mut pk,
             &request.offsets_ns,
             clock::monotonic_ns() + 200_000,
+            &stamp,
         )
         .map_err(io_err("send"))?;
         // Wait for the replies: four of the longest round trips seen and
@@ -664,11 +722,13 @@ impl TwampChannel {
         stream: u32,
     ) -> Result<(Vec<u8>, Vec<Vec<u8>>), ChannelError> {
         let payloads = self.payload_sizes(request)?;
+        let growth = self.growth() as u32;
+        let plain_sizes: Vec<u32> = payloads.iter().map(|p| p - growth).collect();
         let (warm, mut pk) = packets::build(
             self.session,
             stream,
             &request.offsets_ns,
-            &payloads,
+            &plain_sizes,
             &mut self.sequence,
         );
         if self.hold {
@@ -683,6 +743,11 @@ impl TwampChannel {
             for p in &mut pk {
                 SenderPacket::new_unchecked(&mut p[..]).set_flag(FLAG_HOLD);
             }
+        }
+        if self.auth.is_some() {
+            let warm = self.seal(warm);
+            let pk = pk.into_iter().map(|p| self.seal(p)).collect();
+            return Ok((warm, pk));
         }
         Ok((warm, pk))
     }

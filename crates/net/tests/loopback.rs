@@ -612,6 +612,98 @@ fn an_in_place_reflector_with_user_space_stamps_works_too() {
     assert_eq!(drops, vec![("too_short", 1), ("duplicate", 1)]);
 }
 
+/// STAMP's authenticated mode (RFC 8762 section 4.4) against tightlink's
+/// reflector: gaps as in open mode and our fields echoed; a sender with
+/// another key, or in open mode, gets no answer and is counted; a request
+/// whose TLV changed on the way is answered with the I flag on every TLV
+/// (RFC 8972 section 4.8), in a reply that passes both HMACs.
+#[test]
+fn authenticated_stamp_answers_its_key_only() {
+    use tightlink_net::auth::StampKey;
+    use tightlink_wire::stamp_auth;
+    let _t = turn();
+    let key = StampKey::new(&[7u8; 32]);
+    let h = Reflector::bind(ReflectorConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        log: false,
+        key: Some(key.clone()),
+        ..ReflectorConfig::default()
+    })
+    .unwrap()
+    .spawn()
+    .unwrap();
+    let bad = || h.stats.bad_hmac.load(Ordering::Relaxed);
+    let keyed = ClientOptions {
+        stamp_key: Some(key.clone()),
+        timeout: Duration::from_millis(600),
+        ..ClientOptions::default()
+    };
+    let mut ch = TwampChannel::connect(&h.addr.to_string(), &keyed).unwrap();
+    assert_eq!(ch.echo, Some(tightlink_wire::twamp::Echo::StampTlvs));
+    let e = best_gap_error_ns(&mut ch, 1042);
+    assert!(e < 2_000.0, "median gap error {e} ns");
+    let host = ch.side_report().host.unwrap();
+    assert!(host.drops.is_empty(), "{:?}", host.drops);
+    assert_eq!(bad(), 0);
+    for (who, opts) in [
+        (
+            "another key",
+            ClientOptions {
+                stamp_key: Some(StampKey::new(&[8u8; 32])),
+                ..keyed.clone()
+            },
+        ),
+        (
+            "open mode",
+            ClientOptions {
+                stamp_key: None,
+                ..keyed.clone()
+            },
+        ),
+    ] {
+        let before = bad();
+        let err = TwampChannel::connect(&h.addr.to_string(), &opts)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("no TWAMP-light or STAMP reflector answered"),
+            "{who}: {err}"
+        );
+        assert_eq!(bad() - before, 3, "{who}: the three hello packets counted");
+        assert_eq!(
+            err.contains("another key"),
+            opts.stamp_key.is_some(),
+            "{who}: {err}"
+        );
+    }
+    // A request whose Extra Padding TLV changed after sealing.
+    let mac = |p: &[&[u8]]| key.mac(p);
+    let mut plain = vec![0u8; 200];
+    let mut seq = 0;
+    let probe = tightlink_net::packets::single(42, plain.len(), &mut seq);
+    plain.copy_from_slice(&probe);
+    let mut sealed = stamp_auth::seal_sender(&plain, &mac);
+    sealed[stamp_auth::field::TLVS + 40] ^= 0xff;
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    sock.send_to(&sealed, h.addr).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = sock.recv(&mut buf).unwrap();
+    assert_eq!(n, sealed.len(), "replies as long as requests");
+    let reply = stamp_auth::open_reflector(&buf[..n], true, &mac).unwrap();
+    assert_eq!(
+        reply[tightlink_wire::twamp::field::TLVS] & 0x20,
+        0x20,
+        "I flag"
+    );
+    assert_eq!(
+        &reply[24..28],
+        &0u32.to_be_bytes(),
+        "the sender's sequence number"
+    );
+}
+
 #[test]
 fn no_reflector_reverse_and_keys_are_clear_errors() {
     let _t = turn();
@@ -654,7 +746,7 @@ fn no_reflector_reverse_and_keys_are_clear_errors() {
         .unwrap()
         .to_string();
     assert!(
-        err.contains("--key-file applies to tightlink servers"),
+        err.contains("give stamp:HOST for STAMP's authenticated mode"),
         "{err}"
     );
 }

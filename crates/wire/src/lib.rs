@@ -16,6 +16,7 @@
 pub mod control;
 pub mod data;
 pub mod ntp;
+pub mod stamp_auth;
 pub mod twamp;
 pub mod udp4;
 
@@ -43,10 +44,12 @@ pub enum DropReason {
     Late,
     #[error("a second copy of a packet already received (the path duplicated it)")]
     Duplicate,
+    #[error("STAMP authentication failed: an HMAC does not match the key")]
+    BadHmac,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::TooShort,
         DropReason::NotTightlink,
         DropReason::UnknownVersion,
@@ -56,6 +59,7 @@ impl DropReason {
         DropReason::OverAnnounced,
         DropReason::Late,
         DropReason::Duplicate,
+        DropReason::BadHmac,
     ];
 
     /// A short name for counters and logs.
@@ -70,6 +74,7 @@ impl DropReason {
             DropReason::OverAnnounced => "over_announced",
             DropReason::Late => "late",
             DropReason::Duplicate => "duplicate",
+            DropReason::BadHmac => "bad_hmac",
         }
     }
 }

@@ -107,6 +107,8 @@ pub const FLAG_HELD: u8 = 0x04;
 /// STAMP TLV flag bits (RFC 8972 section 4).
 pub const TLV_UNRECOGNIZED: u8 = 0x80;
 pub const TLV_MALFORMED: u8 = 0x40;
+/// Set by a reflector on every TLV it returns when their HMAC TLV failed.
+pub const TLV_INTEGRITY_FAILED: u8 = 0x20;
 /// STAMP TLV type of the Extra Padding TLV (RFC 8972 section 4.1).
 pub const TLV_EXTRA_PADDING: u8 = 1;
 /// Bytes of a STAMP TLV header.

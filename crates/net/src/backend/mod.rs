@@ -64,6 +64,22 @@ pub fn send_paced(
     offsets_ns: &[i64],
     start_monotonic_ns: i64,
 ) -> io::Result<Departures> {
+    let plain = |p: &mut [u8], stamp: NtpTimestamp| {
+        SenderPacket::new_unchecked(p).set_timestamp(stamp);
+    };
+    send_paced_stamped(tx, warmup, packets, offsets_ns, start_monotonic_ns, &plain)
+}
+
+/// [`send_paced`], each packet's timestamp written by `stamp` (where the
+/// layout puts it, sealed again where it is authenticated).
+pub fn send_paced_stamped(
+    tx: &mut dyn Transmit,
+    warmup: &[u8],
+    packets: &mut [Vec<u8>],
+    offsets_ns: &[i64],
+    start_monotonic_ns: i64,
+    stamp: &dyn Fn(&mut [u8], NtpTimestamp),
+) -> io::Result<Departures> {
     const WARMUP_LEAD_NS: i64 = 100_000;
     let n = packets.len();
     let mut stamps = Vec::with_capacity(n + 1);
@@ -83,8 +99,10 @@ pub fn send_paced(
             tx.drain_tx_stamps(&mut stamps)?;
         }
         // The TWAMP timestamp is the (scheduled) send time, NTP format.
-        let stamp = NtpTimestamp::from_unix_ns((due + shift).max(0) as u64);
-        SenderPacket::new_unchecked(&mut p[..]).set_timestamp(stamp);
+        stamp(
+            &mut p[..],
+            NtpTimestamp::from_unix_ns((due + shift).max(0) as u64),
+        );
         clock::spin_until(due);
         d.scheduled_ns.push(due + shift);
         d.user_ns.push(clock::realtime_ns());
