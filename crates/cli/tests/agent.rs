@@ -632,6 +632,23 @@ capacity = "10G"
     assert_eq!(get(addr, "/probe?target=sim:&method=guess").0, 400);
     assert_eq!(get(addr, "/probe?target=sim:&colour=blue").0, 400);
     assert_eq!(get(addr, "/probe?target=sim:colour=blue").0, 400);
+    // Numbers in a simulated path are checked before any work: a second
+    // of simulated delay is simulated traffic.
+    for (query, says) in [
+        (
+            "sim:delay=1000s",
+            "delay=1000s: expected a one-way delay of at most 10 s",
+        ),
+        (
+            "sim:capacity=1e30",
+            "capacity=1e30: expected capacities from 1 kbit/s",
+        ),
+        ("sim:loss=2", "loss=2: expected a share below 1"),
+        ("sim:seed=-1", "seed=-1: expected an unsigned integer"),
+    ] {
+        let (st, body) = get(addr, &format!("/probe?target={query}"));
+        assert!(st == 400 && body.contains(says), "{query}: {st} {body}");
+    }
     assert_eq!(get(addr, "/nothing").0, 404);
     let (st, body) = get(addr, "/probe?target=default&method=prcmt");
     assert_eq!(st, 200, "{body}");

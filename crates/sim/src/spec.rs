@@ -341,22 +341,66 @@ fn apply_item(
             parse_time_ns(value).map(Some)
         }
     };
+    // Bounds that keep a path one a user could mean, and a run's work
+    // bounded (a simulated second of delay is simulated traffic).
+    let capacity = |v: &str| {
+        let c = parse_rate(v)?;
+        within(
+            key,
+            value,
+            c,
+            1e3..=1e12,
+            "capacities from 1 kbit/s to 1 Tbit/s",
+        )
+    };
+    let delay = |v: &str| {
+        let d = parse_time_ns(v)?;
+        within(key, value, d, 0.0..=10e9, "a one-way delay of at most 10 s")
+    };
+    let buffer = |v: &str| {
+        let b = parse_bytes(v)?;
+        within(
+            key,
+            value,
+            b as f64,
+            1.0..=1e10,
+            "a buffer of 1 byte to 10 GB",
+        )?;
+        Ok::<u64, SpecError>(b)
+    };
+    let short_time = |what: &str| -> Result<Option<f64>, SpecError> {
+        let t = off_or_time()?;
+        if let Some(t) = t {
+            within(key, value, t, 0.0..=100e6, what)?;
+        }
+        Ok(t)
+    };
     match key {
-        "hops" => per_hop.capacities = Some(each().map(parse_rate).collect::<Result<_, _>>()?),
-        "capacity" => per_hop.capacities = Some(vec![parse_rate(value)?]),
+        "hops" => per_hop.capacities = Some(each().map(capacity).collect::<Result<_, _>>()?),
+        "capacity" => per_hop.capacities = Some(vec![capacity(value)?]),
         "cross" => per_hop.cross = Some(each().map(parse_cross).collect::<Result<_, _>>()?),
-        "buffer" => per_hop.buffers = Some(each().map(parse_bytes).collect::<Result<_, _>>()?),
-        "delay" => per_hop.delays = Some(each().map(parse_time_ns).collect::<Result<_, _>>()?),
+        "buffer" => per_hop.buffers = Some(each().map(buffer).collect::<Result<_, _>>()?),
+        "delay" => per_hop.delays = Some(each().map(delay).collect::<Result<_, _>>()?),
         "shaper" => per_hop.shapers = Some(each().map(parse_shaper).collect::<Result<_, _>>()?),
-        "coalescence" => spec.receiver.coalescence_ns = off_or_time()?,
-        "quantum" => spec.receiver.quantum_ns = off_or_time()?,
+        "coalescence" => {
+            spec.receiver.coalescence_ns = short_time("coalescence of at most 100 ms")?
+        }
+        "quantum" => spec.receiver.quantum_ns = short_time("a stamp quantum of at most 100 ms")?,
         "jitter" => {
             if !on_off(key, value)? {
                 spec.jitter = JitterSpec::none();
             }
         }
         "drift" => spec.receiver.drift_ppm = parse_drift(value)?,
-        "idle" => spec.idle_ns = parse_time_ns(value)?,
+        "idle" => {
+            spec.idle_ns = within(
+                key,
+                value,
+                parse_time_ns(value)?,
+                0.0..=3600e9,
+                "at most 1 h between streams",
+            )?
+        }
         "loss" => spec.random_loss = parse_loss(value)?,
         "stalls" => (spec.stall_share, spec.stall_ns) = parse_stalls(value)?,
         "seed" => {
@@ -371,6 +415,21 @@ fn apply_item(
         }
     }
     Ok(())
+}
+
+/// `x` if `range` holds it, else an error naming the item and the range.
+fn within(
+    key: &str,
+    value: &str,
+    x: f64,
+    range: std::ops::RangeInclusive<f64>,
+    what: &str,
+) -> Result<f64, SpecError> {
+    if range.contains(&x) {
+        Ok(x)
+    } else {
+        err(format!("{key}={value}: expected {what}"))
+    }
 }
 
 /// `drift=20ppm`: the receiver clock's drift, 1000 ppm at most.
@@ -409,9 +468,11 @@ fn parse_stalls(value: &str) -> Result<(f64, f64), SpecError> {
         .split_once(':')
         .and_then(|(share, dur)| Some((parse_share(share)?, parse_time_ns(dur).ok()?)));
     match parsed {
-        Some((share, ns)) if (0.0..=1.0).contains(&share) && ns > 0.0 => Ok((share, ns)),
+        Some((share, ns)) if (0.0..=1.0).contains(&share) && ns > 0.0 && ns <= 1e9 => {
+            Ok((share, ns))
+        }
         _ => err(format!(
-            "stalls={value}: expected the share of streams in which the sender stalls and for how long, like 30%:2ms"
+            "stalls={value}: expected the share of streams in which the sender stalls and for how long (at most 1 s), like 30%:2ms"
         )),
     }
 }
@@ -524,6 +585,44 @@ fn check_hops(spec: &PathSpec) -> Result<(), SpecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_out_of_range_name_their_item() {
+        for (text, says) in [
+            (
+                "capacity=1e30",
+                "capacity=1e30: expected capacities from 1 kbit/s to 1 Tbit/s",
+            ),
+            ("hops=10G+0", "hops=10G+0: expected capacities"),
+            (
+                "delay=11s",
+                "delay=11s: expected a one-way delay of at most 10 s",
+            ),
+            ("buffer=0", "buffer=0: expected a buffer of 1 byte"),
+            (
+                "coalescence=200ms",
+                "coalescence=200ms: expected coalescence of at most 100 ms",
+            ),
+            ("quantum=1s", "quantum=1s: expected a stamp quantum"),
+            ("idle=3601s", "idle=3601s: expected at most 1 h"),
+            ("stalls=10%:2s", "(at most 1 s)"),
+        ] {
+            let e = parse_sim_target(text).unwrap_err().0;
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        // The edges themselves are paths.
+        for text in [
+            "capacity=1k,cross=none",
+            "capacity=1000G",
+            "delay=10s",
+            "buffer=1B",
+            "coalescence=100ms",
+            "idle=3600s",
+            "stalls=10%:1s",
+        ] {
+            assert!(parse_sim_target(text).is_ok(), "{text}");
+        }
+    }
 
     #[test]
     fn shaper_key() {
