@@ -22,6 +22,7 @@
 //! - [`cc`]: `lab cc`, Rapid and the kernel's CUBIC and BBR in turn
 //!   against the available bandwidth per bin.
 
+pub mod adversity;
 pub mod cc;
 pub mod check;
 pub mod cross;

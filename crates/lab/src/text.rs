@@ -432,6 +432,66 @@ impl Display for TcpLabReport {
     }
 }
 
+/// One `lab adversity` estimate as a progress line.
+pub fn adversity_progress_line(r: &crate::adversity::AdversityRecord) -> String {
+    let what = match (&r.error, r.estimate_bps) {
+        (Some(e), _) => format!("no answer: {}", e.lines().next().unwrap_or("")),
+        (None, Some(v)) => format!(
+            "{} {} ({}){}",
+            mbit(Some(v)),
+            r.bound,
+            pct(r.rel_error()),
+            if r.warning_codes.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", r.warning_codes.join(", "))
+            }
+        ),
+        (None, None) => "no answer".to_string(),
+    };
+    format!(
+        "{} hogs, {} KB, {}, run {}: {what}; truth {}",
+        r.hogs,
+        r.bucket_bytes / 1000,
+        r.far_end.name(),
+        r.run + 1,
+        mbit(Some(r.truth_bps))
+    )
+}
+
+/// The adversity campaign's table.
+pub struct AdversityTable<'a>(pub &'a [crate::adversity::AdversityRow]);
+
+impl Display for AdversityTable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{:24} {:>5} {:>11} {:>7} {:>7} {:>10} {:>8} {:>7}",
+            "condition", "runs", "median err", "silent", "exact", "lost exact", "holding", "errors"
+        )?;
+        writeln!(
+            f,
+            "{:24} {:>5} {:>11} {:>7} {:>7} {:>10} {:>8} {:>7}",
+            "", "", "(abs.)", "misses", "misses", "(of <=5 %)", "truth", ""
+        )?;
+        for r in self.0 {
+            writeln!(
+                f,
+                "{:24} {:>5} {:>11} {:>7} {:>7} {:>10} {:>8} {:>7}",
+                r.condition,
+                r.runs,
+                pct(r.median_abs_error),
+                r.silent_misses,
+                r.exact_misses,
+                format!("{}/{}", r.lost_exact, r.within_5_percent),
+                r.holding_truth,
+                r.errors
+            )?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
