@@ -75,11 +75,14 @@ fn quick_eval_prints_tables_and_draws_plots() {
         .filter_map(|l| l.strip_prefix("plot: "))
         .collect();
     // Gaps, seven decision and four CDF plots, sensitivity, two tracking,
-    // four rate-control cells.
-    assert_eq!(plots.len(), 19, "{out}");
-    assert!(plots
-        .iter()
-        .any(|p| p.ends_with("rate-control-bursty-rtt-30-ms.png")));
+    // four rate-control cells, eight TCPW friendliness pairs.
+    assert_eq!(plots.len(), 27, "{out}");
+    for name in [
+        "rate-control-bursty-rtt-30-ms.png",
+        "tcpw-friendliness-bbe-newreno-loss-1.png",
+    ] {
+        assert!(plots.iter().any(|p| p.ends_with(name)), "{name}: {out}");
+    }
     for p in plots {
         let bytes = std::fs::read(p).unwrap();
         assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{p}");

@@ -134,6 +134,9 @@ pub struct Scale {
     pub hundred_gig_streams: usize,
     /// Simulated seconds per rate-control flow.
     pub cc_seconds: f64,
+    /// Simulated seconds per TCPW flow alone, and per pair.
+    pub tcpw_seconds: f64,
+    pub tcpw_pair_seconds: f64,
 }
 
 impl Scale {
@@ -145,6 +148,8 @@ impl Scale {
             strategy_seeds: 6,
             hundred_gig_streams: 100,
             cc_seconds: 3.0,
+            tcpw_seconds: 5.0,
+            tcpw_pair_seconds: 20.0,
         }
     }
     pub fn full() -> Self {
@@ -155,6 +160,8 @@ impl Scale {
             strategy_seeds: 20,
             hundred_gig_streams: 400,
             cc_seconds: 10.0,
+            tcpw_seconds: 60.0,
+            tcpw_pair_seconds: 120.0,
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod closed_loop;
 pub mod experiments;
 pub mod over_time;
 pub mod plots;
+pub mod tcpw;
 
 use closed_loop::{ChirpRow, GapExample, StrategyRow};
 use experiments::{
@@ -40,6 +41,8 @@ pub struct Results {
     /// BART following a step in the cross traffic, per path.
     pub tracking: Vec<(PathCase, over_time::Tracking)>,
     pub cc: Vec<over_time::CcCell>,
+    pub tcpw_efficiency: Vec<tcpw::EfficiencyCell>,
+    pub tcpw_friendliness: Vec<tcpw::FriendlinessCell>,
     pub example: GapExample,
     pub wall_s: f64,
 }
@@ -113,6 +116,9 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
     });
     progress("rate control: rapid, rapid-raw, cubic, bbr");
     let cc = over_time::congestion_control(seed, scale.cc_seconds * 1e9);
+    progress("TCPW BBE: efficiency and friendliness");
+    let tcpw_efficiency = tcpw::efficiency(seed, scale.tcpw_seconds * 1e9);
+    let tcpw_friendliness = tcpw::friendliness(seed, scale.tcpw_pair_seconds * 1e9);
     let example = closed_loop::gap_example(seed, &TEN_GIG[0]);
     Results {
         scale,
@@ -129,6 +135,8 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         chirps,
         tracking,
         cc,
+        tcpw_efficiency,
+        tcpw_friendliness,
         example,
         wall_s: start.elapsed().as_secs_f64(),
     }
@@ -254,6 +262,7 @@ pub fn markdown(r: &Results) -> String {
     tracking_table(&mut s, r);
     strategy_tables(&mut s, r);
     rate_control_table(&mut s, r);
+    tcpw_tables(&mut s, r);
     s
 }
 
@@ -605,6 +614,62 @@ fn rate_control_table(s: &mut String, r: &Results) {
                 f.queue_delay_p95_ns / 1e3
             );
         }
+    }
+    let _ = writeln!(s);
+}
+
+fn tcpw_tables(s: &mut String, r: &Results) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        s,
+        "## TCP Westwood BBE: efficiency (TCPW section 4.1, Fig. 8)\n\nOne flow alone for {} s: a sender link four times the bottleneck, the bottleneck's buffer a tenth of its bandwidth-delay product, 9000-byte packets, random loss on the path, no cross traffic. bbe: the core's controller (the window after a loss from the congestion level, ERE and the buffer estimate); newreno, cubic: the simulator's models; rapid: the estimate-driven rate controller. Utilisation: goodput over the 500 ms bins after the first, as a share of the bottleneck.\n\n| bottleneck | RTT | random loss | bbe | newreno | cubic | rapid | bbe / newreno |\n|---|---:|---:|---:|---:|---:|---:|---:|",
+        r.scale.tcpw_seconds
+    );
+    for cell in r.tcpw_efficiency.chunks(tcpw::EFFICIENCY_CONTROLLERS.len()) {
+        let c = &cell[0];
+        let of = |name: &str| cell.iter().find(|x| x.flow.controller == name);
+        let u = |name: &str| of(name).map_or("-".into(), |x| pct(x.utilisation()));
+        let ratio = match (of("bbe"), of("newreno")) {
+            (Some(b), Some(n)) if n.flow.goodput_bps() > 0.0 => {
+                format!("{:.2}", b.flow.goodput_bps() / n.flow.goodput_bps())
+            }
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} Gbit/s | {} ms | {:.2} % | {} | {} | {} | {} | {ratio} |",
+            c.capacity_bps / 1e9,
+            c.rtt_ms,
+            c.loss * 100.0,
+            u("bbe"),
+            u("newreno"),
+            u("cubic"),
+            u("rapid")
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n## TCP Westwood BBE: friendliness (TCPW section 4.2, Fig. 9)\n\nTwo flows started together on a {} Gbit/s bottleneck, {} ms round trip, for {} s (the same path as above). Share: each flow's bytes of what the two delivered; Jain's index of the two (1 an even split, 0.5 one flow alone); utilisation of the bottleneck by both.\n\n| random loss | flows | first's share | second's share | Jain's index | utilisation | loss |\n|---:|---|---:|---:|---:|---:|---:|",
+        tcpw::FRIENDLY_CAPACITY_BPS / 1e9,
+        tcpw::FRIENDLY_RTT_MS,
+        r.scale.tcpw_pair_seconds
+    );
+    for c in &r.tcpw_friendliness {
+        let [a, b] = c.shares();
+        let lost: u64 = c.flows.iter().map(|f| f.lost_packets).sum();
+        let sent: u64 = c.flows.iter().map(|f| f.sent_packets).sum();
+        let _ = writeln!(
+            s,
+            "| {:.2} % | {} + {} | {} | {} | {:.3} | {} | {:.3} % |",
+            c.loss * 100.0,
+            c.flows[0].controller,
+            c.flows[1].controller,
+            pct(a),
+            pct(b),
+            c.jain(),
+            pct(c.utilisation()),
+            100.0 * lost as f64 / sent.max(1) as f64
+        );
     }
     let _ = writeln!(s);
 }

@@ -2,7 +2,9 @@
 //! gaps (like the paper's Fig. 10 and 13), decision error vs length bars
 //! (Fig. 6, 8, 11), multi-rate error CDFs (Fig. 14, 15) and the Range /
 //! packets-per-rate sensitivity (Fig. 16), throughput per 500 ms bin of
-//! the rate controllers (Figs. 17, 18), in the style of `tightlink-plot`.
+//! the rate controllers (Figs. 17, 18), and TCPW BBE's friendliness as
+//! cumulative data per flow (\[TCPW\] Fig. 9), in the style of
+//! `tightlink-plot`.
 
 use std::path::{Path, PathBuf};
 
@@ -51,7 +53,56 @@ pub fn draw_all(r: &Results, dir: &Path) -> Res<Vec<PathBuf>> {
         rate_control(cell, &f)?;
         files.push(f);
     }
+    for cell in &r.tcpw_friendliness {
+        let f = dir.join(format!(
+            "tcpw-friendliness-{}-{}-loss-{}.png",
+            cell.flows[0].controller,
+            cell.flows[1].controller,
+            (cell.loss * 1e4).round() as u32
+        ));
+        friendliness(cell, &f)?;
+        files.push(f);
+    }
     Ok(files)
+}
+
+/// Two flows' cumulative delivered data over time (the paper's Fig. 9).
+fn friendliness(cell: &crate::tcpw::FriendlinessCell, file: &Path) -> Res<()> {
+    let bin_s = 0.5;
+    let series: Vec<(String, Vec<(f64, f64)>)> = cell
+        .cumulative_bytes()
+        .iter()
+        .zip(&cell.flows)
+        .enumerate()
+        .map(|(k, (cum, f))| {
+            (
+                format!(
+                    "{} {} ({:.0} %)",
+                    k + 1,
+                    f.controller,
+                    100.0 * cell.shares()[k]
+                ),
+                cum.iter()
+                    .enumerate()
+                    .map(|(i, &b)| ((i + 1) as f64 * bin_s, b / 1e9))
+                    .collect(),
+            )
+        })
+        .collect();
+    draw_bins(
+        file,
+        &Bins {
+            title: &format!(
+                "Cumulative data delivered, two flows on {} Gbit/s, {} ms, {} % random loss",
+                crate::tcpw::FRIENDLY_CAPACITY_BPS / 1e9,
+                crate::tcpw::FRIENDLY_RTT_MS,
+                cell.loss * 100.0
+            ),
+            y_desc: "GB delivered",
+            reference: None,
+            series: &series,
+        },
+    )
 }
 
 /// The tracker's estimate (with +-2 sd) and each stream's truth over

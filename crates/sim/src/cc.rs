@@ -151,6 +151,112 @@ impl FlowController for Cubic {
     }
 }
 
+/// NewReno (RFC 6582's window; RFC 5681's slow start and congestion
+/// avoidance): the reference TCPW BBE is judged against. Slow start
+/// from 10 segments, one segment a round trip after, half the window at
+/// a loss (once per window of data), as in the CUBIC model above.
+#[derive(Debug, Clone)]
+pub struct NewReno {
+    mss: f64,
+    cwnd: f64,
+    ssthresh: f64,
+    recover_seq: u64,
+    next_seq: u64,
+}
+
+impl NewReno {
+    pub fn new(mss_bytes: u32) -> Self {
+        let mss = mss_bytes as f64;
+        NewReno {
+            mss,
+            cwnd: 10.0 * mss,
+            ssthresh: f64::INFINITY,
+            recover_seq: 0,
+            next_seq: 0,
+        }
+    }
+
+    pub fn cwnd_bytes(&self) -> f64 {
+        self.cwnd
+    }
+}
+
+impl FlowController for NewReno {
+    fn name(&self) -> String {
+        "newreno".into()
+    }
+
+    fn next_send_ns(&mut self, now_ns: f64, inflight_bytes: u64) -> Option<f64> {
+        (inflight_bytes as f64 + self.mss <= self.cwnd).then_some(now_ns)
+    }
+
+    fn on_send(&mut self, seq: u64, _bytes: u32, _at_ns: f64, _delivered: u64) {
+        self.next_seq = seq + 1;
+    }
+
+    fn on_feedback(&mut self, fb: &Feedback) {
+        match fb.recv_stamp_ns {
+            Some(_) if self.cwnd < self.ssthresh => self.cwnd += fb.bytes as f64,
+            Some(_) => self.cwnd += self.mss * fb.bytes as f64 / self.cwnd,
+            None if fb.seq >= self.recover_seq => {
+                self.recover_seq = self.next_seq;
+                self.cwnd = (self.cwnd / 2.0).max(2.0 * self.mss);
+                self.ssthresh = self.cwnd;
+            }
+            None => {}
+        }
+    }
+}
+
+/// TCP Westwood BBE (\[TCPW\] section 4) on the simulator: the core's
+/// controller ([`tightlink_core::tcp::bbe_cc`]), fed each packet's RTT
+/// and losses.
+#[derive(Debug, Clone)]
+pub struct BbeFlow {
+    pub controller: tightlink_core::tcp::bbe_cc::BbeController,
+    mss: f64,
+}
+
+impl BbeFlow {
+    pub fn new(mss_bytes: u32) -> Self {
+        BbeFlow {
+            controller: tightlink_core::tcp::bbe_cc::BbeController::new(
+                tightlink_core::tcp::bbe_cc::BbeCcParams {
+                    mss_bytes,
+                    ..Default::default()
+                },
+            ),
+            mss: mss_bytes as f64,
+        }
+    }
+}
+
+impl FlowController for BbeFlow {
+    fn name(&self) -> String {
+        "bbe".into()
+    }
+
+    fn next_send_ns(&mut self, now_ns: f64, inflight_bytes: u64) -> Option<f64> {
+        (inflight_bytes as f64 + self.mss <= self.controller.cwnd_bytes()).then_some(now_ns)
+    }
+
+    fn on_send(&mut self, seq: u64, _bytes: u32, _at_ns: f64, _delivered: u64) {
+        self.controller.on_send(seq);
+    }
+
+    fn on_feedback(&mut self, fb: &Feedback) {
+        let now = fb.now_ns.round() as i64;
+        match fb.recv_stamp_ns {
+            Some(_) => self
+                .controller
+                .on_ack(now, fb.sent_ns.round() as i64, u64::from(fb.bytes)),
+            None => {
+                self.controller.on_loss(now, fb.seq);
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BbrMode {
     Startup,

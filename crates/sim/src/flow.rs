@@ -181,7 +181,15 @@ fn close_bin(path: &mut SimPath, until_ns: f64, bin_ns: f64, last_bits: &mut Vec
 
 /// Runs one flow for `spec.duration_ns` after the path's warm-up.
 pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
-    let mut r = FlowRun::new(spec);
+    run_flows(spec, &mut [ctl]).remove(0)
+}
+
+/// Runs flows side by side through one path for `spec.duration_ns`: each
+/// with its own sender link, controller and ACKs, their packets entering
+/// the path in the order their controllers sent them (the first hop's
+/// queue is theirs to share). One result per flow, in order.
+pub fn run_flows(spec: &FlowSpec, ctls: &mut [&mut dyn FlowController]) -> Vec<FlowResult> {
+    let mut r = FlowRun::new(spec, ctls.len());
     let start = r.start;
     let end = start + spec.duration_ns;
     let bins = (spec.duration_ns / spec.bin_ns).ceil().max(1.0) as usize;
@@ -190,37 +198,55 @@ pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
     let mut next_bin = start + spec.bin_ns;
     let mut now = start;
     loop {
-        let t_send = ctl.next_send_ns(now, r.flight.bytes).map(|t| t.max(now));
-        let t_ack = r.acks.front().map(|a| a.0);
-        let rto = (2.0 * r.srtt).max(200e6);
-        let t_rto = r
-            .flight
-            .packets
-            .iter()
-            .find(|f| f.state == State::Dropped)
-            .map(|f| f.sent_ns + rto);
-        let t = [t_send, t_ack, t_rto, Some(next_bin)]
-            .into_iter()
-            .flatten()
-            .fold(f64::INFINITY, f64::min);
+        // The earliest event: an ACK, a timeout, the end of a bin, a send
+        // (ties in that order, then flow by flow).
+        let mut next = (next_bin, Event::Bin, 0usize);
+        for (i, ctl) in ctls.iter_mut().enumerate() {
+            let f = &r.flows[i];
+            let t_send = ctl.next_send_ns(now, f.flight.bytes).map(|t| t.max(now));
+            let t_ack = f.acks.front().map(|a| a.0);
+            let rto = (2.0 * f.srtt).max(200e6);
+            let t_rto = f
+                .flight
+                .packets
+                .iter()
+                .find(|p| p.state == State::Dropped)
+                .map(|p| p.sent_ns + rto);
+            for (t, e) in [
+                (t_send, Event::Send),
+                (t_ack, Event::Ack),
+                (t_rto, Event::Timeout),
+            ] {
+                if let Some(t) = t {
+                    if (t, e) < (next.0, next.1) {
+                        next = (t, e, i);
+                    }
+                }
+            }
+        }
+        let (t, e, i) = next;
         if t > end || !t.is_finite() {
             break;
         }
         now = t;
-        if t_ack == Some(t) {
-            r.ack(now, ctl);
-        } else if t_rto == Some(t) {
-            r.flight.report_drops(None, now, r.delivered_bytes, ctl);
-        } else if t == next_bin {
-            available.push(close_bin(
-                &mut r.path,
-                next_bin,
-                spec.bin_ns,
-                &mut last_bits,
-            ));
-            next_bin += spec.bin_ns;
-        } else {
-            now = r.send(now, ctl);
+        match e {
+            Event::Ack => r.ack(i, now, &mut *ctls[i]),
+            Event::Timeout => {
+                let delivered = r.flows[i].delivered_bytes;
+                r.flows[i]
+                    .flight
+                    .report_drops(None, now, delivered, &mut *ctls[i]);
+            }
+            Event::Bin => {
+                available.push(close_bin(
+                    &mut r.path,
+                    next_bin,
+                    spec.bin_ns,
+                    &mut last_bits,
+                ));
+                next_bin += spec.bin_ns;
+            }
+            Event::Send => now = r.send(i, now, &mut *ctls[i]),
         }
     }
     while available.len() < bins {
@@ -232,36 +258,24 @@ pub fn run_flow(spec: &FlowSpec, ctl: &mut dyn FlowController) -> FlowResult {
         ));
         next_bin += spec.bin_ns;
     }
-    let queue_delays = sorted(&r.queue_delays);
-    let q = |f: f64| quantile_sorted(&queue_delays, f).unwrap_or(f64::NAN);
-    FlowResult {
-        controller: ctl.name(),
-        bins_bps: r
-            .delivered_bin
-            .iter()
-            .map(|&b| b as f64 * 8e9 / spec.bin_ns)
-            .collect(),
-        available_bins_bps: available,
-        delivered_bytes: r.delivered_bin.iter().sum(),
-        sent_packets: r.sent,
-        lost_packets: r.dropped,
-        reported_losses: r.flight.reported_lost,
-        queue_delay_median_ns: q(0.5),
-        queue_delay_p95_ns: q(0.95),
-    }
+    r.flows
+        .iter()
+        .zip(ctls.iter())
+        .map(|(f, ctl)| f.result(ctl.name(), spec.bin_ns, available.clone()))
+        .collect()
 }
 
-/// One flow under way on the simulated path.
-struct FlowRun<'a> {
-    spec: &'a FlowSpec,
-    path: SimPath,
-    start: f64,
-    /// The ACK's way back, and a data packet's unloaded one-way time
-    /// (propagation and one transmission per hop).
-    back_ns: f64,
-    unloaded_ns: f64,
-    /// The sender's own link.
-    link_bps: f64,
+/// What the next step of [`run_flows`] is, in the order ties are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Ack,
+    Timeout,
+    Bin,
+    Send,
+}
+
+/// One flow's side of a run: its sender link, packets and ACKs.
+struct FlowState {
     delivered_bin: Vec<u64>,
     flight: Flight,
     /// (due, sequence, receive stamp) of the ACKs on their way.
@@ -275,8 +289,46 @@ struct FlowRun<'a> {
     srtt: f64,
 }
 
+impl FlowState {
+    fn result(&self, controller: String, bin_ns: f64, available: Vec<f64>) -> FlowResult {
+        let queue_delays = sorted(&self.queue_delays);
+        let q = |f: f64| quantile_sorted(&queue_delays, f).unwrap_or(f64::NAN);
+        FlowResult {
+            controller,
+            bins_bps: self
+                .delivered_bin
+                .iter()
+                .map(|&b| b as f64 * 8e9 / bin_ns)
+                .collect(),
+            available_bins_bps: available,
+            delivered_bytes: self.delivered_bin.iter().sum(),
+            sent_packets: self.sent,
+            lost_packets: self.dropped,
+            reported_losses: self.flight.reported_lost,
+            queue_delay_median_ns: q(0.5),
+            queue_delay_p95_ns: q(0.95),
+        }
+    }
+}
+
+/// Flows under way on the simulated path.
+struct FlowRun<'a> {
+    spec: &'a FlowSpec,
+    path: SimPath,
+    start: f64,
+    /// The ACK's way back, and a data packet's unloaded one-way time
+    /// (propagation and one transmission per hop).
+    back_ns: f64,
+    unloaded_ns: f64,
+    /// Each sender's own link.
+    link_bps: f64,
+    /// When the last packet entered the path: later ones enter no earlier.
+    last_carry_ns: f64,
+    flows: Vec<FlowState>,
+}
+
 impl<'a> FlowRun<'a> {
-    fn new(spec: &'a FlowSpec) -> FlowRun<'a> {
+    fn new(spec: &'a FlowSpec, flows: usize) -> FlowRun<'a> {
         let path = SimPath::new(spec.path.clone());
         let start = path.now_ns();
         let hops = &spec.path.hops;
@@ -294,82 +346,89 @@ impl<'a> FlowRun<'a> {
             back_ns: (spec.rtt_ns - forward_prop).max(0.0),
             unloaded_ns,
             link_bps: hops.first().map_or(f64::INFINITY, |h| h.hop.capacity_bps),
-            delivered_bin: vec![0u64; bins],
-            flight: Flight::default(),
-            acks: VecDeque::new(),
-            delivered_bytes: 0,
-            seq: 0,
-            nic_free: start,
-            sent: 0,
-            dropped: 0,
-            queue_delays: Vec::new(),
-            srtt: spec.rtt_ns,
+            last_carry_ns: start,
+            flows: (0..flows)
+                .map(|_| FlowState {
+                    delivered_bin: vec![0u64; bins],
+                    flight: Flight::default(),
+                    acks: VecDeque::new(),
+                    delivered_bytes: 0,
+                    seq: 0,
+                    nic_free: start,
+                    sent: 0,
+                    dropped: 0,
+                    queue_delays: Vec::new(),
+                    srtt: spec.rtt_ns,
+                })
+                .collect(),
         }
     }
 
-    /// The next ACK arrives: the controller hears of it, and of the
-    /// dropped packets three later ones acknowledged declare lost.
-    fn ack(&mut self, now: f64, ctl: &mut dyn FlowController) {
-        let (_, s, stamp) = self.acks.pop_front().expect("front");
-        let flight = &mut self.flight;
-        let i = flight
+    /// Flow `i`'s next ACK arrives: its controller hears of it, and of
+    /// the dropped packets three later ones acknowledged declare lost.
+    fn ack(&mut self, i: usize, now: f64, ctl: &mut dyn FlowController) {
+        let f = &mut self.flows[i];
+        let (_, s, stamp) = f.acks.pop_front().expect("front");
+        let flight = &mut f.flight;
+        let k = flight
             .packets
             .iter()
-            .position(|f| f.seq == s)
+            .position(|p| p.seq == s)
             .expect("in flight");
-        let f = &mut flight.packets[i];
-        f.state = State::Acked;
-        let (bytes, sent_ns) = (f.bytes, f.sent_ns);
+        let p = &mut flight.packets[k];
+        p.state = State::Acked;
+        let (bytes, sent_ns) = (p.bytes, p.sent_ns);
         flight.bytes -= bytes as u64;
-        self.delivered_bytes += bytes as u64;
-        self.srtt = 0.875 * self.srtt + 0.125 * (now - sent_ns);
+        f.delivered_bytes += bytes as u64;
+        f.srtt = 0.875 * f.srtt + 0.125 * (now - sent_ns);
         ctl.on_feedback(&Feedback {
             seq: s,
             bytes,
             sent_ns,
             now_ns: now,
             recv_stamp_ns: stamp,
-            delivered_bytes: self.delivered_bytes,
+            delivered_bytes: f.delivered_bytes,
         });
         // Three later packets acknowledged: the dropped ones before
         // them are lost.
-        flight.report_drops(Some(s), now, self.delivered_bytes, ctl);
+        flight.report_drops(Some(s), now, f.delivered_bytes, ctl);
     }
 
-    /// One packet sent, through the sender's own link (a burst leaves at
-    /// its rate) and the path; the time it left.
-    fn send(&mut self, now: f64, ctl: &mut dyn FlowController) -> f64 {
+    /// One packet of flow `i` sent, through its sender's link (a burst
+    /// leaves at its rate) and the path; the time it left.
+    fn send(&mut self, i: usize, now: f64, ctl: &mut dyn FlowController) -> f64 {
         let spec = self.spec;
-        let at = now.max(self.nic_free);
+        let f = &mut self.flows[i];
+        let at = now.max(f.nic_free).max(self.last_carry_ns);
+        self.last_carry_ns = at;
         let bytes = spec.packet_bytes;
-        self.nic_free = at + bytes as f64 * 8e9 / self.link_bps;
-        ctl.on_send(self.seq, bytes, at, self.delivered_bytes);
-        self.sent += 1;
-        self.flight.bytes += bytes as u64;
+        f.nic_free = at + bytes as f64 * 8e9 / self.link_bps;
+        ctl.on_send(f.seq, bytes, at, f.delivered_bytes);
+        f.sent += 1;
+        f.flight.bytes += bytes as u64;
         let state = match self.path.carry(at, bytes) {
             Some(arrival) => {
-                self.queue_delays.push(arrival - at - self.unloaded_ns);
+                f.queue_delays.push(arrival - at - self.unloaded_ns);
                 let (seen, stamp) = self.path.receive(arrival);
                 let bin = ((arrival - self.start) / spec.bin_ns) as usize;
-                if let Some(b) = self.delivered_bin.get_mut(bin) {
+                if let Some(b) = f.delivered_bin.get_mut(bin) {
                     *b += bytes as u64;
                 }
-                self.acks
-                    .push_back((seen + self.back_ns, self.seq, Some(stamp)));
+                f.acks.push_back((seen + self.back_ns, f.seq, Some(stamp)));
                 State::Pending
             }
             None => {
-                self.dropped += 1;
+                f.dropped += 1;
                 State::Dropped
             }
         };
-        self.flight.packets.push_back(InFlight {
-            seq: self.seq,
+        f.flight.packets.push_back(InFlight {
+            seq: f.seq,
             bytes,
             sent_ns: at,
             state,
         });
-        self.seq += 1;
+        f.seq += 1;
         at
     }
 }

@@ -8,10 +8,12 @@
 //!   Karn's rule, loss events from retransmissions, ACK arrivals.
 //! - [`westwood`](mod@westwood): BE (ACK pairs), RE (ACKed bytes over an RTT), ERE.
 //! - [`bbe`]: RTTcong, the congestion level `c`, loss classes, the buffer.
+//! - [`bbe_cc`]: BBE as a window controller, the same estimates online.
 //! - [`tcpprobe`](mod@tcpprobe): capacity from data packets sent back to back whose ACKs
 //!   came back one each (CapProbe's minimum delay sum on them).
 
 pub mod bbe;
+pub mod bbe_cc;
 pub mod flow;
 pub mod tcpprobe;
 pub mod westwood;
