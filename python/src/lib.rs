@@ -621,18 +621,11 @@ fn transfer(
     seed: u64,
     on_interval: Option<Py<PyAny>>,
 ) -> PyResult<String> {
-    use tightlink_core::rapid::RapidEstimator;
     use tightlink_measure::transfer::TransferEvent;
-    use tightlink_measure::transfer::{transfer as tr_run, TransferOptions};
-    let estimator = match cc {
-        "rapid" => RapidEstimator::Bass,
-        "rapid-raw" => RapidEstimator::Raw,
-        other => {
-            return Err(BadInputError::new_err(format!(
-                "cc={other}: expected rapid or rapid-raw"
-            )))
-        }
-    };
+    use tightlink_measure::transfer::{transfer as tr_run, Controller, TransferOptions};
+    let controller: Controller = cc
+        .parse()
+        .map_err(|e| BadInputError::new_err(format!("cc={e}")))?;
     if bytes.is_some() && time_s.is_some() {
         return Err(BadInputError::new_err(
             "bytes= and time_s= together: give one (a size or a time)",
@@ -654,7 +647,7 @@ fn transfer(
     };
     let target = Target::parse(target).map_err(err)?;
     let options = TransferOptions {
-        estimator,
+        cc: controller,
         bytes,
         duration_ns,
         interval_ns: seconds("interval_s", interval_s, 0.01)?,

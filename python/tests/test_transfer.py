@@ -21,8 +21,21 @@ def test_a_simulated_transfer_is_the_command_line_s_json(cli):
     assert 0.3 < got["goodput_bps"] / got["available_bps"] < 1.05
 
 
+def test_window_controllers_run_on_the_simulated_path(cli):
+    path = "sim:hops=10G+1G,cross=none,loss=0.1%"
+    bbe = tightlink.transfer(path, cc="bbe", time_s=5.0)
+    want = json.loads(cli("transfer", path, "--cc", "bbe", "--time", "5s", "--json").stdout)
+    assert bbe == want
+    reno = tightlink.transfer(path, cc="newreno", time_s=5.0)
+    assert bbe["cc"] == "bbe" and reno["cc"] == "newreno"
+    # Random losses on an empty pipe: BBE keeps its window, NewReno halves.
+    assert bbe["goodput_bps"] > 2 * reno["goodput_bps"]
+    with pytest.raises(tightlink.TightlinkError, match="simulated path"):
+        tightlink.transfer("127.0.0.1:9", cc="bbe", time_s=1.0)
+
+
 def test_bad_arguments_say_what_is_wrong():
-    with pytest.raises(tightlink.TightlinkError, match="cc=guess"):
+    with pytest.raises(tightlink.TightlinkError, match="cc=guess: expected rapid, rapid-raw, bbe or newreno"):
         tightlink.transfer(cc="guess")
     with pytest.raises(tightlink.TightlinkError, match="bytes= and time_s="):
         tightlink.transfer(bytes=1000, time_s=1.0)

@@ -92,8 +92,8 @@ pub enum LabCommand {
     )]
     Tcp(TcpArgs),
     /// Rate controllers in turn over the lab's path and cross traffic:
-    /// Rapid with and without BASS (`transfer`), the kernel's CUBIC and
-    /// BBR (one TCP flow); throughput per bin and overall as a share of
+    /// Rapid with and without BASS (`transfer`), the kernel's CUBIC, BBR
+    /// or Reno (one TCP flow); throughput per bin and overall as a share of
     /// the available bandwidth (hop rate minus the cross traffic offered),
     /// loss and RTT.
     #[command(
@@ -152,7 +152,8 @@ pub struct CcArgs {
     /// Runs of each controller (interleaved).
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
-    /// Comma-separated: rapid, rapid-raw, cubic, bbr.
+    /// Comma-separated: rapid, rapid-raw, cubic, bbr, reno (the kernel's
+    /// NewReno).
     #[arg(long, default_value = "rapid,rapid-raw,cubic,bbr")]
     pub cc: String,
     /// Bin width for throughput (e.g. 500ms).

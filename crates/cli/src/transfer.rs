@@ -7,9 +7,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use tightlink_core::rapid::RapidEstimator;
 use tightlink_core::units::{parse_bytes, parse_time_ns};
-use tightlink_measure::transfer::{transfer, TransferEvent, TransferInterval, TransferOptions};
+use tightlink_measure::transfer::{
+    transfer, Controller, TransferEvent, TransferInterval, TransferOptions,
+};
 use tightlink_measure::Target;
 
 use crate::estimate::{json_event, real_options};
@@ -21,7 +22,9 @@ pub struct TransferArgs {
     #[arg(default_value = "sim:")]
     pub target: String,
     /// rapid (BASS multi-pass smoothing before the multi-rate estimate)
-    /// or rapid-raw (the estimate on unsmoothed gaps).
+    /// or rapid-raw (the estimate on unsmoothed gaps); on the simulated
+    /// path also bbe (TCP Westwood BBE's window: the cut at a loss set by
+    /// the congestion level) or newreno.
     #[arg(long, default_value = "rapid")]
     pub cc: String,
     /// Bytes to send (e.g. 200MB, 1GB); without it, for --time.
@@ -65,10 +68,9 @@ pub struct TransferArgs {
 
 impl TransferArgs {
     fn options(&self) -> Result<TransferOptions> {
-        let estimator = match self.cc.as_str() {
-            "rapid" => RapidEstimator::Bass,
-            "rapid-raw" => RapidEstimator::Raw,
-            other => tightlink_measure::bad_input!("--cc {other}: expected rapid or rapid-raw"),
+        let cc: Controller = match self.cc.parse() {
+            Ok(c) => c,
+            Err(e) => tightlink_measure::bad_input!("--cc {e}"),
         };
         let bytes = self
             .bytes
@@ -105,7 +107,7 @@ impl TransferArgs {
                 )
             })?;
         Ok(TransferOptions {
-            estimator,
+            cc,
             bytes,
             duration_ns: match (bytes, time_ns) {
                 (None, None) => Some(10_000_000_000),
@@ -128,7 +130,7 @@ pub fn run(args: TransferArgs) -> Result<()> {
     if args.json_stream {
         json_event(
             "start",
-            serde_json::json!({"target": args.target, "cc": options.estimator.name()}),
+            serde_json::json!({"target": args.target, "cc": options.cc.name()}),
         )?;
         let r = transfer(&target, &options, &mut |e| {
             let _ = match e {

@@ -841,3 +841,34 @@ fn stamp_key_files_are_checked_before_probing() {
         assert!(err.contains(says.as_str()), "{a:?}: {err}");
     }
 }
+
+/// `transfer --cc bbe|newreno` runs the simulator's window controllers:
+/// the JSON names them, a server refuses them, and a name it does not
+/// know lists those it does.
+#[test]
+fn window_controllers_transfer_on_the_simulated_path_only() {
+    let path = "sim:hops=10G+1G,cross=none,loss=0.1%";
+    let mut goodput = Vec::new();
+    for cc in ["bbe", "newreno"] {
+        let o = tightlink(&["transfer", path, "--cc", cc, "--time", "5s", "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["cc"], cc);
+        assert_eq!(v["streams"], 0);
+        goodput.push(v["goodput_bps"].as_f64().unwrap());
+    }
+    assert!(goodput[0] > 2.0 * goodput[1], "bbe, newreno: {goodput:?}");
+    let o = tightlink(&["transfer", "127.0.0.1:9", "--cc", "bbe"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the window controllers run on the simulated path"),
+        "{err}"
+    );
+    let o = tightlink(&["transfer", "--cc", "vegas"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--cc vegas: expected rapid, rapid-raw, bbe or newreno"),
+        "{err}"
+    );
+}

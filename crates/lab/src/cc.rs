@@ -1,7 +1,8 @@
 //! `tightlink lab cc`: rate controllers in turn over one lab path and its
 //! cross traffic (\[BASS\] section VII on real packets): Rapid with and
 //! without BASS (`tightlink transfer` to the lab's server) and the
-//! kernel's CUBIC and BBR (one TCP bulk flow to a sink on the receiver),
+//! kernel's CUBIC, BBR and Reno (one TCP bulk flow to a sink on the
+//! receiver; Reno is the reference TCPW BBE is judged against),
 //! each for the same time. Throughput is what the last router delivered
 //! to the receiver per bin (frames, as tbf counts); the available
 //! bandwidth per bin is each shaped hop's rate minus the cross traffic
@@ -23,7 +24,7 @@ use tightlink_core::stats::median;
 use tightlink_sys::clock::realtime_ns;
 
 /// The controllers, in the order they run.
-pub const CONTROLLERS: [&str; 4] = ["rapid", "rapid-raw", "cubic", "bbr"];
+pub const CONTROLLERS: [&str; 5] = ["rapid", "rapid-raw", "cubic", "bbr", "reno"];
 
 #[derive(Debug, Clone)]
 pub struct CcOptions {

@@ -421,13 +421,16 @@ impl Display for TransferReport {
             self.loss() * 100.0,
             self.retransmitted_bytes
         )?;
-        writeln!(
-            f,
-            "estimates   {} streams read, median exact estimate {}, last rate {}",
-            self.streams,
-            self.estimate_median_bps.map_or("-".into(), format_rate),
-            self.final_rate_bps.map_or("-".into(), format_rate)
-        )?;
+        // A window controller reads no streams and keeps no rate.
+        if self.streams > 0 || self.final_rate_bps.is_some() {
+            writeln!(
+                f,
+                "estimates   {} streams read, median exact estimate {}, last rate {}",
+                self.streams,
+                self.estimate_median_bps.map_or("-".into(), format_rate),
+                self.final_rate_bps.map_or("-".into(), format_rate)
+            )?;
+        }
         if let (Some(a), Some(b)) = (self.rtt_min_ms, self.rtt_median_ms) {
             writeln!(f, "rtt         min {a:.2} ms, median {b:.2} ms")?;
         }

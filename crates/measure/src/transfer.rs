@@ -10,13 +10,50 @@ use serde::Serialize;
 use tightlink_core::rapid::{RapidEstimator, RapidParams, RapidUpdate};
 use tightlink_core::stats::median;
 use tightlink_net::transfer::{self as net_transfer, TransferEvent as NetEvent};
-use tightlink_sim::flow::{run_flow, FlowSpec, RapidFlow};
+use tightlink_sim::cc::{BbeFlow, NewReno};
+use tightlink_sim::flow::{run_flow, FlowController, FlowSpec, RapidFlow};
 
 use crate::target::{read_key, RealOptions, Target};
 
+/// What drives a transfer: Rapid (on real servers and the simulated
+/// path), or a window controller of the simulator's (\[TCPW\] BBE, and
+/// NewReno as its reference).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Controller {
+    Rapid(RapidEstimator),
+    Bbe,
+    NewReno,
+}
+
+impl Controller {
+    pub const NAMES: &'static str = "rapid, rapid-raw, bbe or newreno";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Controller::Rapid(e) => e.name(),
+            Controller::Bbe => "bbe",
+            Controller::NewReno => "newreno",
+        }
+    }
+}
+
+impl std::str::FromStr for Controller {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Controller, String> {
+        Ok(match s {
+            "rapid" => Controller::Rapid(RapidEstimator::Bass),
+            "rapid-raw" => Controller::Rapid(RapidEstimator::Raw),
+            "bbe" => Controller::Bbe,
+            "newreno" => Controller::NewReno,
+            other => return Err(format!("{other}: expected {}", Controller::NAMES)),
+        })
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TransferOptions {
-    pub estimator: RapidEstimator,
+    pub cc: Controller,
     /// Bytes to deliver; `None`: for `duration_ns`.
     pub bytes: Option<u64>,
     pub duration_ns: Option<i64>,
@@ -30,7 +67,7 @@ pub struct TransferOptions {
 impl Default for TransferOptions {
     fn default() -> Self {
         TransferOptions {
-            estimator: RapidEstimator::Bass,
+            cc: Controller::Rapid(RapidEstimator::Bass),
             bytes: None,
             duration_ns: Some(10_000_000_000),
             interval_ns: 500_000_000,
@@ -122,7 +159,15 @@ pub fn transfer(
             opts.real.check_for(target)?;
             sim_transfer(text, spec, opts, on_event)
         }
-        Target::Server { host } => real_transfer(host, opts, on_event),
+        Target::Server { host } => {
+            let Controller::Rapid(estimator) = opts.cc else {
+                bad_input!(
+                    "--cc {}: the window controllers run on the simulated path (sim:); a transfer to a server runs rapid or rapid-raw",
+                    opts.cc.name()
+                );
+            };
+            real_transfer(host, estimator, opts, on_event)
+        }
         Target::Twamp { .. } | Target::Trace { .. } => bad_input!(
             "{target}: a transfer needs a tightlink server (HOST[:PORT]) or the simulated path (sim:)"
         ),
@@ -131,12 +176,13 @@ pub fn transfer(
 
 fn real_transfer(
     host: &str,
+    estimator: RapidEstimator,
     opts: &TransferOptions,
     on_event: &mut dyn FnMut(TransferEvent),
 ) -> Result<TransferReport> {
     let net_opts = net_transfer::TransferOptions {
         key: read_key(&opts.real)?,
-        estimator: opts.estimator,
+        estimator,
         bytes: opts.bytes,
         duration: opts
             .duration_ns
@@ -155,7 +201,7 @@ fn real_transfer(
     .map_err(|e| anyhow::Error::new(e).context(host.to_string()))?;
     Ok(TransferReport {
         target: host.to_string(),
-        cc: opts.estimator.name(),
+        cc: estimator.name(),
         reverse,
         bytes: s.bytes,
         duration_s: s.duration_ns as f64 / 1e9,
@@ -193,7 +239,8 @@ fn interval_of(iv: &net_transfer::TransferInterval, reverse: bool) -> TransferIn
     }
 }
 
-/// The simulated flow: Rapid through the path's hops and cross traffic.
+/// The simulated flow: Rapid, BBE or NewReno through the path's hops and
+/// cross traffic.
 /// With `bytes`, the run lasts until the goodput bins hold them (at most
 /// four times as long as the available bandwidth would need).
 fn sim_transfer(
@@ -220,8 +267,20 @@ fn sim_transfer(
         bin_ns: opts.interval_ns.max(1_000_000) as f64,
         packet_bytes: PACKET_BYTES,
     };
-    let mut ctl = RapidFlow::new(RapidParams::paper(max_bps, PACKET_BYTES, opts.estimator));
-    let r = run_flow(&flow, &mut ctl);
+    let mut rapid = match opts.cc {
+        Controller::Rapid(e) => Some(RapidFlow::new(RapidParams::paper(max_bps, PACKET_BYTES, e))),
+        _ => None,
+    };
+    let (mut bbe, mut reno) = (BbeFlow::new(PACKET_BYTES), NewReno::new(PACKET_BYTES));
+    let ctl: &mut dyn FlowController = match (&mut rapid, opts.cc) {
+        (Some(r), _) => r,
+        (None, Controller::Bbe) => &mut bbe,
+        (None, _) => &mut reno,
+    };
+    let r = run_flow(&flow, ctl);
+    let no_updates = Vec::new();
+    let updates = rapid.as_ref().map_or(&no_updates, |c| &c.updates);
+    let rate_now = || rapid.as_ref().map(|c| c.controller.rate_bps());
     let bin_s = flow.bin_ns / 1e9;
     let mut intervals = Vec::new();
     let mut delivered = 0.0;
@@ -230,15 +289,14 @@ fn sim_transfer(
         let start_s = i as f64 * bin_s;
         let bin_bytes = g * bin_s / 8.0;
         let at = ((i + 1) as f64 * bin_s * 1e9) as i64;
-        let last = ctl.controller.rate_bps();
-        let u_before: Vec<&RapidUpdate> = ctl.updates.iter().filter(|u| u.at_ns <= at).collect();
+        let u_before: Vec<&RapidUpdate> = updates.iter().filter(|u| u.at_ns <= at).collect();
         let iv = TransferInterval {
             start_s,
             end_s: start_s + bin_s,
             goodput_bps: g,
             available_bps: Some(a),
             retransmitted_bytes: None,
-            rate_bps: Some(u_before.last().map_or(last, |u| u.rate_bps)),
+            rate_bps: u_before.last().map(|u| u.rate_bps).or_else(rate_now),
             estimate_bps: u_before.iter().rev().find_map(|u| u.abw_bps),
             rtt_ms: None,
         };
@@ -262,14 +320,14 @@ fn sim_transfer(
             );
         }
     }
-    for u in &ctl.updates {
+    for u in updates {
         on_event(TransferEvent::Update(u));
     }
     let available: Vec<f64> = intervals.iter().filter_map(|i| i.available_bps).collect();
     let available = median(&available);
     Ok(TransferReport {
         target: text.to_string(),
-        cc: opts.estimator.name(),
+        cc: opts.cc.name(),
         reverse: false,
         bytes: delivered as u64,
         duration_s: end_s,
@@ -278,11 +336,11 @@ fn sim_transfer(
         sent_packets: r.sent_packets,
         lost_packets: r.lost_packets,
         retransmitted_bytes: r.reported_losses * PACKET_BYTES as u64,
-        streams: ctl.updates.len() as u64,
+        streams: updates.len() as u64,
         rtt_min_ms: Some(opts.sim_rtt_ns as f64 / 1e6),
         rtt_median_ms: Some((opts.sim_rtt_ns as f64 + r.queue_delay_median_ns) / 1e6),
-        estimate_median_bps: exact_median(&ctl.updates),
-        final_rate_bps: Some(ctl.controller.rate_bps()),
+        estimate_median_bps: exact_median(updates),
+        final_rate_bps: rate_now(),
         sha256: None,
         intervals,
     })
