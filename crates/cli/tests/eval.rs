@@ -75,11 +75,13 @@ fn quick_eval_prints_tables_and_draws_plots() {
         .filter_map(|l| l.strip_prefix("plot: "))
         .collect();
     // Gaps, seven decision and four CDF plots, sensitivity, two tracking,
-    // four rate-control cells, eight TCPW friendliness pairs.
-    assert_eq!(plots.len(), 27, "{out}");
+    // four rate-control cells, eight TCPW friendliness pairs, the BBE
+    // trace.
+    assert_eq!(plots.len(), 28, "{out}");
     for name in [
         "rate-control-bursty-rtt-30-ms.png",
         "tcpw-friendliness-bbe-newreno-loss-1.png",
+        "tcpw-bbe-trace.png",
     ] {
         assert!(plots.iter().any(|p| p.ends_with(name)), "{name}: {out}");
     }

@@ -43,6 +43,7 @@ pub struct Results {
     pub cc: Vec<over_time::CcCell>,
     pub tcpw_efficiency: Vec<tcpw::EfficiencyCell>,
     pub tcpw_friendliness: Vec<tcpw::FriendlinessCell>,
+    pub tcpw_trace: tcpw::BbeTrace,
     pub example: GapExample,
     pub wall_s: f64,
 }
@@ -119,6 +120,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
     progress("TCPW BBE: efficiency and friendliness");
     let tcpw_efficiency = tcpw::efficiency(seed, scale.tcpw_seconds * 1e9);
     let tcpw_friendliness = tcpw::friendliness(seed, scale.tcpw_pair_seconds * 1e9);
+    let tcpw_trace = tcpw::bbe_trace(seed, 20e9);
     let example = closed_loop::gap_example(seed, &TEN_GIG[0]);
     Results {
         scale,
@@ -137,6 +139,7 @@ pub fn run(scale: Scale, seed: u64, progress: &mut dyn FnMut(&str)) -> Results {
         cc,
         tcpw_efficiency,
         tcpw_friendliness,
+        tcpw_trace,
         example,
         wall_s: start.elapsed().as_secs_f64(),
     }

@@ -63,7 +63,49 @@ pub fn draw_all(r: &Results, dir: &Path) -> Res<Vec<PathBuf>> {
         friendliness(cell, &f)?;
         files.push(f);
     }
+    let f = dir.join("tcpw-bbe-trace.png");
+    bbe_trace(&r.tcpw_trace, &f)?;
+    files.push(f);
     Ok(files)
+}
+
+/// One BBE flow's RTT, RTTmin and RTTcong, its losses by class with the
+/// congestion level at each, and its window (the paper's Figs. 6, 7).
+fn bbe_trace(t: &crate::tcpw::BbeTrace, file: &Path) -> Res<()> {
+    let packet = crate::experiments::SIZE_BYTES as f64;
+    let t0 = t.points.first().map_or(0, |p| p.t_ns);
+    let s = |ns: i64| (ns - t0) as f64 / 1e9;
+    let points: Vec<tightlink_plot::TracePoint> = t
+        .points
+        .iter()
+        .map(|p| {
+            (
+                s(p.t_ns),
+                p.rtt_ns / 1e6,
+                p.rtt_min_ns / 1e6,
+                p.rtt_cong_ns / 1e6,
+                p.cwnd_bytes / packet,
+            )
+        })
+        .collect();
+    let losses: Vec<(f64, f64, f64, bool)> = t
+        .reactions
+        .iter()
+        .map(|r| (s(r.t_ns), r.rtt_ns / 1e6, r.c, r.is_congestion()))
+        .collect();
+    tightlink_plot::draw_congestion_trace(
+        file,
+        &tightlink_plot::CongestionTrace {
+            title: &format!(
+                "TCPW BBE alone on {} Gbit/s, {} ms, {} % random loss",
+                crate::tcpw::TRACE_CAPACITY_BPS / 1e9,
+                crate::tcpw::TRACE_RTT_MS,
+                crate::tcpw::TRACE_LOSS * 100.0
+            ),
+            points: &points,
+            losses: &losses,
+        },
+    )
 }
 
 /// Two flows' cumulative delivered data over time (the paper's Fig. 9).

@@ -195,6 +195,41 @@ pub fn friendliness(seed: u64, duration_ns: f64) -> Vec<FriendlinessCell> {
         .collect()
 }
 
+/// The path of the traced run (TCPW's Figs. 6 and 7): 1 Gbit/s, 30 ms,
+/// 0.005 % random loss (the paper's path's rate); the buffer fills now
+/// and then, so both
+/// kinds of loss come.
+pub const TRACE_CAPACITY_BPS: f64 = 1e9;
+pub const TRACE_RTT_MS: f64 = 30.0;
+pub const TRACE_LOSS: f64 = 5e-5;
+
+/// One BBE flow alone, its controller's state every 10 ms and each loss
+/// it reacted to.
+#[derive(Debug, Clone)]
+pub struct BbeTrace {
+    pub points: Vec<tightlink_core::tcp::bbe_cc::BbeTracePoint>,
+    pub reactions: Vec<tightlink_core::tcp::bbe_cc::LossReaction>,
+    pub flow: FlowResult,
+}
+
+pub fn bbe_trace(seed: u64, duration_ns: f64) -> BbeTrace {
+    let target = path_target(TRACE_CAPACITY_BPS, TRACE_RTT_MS, TRACE_LOSS);
+    let spec = FlowSpec {
+        path: spec_for(&target, unit_seed(seed, "bbe trace", 0)),
+        rtt_ns: TRACE_RTT_MS * 1e6,
+        duration_ns,
+        bin_ns: BIN_NS,
+        packet_bytes: SIZE_BYTES,
+    };
+    let mut f = BbeFlow::new(SIZE_BYTES).with_trace(10_000_000);
+    let flow = run_flows(&spec, &mut [&mut f]).remove(0);
+    BbeTrace {
+        points: f.controller.trace().to_vec(),
+        reactions: f.controller.reactions().to_vec(),
+        flow,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +254,29 @@ mod tests {
         assert_eq!(p.hops[1].hop.buffer_bytes, 375_000);
         assert_eq!(p.random_loss, 1e-3);
         assert!(p.hops.iter().all(|h| h.cross.is_none()));
+    }
+
+    /// Over 20 s of the traced path both kinds of loss come: random ones
+    /// on an empty pipe (c near 0, the window kept) and overflows (c = 1,
+    /// the window halved).
+    #[test]
+    fn the_trace_shows_both_kinds_of_loss() {
+        let t = bbe_trace(1, 20e9);
+        assert!(t.points.len() > 1500, "{}", t.points.len());
+        let random = t.reactions.iter().filter(|r| r.c < 0.2).count();
+        let overflow = t.reactions.iter().filter(|r| r.c >= 0.99).count();
+        assert!(
+            random >= 2 && overflow >= 2,
+            "{random} random, {overflow} overflows"
+        );
+        for r in &t.reactions {
+            if r.c >= 0.99 {
+                assert!(
+                    (r.cwnd_after_bytes / r.cwnd_before_bytes - 0.5).abs() < 1e-9,
+                    "{r:?}"
+                );
+            }
+        }
     }
 
     /// On a 1 Gbit/s, 30 ms pipe losing 0.1 % at random, BBE keeps its

@@ -14,6 +14,9 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 
 /// What drawing returns.
+mod congestion;
+pub use congestion::{draw_congestion_trace, CongestionTrace, TracePoint};
+
 pub type Res<T> = Result<T, Box<dyn Error>>;
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");

@@ -218,6 +218,12 @@ pub struct BbeFlow {
 }
 
 impl BbeFlow {
+    /// Keeping the controller's trace every `period_ns` of ACKs.
+    pub fn with_trace(mut self, period_ns: i64) -> Self {
+        self.controller = self.controller.with_trace(period_ns);
+        self
+    }
+
     pub fn new(mss_bytes: u32) -> Self {
         BbeFlow {
             controller: tightlink_core::tcp::bbe_cc::BbeController::new(

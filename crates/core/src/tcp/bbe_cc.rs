@@ -44,8 +44,9 @@
 //!   A window's ACKs come back at the bottleneck's rate and each sends
 //!   `1 + s` packets at once, so a round queues `s cwnd` bytes: a
 //!   doubling after a random loss overflowed a buffer a tenth of the pipe
-//!   and the flow lost 5-13 % of its packets on the simulator. Where the
-//!   pipe is full, slow start ends.
+//!   and the flow lost 5-13 % of its packets on the simulator. Where that
+//!   growth falls under congestion avoidance's (one segment a window),
+//!   slow start ends: it would only near the pipe, never probe past it.
 //! - One reaction per window of data (NewReno's recovery): losses of
 //!   packets sent before the last reaction are not reacted to again.
 
@@ -155,6 +156,16 @@ pub fn update_rtt_cong(rtt_cong_ns: f64, rtt_loss_ns: f64, rtt_min_ns: f64) -> f
     }
 }
 
+/// The controller's state after an ACK, for plots (TCPW's Figs. 6, 7).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BbeTracePoint {
+    pub t_ns: i64,
+    pub rtt_ns: f64,
+    pub rtt_min_ns: f64,
+    pub rtt_cong_ns: f64,
+    pub cwnd_bytes: f64,
+}
+
 /// The BBE window controller.
 #[derive(Debug, Clone)]
 pub struct BbeController {
@@ -174,6 +185,9 @@ pub struct BbeController {
     next_seq: u64,
     recover_seq: u64,
     reactions: Vec<LossReaction>,
+    /// Kept every this many ns, when asked for ([`Self::with_trace`]).
+    trace_period_ns: Option<i64>,
+    trace: Vec<BbeTracePoint>,
 }
 
 impl BbeController {
@@ -194,7 +208,20 @@ impl BbeController {
             next_seq: 0,
             recover_seq: 0,
             reactions: Vec::new(),
+            trace_period_ns: None,
+            trace: Vec::new(),
         }
+    }
+
+    /// Keeps a [`BbeTracePoint`] at most every `period_ns` of ACKs.
+    pub fn with_trace(mut self, period_ns: i64) -> BbeController {
+        self.trace_period_ns = Some(period_ns.max(1));
+        self
+    }
+
+    /// The points kept so far.
+    pub fn trace(&self) -> &[BbeTracePoint] {
+        &self.trace
     }
 
     pub fn cwnd_bytes(&self) -> f64 {
@@ -267,14 +294,28 @@ impl BbeController {
         }
         self.last_rtts.push_back(rtt_ns);
         self.estimate(now_ns, sent_ns, acked_bytes);
+        let avoidance = self.p.mss_bytes as f64 / self.cwnd;
+        if self.cwnd < self.ssthresh && self.slow_start_share() <= avoidance {
+            // Slow start would now grow slower than congestion avoidance
+            // (it only nears the pipe): avoidance from here, which probes
+            // past it.
+            self.ssthresh = self.cwnd;
+        }
         if self.cwnd < self.ssthresh {
-            let share = self.slow_start_share();
-            if share <= 0.0 {
-                self.ssthresh = self.cwnd;
-            }
-            self.cwnd += acked_bytes as f64 * share;
+            self.cwnd += acked_bytes as f64 * self.slow_start_share();
         } else {
             self.cwnd += self.p.mss_bytes as f64 * acked_bytes as f64 / self.cwnd;
+        }
+        if let Some(period) = self.trace_period_ns {
+            if self.trace.last().is_none_or(|p| now_ns - p.t_ns >= period) {
+                self.trace.push(BbeTracePoint {
+                    t_ns: now_ns,
+                    rtt_ns,
+                    rtt_min_ns: self.rtt_min_ns,
+                    rtt_cong_ns: self.rtt_cong_ns(),
+                    cwnd_bytes: self.cwnd,
+                });
+            }
         }
     }
 
@@ -523,6 +564,24 @@ mod tests {
         assert!((pipe - 375_000.0).abs() < 4_000.0, "{r:?}");
         // RTTcong did not move for it.
         assert!((c.rtt_cong_ns() - 40e6).abs() <= PAIR_NS);
+    }
+
+    #[test]
+    fn the_trace_keeps_a_point_a_period() {
+        let mut c = BbeController::new(BbeCcParams::default()).with_trace(1_000_000);
+        // 100 ACKs 115.84 us apart, the first at 0.116 ms: a point there
+        // and at every ninth ACK after it (9 x 115.84 = 1.04 ms, the first
+        // past the period), the last at 11.584 ms: 12.
+        feed(&mut c, 0, 100, 30.0);
+        let t = c.trace();
+        assert_eq!(t.len(), 12, "{t:?}");
+        assert_eq!(t[11].t_ns, 11_584_000);
+        assert!(t.windows(2).all(|w| w[1].t_ns - w[0].t_ns >= 1_000_000));
+        assert_eq!(t[0].rtt_min_ns, 30e6);
+        // Not asked for: none kept.
+        let mut quiet = BbeController::new(BbeCcParams::default());
+        feed(&mut quiet, 0, 100, 30.0);
+        assert!(quiet.trace().is_empty());
     }
 
     #[test]
