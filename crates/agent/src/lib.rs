@@ -8,6 +8,8 @@
 //!
 //! - [`config`]: the TOML file, flags and environment, checked.
 //! - [`schedule`]: intervals, jitter, spread start times (pure).
+//! - [`mesh`]: the mesh file every site shares and the slots no two
+//!   measurements share an end or a bottleneck in (pure).
 //! - [`store`]: the history (SQLite, WAL, versioned schema, retention).
 //! - [`metrics`]: the Prometheus text format.
 //! - [`http`]: the small HTTP server, bounded per peer.
@@ -19,6 +21,7 @@ pub mod config;
 #[cfg(feature = "service")]
 pub mod history;
 pub mod http;
+pub mod mesh;
 #[cfg(feature = "service")]
 pub mod metrics;
 pub mod schedule;

@@ -17,6 +17,7 @@ mod hops;
 mod lab;
 mod lab_run;
 mod lab_target;
+mod mesh;
 mod reflector;
 
 mod server;
@@ -122,6 +123,9 @@ enum Command {
     /// `deploy/`).
     #[command(after_help = EXAMPLES_AGENT)]
     Agent(agent::AgentArgs),
+    /// A mesh of sites measured pair by pair: the file every site shares,
+    /// checked, and the schedule no two measurements overlap in.
+    Mesh(mesh::MeshArgs),
     /// What the agent stored: table, JSON or CSV, or a plot over time.
     #[command(after_help = EXAMPLES_HISTORY)]
     History(history::HistoryArgs),
@@ -174,6 +178,7 @@ fn main() {
         Command::Cross(args) => cross::run(args),
         Command::Agent(args) => agent::run(args),
         Command::History(args) => history::run(args),
+        Command::Mesh(args) => mesh::run(args),
         Command::Generate(args) => generate::run(args, Cli::command()),
     };
     if let Err(e) = result {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tightlink_agent::{Query, Store};
 
 mod common;
-use common::{scratch, tightlink_text};
+use common::{scratch, tightlink, tightlink_text};
 
 /// Writes `agent.toml` in `dir`: listening on a free loopback port, the
 /// history in `dir/h.db`, then `body`. Returns (history, config).
@@ -875,4 +875,36 @@ fn prometheus_scrapes_the_agent() {
     );
     let (ok, log) = agent.terminate(Duration::from_secs(20));
     assert!(ok, "{log}");
+}
+
+/// `mesh check`: the shipped mesh file checks and prints its schedule;
+/// a broken one says FILE:LINE and exits 2.
+#[test]
+fn mesh_check_prints_the_schedule_and_says_where_a_file_is_wrong() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let shipped = repo.join("deploy/mesh.toml");
+    let (ok, out, err) =
+        tightlink_text(&["mesh", "check", shipped.to_str().unwrap(), "--site", "ams"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("tests       12 a period"), "{out}");
+    assert!(out.contains("site ams measures:"), "{out}");
+    assert_eq!(out.matches("  slot ").count(), 3, "{out}");
+    let dir = scratch("mesh");
+    let bad = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string(&shipped).unwrap().replacen(
+        "address = \"127.0.0.3\"",
+        "address = \"sim:\"",
+        1,
+    );
+    std::fs::write(&bad, text).unwrap();
+    let o = tightlink(&["mesh", "check", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:19: site 'lon': address 'sim:' is not a tightlink server",
+            bad.display()
+        )),
+        "{err}"
+    );
 }
