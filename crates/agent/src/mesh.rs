@@ -255,8 +255,39 @@ pub fn parse(file: &str, text: &str) -> Result<Mesh, MeshError> {
         Some(m) => crate::config::agent_method(m.get_ref(), false)
             .map_err(|e| err(m.span().start, format!("method: {e}")))?,
     };
+    let sites = sites_of(&raw.sites, &err, text.len())?;
+    let bottlenecks = bottlenecks_of(&raw.bottlenecks, &sites, &err)?;
+    let mesh = Mesh {
+        period_s,
+        slot_s,
+        method,
+        sites,
+        bottlenecks,
+    };
+    let slots = schedule(&mesh).slots.len();
+    if slots as f64 * slot_s > period_s {
+        return Err(err(
+            raw.period.span().start,
+            format!(
+                "period {}: the {} sites need {slots} slots of {slot_s} s a period ({:.0} s); give a longer period or a shorter slot",
+                raw.period.get_ref(),
+                mesh.sites.len(),
+                slots as f64 * slot_s
+            ),
+        ));
+    }
+    Ok(mesh)
+}
+
+/// The `[[site]]` tables, checked: names unique and not empty, each
+/// address a tightlink server's; two at least.
+fn sites_of(
+    raw: &[Spanned<SiteFile>],
+    err: &dyn Fn(usize, String) -> MeshError,
+    end: usize,
+) -> Result<Vec<Site>, MeshError> {
     let mut sites = Vec::new();
-    for s in &raw.sites {
+    for s in raw {
         let f = s.get_ref();
         let name = f.name.get_ref().trim().to_string();
         if name.is_empty() {
@@ -289,12 +320,22 @@ pub fn parse(file: &str, text: &str) -> Result<Mesh, MeshError> {
     }
     if sites.len() < 2 {
         return Err(err(
-            text.len(),
+            end,
             format!("{} sites: a mesh needs two at least", sites.len()),
         ));
     }
+    Ok(sites)
+}
+
+/// The `[[bottleneck]]` tables, checked: every site named exists, and
+/// some sites are behind the link and some not.
+fn bottlenecks_of(
+    raw: &[Spanned<BottleneckFile>],
+    sites: &[Site],
+    err: &dyn Fn(usize, String) -> MeshError,
+) -> Result<Vec<Bottleneck>, MeshError> {
     let mut bottlenecks = Vec::new();
-    for b in &raw.bottlenecks {
+    for b in raw {
         let f = b.get_ref();
         let mut members = BTreeSet::new();
         for s in f.sites.get_ref() {
@@ -320,26 +361,7 @@ pub fn parse(file: &str, text: &str) -> Result<Mesh, MeshError> {
             sites: members,
         });
     }
-    let mesh = Mesh {
-        period_s,
-        slot_s,
-        method,
-        sites,
-        bottlenecks,
-    };
-    let slots = schedule(&mesh).slots.len();
-    if slots as f64 * slot_s > period_s {
-        return Err(err(
-            raw.period.span().start,
-            format!(
-                "period {}: the {} sites need {slots} slots of {slot_s} s a period ({:.0} s); give a longer period or a shorter slot",
-                raw.period.get_ref(),
-                mesh.sites.len(),
-                slots as f64 * slot_s
-            ),
-        ));
-    }
-    Ok(mesh)
+    Ok(bottlenecks)
 }
 
 /// Reads and checks a mesh file.

@@ -1,5 +1,5 @@
 //! `tightlink lab adversity`: `tightlink estimate` on a quiet path whose
-//! truth is known, under what makes an answer hard to trust ([HOST]
+//! truth is known, under what makes an answer hard to trust (\[HOST\]
 //! section 3: the measuring host's own limits): CPU hogs on the
 //! measuring host, token buckets of 3 to 64 KB, each kind of far end (a
 //! tightlink server, tightlink's reflector, a plain STAMP reflector that

@@ -38,6 +38,7 @@ pub mod loopback;
 pub mod packets;
 pub mod receiver;
 pub mod reflector;
+pub mod reflector_reply;
 pub mod server;
 mod server_session;
 pub mod stamps;

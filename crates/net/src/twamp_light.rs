@@ -123,23 +123,6 @@ pub struct TwampChannel {
     auth: Option<StampKey>,
 }
 
-/// What the replies said about the reflector's clock, over the session.
-#[derive(Debug, Clone, Default)]
-struct StampStats {
-    replies: u64,
-    /// Replies whose transmit stamp equals their receive stamp.
-    one_read: u64,
-    /// Per stream: the receive stamps' noise (ns).
-    noise_ns: Vec<i64>,
-    /// The coarsest step every stamp difference was a multiple of.
-    step_ns: Option<i64>,
-    streams: usize,
-    /// Streams that arrived faster than they were sent, and the worst
-    /// such (compression, send span), ns.
-    faster: usize,
-    worst_faster: Option<(i64, i64)>,
-}
-
 fn io_err(what: &str) -> impl Fn(std::io::Error) -> ChannelError + '_ {
     move |e| ChannelError::from_io(what, &e)
 }
@@ -418,25 +401,7 @@ impl TwampChannel {
             return "held trains sent back at their schedule, this host's kernel receive stamps"
                 .to_string();
         }
-        let st = &self.stamps;
-        let noise = tightlink_core::stats::median_i64(&st.noise_ns);
-        let mut words = Vec::new();
-        if st.replies >= 10 && st.one_read == st.replies {
-            words.push("one clock read for both stamps".to_string());
-        }
-        match (st.step_ns, noise) {
-            (Some(q), _) => words.push(format!("receive stamps in {} us steps", q / 1_000)),
-            (None, Some(n)) if n >= 5_000 => words.push(format!(
-                "jittery receive stamps (noise {:.0} us: user-space stamps?)",
-                n as f64 / 1e3
-            )),
-            (None, Some(n)) => words.push(format!(
-                "kernel-like receive stamps (noise {:.1} us)",
-                n as f64 / 1e3
-            )),
-            (None, None) => words.push("receive stamps not yet judged".to_string()),
-        }
-        words.join(", ")
+        self.stamps.describe()
     }
 
     /// Reads replies until `on_reply` returns true, `until` (monotonic)

@@ -30,6 +30,47 @@ pub struct Reply {
     pub here_ns: Option<i64>,
 }
 
+/// What the replies said about the reflector's clock, over the session.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StampStats {
+    pub(crate) replies: u64,
+    /// Replies whose transmit stamp equals their receive stamp.
+    pub(crate) one_read: u64,
+    /// Per stream: the receive stamps' noise (ns).
+    pub(crate) noise_ns: Vec<i64>,
+    /// The coarsest step every stamp difference was a multiple of.
+    pub(crate) step_ns: Option<i64>,
+    pub(crate) streams: usize,
+    /// Streams that arrived faster than they were sent, and the worst
+    /// such (compression, send span), ns.
+    pub(crate) faster: usize,
+    pub(crate) worst_faster: Option<(i64, i64)>,
+}
+
+impl StampStats {
+    /// The stamps' quality in words, as the far end's line shows it.
+    pub(crate) fn describe(&self) -> String {
+        let noise = tightlink_core::stats::median_i64(&self.noise_ns);
+        let mut words = Vec::new();
+        if self.replies >= 10 && self.one_read == self.replies {
+            words.push("one clock read for both stamps".to_string());
+        }
+        match (self.step_ns, noise) {
+            (Some(q), _) => words.push(format!("receive stamps in {} us steps", q / 1_000)),
+            (None, Some(n)) if n >= 5_000 => words.push(format!(
+                "jittery receive stamps (noise {:.0} us: user-space stamps?)",
+                n as f64 / 1e3
+            )),
+            (None, Some(n)) => words.push(format!(
+                "kernel-like receive stamps (noise {:.1} us)",
+                n as f64 / 1e3
+            )),
+            (None, None) => words.push("receive stamps not yet judged".to_string()),
+        }
+        words.join(", ")
+    }
+}
+
 /// Parses a reply (`header`: its first bytes, 38 at least): only the
 /// reflector's address is taken.
 pub fn parse_reply(

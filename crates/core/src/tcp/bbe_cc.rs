@@ -4,7 +4,7 @@
 //! window out.
 //!
 //! - The estimates, online: BE (Westwood's low-pass filter over each
-//!   ACK's delivered bytes per inter-ACK time, as in [`super::westwood`],
+//!   ACK's delivered bytes per inter-ACK time, as in [`westwood`](mod@super::westwood),
 //!   but only where the two packets were sent closer together than their
 //!   ACKs came: a packet pair the bottleneck spread; a gap the sender
 //!   left idle says nothing of the bottleneck, and a window-limited flow
