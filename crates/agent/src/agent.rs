@@ -243,7 +243,12 @@ impl Agent {
                 .enumerate()
                 .map(|(i, t)| Turn {
                     target: i,
-                    schedule: Schedule::new(now, i, n, (t.interval_s * 1e9) as i64, t.jitter),
+                    schedule: match t.phase_s {
+                        Some(p) => {
+                            Schedule::aligned(now, (t.interval_s * 1e9) as i64, (p * 1e9) as i64)
+                        }
+                        None => Schedule::new(now, i, n, (t.interval_s * 1e9) as i64, t.jitter),
+                    },
                     rng: Rng::new(now as u64 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
                 })
                 .collect(),
@@ -710,6 +715,7 @@ impl Agent {
             max_streams: 60,
             reverse: false,
             capacity_bps: None,
+            phase_s: None,
         })
     }
 }

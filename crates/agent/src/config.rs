@@ -34,6 +34,10 @@ pub struct FileConfig {
     pub probe: Option<ProbeFile>,
     #[serde(default, rename = "target")]
     pub targets: Vec<TargetFile>,
+    /// A mesh file every site shares, and this site's name in it: the
+    /// site's turns of the mesh's schedule become targets.
+    pub mesh: Option<PathBuf>,
+    pub site: Option<String>,
 }
 
 /// `[probe]`: what `/probe?target=...` may measure and how often.
@@ -117,6 +121,10 @@ pub struct TargetConfig {
     pub max_streams: usize,
     pub reverse: bool,
     pub capacity_bps: Option<f64>,
+    /// Where in each interval the target's turn falls, seconds from a
+    /// multiple of the interval since the Unix epoch (a mesh's slot);
+    /// `None`: start times spread, then the interval with jitter.
+    pub phase_s: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -390,6 +398,22 @@ fn resolve(
         };
         targets.push(resolve_target(t, &defaults, &mut names, &here)?);
     }
+    match (&file.mesh, &file.site) {
+        (Some(m), Some(site)) => {
+            // A relative mesh path is the config file's neighbour.
+            let m = match path.and_then(Path::parent) {
+                Some(dir) if m.is_relative() => dir.join(m),
+                _ => m.clone(),
+            };
+            targets.extend(mesh_targets(&m, site, &mut names, &top)?)
+        }
+        (None, None) => {}
+        (Some(_), None) => bail!(
+            "{}",
+            top("mesh", "mesh given without site (this site's name in it)")
+        ),
+        (None, Some(_)) => bail!("{}", top("site", "site given without mesh (the mesh file)")),
+    }
     let workers = match over.workers.or(file.workers) {
         Some(0) => bail!(
             "{}",
@@ -562,7 +586,70 @@ fn resolve_target(
         reverse: t.reverse.unwrap_or(false),
         capacity_bps,
         target,
+        phase_s: None,
     })
+}
+
+/// The turns of `site` in the mesh file `path` as targets: each far site
+/// once a period, at its slot, for at most a slot, with the far site's
+/// key file.
+fn mesh_targets(
+    path: &Path,
+    site: &str,
+    names: &mut BTreeSet<String>,
+    top: &dyn Fn(&str, &str) -> String,
+) -> Result<Vec<TargetConfig>> {
+    let mesh =
+        crate::mesh::load(path).map_err(|e| anyhow::anyhow!("{}", top("mesh", &e.to_string())))?;
+    let Some(me) = mesh.sites.iter().position(|s| s.name == site) else {
+        bail!(
+            "{}",
+            top(
+                "site",
+                &format!(
+                    "site '{site}' is not in the mesh {} (sites: {})",
+                    path.display(),
+                    mesh.sites
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            )
+        );
+    };
+    let schedule = crate::mesh::schedule(&mesh);
+    let mut out = Vec::new();
+    for (k, to) in schedule.turns_of(me) {
+        let far = &mesh.sites[to];
+        if !names.insert(far.name.clone()) {
+            bail!(
+                "{}",
+                top(
+                    "mesh",
+                    &format!(
+                        "the mesh's site '{}' has the name of a [[target]]",
+                        far.name
+                    )
+                )
+            );
+        }
+        out.push(TargetConfig {
+            name: far.name.clone(),
+            target: Target::parse(&far.address)?,
+            methods: vec![mesh.method],
+            interval_s: mesh.period_s,
+            jitter: 0.0,
+            timeout_s: mesh.slot_s,
+            key_file: far.key_file.clone(),
+            max_rate_bps: None,
+            max_streams: 60,
+            reverse: false,
+            capacity_bps: None,
+            phase_s: Some(k as f64 * mesh.slot_s),
+        });
+    }
+    Ok(out)
 }
 
 /// `[probe]`: who may ask this agent to probe, how many at once, how often.
@@ -825,5 +912,63 @@ target = "sim:cross=cbr:3G,seed=4"
         );
         assert!(glob_match("host", "host"));
         assert!(!glob_match("host", "host2"));
+    }
+
+    /// A site's agent takes its turns of the mesh: each far site at its
+    /// slot, once a period, for at most a slot; a site not in the mesh
+    /// is named with the line of `site`.
+    #[test]
+    fn a_mesh_site_takes_its_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("mesh.toml"),
+            "period = \"1h\"\nslot = \"20s\"\n\n[[site]]\nname = \"ams\"\naddress = \"10.0.0.1\"\n\n[[site]]\nname = \"fra\"\naddress = \"10.0.0.2\"\nkey_file = \"/etc/k\"\n\n[[site]]\nname = \"nyc\"\naddress = \"10.0.1.1\"\n",
+        )
+        .unwrap();
+        let cfg = dir.path().join("agent.toml");
+        std::fs::write(
+            &cfg,
+            "listen = \"off\"\nmesh = \"mesh.toml\"\nsite = \"nyc\"\n",
+        )
+        .unwrap();
+        let c = load(Some(&cfg), &Overrides::default()).unwrap();
+        // Three sites (a bye each round): nyc measures toward fra in slot
+        // 3 and ams in slot 5 of 20 s.
+        let got: Vec<(&str, f64, f64, f64)> = c
+            .targets
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.phase_s.unwrap(),
+                    t.interval_s,
+                    t.timeout_s,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![("fra", 60.0, 3600.0, 20.0), ("ams", 100.0, 3600.0, 20.0)]
+        );
+        assert_eq!(c.targets[0].key_file.as_deref(), Some(Path::new("/etc/k")));
+        assert_eq!(c.targets[0].jitter, 0.0);
+        std::fs::write(
+            &cfg,
+            "listen = \"off\"\nmesh = \"mesh.toml\"\nsite = \"lon\"\n",
+        )
+        .unwrap();
+        let e = load(Some(&cfg), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("agent.toml:3: site 'lon' is not in the mesh")
+                && e.contains("ams, fra, nyc"),
+            "{e}"
+        );
+        std::fs::write(&cfg, "listen = \"off\"\nmesh = \"mesh.toml\"\n").unwrap();
+        let e = load(Some(&cfg), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("agent.toml:2: mesh given without site"), "{e}");
     }
 }

@@ -31,6 +31,24 @@ impl Schedule {
         }
     }
 
+    /// Runs at `phase_ns` into each interval, intervals counted from the
+    /// Unix epoch (every host that agrees on the clock agrees on the
+    /// turns); the first at or after `now_ns`. No jitter.
+    pub fn aligned(now_ns: i64, interval_ns: i64, phase_ns: i64) -> Schedule {
+        let interval_ns = interval_ns.max(1);
+        let since = (now_ns - phase_ns).rem_euclid(interval_ns);
+        let next = if since == 0 {
+            now_ns
+        } else {
+            now_ns - since + interval_ns
+        };
+        Schedule {
+            interval_ns,
+            jitter: 0.0,
+            next_ns: next,
+        }
+    }
+
     /// When the next run is due.
     pub fn due_ns(&self) -> i64 {
         self.next_ns
@@ -62,6 +80,19 @@ mod tests {
     use tightlink_core::rng::Rng;
 
     const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn aligned_turns_by_hand() {
+        // An hour's interval, the turn 40 s in; at 7300 s the next turn is
+        // 7240 + 3600 = 10 840 s; at 7240 s exactly, 7240.
+        let h = 3600 * S;
+        assert_eq!(Schedule::aligned(7300 * S, h, 40 * S).due_ns(), 10_840 * S);
+        assert_eq!(Schedule::aligned(7240 * S, h, 40 * S).due_ns(), 7240 * S);
+        // It keeps the beat.
+        let mut s = Schedule::aligned(7300 * S, h, 40 * S);
+        s.advance(10_841 * S, &mut Rng::new(1));
+        assert_eq!(s.due_ns(), 14_440 * S);
+    }
 
     #[test]
     fn starts_are_spread() {

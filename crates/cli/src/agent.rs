@@ -106,13 +106,15 @@ pub fn run(args: AgentArgs) -> Result<()> {
             let capacity = t.capacity_bps.map_or(String::new(), |c| {
                 format!(", capacity {}", tightlink_core::units::format_rate(c))
             });
+            let when = match t.phase_s {
+                Some(p) => format!("every {} s at +{p} s", t.interval_s),
+                None => format!("every {} s +- {:.0} %", t.interval_s, t.jitter * 100.0),
+            };
             println!(
-                "target     {}  ({})  {}  every {} s +- {:.0} %, timeout {} s{capacity}",
+                "target     {}  ({})  {}  {when}, timeout {} s{capacity}",
                 t.name,
                 t.target,
                 ms.join(","),
-                t.interval_s,
-                t.jitter * 100.0,
                 t.timeout_s
             );
         }
