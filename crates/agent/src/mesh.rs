@@ -252,8 +252,17 @@ pub fn parse(file: &str, text: &str) -> Result<Mesh, MeshError> {
     };
     let method = match &raw.method {
         None => Method::Auto,
-        Some(m) => crate::config::agent_method(m.get_ref(), false)
-            .map_err(|e| err(m.span().start, format!("method: {e}")))?,
+        Some(m) => match m.get_ref().parse::<Method>() {
+            Ok(Method::QueueFit) => {
+                return Err(err(
+                    m.span().start,
+                    "method: queue-fit needs each path's capacity, which a mesh does not give"
+                        .into(),
+                ))
+            }
+            Ok(x) => x,
+            Err(e) => return Err(err(m.span().start, format!("method: {e}"))),
+        },
     };
     let sites = sites_of(&raw.sites, &err, text.len())?;
     let bottlenecks = bottlenecks_of(&raw.bottlenecks, &sites, &err)?;
