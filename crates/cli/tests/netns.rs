@@ -329,6 +329,29 @@ fn all_exact(runs: &[serde_json::Value]) -> Result<(), String> {
     }
 }
 
+/// Every run `exact`, or `at_least` because this host fell behind its
+/// schedule in half its streams (`host_limited`, the `host-lower-bound`
+/// warning): the honest word on a loaded host, whose figure the median
+/// check still holds to the truth. A clean-clone CI run on 2 cores had
+/// one such run in each round toward the reflector (204.9 and 196.6
+/// Mbit/s for 200).
+fn exact_or_host_bound(runs: &[serde_json::Value]) -> Result<(), String> {
+    let host_bound = |v: &serde_json::Value| {
+        v["bound"] == "at_least"
+            && v["host_limited"] == true
+            && v["warning_codes"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|w| w == "host-lower-bound"))
+    };
+    match runs
+        .iter()
+        .find(|v| v["bound"] != "exact" && !host_bound(v))
+    {
+        Some(v) => Err(format!("neither exact nor a host-paced lower bound: {v}")),
+        None => Ok(()),
+    }
+}
+
 /// No run dropped a probe (a late sender's, a full ring's): one that did
 /// fails its round. One clean-clone CI run (hypervisor steal 15-20 %)
 /// dropped 29 late probes of a `--backend packet` run.
@@ -524,7 +547,7 @@ fn a_twamp_reflector_measures_the_path_toward_it() {
                     v
                 })
                 .collect();
-            all_exact(&runs)?;
+            exact_or_host_bound(&runs)?;
             every_probe_kept(&runs)?;
             median_between(&runs, 200e6, REFLECTED_LOW)
         });
@@ -556,7 +579,8 @@ fn a_reflector_holding_trains_measures_both_directions() {
         let mut why = Vec::new();
         for (dir, truth, low) in [("forward", 200e6, REFLECTED_LOW), ("reverse", 100e6, -0.10)] {
             let one_way: Vec<serde_json::Value> = runs.iter().map(|v| v[dir].clone()).collect();
-            if let Err(e) = all_exact(&one_way).and_then(|()| median_between(&one_way, truth, low))
+            if let Err(e) =
+                exact_or_host_bound(&one_way).and_then(|()| median_between(&one_way, truth, low))
             {
                 why.push(format!("{dir}: {e}"));
             }
