@@ -45,6 +45,18 @@ pub fn path_target(capacity_bps: f64, rtt_ms: f64, loss: f64) -> String {
     )
 }
 
+/// One of these experiments' flows: `duration_ns` on `path` at
+/// `rtt_ms`, in 500 ms bins, 9000-byte packets.
+fn flow_spec(path: tightlink_sim::PathSpec, rtt_ms: f64, duration_ns: f64) -> FlowSpec {
+    FlowSpec {
+        path,
+        rtt_ns: rtt_ms * 1e6,
+        duration_ns,
+        bin_ns: BIN_NS,
+        packet_bytes: SIZE_BYTES,
+    }
+}
+
 fn controller(name: &str, link_bps: f64) -> Box<dyn FlowController> {
     match name {
         "bbe" => Box::new(BbeFlow::new(SIZE_BYTES)),
@@ -95,13 +107,7 @@ pub fn efficiency(seed: u64, duration_ns: f64) -> Vec<EfficiencyCell> {
             let label = format!("{capacity_bps} {rtt_ms} {loss}");
             let path = spec_for(&target, unit_seed(seed, &label, 0));
             let link_bps = path.hops[0].hop.capacity_bps;
-            let spec = FlowSpec {
-                path,
-                rtt_ns: rtt_ms * 1e6,
-                duration_ns,
-                bin_ns: BIN_NS,
-                packet_bytes: SIZE_BYTES,
-            };
+            let spec = flow_spec(path, rtt_ms, duration_ns);
             let mut ctl = controller(name, link_bps);
             let flow = run_flows(&spec, &mut [ctl.as_mut()]).remove(0);
             EfficiencyCell {
@@ -176,13 +182,7 @@ pub fn friendliness(seed: u64, duration_ns: f64) -> Vec<FriendlinessCell> {
             let target = path_target(FRIENDLY_CAPACITY_BPS, FRIENDLY_RTT_MS, loss);
             let path = spec_for(&target, unit_seed(seed, &format!("friendly {loss}"), 0));
             let link_bps = path.hops[0].hop.capacity_bps;
-            let spec = FlowSpec {
-                path,
-                rtt_ns: FRIENDLY_RTT_MS * 1e6,
-                duration_ns,
-                bin_ns: BIN_NS,
-                packet_bytes: SIZE_BYTES,
-            };
+            let spec = flow_spec(path, FRIENDLY_RTT_MS, duration_ns);
             let (mut x, mut y) = (controller(a, link_bps), controller(b, link_bps));
             let mut r = run_flows(&spec, &mut [x.as_mut(), y.as_mut()]);
             let second = r.pop().expect("two flows");
@@ -214,13 +214,11 @@ pub struct BbeTrace {
 
 pub fn bbe_trace(seed: u64, duration_ns: f64) -> BbeTrace {
     let target = path_target(TRACE_CAPACITY_BPS, TRACE_RTT_MS, TRACE_LOSS);
-    let spec = FlowSpec {
-        path: spec_for(&target, unit_seed(seed, "bbe trace", 0)),
-        rtt_ns: TRACE_RTT_MS * 1e6,
+    let spec = flow_spec(
+        spec_for(&target, unit_seed(seed, "bbe trace", 0)),
+        TRACE_RTT_MS,
         duration_ns,
-        bin_ns: BIN_NS,
-        packet_bytes: SIZE_BYTES,
-    };
+    );
     let mut f = BbeFlow::new(SIZE_BYTES).with_trace(10_000_000);
     let flow = run_flows(&spec, &mut [&mut f]).remove(0);
     BbeTrace {
@@ -287,13 +285,7 @@ mod tests {
     fn bbe_outruns_newreno_where_losses_are_random() {
         let t = path_target(1e9, 30.0, 1e-3);
         let run = |name: &str| {
-            let spec = FlowSpec {
-                path: spec_for(&t, 7),
-                rtt_ns: 30e6,
-                duration_ns: 20e9,
-                bin_ns: BIN_NS,
-                packet_bytes: SIZE_BYTES,
-            };
+            let spec = flow_spec(spec_for(&t, 7), 30.0, 20e9);
             let mut c = controller(name, 4e9);
             run_flows(&spec, &mut [c.as_mut()]).remove(0).goodput_bps()
         };

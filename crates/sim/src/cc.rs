@@ -16,6 +16,12 @@ use std::collections::VecDeque;
 
 use crate::flow::{Feedback, FlowController};
 
+/// A window controller's send rule: now, while one more segment fits in
+/// the window beside what is in flight.
+fn window_has_room(now_ns: f64, inflight_bytes: u64, mss: f64, cwnd: f64) -> Option<f64> {
+    (inflight_bytes as f64 + mss <= cwnd).then_some(now_ns)
+}
+
 /// CUBIC's window, in bytes, driven by per-packet feedback.
 #[derive(Debug, Clone)]
 pub struct Cubic {
@@ -136,7 +142,7 @@ impl FlowController for Cubic {
     }
 
     fn next_send_ns(&mut self, now_ns: f64, inflight_bytes: u64) -> Option<f64> {
-        (inflight_bytes as f64 + self.mss <= self.cwnd).then_some(now_ns)
+        window_has_room(now_ns, inflight_bytes, self.mss, self.cwnd)
     }
 
     fn on_send(&mut self, seq: u64, _bytes: u32, _at_ns: f64, _delivered: u64) {
@@ -187,7 +193,7 @@ impl FlowController for NewReno {
     }
 
     fn next_send_ns(&mut self, now_ns: f64, inflight_bytes: u64) -> Option<f64> {
-        (inflight_bytes as f64 + self.mss <= self.cwnd).then_some(now_ns)
+        window_has_room(now_ns, inflight_bytes, self.mss, self.cwnd)
     }
 
     fn on_send(&mut self, seq: u64, _bytes: u32, _at_ns: f64, _delivered: u64) {
@@ -243,7 +249,12 @@ impl FlowController for BbeFlow {
     }
 
     fn next_send_ns(&mut self, now_ns: f64, inflight_bytes: u64) -> Option<f64> {
-        (inflight_bytes as f64 + self.mss <= self.controller.cwnd_bytes()).then_some(now_ns)
+        window_has_room(
+            now_ns,
+            inflight_bytes,
+            self.mss,
+            self.controller.cwnd_bytes(),
+        )
     }
 
     fn on_send(&mut self, seq: u64, _bytes: u32, _at_ns: f64, _delivered: u64) {

@@ -165,8 +165,15 @@ impl Flight {
 
 /// Available bandwidth over a bin: the tightest hop's capacity minus the
 /// cross traffic offered there since `last_bits`.
-fn close_bin(path: &mut SimPath, until_ns: f64, bin_ns: f64, last_bits: &mut Vec<f64>) -> f64 {
-    path.advance_cross(until_ns);
+/// Advances `bin_end_ns` to the next bin's end.
+fn close_bin(
+    path: &mut SimPath,
+    bin_end_ns: &mut f64,
+    bin_ns: f64,
+    last_bits: &mut Vec<f64>,
+) -> f64 {
+    path.advance_cross(*bin_end_ns);
+    *bin_end_ns += bin_ns;
     let bits = path.cross_offered_bits().to_vec();
     let available = path
         .spec()
@@ -237,26 +244,22 @@ pub fn run_flows(spec: &FlowSpec, ctls: &mut [&mut dyn FlowController]) -> Vec<F
                     .flight
                     .report_drops(None, now, delivered, &mut *ctls[i]);
             }
-            Event::Bin => {
-                available.push(close_bin(
-                    &mut r.path,
-                    next_bin,
-                    spec.bin_ns,
-                    &mut last_bits,
-                ));
-                next_bin += spec.bin_ns;
-            }
+            Event::Bin => available.push(close_bin(
+                &mut r.path,
+                &mut next_bin,
+                spec.bin_ns,
+                &mut last_bits,
+            )),
             Event::Send => now = r.send(i, now, &mut *ctls[i]),
         }
     }
     while available.len() < bins {
         available.push(close_bin(
             &mut r.path,
-            next_bin,
+            &mut next_bin,
             spec.bin_ns,
             &mut last_bits,
         ));
-        next_bin += spec.bin_ns;
     }
     r.flows
         .iter()
