@@ -117,30 +117,6 @@ fn run_lab_one(a: &RunArgs, compare: bool, lab: &Lab) -> Result<()> {
     render_one(a, lab, &results)
 }
 
-/// The methods to run: `--method` (`all`: every closed-loop method),
-/// else `lab compare`'s set or the scenario's; each name checked.
-fn methods_of(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<String>> {
-    let methods: Vec<String> = match (&a.method, compare) {
-        // Every closed-loop method (queue-fit given the scenario's tight
-        // link capacity).
-        (Some(m), _) if m == "all" => tightlink_measure::Method::ALL
-            .iter()
-            .map(|m| m.name().to_string())
-            .collect(),
-        (Some(m), _) => m.split(',').map(|s| s.trim().to_string()).collect(),
-        (None, true) => tightlink_lab::run::COMPARE_METHODS
-            .split(',')
-            .map(str::to_string)
-            .collect(),
-        (None, false) => lab.scenario.methods.clone(),
-    };
-    for m in &methods {
-        m.parse::<tightlink_measure::Method>()
-            .map_err(|e| anyhow::anyhow!("--method {e}"))?;
-    }
-    Ok(methods)
-}
-
 /// Other tools: the user's `--tool`, and for `lab compare` the peer
 /// presets found on PATH (what is missing said on stderr).
 fn tools_of(a: &RunArgs, compare: bool) -> Result<Vec<Tool>> {
@@ -176,7 +152,7 @@ fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSumma
     if !(200..=100_000).contains(&a.sample_us) {
         tightlink_measure::bad_input!("--sample-us {}: must be within 200..100000", a.sample_us);
     }
-    let methods = methods_of(a, compare, lab)?;
+    let methods = tightlink_lab::presets::methods(a.method.as_deref(), compare, &lab.scenario)?;
     let tools = tools_of(a, compare)?;
     // `lab run --tool` runs the tool alone; `lab compare` runs it beside
     // the methods and the presets found.

@@ -138,6 +138,36 @@ pub enum PlanError {
     BadPick { pick: String, why: String },
     #[error("lab compare {0:?}: no scenario named")]
     NoScenario(String),
+    #[error("--method {0}")]
+    UnknownMethod(String),
+}
+
+/// The tightlink methods a run takes: those asked for (comma-separated;
+/// `all`: every closed-loop method, queue-fit given the scenario's tight
+/// link capacity), else `lab compare`'s set, else the scenario's own;
+/// each name checked.
+pub fn methods(
+    asked: Option<&str>,
+    compare: bool,
+    scenario: &crate::Scenario,
+) -> Result<Vec<String>, PlanError> {
+    let methods: Vec<String> = match (asked, compare) {
+        (Some("all"), _) => tightlink_measure::Method::ALL
+            .iter()
+            .map(|m| m.name().to_string())
+            .collect(),
+        (Some(m), _) => m.split(',').map(|s| s.trim().to_string()).collect(),
+        (None, true) => crate::run::COMPARE_METHODS
+            .split(',')
+            .map(str::to_string)
+            .collect(),
+        (None, false) => scenario.methods.clone(),
+    };
+    for m in &methods {
+        m.parse::<tightlink_measure::Method>()
+            .map_err(|e| PlanError::UnknownMethod(e.to_string()))?;
+    }
+    Ok(methods)
 }
 
 fn preset_names() -> String {
@@ -284,5 +314,23 @@ mod tests {
         assert_eq!(found.len() + missing.len(), 1);
         let (found, missing) = choose(None).unwrap();
         assert_eq!(found.len() + missing.len(), PRESETS.len());
+    }
+
+    #[test]
+    fn methods_are_the_asked_then_the_comparison_then_the_scenario() {
+        let quiet = crate::Scenario::load("quiet").unwrap();
+        assert_eq!(
+            methods(Some("auto, multirate"), false, &quiet).unwrap(),
+            ["auto", "multirate"]
+        );
+        let all = methods(Some("all"), false, &quiet).unwrap();
+        assert_eq!(all.len(), tightlink_measure::Method::ALL.len());
+        assert_eq!(
+            methods(None, true, &quiet).unwrap().join(","),
+            crate::run::COMPARE_METHODS
+        );
+        assert_eq!(methods(None, false, &quiet).unwrap(), quiet.methods);
+        let e = methods(Some("auto,nope"), true, &quiet).unwrap_err();
+        assert!(e.to_string().starts_with("--method nope"), "{e}");
     }
 }
