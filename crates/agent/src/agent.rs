@@ -42,14 +42,16 @@ pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
 
 pub struct Agent {
     pub config: AgentConfig,
-    store: Mutex<Store>,
-    latest: Mutex<BTreeMap<(String, String), Row>>,
+    pub(crate) store: Mutex<Store>,
+    pub(crate) latest: Mutex<BTreeMap<(String, String), Row>>,
+    /// The other mesh sites' rows, as last read from their agents.
+    pub(crate) peer_rows: Mutex<Vec<crate::grid::RowState>>,
     counters: Mutex<Counters>,
     busy: Mutex<HashSet<String>>,
     busy_freed: Condvar,
     probe_last: Mutex<HashMap<String, Instant>>,
     probes_running: AtomicUsize,
-    stop: Arc<AtomicBool>,
+    pub(crate) stop: Arc<AtomicBool>,
     start_unix_s: f64,
     log: Log,
 }
@@ -199,6 +201,7 @@ impl Agent {
             config,
             store: Mutex::new(store),
             latest: Mutex::new(latest),
+            peer_rows: Mutex::default(),
             counters: Mutex::new(counters),
             busy: Mutex::default(),
             busy_freed: Condvar::new(),
@@ -233,6 +236,10 @@ impl Agent {
             threads.push(std::thread::spawn(move || {
                 let _ = http::serve(listener, handler, on_done, stop);
             }));
+            if self.config.mesh.is_some() {
+                let me = self.clone();
+                threads.push(std::thread::spawn(move || me.read_peer_rows()));
+            }
         }
         let now = unix_ns();
         let n = self.config.targets.len();
@@ -532,10 +539,12 @@ impl Agent {
             "/probe" => self.probe(r),
             "/healthz" => Response::text(200, "ok\n"),
             "/" => Response::text(200, self.index()),
-            p => Response::text(
-                404,
-                format!("{p}: not here; try /metrics or /probe?target=...\n"),
-            ),
+            p => self.handle_mesh(r).unwrap_or_else(|| {
+                Response::text(
+                    404,
+                    format!("{p}: not here; try /metrics or /probe?target=...\n"),
+                )
+            }),
         }
     }
 
@@ -572,7 +581,7 @@ impl Agent {
 
     fn index(&self) -> String {
         let mut s = String::from(
-            "tightlink agent\n\n/metrics  the last result of every target and method\n/probe?target=NAME_OR_TARGET[&method=M]  measure now (blackbox_exporter's multi-target pattern)\n\ntargets:\n",
+            "tightlink agent\n\n/metrics  the last result of every target and method\n/probe?target=NAME_OR_TARGET[&method=M]  measure now (blackbox_exporter's multi-target pattern)\n/history?target=NAME  a target's answers of the last week\n/mesh, /mesh.json  the mesh's grid, this site's row of it (a mesh site)\n\ntargets:\n",
         );
         for t in &self.config.targets {
             let ms: Vec<&str> = t.methods.iter().map(|m| m.name()).collect();
@@ -769,43 +778,9 @@ pub fn fresh_seed(t: &Target, rng: &mut Rng) -> (Target, Option<u64>) {
     }
 }
 
-/// Unix nanoseconds as `2026-11-23T10:04:05Z` (UTC, whole seconds).
-pub fn utc_text(unix_ns: i64) -> String {
-    let secs = unix_ns.div_euclid(1_000_000_000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Days since 1970-01-01 to a civil date (the proleptic Gregorian
-    // calendar; the algorithm Howard Hinnant published as days_from_civil's
-    // inverse).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn utc_by_hand() {
-        assert_eq!(utc_text(0), "1970-01-01T00:00:00Z");
-        // 2000-02-29 12:34:56 UTC = 951827696 s.
-        assert_eq!(utc_text(951_827_696_000_000_000), "2000-02-29T12:34:56Z");
-        // 2026-11-23 00:00:00 UTC = 1795392000 s.
-        assert_eq!(utc_text(1_795_392_000_999_999_999), "2026-11-23T00:00:00Z");
-        assert_eq!(utc_text(-1_000_000_000), "1969-12-31T23:59:59Z");
-    }
 
     /// What `/metrics` answers now.
     fn metrics_of(agent: &Arc<Agent>) -> String {

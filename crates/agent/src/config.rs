@@ -106,6 +106,17 @@ pub struct AgentConfig {
     /// Threads that take the targets' turns: measurements at once.
     pub workers: usize,
     pub probe: ProbePolicy,
+    /// The mesh this agent's site belongs to, if any: its turns are
+    /// among `targets`, and `/mesh` draws the whole grid.
+    pub mesh: Option<MeshSite>,
+}
+
+/// A site's place in its mesh.
+#[derive(Debug, Clone)]
+pub struct MeshSite {
+    pub mesh: crate::mesh::Mesh,
+    /// This site's index in `mesh.sites`.
+    pub me: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -398,22 +409,24 @@ fn resolve(
         };
         targets.push(resolve_target(t, &defaults, &mut names, &here)?);
     }
-    match (&file.mesh, &file.site) {
+    let mesh = match (&file.mesh, &file.site) {
         (Some(m), Some(site)) => {
             // A relative mesh path is the config file's neighbour.
             let m = match path.and_then(Path::parent) {
                 Some(dir) if m.is_relative() => dir.join(m),
                 _ => m.clone(),
             };
-            targets.extend(mesh_targets(&m, site, &mut names, &top)?)
+            let (site, turns) = mesh_targets(&m, site, &mut names, &top)?;
+            targets.extend(turns);
+            Some(site)
         }
-        (None, None) => {}
+        (None, None) => None,
         (Some(_), None) => bail!(
             "{}",
             top("mesh", "mesh given without site (this site's name in it)")
         ),
         (None, Some(_)) => bail!("{}", top("site", "site given without mesh (the mesh file)")),
-    }
+    };
     let workers = match over.workers.or(file.workers) {
         Some(0) => bail!(
             "{}",
@@ -449,6 +462,7 @@ fn resolve(
         targets,
         workers,
         probe,
+        mesh,
     })
 }
 
@@ -598,7 +612,7 @@ fn mesh_targets(
     site: &str,
     names: &mut BTreeSet<String>,
     top: &dyn Fn(&str, &str) -> String,
-) -> Result<Vec<TargetConfig>> {
+) -> Result<(MeshSite, Vec<TargetConfig>)> {
     let mesh =
         crate::mesh::load(path).map_err(|e| anyhow::anyhow!("{}", top("mesh", &e.to_string())))?;
     let Some(me) = mesh.sites.iter().position(|s| s.name == site) else {
@@ -649,7 +663,7 @@ fn mesh_targets(
             phase_s: Some(k as f64 * mesh.slot_s),
         });
     }
-    Ok(out)
+    Ok((MeshSite { mesh, me }, out))
 }
 
 /// `[probe]`: who may ask this agent to probe, how many at once, how often.

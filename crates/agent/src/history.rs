@@ -6,7 +6,6 @@ use std::str::FromStr;
 
 use tightlink_core::units::format_rate;
 
-use crate::agent::utc_text;
 use crate::store::Row;
 
 /// How `history` writes its rows.
@@ -158,9 +157,43 @@ fn csv(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
     Ok(())
 }
 
+/// Unix nanoseconds as `2026-11-23T10:04:05Z` (UTC, whole seconds).
+pub fn utc_text(unix_ns: i64) -> String {
+    let secs = unix_ns.div_euclid(1_000_000_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian
+    // calendar; the algorithm Howard Hinnant published as days_from_civil's
+    // inverse).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_by_hand() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00Z");
+        // 2000-02-29 12:34:56 UTC = 951827696 s.
+        assert_eq!(utc_text(951_827_696_000_000_000), "2000-02-29T12:34:56Z");
+        // 2026-11-23 00:00:00 UTC = 1795392000 s.
+        assert_eq!(utc_text(1_795_392_000_999_999_999), "2026-11-23T00:00:00Z");
+        assert_eq!(utc_text(-1_000_000_000), "1969-12-31T23:59:59Z");
+    }
 
     #[test]
     fn csv_fields_are_quoted_when_they_must_be() {

@@ -404,6 +404,66 @@ fn spawn_closer(stop: Arc<AtomicBool>) -> std::sync::mpsc::SyncSender<TcpStream>
     tx
 }
 
+/// A far agent's page over HTTP/1.1 (`GET path`, `Connection: close`),
+/// trusting nothing: the whole exchange within `deadline`, at most
+/// `max_bytes` of response, a status other than 200 an error that says
+/// it. For the mesh page's rows of other sites.
+pub fn get(addr: &str, path: &str, deadline: Duration, max_bytes: usize) -> Result<String, String> {
+    use std::net::ToSocketAddrs;
+    let start = Instant::now();
+    let to = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("{addr}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{addr}: no address"))?;
+    let mut conn = TcpStream::connect_timeout(&to, deadline).map_err(|e| format!("{addr}: {e}"))?;
+    let left = || {
+        deadline
+            .saturating_sub(start.elapsed())
+            .max(Duration::from_millis(1))
+    };
+    conn.set_write_timeout(Some(left()))
+        .and_then(|_| {
+            write!(
+                conn,
+                "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+            )
+        })
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let mut body = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        if start.elapsed() >= deadline {
+            return Err(format!("{addr}: no whole answer within {deadline:?}"));
+        }
+        conn.set_read_timeout(Some(left()))
+            .map_err(|e| format!("{addr}: {e}"))?;
+        match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("{addr}: {e}")),
+        }
+        if body.len() > max_bytes {
+            return Err(format!("{addr}: an answer over {max_bytes} bytes"));
+        }
+    }
+    let text = String::from_utf8(body).map_err(|_| format!("{addr}: an answer not in UTF-8"))?;
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("{addr}: not an HTTP answer"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .filter(|_| head.starts_with("HTTP/1."))
+        .ok_or_else(|| format!("{addr}: not an HTTP answer"))?;
+    if status != 200 {
+        return Err(format!("{addr}{path}: HTTP status {status}"));
+    }
+    Ok(rest.to_string())
+}
+
 /// Paths counted by name; anything else counts as "(other)" so a scan of
 /// random paths cannot grow the counters.
 pub fn known_path(p: &str) -> &'static str {
@@ -412,6 +472,9 @@ pub fn known_path(p: &str) -> &'static str {
         "/metrics" => "/metrics",
         "/probe" => "/probe",
         "/healthz" => "/healthz",
+        "/mesh" => "/mesh",
+        "/mesh.json" => "/mesh.json",
+        "/history" => "/history",
         _ => "(other)",
     }
 }

@@ -12,6 +12,7 @@
 //!   measurements share an end or a bottleneck in (pure).
 //! - [`store`]: the history (SQLite, WAL, versioned schema, retention).
 //! - [`metrics`]: the Prometheus text format.
+//! - [`grid`]: the mesh page (the N x N grid) and a path's history page.
 //! - [`http`]: the small HTTP server, bounded per peer.
 //! - [`agent`]: the running service that ties them together.
 
@@ -19,9 +20,13 @@
 pub mod agent;
 pub mod config;
 #[cfg(feature = "service")]
+pub mod grid;
+#[cfg(feature = "service")]
 pub mod history;
 pub mod http;
 pub mod mesh;
+#[cfg(feature = "service")]
+mod mesh_serve;
 #[cfg(feature = "service")]
 pub mod metrics;
 pub mod schedule;
@@ -30,7 +35,7 @@ pub mod store;
 
 #[cfg(feature = "service")]
 pub use agent::{Agent, Summary};
-pub use config::{AgentConfig, Overrides, TargetConfig};
+pub use config::{AgentConfig, MeshSite, Overrides, TargetConfig};
 #[cfg(feature = "service")]
 pub use store::{Query, Row, Store};
 

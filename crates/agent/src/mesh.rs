@@ -13,6 +13,8 @@
 //! name = "ams"
 //! address = "ams.example.net"     # its tightlink server
 //! key_file = "/etc/tightlink/mesh.key"
+//! agent = "ams.example.net:9447"  # its agent's HTTP address (the /mesh page)
+//! capacity = "10G"                # its access link, when known
 //!
 //! [[bottleneck]]                  # a link some sites share, when known
 //! name = "ams-fra uplink"
@@ -57,6 +59,8 @@ struct SiteFile {
     name: Spanned<String>,
     address: Spanned<String>,
     key_file: Option<Spanned<PathBuf>>,
+    agent: Option<Spanned<String>>,
+    capacity: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -81,6 +85,23 @@ pub struct Site {
     /// Its tightlink server, as a target (`HOST[:PORT]`).
     pub address: String,
     pub key_file: Option<PathBuf>,
+    /// `HOST:PORT` of its agent's HTTP endpoint: where the `/mesh` page
+    /// reads its row of the grid and links to its history.
+    pub agent: Option<String>,
+    /// Its access link's capacity, bit/s: a path's is the smaller of its
+    /// ends' (the grid's colours are the available share of it).
+    pub capacity_bps: Option<f64>,
+}
+
+impl Mesh {
+    /// The capacity of the path from site `from` to site `to`, as far as
+    /// the file says.
+    pub fn path_capacity_bps(&self, from: usize, to: usize) -> Option<f64> {
+        match (self.sites[from].capacity_bps, self.sites[to].capacity_bps) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -321,10 +342,34 @@ fn sites_of(
             }
             Err(e) => return Err(err(f.address.span().start, format!("site '{name}': {e:#}"))),
         }
+        let agent = match &f.agent {
+            Some(a) => Some(agent_address(a.get_ref()).map_err(|m| {
+                err(
+                    a.span().start,
+                    format!("site '{name}': agent '{}': {m}", a.get_ref()),
+                )
+            })?),
+            None => None,
+        };
+        let capacity_bps = match &f.capacity {
+            Some(c) => match tightlink_core::units::parse_rate(c.get_ref()) {
+                Ok(v) if v > 0.0 => Some(v),
+                Ok(_) => {
+                    return Err(err(
+                        c.span().start,
+                        format!("site '{name}': capacity must be above zero"),
+                    ))
+                }
+                Err(e) => return Err(err(c.span().start, format!("site '{name}': capacity: {e}"))),
+            },
+            None => None,
+        };
         sites.push(Site {
             name,
             address: f.address.get_ref().clone(),
             key_file: f.key_file.as_ref().map(|k| k.get_ref().clone()),
+            agent,
+            capacity_bps,
         });
     }
     if sites.len() < 2 {
@@ -334,6 +379,23 @@ fn sites_of(
         ));
     }
     Ok(sites)
+}
+
+/// An agent's `HOST:PORT`, checked for its shape (a name or address and
+/// a port); resolved when it is read.
+fn agent_address(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    let (host, port) = t
+        .rsplit_once(':')
+        .ok_or_else(|| "not HOST:PORT (the agent's listen address)".to_string())?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() || host.contains(['/', ' ', '?', '#', '@']) {
+        return Err("not HOST:PORT (the agent's listen address)".into());
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(t.to_string()),
+        _ => Err(format!("port '{port}' is not 1-65535")),
+    }
 }
 
 /// The `[[bottleneck]]` tables, checked: every site named exists, and
@@ -396,10 +458,27 @@ pub fn uniform(n: usize, slot_s: f64) -> Mesh {
                 name: format!("s{i}"),
                 address: format!("10.{}.{}.1", i / 256, i % 256),
                 key_file: None,
+                agent: None,
+                capacity_bps: None,
             })
             .collect(),
         bottlenecks: Vec::new(),
     }
+}
+
+/// Prometheus's file-based service discovery for the mesh's agents
+/// (`file_sd_configs`): one group per site with an `agent` address,
+/// labelled `site`; a JSON array.
+pub fn prometheus_targets(mesh: &Mesh) -> serde_json::Value {
+    serde_json::Value::Array(
+        mesh.sites
+            .iter()
+            .filter_map(|s| {
+                let agent = s.agent.as_ref()?;
+                Some(serde_json::json!({"targets": [agent], "labels": {"site": s.name}}))
+            })
+            .collect(),
+    )
 }
 
 /// What `tightlink mesh check` prints: the mesh, its schedule and, for
@@ -616,6 +695,47 @@ sites = ["ams", "fra"]
         assert_eq!(m.sites[1].address, "10.0.0.2:7447");
         assert_eq!(m.bottlenecks[0].sites, [0, 1].into());
         check(&m, &schedule(&m));
+        assert_eq!(
+            (m.sites[0].agent.as_deref(), m.path_capacity_bps(0, 1)),
+            (None, None)
+        );
+        let text = FILE
+            .replacen(
+                "address = \"10.0.0.1\"",
+                "address = \"10.0.0.1\"\nagent = \"ams.example.net:9447\"\ncapacity = \"10G\"",
+                1,
+            )
+            .replacen(
+                "address = \"10.0.1.1\"",
+                "address = \"10.0.1.1\"\ncapacity = \"1G\"",
+                1,
+            );
+        let m = parse("mesh.toml", &text).unwrap();
+        assert_eq!(m.sites[0].agent.as_deref(), Some("ams.example.net:9447"));
+        // A path's capacity is the smaller end's, or the one end known.
+        assert_eq!(m.path_capacity_bps(0, 2), Some(1e9));
+        assert_eq!(m.path_capacity_bps(1, 0), Some(10e9));
+        assert_eq!(m.path_capacity_bps(1, 1), None);
+    }
+
+    #[test]
+    fn prometheus_finds_the_agents() {
+        let text = FILE
+            .replacen(
+                "address = \"10.0.0.1\"",
+                "address = \"10.0.0.1\"\nagent = \"10.0.0.1:9447\"",
+                1,
+            )
+            .replacen(
+                "address = \"10.0.1.1\"",
+                "address = \"10.0.1.1\"\nagent = \"[2001:db8::1]:9447\"",
+                1,
+            );
+        let m = parse("mesh.toml", &text).unwrap();
+        assert_eq!(
+            prometheus_targets(&m).to_string(),
+            r#"[{"labels":{"site":"ams"},"targets":["10.0.0.1:9447"]},{"labels":{"site":"nyc"},"targets":["[2001:db8::1]:9447"]}]"#
+        );
     }
 
     #[test]
@@ -648,6 +768,34 @@ sites = ["ams", "fra"]
             (
                 ("period = \"1h\"", "period = \"1m\""),
                 "mesh.toml:1: period 1m: the 3 sites need 6 slots of 20 s a period (120 s)",
+            ),
+            (
+                (
+                    "address = \"10.0.1.1\"",
+                    "address = \"10.0.1.1\"\nagent = \"10.0.1.1\"",
+                ),
+                "mesh.toml:15: site 'nyc': agent '10.0.1.1': not HOST:PORT",
+            ),
+            (
+                (
+                    "address = \"10.0.1.1\"",
+                    "address = \"10.0.1.1\"\nagent = \"h:99999\"",
+                ),
+                "mesh.toml:15: site 'nyc': agent 'h:99999': port '99999' is not 1-65535",
+            ),
+            (
+                (
+                    "address = \"10.0.1.1\"",
+                    "address = \"10.0.1.1\"\ncapacity = \"fast\"",
+                ),
+                "mesh.toml:15: site 'nyc': capacity: 'fast' is not a rate",
+            ),
+            (
+                (
+                    "address = \"10.0.1.1\"",
+                    "address = \"10.0.1.1\"\ncapacity = \"0\"",
+                ),
+                "mesh.toml:15: site 'nyc': capacity must be above zero",
             ),
         ] {
             let text = FILE.replacen(edit.0, edit.1, 1);

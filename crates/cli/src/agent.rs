@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-use tightlink_agent::agent::{unix_ns, utc_text};
+use tightlink_agent::agent::unix_ns;
 use tightlink_agent::config::{self, Overrides};
+use tightlink_agent::history::utc_text;
 use tightlink_agent::Agent;
 
 #[derive(Args)]

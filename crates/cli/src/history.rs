@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use tightlink_agent::agent::{unix_ns, utc_text};
+use tightlink_agent::agent::unix_ns;
 use tightlink_agent::config::default_database;
+use tightlink_agent::history::utc_text;
 use tightlink_agent::history::{write_history, HistoryFormat};
 use tightlink_agent::{Query, Row, Store};
 use tightlink_core::units::parse_period_s;

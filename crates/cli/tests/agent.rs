@@ -902,9 +902,33 @@ fn mesh_check_prints_the_schedule_and_says_where_a_file_is_wrong() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains(&format!(
-            "{}:19: site 'lon': address 'sim:' is not a tightlink server",
+            "{}:22: site 'lon': address 'sim:' is not a tightlink server",
             bad.display()
         )),
         "{err}"
+    );
+    // The agents, as Prometheus's file-based discovery reads them.
+    let o = tightlink(&["mesh", "targets", shipped.to_str().unwrap()]);
+    assert!(o.status.success());
+    let sd: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sites: Vec<(&str, &str)> = sd
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["labels"]["site"].as_str().unwrap(),
+                g["targets"][0].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sites,
+        [
+            ("ams", "127.0.0.1:9447"),
+            ("fra", "127.0.0.2:9447"),
+            ("lon", "127.0.0.3:9447"),
+            ("nyc", "127.0.0.4:9447")
+        ]
     );
 }
