@@ -89,7 +89,9 @@ impl Shade {
                 GOOD_SHARE * 100.0
             ),
             Shade::Critical => format!("below {:.0} % of capacity", WARNING_SHARE * 100.0),
-            Shade::Unjudged => "measured; capacity not given".into(),
+            Shade::Unjudged => {
+                "measured; no capacity given, or a bound that leaves the colour open".into()
+            }
             Shade::Failed => "the last measurement failed".into(),
             Shade::Stale => "no result for two periods".into(),
             Shade::Unknown => "not measured yet, or its agent unreadable".into(),
@@ -109,8 +111,9 @@ impl Shade {
 
 /// A cell's shade: stale when the result is older than two periods and a
 /// slot (one missed turn is allowed), else failed, else by the share of
-/// `capacity_bps` the answer leaves (an "at least" answer by its lower
-/// end).
+/// `capacity_bps` the answer leaves. A bound is judged only where it
+/// settles the colour: "at least" a share of 50 % is green, "at most"
+/// 20 % red; a bound that leaves the colour open is measured, not judged.
 pub fn shade(r: Option<&PathResult>, capacity_bps: Option<f64>, now_s: f64, mesh: &Mesh) -> Shade {
     let Some(r) = r else {
         return Shade::Unknown;
@@ -121,16 +124,32 @@ pub fn shade(r: Option<&PathResult>, capacity_bps: Option<f64>, now_s: f64, mesh
     if !r.ok {
         return Shade::Failed;
     }
-    let value = match r.high_bps {
-        None => r.low_bps.or(r.available_bps),
-        Some(_) => r.available_bps,
+    let Some(c) = capacity_bps else {
+        return Shade::Unjudged;
     };
-    match (value, capacity_bps) {
-        (Some(v), Some(c)) if v >= GOOD_SHARE * c => Shade::Good,
-        (Some(v), Some(c)) if v >= WARNING_SHARE * c => Shade::Warning,
-        (Some(_), Some(_)) => Shade::Critical,
-        (Some(_), None) => Shade::Unjudged,
-        (None, _) => Shade::Failed,
+    let by_share = |v: f64| {
+        if v >= GOOD_SHARE * c {
+            Shade::Good
+        } else if v >= WARNING_SHARE * c {
+            Shade::Warning
+        } else {
+            Shade::Critical
+        }
+    };
+    let at_least = r.bound.as_deref() == Some("at_least") || r.high_bps.is_none();
+    match (
+        at_least,
+        r.bound.as_deref(),
+        r.low_bps,
+        r.high_bps,
+        r.available_bps,
+    ) {
+        (true, _, Some(low), _, _) if low >= GOOD_SHARE * c => Shade::Good,
+        (true, ..) => Shade::Unjudged,
+        (false, Some("at_most"), _, Some(high), _) if high < WARNING_SHARE * c => Shade::Critical,
+        (false, Some("at_most"), ..) => Shade::Unjudged,
+        (false, _, _, _, Some(v)) => by_share(v),
+        (false, ..) => Shade::Failed,
     }
 }
 
@@ -448,11 +467,23 @@ mod tests {
         assert_eq!(at(499e6), Shade::Warning);
         assert_eq!(at(200e6), Shade::Warning);
         assert_eq!(at(199e6), Shade::Critical);
-        // "At least": judged by its lower end (0.9 x 600 M = 540 M).
+        // "At least": green when its lower end (0.9 x 600 M = 540 M) is
+        // half the capacity; below, the colour is open.
         assert_eq!(
             shade(Some(&ok("s1", now, 600e6, None)), cap, now, &m),
             Shade::Good
         );
+        assert_eq!(
+            shade(Some(&ok("s1", now, 300e6, None)), cap, now, &m),
+            Shade::Unjudged
+        );
+        // "At most": red when its upper end is under a fifth.
+        let at_most = |high: f64| PathResult {
+            bound: Some("at_most".into()),
+            ..ok("s1", now, high, Some(high))
+        };
+        assert_eq!(shade(Some(&at_most(150e6)), cap, now, &m), Shade::Critical);
+        assert_eq!(shade(Some(&at_most(400e6)), cap, now, &m), Shade::Unjudged);
         // No capacity given: measured, not judged.
         assert_eq!(
             shade(Some(&ok("s1", now, 1e9, Some(2e9))), None, now, &m),

@@ -513,13 +513,16 @@ impl std::fmt::Display for Report<'_> {
         )?;
         writeln!(
             f,
-            "slots       {} of {} s: {:.0} s of the {} s period ({:.0} %); at most {} tests at once",
+            "slots       {} of {} s: {:.0} s of the {} s period ({:.0} %); at most {} at once",
             s.slots.len(),
             m.slot_s,
             busy,
             m.period_s,
             100.0 * busy / m.period_s,
-            s.slots.iter().map(Vec::len).max().unwrap_or(0)
+            match s.slots.iter().map(Vec::len).max().unwrap_or(0) {
+                1 => "1 test".to_string(),
+                k => format!("{k} tests"),
+            }
         )?;
         writeln!(
             f,
