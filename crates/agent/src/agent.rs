@@ -30,6 +30,21 @@ pub const PATTERN_LABEL: &str = "(allowed by pattern)";
 /// Distinct targets `/probe` remembers for its per-target interval.
 const PROBE_MEMORY: usize = 10_000;
 
+/// Longest wait before trying a busy far end again (its session may end
+/// sooner than the limit it gives).
+pub const BUSY_WAIT_MAX: Duration = Duration::from_secs(2);
+/// What a try must have left of its turn to be worth starting.
+pub const BUSY_TRY_MIN: Duration = Duration::from_secs(1);
+
+/// How long to wait before trying a busy far end again, given when it
+/// says a session there ends and what is `left` of the turn: its word,
+/// at most [`BUSY_WAIT_MAX`], if a try of [`BUSY_TRY_MIN`] still fits;
+/// `None`: give up (the failure is stored with the far end's reason).
+pub fn busy_wait(retry_after: Duration, left: Duration) -> Option<Duration> {
+    let wait = retry_after.min(BUSY_WAIT_MAX);
+    (wait + BUSY_TRY_MIN <= left).then_some(wait)
+}
+
 pub fn unix_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -403,11 +418,27 @@ impl Agent {
         self.counters().in_flight += 1;
         let me = self.clone();
         let t = target.clone();
+        let deadline = started + Duration::from_secs_f64(timeout_s);
+        let label = tc.name.clone();
         let spawned = std::thread::Builder::new()
             .name("agent-measure".into())
             .spawn(move || {
                 let _guard = guard;
-                let r = estimate(&t, &options, &mut |_| {});
+                let mut r = estimate(&t, &options, &mut |_| {});
+                // A busy far end says when a session there ends: try
+                // again then (or sooner) while the turn lasts, rather
+                // than overlap another site's measurement.
+                while let Some(wait) = r.as_ref().err().and_then(|e| {
+                    let after = tightlink_measure::busy_retry_after(e)?;
+                    busy_wait(after, deadline.saturating_duration_since(Instant::now()))
+                }) {
+                    (me.log)(&format!(
+                        "{label}: the far end is busy; trying again in {:.1} s",
+                        wait.as_secs_f64()
+                    ));
+                    std::thread::sleep(wait);
+                    r = estimate(&t, &options, &mut |_| {});
+                }
                 me.counters().in_flight -= 1;
                 let _ = tx.send(r);
             });
@@ -781,6 +812,18 @@ pub fn fresh_seed(t: &Target, rng: &mut Rng) -> (Target, Option<u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_far_end_is_tried_again_while_the_turn_lasts() {
+        let s = Duration::from_secs_f64;
+        // Its word when short, else the longest wait.
+        assert_eq!(busy_wait(s(0.5), s(10.0)), Some(s(0.5)));
+        assert_eq!(busy_wait(s(29.0), s(10.0)), Some(BUSY_WAIT_MAX));
+        // A try must still fit: 2 s of wait and 1 s of try in 3 s.
+        assert_eq!(busy_wait(s(29.0), s(3.0)), Some(s(2.0)));
+        assert_eq!(busy_wait(s(29.0), s(2.9)), None);
+        assert_eq!(busy_wait(s(0.2), s(1.1)), None);
+    }
 
     /// What `/metrics` answers now.
     fn metrics_of(agent: &Arc<Agent>) -> String {

@@ -183,6 +183,9 @@ pub enum ChannelError {
     Unreachable(String),
     /// The far end refused (its version, key, limits or abilities).
     Refused(String),
+    /// The far end is busy with other sessions: a session there is sure
+    /// to end within `retry_after_ms` (it may end sooner).
+    Busy { retry_after_ms: u64, reason: String },
     /// The far end or the path stayed silent past the timeout.
     TimedOut(String),
     /// The far end answered out of protocol.
@@ -201,7 +204,7 @@ impl ChannelError {
             | ChannelError::TraceDiverges { .. }
             | ChannelError::BadRequest(_) => K::BadInput,
             ChannelError::Unreachable(_) => K::Unreachable,
-            ChannelError::Refused(_) => K::Refused,
+            ChannelError::Refused(_) | ChannelError::Busy { .. } => K::Refused,
             ChannelError::TimedOut(_) => K::TimedOut,
             ChannelError::Protocol(_) => K::Protocol,
             ChannelError::Io(_) => K::Io,
@@ -230,6 +233,14 @@ impl fmt::Display for ChannelError {
             ChannelError::TraceDiverges { index, reason } => write!(
                 f,
                 "replayed trace diverges from the strategy at stream {index}: {reason}"
+            ),
+            ChannelError::Busy {
+                retry_after_ms,
+                reason,
+            } => write!(
+                f,
+                "{reason}; a session ends within {:.1} s",
+                *retry_after_ms as f64 / 1e3
             ),
             ChannelError::BadRequest(s)
             | ChannelError::Unreachable(s)

@@ -36,6 +36,25 @@ pub fn kind_of(e: &anyhow::Error) -> ErrorKind {
     e.chain().find_map(kind_of_one).unwrap_or(ErrorKind::Io)
 }
 
+/// A busy far end's word on when a session there is sure to be free
+/// (it may be sooner), from an error the library returned.
+pub fn busy_retry_after(e: &anyhow::Error) -> Option<std::time::Duration> {
+    e.chain().find_map(|c| {
+        let channel = c.downcast_ref::<ChannelError>().or_else(|| {
+            c.downcast_ref::<StrategyError>().and_then(|s| match s {
+                StrategyError::Channel(ch) => Some(ch),
+                _ => None,
+            })
+        })?;
+        match channel {
+            ChannelError::Busy { retry_after_ms, .. } => {
+                Some(std::time::Duration::from_millis(*retry_after_ms))
+            }
+            _ => None,
+        }
+    })
+}
+
 fn kind_of_one(e: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
     use tightlink_probe::capacity::UnknownCapacityMethod;
     use tightlink_probe::strategy::UnknownMethod;
@@ -72,6 +91,26 @@ fn kind_of_one(e: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_far_end_is_refused_with_its_wait() {
+        let busy = anyhow::Error::new(StrategyError::Channel(ChannelError::Busy {
+            retry_after_ms: 2500,
+            reason: "server busy: session limit reached".into(),
+        }))
+        .context("estimate toward 10.0.0.1");
+        assert_eq!(kind_of(&busy), ErrorKind::Refused);
+        assert_eq!(
+            busy_retry_after(&busy),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert_eq!(
+            format!("{busy:#}"),
+            "estimate toward 10.0.0.1: server busy: session limit reached; a session ends within 2.5 s"
+        );
+        let refused = anyhow::Error::new(ChannelError::Refused("wrong key".into()));
+        assert_eq!(busy_retry_after(&refused), None);
+    }
 
     #[test]
     fn kinds_are_read_through_the_causes() {

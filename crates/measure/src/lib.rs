@@ -91,7 +91,7 @@ pub mod text;
 pub mod transfer;
 
 pub use capacity::{capacity, CapacityOptions, CapacityResult};
-pub use error::{kind_of, BadInput, ErrorKind};
+pub use error::{busy_retry_after, kind_of, BadInput, ErrorKind};
 pub use estimate::{estimate, estimate_both, Capped, EstimateOptions, EstimateReport};
 pub use estimate_json::{BusyJson, EstimateJson, ShaperJson, SlowTrainsJson};
 pub use report::{BartUpdate, Cost, Event};

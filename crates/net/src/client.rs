@@ -202,6 +202,13 @@ pub(crate) fn open_session(
             limits,
         }),
         Message::Refused { reason } => Err(refused(&reason)),
+        Message::Busy {
+            retry_after_ms,
+            reason,
+        } => Err(ChannelError::Busy {
+            retry_after_ms: u64::from(retry_after_ms),
+            reason,
+        }),
         other => Err(ChannelError::Protocol(format!(
             "expected Accepted, got {other:?}"
         ))),

@@ -38,7 +38,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tightlink_wire::control::{Direction, Message, VERSION};
 use tightlink_wire::DropCounters;
@@ -47,7 +47,9 @@ use crate::udp::ProbeSocket;
 use crate::{auth, clock};
 
 pub use crate::ctl::MAX_STREAM_NS;
-use crate::server_session::{next_message, refuse, send, End, Opened, Outcome, Session, StreamAsk};
+use crate::server_session::{
+    busy, next_message, refuse, send, End, Opened, Outcome, Session, StreamAsk,
+};
 pub use crate::server_session::{ServerConfig, DEFAULT_PROBE_RCVBUF_BYTES};
 
 /// What the server has seen, for tests and logs.
@@ -72,6 +74,17 @@ struct OpenSessions {
     per_ip: HashMap<IpAddr, usize>,
     /// Sessions that proved the key.
     keyed: usize,
+    /// Each open session's address and the time limit it ends by: what
+    /// a busy answer says to wait for.
+    ends: Vec<(u64, IpAddr, Instant)>,
+    next_id: u64,
+}
+
+/// No session slot for a client now: why, and the longest it may wait.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NoSlot {
+    pub reason: String,
+    pub retry_after: Duration,
 }
 
 /// Connections accepted whose client has not finished its handshake,
@@ -127,14 +140,26 @@ impl ServerStats {
         }
     }
 
-    /// A session slot for a client at `ip` that has spoken, or why not.
+    /// A session slot for a client at `ip` that has spoken, or why not
+    /// and when one is sure to be free (the first of the sessions in its
+    /// way to reach its time limit).
     fn take_slot(
         self: &Arc<Self>,
         ip: IpAddr,
         keyed: bool,
         config: &ServerConfig,
-    ) -> Result<Slot, String> {
+    ) -> Result<Slot, NoSlot> {
         let mut m = self.open.lock().unwrap();
+        let now = Instant::now();
+        let first_end = |of_ip: Option<IpAddr>| {
+            m.ends
+                .iter()
+                .filter(|e| of_ip.is_none_or(|ip| e.1 == ip))
+                .map(|e| e.2.saturating_duration_since(now))
+                .min()
+                .unwrap_or(Duration::ZERO)
+                .max(Duration::from_millis(100))
+        };
         let total: usize = m.per_ip.values().sum();
         let here = m.per_ip.get(&ip).copied().unwrap_or(0);
         let reserved = if config.key.is_some() {
@@ -151,23 +176,43 @@ impl ServerStats {
             config.max_sessions.saturating_sub(reserved)
         };
         if total >= room {
-            return Err(if keyed || reserved == 0 {
-                "server busy: session limit reached, try again later".into()
-            } else {
-                "server busy: the free session slots are reserved for clients with the key, try again later".into()
+            return Err(NoSlot {
+                reason: if keyed || reserved == 0 {
+                    "server busy: session limit reached".into()
+                } else {
+                    "server busy: the free session slots are reserved for clients with the key"
+                        .into()
+                },
+                retry_after: first_end(None),
             });
         }
         if here >= config.max_sessions_per_ip {
-            return Err(format!(
-                "server busy: {here} sessions from {ip} already (the limit per address), try again later"
-            ));
+            return Err(NoSlot {
+                reason: format!(
+                    "server busy: {here} sessions from {ip} already (the limit per address)"
+                ),
+                retry_after: first_end(Some(ip)),
+            });
         }
         *m.per_ip.entry(ip).or_insert(0) += 1;
         m.keyed += usize::from(keyed);
+        let limits = if keyed {
+            config.keyed_limits
+        } else {
+            config.open_limits
+        };
+        let id = m.next_id;
+        m.next_id += 1;
+        // The handshake's and the close's time beside the session's own.
+        let ends_by = now
+            + Duration::from_millis(u64::from(limits.max_session_ms))
+            + config.handshake_timeout;
+        m.ends.push((id, ip, ends_by));
         Ok(Slot {
             stats: self.clone(),
             ip,
             keyed,
+            id,
         })
     }
 }
@@ -183,6 +228,7 @@ struct Slot {
     stats: Arc<ServerStats>,
     ip: IpAddr,
     keyed: bool,
+    id: u64,
 }
 
 impl Drop for Slot {
@@ -195,6 +241,7 @@ impl Drop for Slot {
             }
         }
         m.keyed -= usize::from(self.keyed);
+        m.ends.retain(|e| e.0 != self.id);
     }
 }
 
@@ -351,7 +398,7 @@ fn session(
         drop(pending);
         let _slot = stats
             .take_slot(peer.ip(), o.authenticated, config)
-            .map_err(End::Refuse)?;
+            .map_err(|b| End::Busy(b.reason, b.retry_after))?;
         let mut s = Session::accept(&conn, &mut w, peer, config, opened, o.authenticated)?;
         set_timeouts(&conn, config.idle_timeout)?;
         loop {
@@ -412,6 +459,7 @@ fn session(
     match result {
         Ok(()) => Ok(()),
         Err(End::Refuse(why)) => Err(refuse(&mut w, why)),
+        Err(End::Busy(why, after)) => Err(busy(&mut w, why, after)),
         Err(End::Fail(e)) => Err(e),
     }
 }
@@ -460,7 +508,8 @@ pub fn handshake_over(
             refuse(w, why.clone());
             Err(HandshakeError::Refused(why))
         }
-        Err(End::Fail(e)) => Err(HandshakeError::Failed(e)),
+        // The handshake alone takes no slot.
+        Err(End::Busy(why, _)) | Err(End::Fail(why)) => Err(HandshakeError::Failed(why)),
     }
 }
 

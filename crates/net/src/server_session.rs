@@ -118,6 +118,19 @@ pub(crate) fn refuse(w: &mut impl io::Write, reason: String) -> String {
     format!("refused: {reason}")
 }
 
+/// Sends `Busy` and returns it as the session's error.
+pub(crate) fn busy(w: &mut impl io::Write, reason: String, after: std::time::Duration) -> String {
+    let retry_after_ms = after.as_millis().min(u32::MAX as u128) as u32;
+    let _ = write_message(
+        w,
+        &Message::Busy {
+            retry_after_ms,
+            reason: reason.clone(),
+        },
+    );
+    format!("busy: {reason}; retry within {retry_after_ms} ms")
+}
+
 pub(crate) fn ctl<T>(r: Result<T, ControlError>) -> Result<T, String> {
     r.map_err(|e| match e {
         ControlError::Io(io)
@@ -139,6 +152,8 @@ pub(crate) fn ctl<T>(r: Result<T, ControlError>) -> Result<T, String> {
 /// (the connection broke; nothing more can be said).
 pub(crate) enum End {
     Refuse(String),
+    /// No session slot: why, and when one is sure to be free.
+    Busy(String, std::time::Duration),
     Fail(String),
 }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tightlink_core::channel::Channel;
+use tightlink_core::channel::{Channel, ChannelError};
 use tightlink_core::{analyze, AnalysisParams, Decision, Method, StreamKind};
 use tightlink_net::loopback::{channel, spawn_server};
 use tightlink_net::reflector::{Reflector, ReflectorConfig};
@@ -752,4 +752,57 @@ fn no_reflector_reverse_and_keys_are_clear_errors() {
         err.contains("give stamp:HOST for STAMP's authenticated mode"),
         "{err}"
     );
+}
+
+/// A server with no slot free says so, and when one is sure to be:
+/// within the open session's time limit (its handshake's time beside).
+/// Once that session closes, the next client is served.
+#[test]
+fn a_busy_server_says_when_to_come_back() {
+    let _turn = turn();
+    let (addr, _stats) = spawn_server(ServerConfig {
+        log: false,
+        max_sessions: 1,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut first = UdpChannel::connect(&addr.to_string(), &ClientOptions::default()).unwrap();
+    let limit_ms = u64::from(first.limits().max_session_ms);
+    let Err(e) = UdpChannel::connect(&addr.to_string(), &ClientOptions::default()) else {
+        panic!("a second session beside the one a server allows");
+    };
+    let ChannelError::Busy {
+        retry_after_ms,
+        reason,
+    } = &e
+    else {
+        panic!("{e}");
+    };
+    let handshake_ms = ServerConfig::default().handshake_timeout.as_millis() as u64;
+    assert!(
+        *retry_after_ms > limit_ms - 2_000 && *retry_after_ms <= limit_ms + handshake_ms,
+        "{retry_after_ms} ms for a session limit of {limit_ms} ms"
+    );
+    assert_eq!(reason, "server busy: session limit reached");
+    assert!(
+        e.to_string()
+            .starts_with("server busy: session limit reached; a session ends within"),
+        "{e}"
+    );
+    assert_eq!(e.kind(), tightlink_core::error::ErrorKind::Refused);
+    first.close_session().unwrap();
+    // The slot is given back as the session's thread ends.
+    let start = std::time::Instant::now();
+    loop {
+        match UdpChannel::connect(&addr.to_string(), &ClientOptions::default()) {
+            Ok(mut ch) => {
+                ch.close_session().unwrap();
+                break;
+            }
+            Err(ChannelError::Busy { .. }) if start.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
 }

@@ -14,6 +14,7 @@
 //!                                   <-     Challenge {version, nonce, key_required, limits}
 //! Open {direction, auth}            ->     (auth = HMAC-SHA256(key, nonce, direction))
 //!                                   <-     Accepted {session, udp_port, limits} | Refused
+//!                                          | Busy {retry_after_ms, reason}
 //! forward:  Forward {stream, ...}   ->     <- Ready; client sends UDP; StreamSent ->
 //!                                   <-     Records {receive stamps}...  (last = true)
 //!                                   <-     SocketDrops {stream, dropped}
@@ -40,14 +41,16 @@ use std::io::{self, Read, Write};
 use crate::{DropCounters, DropReason};
 
 pub const MAGIC: [u8; 4] = *b"TLCP";
-/// Version 4 of this protocol (a forward stream's records are followed by
-/// the server socket's drops over the stream, [`Message::SocketDrops`];
+/// Version 5 of this protocol (a server with no session slot free says
+/// when one will be, [`Message::Busy`]; version 4: a forward stream's
+/// records are followed by the server socket's drops over the stream,
+/// [`Message::SocketDrops`];
 /// version 3's reverse stream records added how late the server's send
 /// calls were, [`RecordKind::SendLag`]; version 2
 /// gave its kernel transmit stamps only; version 1 sent the probes in the
 /// RFC 5357 padding instead of the STAMP layout of [`crate::twamp`]); a
 /// server refuses any other.
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 /// Largest frame (type + body), either direction.
 pub const MAX_FRAME: usize = 65_536;
 /// Timestamp records per `Records` frame (8 bytes each).
@@ -586,6 +589,9 @@ messages! {
     /// full) while `stream` came in: probes the server's host lost, which
     /// the records show as lost.
     23 SocketDrops { stream: u32, dropped: u32 },
+    /// No session slot is free: one is sure to be within
+    /// `retry_after_ms` (a session's time limit); the connection closes.
+    24 Busy { retry_after_ms: u32, reason: String },
 }
 
 impl Message {
@@ -746,6 +752,10 @@ mod tests {
                 stream: 7,
                 dropped: u32::MAX,
             },
+            Message::Busy {
+                retry_after_ms: 29_500,
+                reason: "server busy: session limit reached".into(),
+            },
             Message::Close,
             Message::Bye { drops },
             Message::Credit {
@@ -812,7 +822,7 @@ mod tests {
         codes.dedup();
         assert_eq!(
             codes,
-            (1..=23).collect::<Vec<u8>>(),
+            (1..=24).collect::<Vec<u8>>(),
             "a message type has no sample"
         );
         for m in all {
@@ -826,11 +836,15 @@ mod tests {
             let mut out = Vec::new();
             m.emit(&mut out);
             let frame = &out[4..];
-            // Refused, Credit and Bye (with no drops) read to the end of
-            // the frame, so a shorter body is another valid message.
+            // Refused, Busy, Credit and Bye (with no drops) read to the
+            // end of the frame, so a shorter body is another valid message
+            // (Busy once its retry time is whole).
             let reads_to_end = matches!(
                 m,
-                Message::Refused { .. } | Message::Credit { .. } | Message::Close
+                Message::Refused { .. }
+                    | Message::Busy { .. }
+                    | Message::Credit { .. }
+                    | Message::Close
             );
             for cut in 1..frame.len() {
                 let r = Message::parse(&frame[..cut]);
@@ -866,7 +880,10 @@ mod tests {
                 // are not read) re-encodes differently.
                 if !matches!(
                     m,
-                    Message::Refused { .. } | Message::Bye { .. } | Message::Credit { .. }
+                    Message::Refused { .. }
+                        | Message::Busy { .. }
+                        | Message::Bye { .. }
+                        | Message::Credit { .. }
                 ) {
                     proptest::prop_assert_eq!(&out[4..], &frame[..]);
                 }
