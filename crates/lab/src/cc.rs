@@ -57,6 +57,10 @@ pub struct CcRun {
     /// lines, or where a line's status did not come): frames they dropped
     /// are this host's losses, not the path's.
     pub delay_line: Option<LineCounts>,
+    /// The delay lines fell over during this run and were started again
+    /// after it: what each had logged last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_restarted: Option<String>,
     pub error: Option<String>,
 }
 
@@ -94,7 +98,12 @@ pub fn summarise(scenario: &str, order: &[String], runs: &[CcRun]) -> Vec<CcSumm
     order
         .iter()
         .map(|c| {
-            let mine: Vec<&CcRun> = runs.iter().filter(|r| &r.controller == c).collect();
+            // A run whose delay line fell over measured this host, not
+            // the controller: it is listed, not summarised.
+            let mine: Vec<&CcRun> = runs
+                .iter()
+                .filter(|r| &r.controller == c && !r.delay_line.is_some_and(|d| d.fell_over()))
+                .collect();
             let med = |f: &dyn Fn(&CcRun) -> Option<f64>| {
                 let v: Vec<f64> = mine.iter().filter_map(|r| f(r)).collect();
                 median(&v)
@@ -160,7 +169,18 @@ pub fn cc(
     let mut runs = Vec::new();
     for run in 0..opts.repeat {
         for c in &opts.controllers {
-            let r = one_run(lab, opts, &sampler, c, run, &tcp_sink);
+            let mut r = one_run(lab, opts, &sampler, c, run, &tcp_sink);
+            // A delay line that fell over spoils every run after it:
+            // start it again (the run that saw it says so), or stop.
+            if r.delay_line.is_some_and(|d| d.fell_over()) {
+                let said = lab.restart_delay_lines(&opts.exe).map_err(|e| {
+                    err(format!(
+                        "{c} run {}: the delay line fell over and did not start again: {e}",
+                        run + 1
+                    ))
+                })?;
+                r.line_restarted = Some(said.join("; "));
+            }
             progress(&r);
             runs.push(r);
             // The queue drains between flows.
@@ -197,6 +217,7 @@ fn one_run(
         loss: None,
         rtt_ms: None,
         delay_line: None,
+        line_restarted: None,
         error: None,
     };
     let mut cmd: Command = in_ns(lab, "snd", &opts.exe);
@@ -279,6 +300,7 @@ mod tests {
             loss: Some(loss),
             rtt_ms: None,
             delay_line: None,
+            line_restarted: None,
             error: None,
         }
     }
@@ -307,5 +329,29 @@ mod tests {
         assert_eq!(s[0].median_loss, Some(0.01));
         assert_eq!(s[1].median_share, Some(0.5));
         assert_eq!(s[1].median_rtt_ms, None);
+    }
+
+    /// A delay line that dropped a twentieth of what reached it (or all)
+    /// fell over; a few frames late does not. Its run is left out.
+    #[test]
+    fn a_run_whose_delay_line_fell_over_is_left_out() {
+        let line = |forwarded, dropped, dropped_back| LineCounts {
+            forwarded,
+            late: 0,
+            dropped,
+            dropped_back,
+        };
+        assert!(!line(200_000, 29, 7).fell_over());
+        assert!(!line(19_000, 1_000, 0).fell_over()); // exactly 5 %
+        assert!(line(19_000, 1_001, 0).fell_over());
+        assert!(line(8_437, 14_301, 0).fell_over());
+        assert!(line(0, 14_462, 0).fell_over());
+        assert!(line(0, 0, 3).fell_over());
+        assert!(!line(0, 0, 0).fell_over());
+        let mut spoiled = run("cubic", 0.003, 0.0);
+        spoiled.delay_line = Some(line(8_437, 14_301, 0));
+        let runs = vec![run("cubic", 0.9, 0.01), spoiled];
+        let s = summarise("x", &["cubic".into()], &runs);
+        assert_eq!((s[0].runs, s[0].median_share), (1, Some(0.9)));
     }
 }

@@ -357,11 +357,13 @@ pub fn run(
     let port_b = Arc::new(open_port(b)?);
     let counters = Arc::new(Counters::default());
     let mut threads = Vec::new();
+    let mut queues = Vec::new();
     for (dir, from, to, name) in [
         (0, &port_a, &port_b, format!("{a} -> {b}")),
         (1, &port_b, &port_a, format!("{b} -> {a}")),
     ] {
         let queued = Arc::new(AtomicUsize::new(0));
+        queues.push((name.clone(), Arc::clone(&queued)));
         let (tx, rx) = mpsc::channel();
         let (from, c, q) = (Arc::clone(from), Arc::clone(&counters), Arc::clone(&queued));
         let seed = spec.seed.wrapping_add(dir);
@@ -382,12 +384,28 @@ pub fn run(
         threads.push((format!("writing {name}"), writer));
     }
     ready();
+    let mut stalls = [Stall::default(), Stall::default()];
     loop {
         std::thread::sleep(Duration::from_secs(1));
-        for (port, side) in [(&port_a, &counters.a_to_b), (&port_b, &counters.b_to_a)] {
+        let sides = [(&port_a, &counters.a_to_b), (&port_b, &counters.b_to_a)];
+        for (((port, side), stall), (name, queued)) in
+            sides.into_iter().zip(&mut stalls).zip(&queues)
+        {
             // Reading resets the kernel's counter: add it up here.
             if let Ok((_, drops)) = statistics(port.as_raw_fd()) {
                 side.socket_drops.fetch_add(drops, Ordering::Relaxed);
+            }
+            let queued = queued.load(Ordering::Relaxed);
+            if stall.tick(side, queued) >= STALL_SECONDS {
+                status(&counters);
+                // The lab starts a line that stopped again, and shows
+                // this line as the reason.
+                return Err(io::Error::other(format!(
+                    "{name}: nothing forwarded for {STALL_SECONDS} s while frames came ({queued} bytes queued, {} dropped by the socket, {} dropped late, {} dropped with the queue full); stopping",
+                    side.socket_drops.load(Ordering::Relaxed),
+                    side.dropped_late.load(Ordering::Relaxed),
+                    side.dropped_queue_full.load(Ordering::Relaxed),
+                )));
             }
         }
         status(&counters);
@@ -399,6 +417,36 @@ pub fn run(
                 Err(_) => Err(io::Error::other(format!("{what}: thread panicked"))),
             };
         }
+    }
+}
+
+/// Seconds a direction may forward nothing while frames come before the
+/// line gives up (a working line forwards within its delay).
+const STALL_SECONDS: u32 = 3;
+
+/// A direction's progress, read once a second: how many seconds in a row
+/// it forwarded nothing while frames came to it (queued or dropped).
+#[derive(Debug, Default)]
+struct Stall {
+    forwarded: u64,
+    dropped: u64,
+    seconds: u32,
+}
+
+impl Stall {
+    fn tick(&mut self, side: &DirectionCounters, queued_bytes: usize) -> u32 {
+        let forwarded = side.forwarded_packets.load(Ordering::Relaxed);
+        let dropped = side.socket_drops.load(Ordering::Relaxed)
+            + side.dropped_late.load(Ordering::Relaxed)
+            + side.dropped_queue_full.load(Ordering::Relaxed);
+        let came = queued_bytes > 0 || dropped > self.dropped;
+        self.seconds = if forwarded == self.forwarded && came {
+            self.seconds + 1
+        } else {
+            0
+        };
+        (self.forwarded, self.dropped) = (forwarded, dropped);
+        self.seconds
     }
 }
 
@@ -515,6 +563,23 @@ pub fn measure_one_way(lab: &Lab, count: usize, gap: Duration) -> io::Result<One
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seconds with frames coming and none forwarded count up; a frame
+    /// forwarded, or a quiet second, starts again from zero.
+    #[test]
+    fn a_stall_is_counted_by_hand() {
+        let side = DirectionCounters::default();
+        let mut stall = Stall::default();
+        assert_eq!(stall.tick(&side, 0), 0); // quiet
+        assert_eq!(stall.tick(&side, 3000), 1); // queued, nothing sent
+        side.socket_drops.fetch_add(10, Ordering::Relaxed);
+        assert_eq!(stall.tick(&side, 0), 2); // dropped, nothing sent
+        side.dropped_late.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(stall.tick(&side, 1500), 3);
+        side.forwarded_packets.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(stall.tick(&side, 1500), 0); // it moved
+        assert_eq!(stall.tick(&side, 0), 0); // quiet again
+    }
 
     /// A frame stamped 30 us before it was read leaves 15 ms after the
     /// stamp, on the monotonic clock: 1_000_000 - 30_000 + 15_000_000.

@@ -852,6 +852,15 @@ pub struct LineCounts {
 }
 
 impl LineCounts {
+    /// The lines fell over: more than a twentieth of the frames that
+    /// reached them either way dropped (a working line drops a few in ten
+    /// thousand when this host is busiest), or some dropped and none
+    /// went through.
+    pub fn fell_over(&self) -> bool {
+        let dropped = self.dropped + self.dropped_back;
+        dropped * 20 > self.forwarded + dropped || (dropped > 0 && self.forwarded == 0)
+    }
+
     /// What happened between `before` and these.
     pub fn since(self, before: LineCounts) -> LineCounts {
         LineCounts {

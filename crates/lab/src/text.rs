@@ -289,7 +289,9 @@ pub fn cc_progress_line(run: &CcRun) -> String {
         run.error
             .as_ref()
             .map_or(String::new(), |e| format!(" ({e})"))
-    )
+    ) + &run.line_restarted.as_ref().map_or(String::new(), |said| {
+        format!("; the delay line fell over: this run is left out of the table, and the line was started again (it had logged: {said})")
+    })
 }
 
 impl Display for CcReport {

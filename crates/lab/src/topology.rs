@@ -481,6 +481,54 @@ impl Lab {
         })
     }
 
+    /// Stops every delay line of this lab and starts it again (a line
+    /// that fell over: its counters start again from zero); what each
+    /// had logged last, for the reason.
+    pub fn restart_delay_lines(&self, exe: &Path) -> Result<Vec<String>, LabError> {
+        let mut said = Vec::new();
+        for k in 0..self.scenario.hops.len() {
+            let Some(ns) = self.delay_line(k) else {
+                continue;
+            };
+            let log = Self::delay_status_path(&ns).with_extension("log");
+            let last = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .last()
+                .unwrap_or("")
+                .to_string();
+            said.push(format!(
+                "{ns}: {}",
+                if last.is_empty() {
+                    "(nothing logged)"
+                } else {
+                    &last
+                }
+            ));
+            let pids = Command::new("ip")
+                .args(["netns", "pids", &ns])
+                .output()
+                .map_err(|e| LabError::Command(format!("ip netns pids {ns}: {e}")))?;
+            for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+                if let Ok(pid) = pid.parse::<i32>() {
+                    // SAFETY: a signal to a process of this lab's namespace.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            // Its sockets close as it dies; the new line binds its own.
+            let gone_by = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            while std::time::Instant::now() < gone_by {
+                let left = Command::new("ip").args(["netns", "pids", &ns]).output();
+                if left.is_ok_and(|o| o.stdout.iter().all(u8::is_ascii_whitespace)) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            self.start_delay_line(k, exe)?;
+        }
+        Ok(said)
+    }
+
     /// Starts hop `k`'s delay line (if it has one) as a daemon and waits
     /// for its "ready" line: after that no frame is lost to a socket not
     /// yet bound.
