@@ -53,7 +53,8 @@ stage="$PWD/target/dist-stage/tightlink-$version-x86_64-linux"
 rm -rf "$stage" && mkdir -p "$stage"
 cp "$bin" README.md "$stage/"
 cp -r "$assets/man" "$assets/completions" "$assets/systemd" "$stage/"
-cp deploy/agent.toml deploy/prometheus.yml deploy/grafana-dashboard.json "$stage/"
+cp deploy/agent.toml deploy/prometheus.yml deploy/grafana-dashboard.json \
+  deploy/mesh.toml deploy/prometheus-mesh.yml deploy/grafana-mesh-dashboard.json "$stage/"
 tar -C "$(dirname "$stage")" -czf "$out/tightlink-$version-x86_64-linux.tar.gz" "$(basename "$stage")"
 
 step "Debian package (cargo-deb)"
