@@ -658,6 +658,7 @@ fn transfer(
             ..RealOptions::default()
         },
         sim_rtt_ns: seconds("rtt_s", rtt_s, 0.0)?,
+        sim_packet_bytes: tightlink_measure::transfer::SIM_PACKET_BYTES,
         seed,
     };
     let mut failed: Option<PyErr> = None;

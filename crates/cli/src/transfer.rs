@@ -56,6 +56,10 @@ pub struct TransferArgs {
     /// The simulated path's round-trip time.
     #[arg(long, default_value = "30ms")]
     pub rtt: String,
+    /// The simulated flow's packets, bytes on the wire (576-9000; 1514
+    /// to compare with a kernel TCP flow on a 1500-byte MTU).
+    #[arg(long, default_value_t = tightlink_measure::transfer::SIM_PACKET_BYTES)]
+    pub packet_bytes: u32,
     /// Seed of the data bytes (and of nothing else).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -116,6 +120,7 @@ impl TransferArgs {
             interval_ns: (interval_s * 1e9) as i64,
             real: real_options(self.reverse, &self.key_file, &self.max_rate, "udp")?,
             sim_rtt_ns,
+            sim_packet_bytes: self.packet_bytes,
             seed: self.seed,
         })
     }

@@ -871,4 +871,39 @@ fn window_controllers_transfer_on_the_simulated_path_only() {
         err.contains("--cc vegas: expected rapid, rapid-raw, bbe or newreno"),
         "{err}"
     );
+    // A loss-limited NewReno's rate goes with its packet size (Mathis:
+    // 1.22 MSS / (RTT sqrt(p))): about six times less at 1514 bytes.
+    let o = tightlink(&[
+        "transfer",
+        path,
+        "--cc",
+        "newreno",
+        "--time",
+        "5s",
+        "--json",
+        "--packet-bytes",
+        "1514",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let small = v["goodput_bps"].as_f64().unwrap();
+    assert!(
+        small < goodput[1] / 2.0,
+        "1514: {small}, 9000: {}",
+        goodput[1]
+    );
+    for (args, says) in [
+        (
+            &["transfer", "--packet-bytes", "100"][..],
+            "packet size 100 bytes: a simulated flow's packets take 576-9000 bytes",
+        ),
+        (
+            &["transfer", "127.0.0.1:9", "--packet-bytes", "1514"][..],
+            "--packet-bytes: the simulated flow's",
+        ),
+    ] {
+        let o = tightlink(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
 }

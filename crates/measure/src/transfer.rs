@@ -61,8 +61,18 @@ pub struct TransferOptions {
     pub real: RealOptions,
     /// Round trip of the simulated path (its hops carry no propagation).
     pub sim_rtt_ns: i64,
+    /// The simulated flow's packets, bytes on the wire
+    /// ([`SIM_PACKET_BYTES`] unless set; a kernel TCP flow on a
+    /// 1500-byte MTU sends 1514).
+    pub sim_packet_bytes: u32,
     pub seed: u64,
 }
+
+/// The simulated flow's packet size by default: jumbo frames, as the
+/// BASS paper's 10 Gbit/s flows.
+pub const SIM_PACKET_BYTES: u32 = 9000;
+/// The sizes a simulated flow may take.
+pub const SIM_PACKET_RANGE: std::ops::RangeInclusive<u32> = 576..=9000;
 
 impl Default for TransferOptions {
     fn default() -> Self {
@@ -73,6 +83,7 @@ impl Default for TransferOptions {
             interval_ns: 500_000_000,
             real: RealOptions::default(),
             sim_rtt_ns: 30_000_000,
+            sim_packet_bytes: SIM_PACKET_BYTES,
             seed: 1,
         }
     }
@@ -159,6 +170,9 @@ pub fn transfer(
             opts.real.check_for(target)?;
             sim_transfer(text, spec, opts, on_event)
         }
+        Target::Server { .. } if opts.sim_packet_bytes != SIM_PACKET_BYTES => bad_input!(
+            "--packet-bytes: the simulated flow's; a transfer to a server sends what the path's MTU carries"
+        ),
         Target::Server { host } => {
             let Controller::Rapid(estimator) = opts.cc else {
                 bad_input!(
@@ -249,7 +263,15 @@ fn sim_transfer(
     opts: &TransferOptions,
     on_event: &mut dyn FnMut(TransferEvent),
 ) -> Result<TransferReport> {
-    const PACKET_BYTES: u32 = 9000;
+    if !SIM_PACKET_RANGE.contains(&opts.sim_packet_bytes) {
+        crate::bad_input!(
+            "packet size {} bytes: a simulated flow's packets take {}-{} bytes",
+            opts.sim_packet_bytes,
+            SIM_PACKET_RANGE.start(),
+            SIM_PACKET_RANGE.end()
+        );
+    }
+    let packet_bytes = opts.sim_packet_bytes;
     let link_bps = spec.hops.first().map_or(10e9, |h| h.hop.sustained_bps());
     let max_bps = opts.real.max_rate_bps.unwrap_or(link_bps).min(link_bps);
     let duration_ns = match (opts.duration_ns, opts.bytes) {
@@ -265,13 +287,13 @@ fn sim_transfer(
         rtt_ns: opts.sim_rtt_ns as f64,
         duration_ns,
         bin_ns: opts.interval_ns.max(1_000_000) as f64,
-        packet_bytes: PACKET_BYTES,
+        packet_bytes,
     };
     let mut rapid = match opts.cc {
-        Controller::Rapid(e) => Some(RapidFlow::new(RapidParams::paper(max_bps, PACKET_BYTES, e))),
+        Controller::Rapid(e) => Some(RapidFlow::new(RapidParams::paper(max_bps, packet_bytes, e))),
         _ => None,
     };
-    let (mut bbe, mut reno) = (BbeFlow::new(PACKET_BYTES), NewReno::new(PACKET_BYTES));
+    let (mut bbe, mut reno) = (BbeFlow::new(packet_bytes), NewReno::new(packet_bytes));
     let ctl: &mut dyn FlowController = match (&mut rapid, opts.cc) {
         (Some(r), _) => r,
         (None, Controller::Bbe) => &mut bbe,
@@ -335,7 +357,7 @@ fn sim_transfer(
         available_bps: available,
         sent_packets: r.sent_packets,
         lost_packets: r.lost_packets,
-        retransmitted_bytes: r.reported_losses * PACKET_BYTES as u64,
+        retransmitted_bytes: r.reported_losses * u64::from(packet_bytes),
         streams: updates.len() as u64,
         rtt_min_ms: Some(opts.sim_rtt_ns as f64 / 1e6),
         rtt_median_ms: Some((opts.sim_rtt_ns as f64 + r.queue_delay_median_ns) / 1e6),
