@@ -204,3 +204,72 @@ impl Agent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Origin, Store};
+    use tightlink_measure::Target;
+
+    fn get(agent: &Arc<Agent>, path: &str, query: &[(&str, &str)]) -> Response {
+        agent.handle(&Request {
+            method: "GET".into(),
+            path: path.into(),
+            query: query
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            headers: Vec::new(),
+            peer: "127.0.0.1:1".parse().unwrap(),
+        })
+    }
+
+    /// An agent in no mesh says so at /mesh and /mesh.json; /history
+    /// shows a configured target's answers (here one failure) and no
+    /// other name, and wants exactly `?target=`.
+    #[test]
+    fn the_pages_answer_by_hand() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let sim = Target::parse("sim:").unwrap();
+        let o = Origin {
+            name: "a",
+            target: &sim,
+            method: "auto",
+            origin: "schedule",
+            started_unix_ns: unix_ns(),
+            wall_s: 0.1,
+            seed: None,
+        };
+        let row = Row::failure(&o, "x", tightlink_measure::ErrorKind::Unreachable);
+        Store::open(&db).unwrap().insert(&row).unwrap();
+        let file = dir.path().join("agent.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "database = {:?}\n[[target]]\nname = \"a\"\ntarget = \"sim:\"\n",
+                db.display()
+            ),
+        )
+        .unwrap();
+        let config = crate::config::load(Some(&file), &Default::default()).unwrap();
+        let agent = Agent::new(config, Arc::new(|_: &str| {})).unwrap();
+        for path in ["/mesh", "/mesh.json"] {
+            let r = get(&agent, path, &[]);
+            assert_eq!(r.status, 404, "{path}");
+            assert!(r.body.contains("in no mesh"), "{}", r.body);
+        }
+        let r = get(&agent, "/history", &[("target", "a")]);
+        assert_eq!(
+            (r.status, r.content_type),
+            (200, "text/html; charset=utf-8")
+        );
+        assert!(r.body.contains("No answer stored; 1 failed."), "{}", r.body);
+        assert_eq!(get(&agent, "/history", &[("target", "b")]).status, 404);
+        assert_eq!(get(&agent, "/history", &[]).status, 400);
+        assert_eq!(
+            get(&agent, "/history", &[("target", "a"), ("x", "1")]).status,
+            400
+        );
+    }
+}
