@@ -827,15 +827,7 @@ mod tests {
 
     /// What `/metrics` answers now.
     fn metrics_of(agent: &Arc<Agent>) -> String {
-        agent
-            .handle(&Request {
-                method: "GET".into(),
-                path: "/metrics".into(),
-                query: Vec::new(),
-                headers: Vec::new(),
-                peer: "127.0.0.1:1".parse().unwrap(),
-            })
-            .body
+        agent.handle(&Request::get("/metrics", &[])).body
     }
 
     /// A history with results of targets `a` (sim:, auto and multirate),

@@ -623,11 +623,7 @@ fn mesh_targets(
                 &format!(
                     "site '{site}' is not in the mesh {} (sites: {})",
                     path.display(),
-                    mesh.sites
-                        .iter()
-                        .map(|s| s.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    mesh.site_names()
                 )
             )
         );

@@ -28,6 +28,21 @@ pub struct Request {
 }
 
 impl Request {
+    /// A GET of `path` with `query` from a loopback peer, for tests.
+    #[cfg(test)]
+    pub(crate) fn get(path: &str, query: &[(&str, &str)]) -> Request {
+        Request {
+            method: "GET".into(),
+            path: path.into(),
+            query: query
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            headers: Vec::new(),
+            peer: "127.0.0.1:1".parse().unwrap(),
+        }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()

@@ -94,6 +94,12 @@ pub struct Site {
 }
 
 impl Mesh {
+    /// The sites' names, `ams, fra, nyc`: what errors list.
+    pub fn site_names(&self) -> String {
+        let names: Vec<&str> = self.sites.iter().map(|s| s.name.as_str()).collect();
+        names.join(", ")
+    }
+
     /// The capacity of the path from site `from` to site `to`, as far as
     /// the file says.
     pub fn path_capacity_bps(&self, from: usize, to: usize) -> Option<f64> {

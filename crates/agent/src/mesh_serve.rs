@@ -212,16 +212,7 @@ mod tests {
     use tightlink_measure::Target;
 
     fn get(agent: &Arc<Agent>, path: &str, query: &[(&str, &str)]) -> Response {
-        agent.handle(&Request {
-            method: "GET".into(),
-            path: path.into(),
-            query: query
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            headers: Vec::new(),
-            peer: "127.0.0.1:1".parse().unwrap(),
-        })
+        agent.handle(&Request::get(path, query))
     }
 
     /// An agent in no mesh says so at /mesh and /mesh.json; /history

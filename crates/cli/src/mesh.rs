@@ -68,11 +68,7 @@ pub fn run(args: MeshArgs) -> Result<()> {
             None => tightlink_measure::bad_input!(
                 "--site {name}: no such site in {} (sites: {})",
                 file.display(),
-                mesh.sites
-                    .iter()
-                    .map(|s| s.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                mesh.site_names()
             ),
         },
     };
