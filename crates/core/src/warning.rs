@@ -30,6 +30,8 @@ pub enum WarningCode {
     WholeAtTop,
     /// Shaper trains came out slower than the answer.
     SlowTrains,
+    /// A queue stood under nearly every one of the trend tests' streams.
+    StandingQueue,
     /// Why no stream could be used.
     Unusable,
     /// Streams lost probes even at their lowest rates.
@@ -92,7 +94,7 @@ pub enum WarningCode {
 }
 
 impl WarningCode {
-    pub const ALL: [WarningCode; 37] = [
+    pub const ALL: [WarningCode; 38] = [
         WarningCode::Swing,
         WarningCode::Burst,
         WarningCode::Pause,
@@ -103,6 +105,7 @@ impl WarningCode {
         WarningCode::Shaper,
         WarningCode::WholeAtTop,
         WarningCode::SlowTrains,
+        WarningCode::StandingQueue,
         WarningCode::Unusable,
         WarningCode::LossAtLowestRates,
         WarningCode::ReceiverDrops,
@@ -145,6 +148,7 @@ impl WarningCode {
             WarningCode::Shaper => "shaper",
             WarningCode::WholeAtTop => "whole-at-top",
             WarningCode::SlowTrains => "slow-trains",
+            WarningCode::StandingQueue => "standing-queue",
             WarningCode::Unusable => "unusable",
             WarningCode::LossAtLowestRates => "loss-at-lowest-rates",
             WarningCode::ReceiverDrops => "receiver-drops",

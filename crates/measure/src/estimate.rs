@@ -313,6 +313,7 @@ fn stream_warnings(
         (WarningCode::Shaper, shaper_warning(estimate)),
         (WarningCode::WholeAtTop, whole_at_top_warning(estimate)),
         (WarningCode::SlowTrains, slow_trains_warning(estimate)),
+        (WarningCode::StandingQueue, standing_queue_warning(estimate)),
     ]);
     if matches!(estimate.stop, Stop::NoUsableStream | Stop::NoUsableAdrTrain) {
         warnings.push((
@@ -477,6 +478,22 @@ pub fn whole_at_top_warning(e: &Report) -> Option<String> {
         bytes / 1e3,
         0.1 * bytes / 1e3,
         format_rate(0.9 * e.available_bandwidth_bps),
+    ))
+}
+
+/// Pathload's fleets over a queue that stood under nearly every stream:
+/// why there is no answer.
+pub fn standing_queue_warning(e: &Report) -> Option<String> {
+    let q = e.standing_queue?;
+    Some(format!(
+        "a queue stood under {} of {} streams (their median delay {:.2} ms above the \
+         empty path's, at every rate tried): cross traffic that fills the buffer whatever \
+         the probes' rate, as a TCP flow with data to send does; the trend tests read a \
+         full queue as no trend, so their search cannot say what such traffic leaves \
+         free (no answer; `multirate` reads a queue's growth with the rate)",
+        q.stood,
+        q.streams,
+        q.median_depth_ns / 1e6,
     ))
 }
 
@@ -1117,6 +1134,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_standing_queue_says_why_there_is_no_answer() {
+        let mut r = report(107e6, Bound::None, 200e6);
+        assert_eq!(standing_queue_warning(&r.estimate), None);
+        r.estimate.standing_queue = Some(tightlink_core::decision::standing::StandingQueue {
+            stood: 42,
+            streams: 43,
+            median_depth_ns: 2_560_000.0,
+        });
+        let w = standing_queue_warning(&r.estimate).unwrap();
+        for part in ["42 of 43 streams", "2.56 ms", "no answer"] {
+            assert!(w.contains(part), "{part}: {w}");
+        }
+    }
+
     /// A search that stopped `swings`: streams met congestion down to 0
     /// and room up to 5.8 Gbit/s or more, and their decisions put the
     /// mean of what they met between 2.4 and 8.9 (the range): the warning
@@ -1207,6 +1239,7 @@ mod tests {
                 slow_trains: None,
                 swung_bps: None,
                 busy: None,
+                standing_queue: None,
             },
             rate_layer: "x",
             host: Some(HostFindings {

@@ -13,6 +13,7 @@ pub mod multirate;
 pub mod prcmt;
 pub mod queue_fit;
 pub mod spruce;
+pub mod standing;
 pub mod topp;
 pub mod trend;
 

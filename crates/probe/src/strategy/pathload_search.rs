@@ -9,10 +9,18 @@
 //! final range (the grey region when there is one), and the range it
 //! reports runs from Rmin to Rmax, the rates whose fleets bracketed it. The trend test is Pathload's own or IMR's (`imr-avg`,
 //! `imr-wavelet`). Fleets are 6 streams of 100 packets (Pathload: 12).
+//!
+//! Where a queue stood under nearly every stream at or under the answer
+//! (`decision::standing`: cross traffic that fills the buffer whatever
+//! the probes' rate), the fleets' "no trend" says nothing of the
+//! available bandwidth: the answer is none, with what the streams met.
 
 use super::prcmt_search::measure_adr;
 use super::session::Method as Strategy;
 use super::session::{single_rate_request, Report, Session, Stop, StrategyError};
+use tightlink_core::decision::standing::{
+    delay_level, depth_threshold_ns, empty_path_ns, standing_queue,
+};
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, StreamKind};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,9 +76,11 @@ pub fn run(
     analysis: &AnalysisParams,
 ) -> Result<Report, StrategyError> {
     let name = Strategy::of_per_stream(p.method).unwrap_or(Strategy::Pathload);
-    let Some(adr) = measure_adr(s, p.size_bytes, 100, 0, analysis)?.map(|a| a.bps) else {
+    let Some(train) = measure_adr(s, p.size_bytes, 100, 0, analysis)? else {
         return Ok(s.report(name, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
     };
+    let adr = train.bps;
+    let mut levels = Vec::new();
     let res = p.resolution * adr;
     let (mut rmin, mut rmax) = (0.0f64, adr);
     let mut grey: Option<(f64, f64)> = None;
@@ -87,6 +97,7 @@ pub fn run(
         let (mut inc, mut no) = (0, 0);
         for _ in 0..p.fleet {
             let st = s.send(&single_rate_request(rate, p.stream_len, p.size_bytes))?;
+            levels.extend(delay_level(&st).map(|l| (rate, l)));
             match analyze(&st, StreamKind::SingleRate, p.method, analysis).decision {
                 Some(Decision::Above) => inc += 1,
                 Some(Decision::Below) => no += 1,
@@ -158,5 +169,128 @@ pub fn run(
         Bound::Exact => (lo.min(rmin), hi.max(rmax)),
         _ => (lo, hi),
     };
+    let depth_ns = depth_threshold_ns(p.size_bytes, adr, train.batch_interval_ns);
+    // The ADR train went first, before any fleet filled a queue.
+    let empty_ns = empty_path_ns(s.streams().iter().filter_map(delay_level));
+    // The streams at or under the answer are the ones that said there was
+    // room; those above it are meant to build a queue.
+    let under: Vec<_> = levels
+        .iter()
+        .filter(|(rate, _)| *rate <= value)
+        .map(|&(_, l)| l)
+        .collect();
+    let standing = standing_queue(&under, empty_ns.unwrap_or(0), depth_ns);
+    if standing.held_throughout() {
+        let mut r = s.report(name, value, Bound::None, low, high, stop);
+        r.standing_queue = Some(standing);
+        return Ok(r);
+    }
     Ok(s.report(name, value, bound, low, high, stop))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Budget;
+    use tightlink_core::channel::{Channel, ChannelError, ChannelInfo, Probed, StreamRequest};
+    use tightlink_core::ProbeStream;
+
+    /// A 1 Gbit/s link with `free` of it available. Streams below `free`
+    /// meet an empty queue (1 ms of path); above it, a queue that grows
+    /// with the excess, as under constant-rate cross traffic. With
+    /// `standing`, a flow that fills the buffer keeps 2-3 ms of queue
+    /// under every stream whatever its rate, in a sawtooth with no trend,
+    /// as a TCP flow with data to send does.
+    struct Link {
+        free_bps: f64,
+        standing: bool,
+        now_ns: i64,
+    }
+
+    impl Channel for Link {
+        fn probe(&mut self, req: &StreamRequest) -> Result<Probed, ChannelError> {
+            let n = req.offsets_ns.len();
+            let size = req.sizes[0];
+            let span_ns = (req.offsets_ns[n - 1] - req.offsets_ns[0]) as f64;
+            let r = 8.0 * size as f64 * 1e9 * (n - 1) as f64 / span_ns.max(1.0);
+            let send: Vec<i64> = req.offsets_ns.iter().map(|o| self.now_ns + o).collect();
+            let service_ns = 8.0 * size as f64 * 1e9 / 1e9;
+            let recv: Vec<Option<i64>> = (0..n)
+                .map(|i| {
+                    // In `standing`, the first stream (the train that
+                    // sets the search's range) came before the flow
+                    // filled the buffer.
+                    let queue_ns = if self.standing && self.now_ns > 0 {
+                        2e6 + 1e6 * ((i % 25) as f64 / 25.0)
+                    } else if r > self.free_bps {
+                        // The excess stays behind: each packet waits for
+                        // what came before it beyond the free rate.
+                        i as f64 * service_ns * (1.0 - self.free_bps / r)
+                    } else {
+                        0.0
+                    };
+                    Some(send[i] + 1_000_000 + queue_ns as i64)
+                })
+                .collect();
+            self.now_ns += span_ns as i64 + 20_000_000;
+            Ok(Probed::on_time(
+                ProbeStream::from_times(0, size, &send, &recv),
+                None,
+            ))
+        }
+        fn info(&self) -> ChannelInfo {
+            ChannelInfo {
+                description: "a link".into(),
+                max_rate_bps: 1e9,
+                probe_size_bytes: None,
+                byte_limit: None,
+                stream_packet_limit: None,
+                stream_span_limit_ns: None,
+            }
+        }
+        fn elapsed_ns(&self) -> i64 {
+            self.now_ns
+        }
+    }
+
+    fn search(standing: bool) -> Report {
+        let mut link = Link {
+            free_bps: 400e6,
+            standing,
+            now_ns: 0,
+        };
+        let mut progress = |_: f64| {};
+        let mut s = Session::start(&mut link, Budget::default(), &mut progress).unwrap();
+        run(
+            &mut s,
+            PathloadSearchParams::default(),
+            &AnalysisParams::default(),
+        )
+        .unwrap()
+    }
+
+    /// 400 of 1000 Mbit/s free and no standing queue: the search brackets
+    /// 400 to its 2 % resolution of the 1 Gbit/s train rate.
+    #[test]
+    fn a_free_path_is_bracketed() {
+        let r = search(false);
+        assert_eq!(r.bound, Bound::Exact, "{r:?}");
+        assert!((r.available_bandwidth_bps - 400e6).abs() < 20e6, "{r:?}");
+        assert!(r.low_bps <= 400e6 && r.high_bps >= 400e6, "{r:?}");
+        assert_eq!(r.standing_queue, None);
+    }
+
+    /// The same path under a queue that stood under every stream: the
+    /// trend tests saw no trend at any rate, and the search would have
+    /// answered the train's rate; it answers none and says why.
+    #[test]
+    fn a_queue_that_stood_under_every_stream_gives_no_answer() {
+        let r = search(true);
+        assert_eq!(r.bound, Bound::None, "{r:?}");
+        let q = r.standing_queue.expect("the queue stood");
+        assert_eq!(q.stood, q.streams, "{q:?}");
+        assert!(q.streams >= 12, "{q:?}");
+        // Medians of 2-3 ms of queue: 2.48 ms.
+        assert!((q.median_depth_ns - 2.48e6).abs() < 0.05e6, "{q:?}");
+    }
 }

@@ -190,6 +190,10 @@ pub struct Report {
     /// of the time: what they found (the answer is then the idle rate
     /// times the idle share).
     pub busy: Option<BusyWatch>,
+    /// Where a queue stood under (nearly) every stream of Pathload's
+    /// fleets: how many stood, and how deep. The trend tests read a full
+    /// queue as no trend, so the search's answer is none.
+    pub standing_queue: Option<tightlink_core::decision::standing::StandingQueue>,
 }
 
 /// Two back-to-back trains at one rate whose tails both arrived at
@@ -412,6 +416,11 @@ impl<'a> Session<'a> {
         self.truths.extend(truth);
     }
 
+    /// The streams kept so far, in the order sent.
+    pub fn streams(&self) -> &[ProbeStream] {
+        &self.streams
+    }
+
     /// Sends `request` and keeps what came back; a stream a host spoiled
     /// ([`tightlink_core::channel::Probed::spoiled_by_host`]) goes again while [`Resends::allowed`]
     /// (its bytes count, the stream does not).
@@ -504,6 +513,7 @@ impl<'a> Session<'a> {
             slow_trains: None,
             swung_bps: None,
             busy: None,
+            standing_queue: None,
         }
     }
 }
