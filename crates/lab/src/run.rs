@@ -642,6 +642,16 @@ fn one_run(
     rec
 }
 
+/// A report's number, or why it has none: a `none` bound is no answer
+/// to be wrong by, whatever figure the report carries beside it.
+fn answer_of(j: &tightlink_measure::EstimateJson) -> Result<f64, String> {
+    if j.bound == tightlink_core::Bound::None.as_str() {
+        let why = j.warnings.first().map_or(j.stop.as_str(), String::as_str);
+        return Err(format!("no answer: {why}"));
+    }
+    Ok(j.available_bandwidth_bps)
+}
+
 /// Another tool's run in its namespace; its answer picked from its output.
 fn run_tool(
     lab: &Lab,
@@ -703,6 +713,7 @@ fn run_method(
         }
         let j: tightlink_measure::EstimateJson =
             serde_json::from_str(out.trim()).map_err(|e| format!("estimate --json: {e}"))?;
+        let answer = answer_of(&j);
         rec.duration_s = j.wall_s;
         rec.probe_bytes = Some(j.probe_bytes);
         rec.bound = Some(j.bound);
@@ -716,7 +727,7 @@ fn run_method(
         let unix_window = |w: Option<[i64; 2]>| w.map(|[a, z]| (a, z));
         window = unix_window(j.probe_window_unix_ns).unwrap_or(window);
         answer_window = unix_window(j.answer_window_unix_ns);
-        Ok(j.available_bandwidth_bps)
+        answer
     });
     ((window, answer_window.unwrap_or(window)), v)
 }
@@ -924,6 +935,28 @@ pub fn fresh_line_counts(lab: &Lab) -> Option<LineCounts> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `none` report is no answer, even with a figure beside it (the
+    /// pathload mode over a standing queue keeps its search's middle);
+    /// its first warning, or its stop, says why.
+    #[test]
+    fn a_none_bound_is_no_answer() {
+        let mut j = tightlink_measure::EstimateJson {
+            bound: "none".into(),
+            available_bandwidth_bps: 104e6,
+            stop: "converged".into(),
+            warnings: vec!["a queue stood under 18 of 18 streams".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            answer_of(&j),
+            Err("no answer: a queue stood under 18 of 18 streams".to_string())
+        );
+        j.warnings.clear();
+        assert_eq!(answer_of(&j), Err("no answer: converged".to_string()));
+        j.bound = "exact".into();
+        assert_eq!(answer_of(&j), Ok(104e6));
+    }
 
     /// A child that fails silently still gives a reason: its exit status
     /// or signal; one that speaks keeps its own words.
