@@ -28,7 +28,8 @@ pub struct RunArgs {
     pub json: bool,
     /// One JSON line per event as the runs go (iperf3's --json-stream
     /// shape): `start`, a `run` per estimate with its truth, then `end`
-    /// with the per-method summaries `--json` prints.
+    /// with the per-method summaries `--json` prints; a campaign gives
+    /// each scenario's three in turn.
     #[arg(long, conflicts_with = "json")]
     pub json_stream: bool,
     /// Estimates and truths of every run as a PNG.
@@ -72,11 +73,8 @@ pub(crate) fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
     if names.len() == 1 {
         return run_lab_one(&a, compare, &lab_of(&a.target)?);
     }
-    if a.plot.is_some() || a.json_stream {
-        tightlink_measure::bad_input!(
-            "--plot and --json-stream take one scenario, not {}",
-            names.len()
-        );
+    if a.plot.is_some() {
+        tightlink_measure::bad_input!("--plot takes one scenario, not {}", names.len());
     }
     need_root()?;
     let mut all = Vec::new();
@@ -85,10 +83,18 @@ pub(crate) fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
             scenario: name.clone(),
             name: a.target.name.clone(),
         })?;
-        if !a.json {
+        if !a.json && !a.json_stream {
             eprintln!("scenario {name}: {}", lab.scenario.description);
         }
-        all.extend(run_scenario(&a, compare, &lab)?);
+        let results = run_scenario(&a, compare, &lab)?;
+        if a.json_stream {
+            crate::estimate::json_event("end", serde_json::to_value(&results)?)?;
+        }
+        all.extend(results);
+    }
+    if a.json_stream {
+        // Each scenario ended with its own `end`.
+        return Ok(());
     }
     if a.json {
         for m in &all {
