@@ -32,6 +32,9 @@ pub enum WarningCode {
     SlowTrains,
     /// A queue stood under nearly every one of the trend tests' streams.
     StandingQueue,
+    /// The shaper check's short train showed a small head, then a tail
+    /// under the answer.
+    SmallHead,
     /// Why no stream could be used.
     Unusable,
     /// Streams lost probes even at their lowest rates.
@@ -94,7 +97,7 @@ pub enum WarningCode {
 }
 
 impl WarningCode {
-    pub const ALL: [WarningCode; 38] = [
+    pub const ALL: [WarningCode; 39] = [
         WarningCode::Swing,
         WarningCode::Burst,
         WarningCode::Pause,
@@ -106,6 +109,7 @@ impl WarningCode {
         WarningCode::WholeAtTop,
         WarningCode::SlowTrains,
         WarningCode::StandingQueue,
+        WarningCode::SmallHead,
         WarningCode::Unusable,
         WarningCode::LossAtLowestRates,
         WarningCode::ReceiverDrops,
@@ -149,6 +153,7 @@ impl WarningCode {
             WarningCode::WholeAtTop => "whole-at-top",
             WarningCode::SlowTrains => "slow-trains",
             WarningCode::StandingQueue => "standing-queue",
+            WarningCode::SmallHead => "small-head",
             WarningCode::Unusable => "unusable",
             WarningCode::LossAtLowestRates => "loss-at-lowest-rates",
             WarningCode::ReceiverDrops => "receiver-drops",

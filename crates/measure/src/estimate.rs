@@ -314,6 +314,7 @@ fn stream_warnings(
         (WarningCode::WholeAtTop, whole_at_top_warning(estimate)),
         (WarningCode::SlowTrains, slow_trains_warning(estimate)),
         (WarningCode::StandingQueue, standing_queue_warning(estimate)),
+        (WarningCode::SmallHead, small_head_warning(estimate)),
     ]);
     if matches!(estimate.stop, Stop::NoUsableStream | Stop::NoUsableAdrTrain) {
         warnings.push((
@@ -478,6 +479,21 @@ pub fn whole_at_top_warning(e: &Report) -> Option<String> {
         bytes / 1e3,
         0.1 * bytes / 1e3,
         format_rate(0.9 * e.available_bandwidth_bps),
+    ))
+}
+
+/// A short shaper train whose small head and slow tail widened the range.
+pub fn small_head_warning(e: &Report) -> Option<String> {
+    let h = e.small_head?;
+    Some(format!(
+        "a train sent at {} passed {:.0} packets at about that rate, then arrived at {}, \
+         under the answer: a token bucket a few packets deep (a shaper's burst) lets a \
+         stream through unqueued while it lasts, and a path without one delivers such a \
+         train at no less than its available bandwidth; the range reaches down to {}",
+        format_rate(h.rate_bps),
+        h.head_packets,
+        format_rate(h.tail_bps),
+        format_rate(h.tail_bps),
     ))
 }
 
@@ -1135,6 +1151,26 @@ mod tests {
     }
 
     #[test]
+    fn a_small_head_says_how_far_the_range_reaches() {
+        let mut r = report(221e6, Bound::Exact, 1.67e9);
+        assert_eq!(small_head_warning(&r.estimate), None);
+        r.estimate.small_head = Some(tightlink_probe::strategy::SmallHead {
+            rate_bps: 442e6,
+            head_packets: 8.0,
+            tail_bps: 200e6,
+        });
+        let w = small_head_warning(&r.estimate).unwrap();
+        let reach = format!("the range reaches down to {}", format_rate(200e6));
+        for part in [
+            format!("sent at {}", format_rate(442e6)),
+            "8 packets".to_string(),
+            reach,
+        ] {
+            assert!(w.contains(&part), "{part}: {w}");
+        }
+    }
+
+    #[test]
     fn a_standing_queue_says_why_there_is_no_answer() {
         let mut r = report(107e6, Bound::None, 200e6);
         assert_eq!(standing_queue_warning(&r.estimate), None);
@@ -1240,6 +1276,7 @@ mod tests {
                 swung_bps: None,
                 busy: None,
                 standing_queue: None,
+                small_head: None,
             },
             rate_layer: "x",
             host: Some(HostFindings {

@@ -194,6 +194,26 @@ pub struct Report {
     /// fleets: how many stood, and how deep. The trend tests read a full
     /// queue as no trend, so the search's answer is none.
     pub standing_queue: Option<tightlink_core::decision::standing::StandingQueue>,
+    /// The shaper check's short train showed a head too small to take
+    /// for a bucket, then a tail under the answer: the range reaches down
+    /// to that tail.
+    pub small_head: Option<SmallHead>,
+}
+
+/// A short train at twice the answer whose first packets arrived at about
+/// the rate sent and the rest under the answer: a token bucket a few
+/// packets deep (tbf's burst) passes a sub-stream of the streams
+/// unqueued while it lasts, so they may have read its head. A FIFO path
+/// delivers such a train at no less than its available bandwidth, so a
+/// tail under the answer says the answer is too high either way.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SmallHead {
+    /// The rate the train was sent at.
+    pub rate_bps: f64,
+    /// Packets that arrived ahead of the tail's rate.
+    pub head_packets: f64,
+    /// The rate its tail arrived at.
+    pub tail_bps: f64,
 }
 
 /// Two back-to-back trains at one rate whose tails both arrived at
@@ -514,6 +534,7 @@ impl<'a> Session<'a> {
             swung_bps: None,
             busy: None,
             standing_queue: None,
+            small_head: None,
         }
     }
 }
