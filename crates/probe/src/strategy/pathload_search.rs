@@ -19,7 +19,7 @@ use super::prcmt_search::measure_adr;
 use super::session::Method as Strategy;
 use super::session::{single_rate_request, Report, Session, Stop, StrategyError};
 use tightlink_core::decision::standing::{
-    delay_level, depth_threshold_ns, empty_path_ns, standing_queue,
+    delay_level, depth_threshold_ns, empty_path_ns, standing_queue, DelayLevel, StandingQueue,
 };
 use tightlink_core::{analyze, AnalysisParams, Bound, Decision, Method, StreamKind};
 
@@ -104,14 +104,7 @@ pub fn run(
                 _ => {}
             }
         }
-        let verdict = if inc as f64 >= p.aggregate * p.fleet as f64 {
-            Fleet::Increasing
-        } else if no as f64 >= p.aggregate * p.fleet as f64 {
-            Fleet::NoTrend
-        } else {
-            Fleet::Grey
-        };
-        match verdict {
+        match Fleet::of(inc, no, &p) {
             Fleet::Increasing => {
                 rmax = rate;
                 seen_inc = true;
@@ -170,22 +163,46 @@ pub fn run(
         _ => (lo, hi),
     };
     let depth_ns = depth_threshold_ns(p.size_bytes, adr, train.batch_interval_ns);
-    // The ADR train went first, before any fleet filled a queue.
-    let empty_ns = empty_path_ns(s.streams().iter().filter_map(delay_level));
-    // The streams at or under the answer are the ones that said there was
-    // room; those above it are meant to build a queue.
-    let under: Vec<_> = levels
-        .iter()
-        .filter(|(rate, _)| *rate <= value)
-        .map(|&(_, l)| l)
-        .collect();
-    let standing = standing_queue(&under, empty_ns.unwrap_or(0), depth_ns);
-    if standing.held_throughout() {
+    if let Some(standing) = standing_under(s, &levels, value, depth_ns) {
         let mut r = s.report(name, value, Bound::None, low, high, stop);
         r.standing_queue = Some(standing);
         return Ok(r);
     }
     Ok(s.report(name, value, bound, low, high, stop))
+}
+
+impl Fleet {
+    /// The fleet's verdict from its streams' decisions (`inc` increasing,
+    /// `no` not), Pathload's way.
+    fn of(inc: usize, no: usize, p: &PathloadSearchParams) -> Fleet {
+        if inc as f64 >= p.aggregate * p.fleet as f64 {
+            Fleet::Increasing
+        } else if no as f64 >= p.aggregate * p.fleet as f64 {
+            Fleet::NoTrend
+        } else {
+            Fleet::Grey
+        }
+    }
+}
+
+/// The queue under the fleets' streams at or under the answer `value`
+/// (`levels`: each stream's rate and delays), where it stood under
+/// nearly all of them: those are the streams that said there was room,
+/// and those above the answer are meant to build a queue.
+fn standing_under(
+    s: &Session,
+    levels: &[(f64, DelayLevel)],
+    value: f64,
+    depth_ns: f64,
+) -> Option<StandingQueue> {
+    // The ADR train went first, before any fleet filled a queue.
+    let empty_ns = empty_path_ns(s.streams().iter().filter_map(delay_level))?;
+    let under: Vec<DelayLevel> = levels
+        .iter()
+        .filter(|(rate, _)| *rate <= value)
+        .map(|&(_, l)| l)
+        .collect();
+    Some(standing_queue(&under, empty_ns, depth_ns)).filter(StandingQueue::held_throughout)
 }
 
 #[cfg(test)]
