@@ -80,6 +80,9 @@ pub fn run(
         return Ok(s.report(name, 0.0, Bound::None, 0.0, 0.0, Stop::NoUsableAdrTrain));
     };
     let adr = train.bps;
+    // The ADR trains went first, before any fleet filled a queue: with
+    // the fleets' streams they show the empty path's delay.
+    let adr_floor_ns = empty_path_ns(s.streams().iter().filter_map(delay_level));
     let mut levels = Vec::new();
     let res = p.resolution * adr;
     let (mut rmin, mut rmax) = (0.0f64, adr);
@@ -163,7 +166,7 @@ pub fn run(
         _ => (lo, hi),
     };
     let depth_ns = depth_threshold_ns(p.size_bytes, adr, train.batch_interval_ns);
-    if let Some(standing) = standing_under(s, &levels, value, depth_ns) {
+    if let Some(standing) = standing_under(&levels, adr_floor_ns, value, depth_ns) {
         let mut r = s.report(name, value, Bound::None, low, high, stop);
         r.standing_queue = Some(standing);
         return Ok(r);
@@ -186,17 +189,18 @@ impl Fleet {
 }
 
 /// The queue under the fleets' streams at or under the answer `value`
-/// (`levels`: each stream's rate and delays), where it stood under
+/// (`levels`: each stream's rate and delays; `adr_floor_ns`: the lowest
+/// delay of the trains before them), where it stood under
 /// nearly all of them: those are the streams that said there was room,
 /// and those above the answer are meant to build a queue.
 fn standing_under(
-    s: &Session,
     levels: &[(f64, DelayLevel)],
+    adr_floor_ns: Option<i64>,
     value: f64,
     depth_ns: f64,
 ) -> Option<StandingQueue> {
-    // The ADR train went first, before any fleet filled a queue.
-    let empty_ns = empty_path_ns(s.streams().iter().filter_map(delay_level))?;
+    let fleets = empty_path_ns(levels.iter().map(|&(_, l)| l));
+    let empty_ns = adr_floor_ns.into_iter().chain(fleets).min()?;
     let under: Vec<DelayLevel> = levels
         .iter()
         .filter(|(rate, _)| *rate <= value)

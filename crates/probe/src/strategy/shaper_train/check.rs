@@ -560,14 +560,11 @@ pub(super) fn shaper_check(
 /// unqueued).
 fn small_head(t: &ShaperTrain, answer_bps: f64) -> Option<SmallHead> {
     let sh = &t.shape;
-    let packets = sh.burst_bytes / f64::from(sh.size_bytes.max(1));
-    let head = sh
-        .head_rate_bps
-        .is_some_and(|h| h >= 0.6 * t.send_bps && h >= 1.25 * sh.tail_rate_bps);
+    let head = head_at_send_rate(sh, t.send_bps, SMALL_HEAD_LEAST_PACKETS);
     let slow = sh.tail_rate_bps <= SMALL_HEAD_TAIL_SHARE * answer_bps;
-    (head && packets >= SMALL_HEAD_LEAST_PACKETS && slow).then_some(SmallHead {
+    (head && slow).then_some(SmallHead {
         rate_bps: t.send_bps,
-        head_packets: packets,
+        head_packets: sh.burst_bytes / f64::from(sh.size_bytes.max(1)),
         tail_bps: sh.tail_rate_bps,
     })
 }

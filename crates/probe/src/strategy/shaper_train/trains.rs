@@ -59,10 +59,16 @@ pub fn bytes_held_back(top_bps: f64, probe_bytes: u32, max_bytes: u64) -> u64 {
 /// its head had been slowed, at 0.65 of the send rate); a 5 Gbit/s
 /// shaper's 256 KB bucket read 2.0 times, a 7 Gbit/s one's 1.27.
 pub(super) fn looks_shaped(shape: &TrainShape, send_bps: f64) -> bool {
+    head_at_send_rate(shape, send_bps, 16.0)
+}
+
+/// A head at 0.6 of the send rate or more and 1.25 times the tail's,
+/// with `least_packets` packets or more ahead of the tail.
+pub(super) fn head_at_send_rate(shape: &TrainShape, send_bps: f64, least_packets: f64) -> bool {
     shape
         .head_rate_bps
         .is_some_and(|h| h >= 0.6 * send_bps && h >= 1.25 * shape.tail_rate_bps)
-        && shape.burst_bytes >= 16.0 * shape.size_bytes as f64
+        && shape.burst_bytes >= least_packets * shape.size_bytes as f64
 }
 
 /// One back-to-back train as it came back.
