@@ -373,8 +373,8 @@ def transfer(
     """One rate-controlled bulk transfer, as ``tightlink transfer TARGET
     --json``: the same dict (goodput, losses, the controller's estimates,
     RTT, per-interval rows, the SHA-256 both ends checked). ``cc``:
-    ``rapid`` (BASS smoothing) or ``rapid-raw``, and on ``sim:`` also
-    ``bbe`` (TCP Westwood BBE's window) or ``newreno``; ``bytes`` or ``time_s``
+    ``rapid`` (BASS smoothing), ``rapid-raw``, ``bbe`` (TCP Westwood BBE's
+    window; not with ``reverse``), and on ``sim:`` also ``newreno``; ``bytes`` or ``time_s``
     (10 s when neither); ``reverse``: the server sends. On ``sim:`` the
     flow runs through the simulated path with ``rtt_s``. ``on_interval`` is
     called with each ``interval_s`` row (the ``interval`` event of

@@ -152,8 +152,8 @@ pub struct CcArgs {
     /// Runs of each controller (interleaved).
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
-    /// Comma-separated: rapid, rapid-raw, cubic, bbr, reno (the kernel's
-    /// NewReno).
+    /// Comma-separated: rapid, rapid-raw, bbe (TCP Westwood BBE's window),
+    /// cubic, bbr, reno (the kernel's NewReno).
     #[arg(long, default_value = "rapid,rapid-raw,cubic,bbr")]
     pub cc: String,
     /// Bin width for throughput (e.g. 500ms).

@@ -21,10 +21,10 @@ pub struct TransferArgs {
     /// described, or nothing for the embedded simulated path.
     #[arg(default_value = "sim:")]
     pub target: String,
-    /// rapid (BASS multi-pass smoothing before the multi-rate estimate)
-    /// or rapid-raw (the estimate on unsmoothed gaps); on the simulated
-    /// path also bbe (TCP Westwood BBE's window: the cut at a loss set by
-    /// the congestion level) or newreno.
+    /// rapid (BASS multi-pass smoothing before the multi-rate estimate),
+    /// rapid-raw (the estimate on unsmoothed gaps), bbe (TCP Westwood
+    /// BBE's window: the cut at a loss set by the congestion level; this
+    /// end sends, so not with -R), or on the simulated path newreno.
     #[arg(long, default_value = "rapid")]
     pub cc: String,
     /// Bytes to send (e.g. 200MB, 1GB); without it, for --time.

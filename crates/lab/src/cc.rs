@@ -1,6 +1,7 @@
 //! `tightlink lab cc`: rate controllers in turn over one lab path and its
 //! cross traffic (\[BASS\] section VII on real packets): Rapid with and
-//! without BASS (`tightlink transfer` to the lab's server) and the
+//! without BASS and TCP Westwood BBE's window (\[TCPW\] section 4)
+//! (`tightlink transfer` to the lab's server), and the
 //! kernel's CUBIC, BBR and Reno (one TCP bulk flow to a sink on the
 //! receiver; Reno is the reference TCPW BBE is judged against),
 //! each for the same time. Throughput is what the last router delivered
@@ -24,7 +25,13 @@ use tightlink_core::stats::median;
 use tightlink_sys::clock::realtime_ns;
 
 /// The controllers, in the order they run.
-pub const CONTROLLERS: [&str; 5] = ["rapid", "rapid-raw", "cubic", "bbr", "reno"];
+pub const CONTROLLERS: [&str; 6] = ["rapid", "rapid-raw", "bbe", "cubic", "bbr", "reno"];
+
+/// Whether `controller` is one of tightlink's own (a `tightlink transfer`
+/// run), not a kernel TCP flow.
+fn is_tightlinks(controller: &str) -> bool {
+    controller.starts_with("rapid") || controller == "bbe"
+}
 
 #[derive(Debug, Clone)]
 pub struct CcOptions {
@@ -48,10 +55,11 @@ pub struct CcRun {
     pub throughput_bps: Option<f64>,
     pub available_bps: Option<f64>,
     pub share: Option<f64>,
-    /// Of its packets (Rapid: lost data packets; TCP: retransmitted
+    /// Of its packets (Rapid and BBE: lost data packets; TCP: retransmitted
     /// segments, as TCP_INFO counts them).
     pub loss: Option<f64>,
-    /// Rapid: median stream round trip; TCP: the kernel's smoothed RTT.
+    /// Rapid and BBE: median stream round trip (a stream's last packet
+    /// sent to its report); TCP: the kernel's smoothed RTT.
     pub rtt_ms: Option<f64>,
     /// What the lab's delay lines did over the run (`None` without delay
     /// lines, or where a line's status did not come): frames they dropped
@@ -221,7 +229,7 @@ fn one_run(
         error: None,
     };
     let mut cmd: Command = in_ns(lab, "snd", &opts.exe);
-    if controller.starts_with("rapid") {
+    if is_tightlinks(controller) {
         // CPU 0: the routers' receive work is on CPU 1 (RPS), and a
         // sender spinning there read the path 30 % high.
         cmd.args(["transfer", RCV_IP, "--cpu", "0", "--cc", controller])
@@ -239,7 +247,7 @@ fn one_run(
     r.delay_line = line_counts_since(lab, lines_before);
     match out {
         Ok((out, _, true)) => match serde_json::from_str::<serde_json::Value>(out.trim()) {
-            Ok(j) if controller.starts_with("rapid") => {
+            Ok(j) if is_tightlinks(controller) => {
                 let (lost, sent) = (j["lost_packets"].as_f64(), j["sent_packets"].as_f64());
                 r.loss = lost.zip(sent).map(|(l, s)| l / s.max(1.0));
                 r.rtt_ms = j["rtt_median_ms"].as_f64();

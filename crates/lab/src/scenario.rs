@@ -65,6 +65,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../scenarios/tcp-random-loss.toml"),
     ),
     (
+        "rtt30-random-loss",
+        include_str!("../scenarios/rtt30-random-loss.toml"),
+    ),
+    (
         "iperf3-udp60",
         include_str!("../scenarios/iperf3-udp60.toml"),
     ),

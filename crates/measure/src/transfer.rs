@@ -15,9 +15,9 @@ use tightlink_sim::flow::{run_flow, FlowController, FlowSpec, RapidFlow};
 
 use crate::target::{read_key, RealOptions, Target};
 
-/// What drives a transfer: Rapid (on real servers and the simulated
-/// path), or a window controller of the simulator's (\[TCPW\] BBE, and
-/// NewReno as its reference).
+/// What drives a transfer: Rapid or \[TCPW\] BBE's window (on real
+/// servers and the simulated path), or NewReno, BBE's reference (the
+/// simulator's model; on real packets the kernel's Reno is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Controller {
     Rapid(RapidEstimator),
@@ -174,13 +174,14 @@ pub fn transfer(
             "--packet-bytes: the simulated flow's; a transfer to a server sends what the path's MTU carries"
         ),
         Target::Server { host } => {
-            let Controller::Rapid(estimator) = opts.cc else {
-                bad_input!(
-                    "--cc {}: the window controllers run on the simulated path (sim:); a transfer to a server runs rapid or rapid-raw",
-                    opts.cc.name()
-                );
+            let cc = match opts.cc {
+                Controller::Rapid(estimator) => net_transfer::SendCc::Rapid(estimator),
+                Controller::Bbe => net_transfer::SendCc::Bbe,
+                Controller::NewReno => bad_input!(
+                    "--cc newreno: the simulator's model (sim:); on real packets the kernel's Reno is the reference (tightlink cross HOST:PORT --tcp 1 --tcp-congestion reno)"
+                ),
             };
-            real_transfer(host, estimator, opts, on_event)
+            real_transfer(host, cc, opts, on_event)
         }
         Target::Twamp { .. } | Target::Trace { .. } => bad_input!(
             "{target}: a transfer needs a tightlink server (HOST[:PORT]) or the simulated path (sim:)"
@@ -190,13 +191,13 @@ pub fn transfer(
 
 fn real_transfer(
     host: &str,
-    estimator: RapidEstimator,
+    cc: net_transfer::SendCc,
     opts: &TransferOptions,
     on_event: &mut dyn FnMut(TransferEvent),
 ) -> Result<TransferReport> {
     let net_opts = net_transfer::TransferOptions {
         key: read_key(&opts.real)?,
-        estimator,
+        cc,
         bytes: opts.bytes,
         duration: opts
             .duration_ns
@@ -215,7 +216,7 @@ fn real_transfer(
     .map_err(|e| anyhow::Error::new(e).context(host.to_string()))?;
     Ok(TransferReport {
         target: host.to_string(),
-        cc: estimator.name(),
+        cc: cc.name(),
         reverse,
         bytes: s.bytes,
         duration_s: s.duration_ns as f64 / 1e9,

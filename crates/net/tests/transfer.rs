@@ -263,3 +263,44 @@ fn a_timed_transfer_ends_at_the_session_limit_both_ways() {
         assert!(t0.elapsed() < Duration::from_secs(4), "reverse {reverse}");
     }
 }
+
+/// BBE's window drives the same engine: every byte arrives, the window's
+/// pacing keeps under the rate asked for, and the intervals carry its
+/// BE; the server does not send with it (`-R` is refused before a
+/// session opens).
+#[test]
+fn a_bbe_transfer_arrives_intact_under_the_rate_asked_for() {
+    let (addr, _) = spawn_server(quiet()).unwrap();
+    let mut intervals = Vec::new();
+    let opts = TransferOptions {
+        cc: transfer::SendCc::Bbe,
+        bytes: Some(20_000_000),
+        duration: None,
+        max_rate_bps: Some(200e6),
+        interval: Duration::from_millis(100),
+        ..TransferOptions::default()
+    };
+    let s = transfer::run(&addr.to_string(), &opts, &mut |e| {
+        if let TransferEvent::Interval(iv) = e {
+            intervals.push(iv.clone());
+        }
+    })
+    .unwrap();
+    assert_eq!((s.bytes, s.cc), (20_000_000, transfer::SendCc::Bbe));
+    assert!(s.updates.is_empty(), "a window makes no Rapid updates");
+    // 20 MB (and each packet's headers) at 200 Mbit/s takes 0.8 s at least.
+    assert!(s.duration_ns >= 800_000_000, "{} ns", s.duration_ns);
+    assert!(s.goodput_bps() <= 200e6, "{}", s.goodput_bps());
+    assert!(intervals.iter().any(|iv| iv.estimate_bps.is_some()));
+    let e = transfer::run(
+        &addr.to_string(),
+        &TransferOptions {
+            reverse: true,
+            ..opts
+        },
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("a server sends with Rapid only"), "{e}");
+}

@@ -6,7 +6,8 @@
 //! - The estimates, online: BE (Westwood's low-pass filter over each
 //!   ACK's delivered bytes per inter-ACK time, as in [`westwood`](mod@super::westwood),
 //!   but only where the two packets were sent closer together than their
-//!   ACKs came: a packet pair the bottleneck spread; a gap the sender
+//!   ACKs came (by [`BbeCcParams::min_spread`]): a packet pair the
+//!   bottleneck spread; a gap the sender
 //!   left idle says nothing of the bottleneck, and a window-limited flow
 //!   would otherwise read its own rate as the pipe's), RE (bytes
 //!   acknowledged over the last `tau`), with `tau` four times RTTmin (at
@@ -60,6 +61,12 @@ pub struct BbeCcParams {
     pub mss_bytes: u32,
     /// Linux's initial window: 10 segments.
     pub initial_window_segments: u32,
+    /// BE counts an ACK pair only where the ACKs came at least this many
+    /// times as far apart as the packets were sent. 1 for a sender that
+    /// sends what each ACK frees at once; a paced sender's own gaps,
+    /// stretched a little by jitter on the way, must not read as the
+    /// bottleneck's (the transfer engine's pairs use 2).
+    pub min_spread: f64,
 }
 
 impl Default for BbeCcParams {
@@ -67,6 +74,7 @@ impl Default for BbeCcParams {
         BbeCcParams {
             mss_bytes: 1448,
             initial_window_segments: 10,
+            min_spread: 1.0,
         }
     }
 }
@@ -354,7 +362,7 @@ impl BbeController {
         if dt <= 0.0 {
             return;
         }
-        if (sent_ns - sent_prev) as f64 >= dt {
+        if (sent_ns - sent_prev) as f64 * self.p.min_spread >= dt {
             // Sent as far apart as acknowledged: the sender's gap.
             self.prev_ack = Some((now_ns, sent_ns, s_prev));
             return;

@@ -9,12 +9,14 @@
 //! - [`westwood`](mod@westwood): BE (ACK pairs), RE (ACKed bytes over an RTT), ERE.
 //! - [`bbe`]: RTTcong, the congestion level `c`, loss classes, the buffer.
 //! - [`bbe_cc`]: BBE as a window controller, the same estimates online.
+//! - [`stream_window`]: that controller on a receiver that reports by stream.
 //! - [`tcpprobe`](mod@tcpprobe): capacity from data packets sent back to back whose ACKs
 //!   came back one each (CapProbe's minimum delay sum on them).
 
 pub mod bbe;
 pub mod bbe_cc;
 pub mod flow;
+pub mod stream_window;
 pub mod tcpprobe;
 pub mod westwood;
 

@@ -18,6 +18,7 @@
 //! - [`serve`]: the server's side of the session.
 
 pub mod book;
+mod pacer;
 mod progress;
 pub mod reassembly;
 mod receive;
@@ -41,6 +42,7 @@ use tightlink_wire::data::HEADER_LEN;
 use crate::client::open_session;
 use crate::clock;
 use crate::ctl::{ctl_err, io_err, refused};
+pub use pacer::SendCc;
 use progress::err;
 pub use progress::{hex, TransferEvent, TransferInterval};
 use reassembly::Reassembly;
@@ -53,7 +55,8 @@ pub struct TransferOptions {
     pub key: Option<Vec<u8>>,
     /// Connect timeout, and the longest wait for the server's feedback.
     pub timeout: Duration,
-    pub estimator: RapidEstimator,
+    /// The sending end's controller (the server's, on `-R`, runs Rapid).
+    pub cc: SendCc,
     /// Bytes to send; `None`: as many as `duration` allows (at most the
     /// server's session limit).
     pub bytes: Option<u64>,
@@ -73,7 +76,7 @@ impl Default for TransferOptions {
         TransferOptions {
             key: None,
             timeout: Duration::from_secs(5),
-            estimator: RapidEstimator::Bass,
+            cc: SendCc::Rapid(RapidEstimator::Bass),
             bytes: None,
             duration: Some(Duration::from_secs(10)),
             max_rate_bps: None,
@@ -91,7 +94,7 @@ pub struct TransferSummary {
     pub reverse: bool,
     pub authenticated: bool,
     pub limits: Limits,
-    pub estimator: RapidEstimator,
+    pub cc: SendCc,
     /// Payload bytes delivered (and digest-checked).
     pub bytes: u64,
     pub duration_ns: i64,
@@ -125,6 +128,12 @@ pub fn run(
 ) -> Result<TransferSummary, ChannelError> {
     if opts.bytes.is_none() && opts.duration.is_none() {
         return Err(err("a transfer needs a size or a time"));
+    }
+    if opts.reverse && !matches!(opts.cc, SendCc::Rapid(_)) {
+        return Err(err(format!(
+            "{}: a server sends with Rapid only; run the transfer from this end (without -R)",
+            opts.cc.name()
+        )));
     }
     let direction = if opts.reverse {
         Direction::TransferReverse
@@ -231,7 +240,7 @@ fn send_to(
         max_bps: (cs.limits.max_rate_bps as f64)
             .min(opts.max_rate_bps.unwrap_or(f64::INFINITY))
             .min(host_limit),
-        estimator: opts.estimator,
+        cc: opts.cc,
         // A timed transfer ends at the session's limit too: the server
         // takes no byte past it.
         bytes: Some(max_bytes),
@@ -258,7 +267,7 @@ fn send_to(
         reverse: false,
         authenticated: cs.authenticated,
         limits: cs.limits,
-        estimator: opts.estimator,
+        cc: opts.cc,
         bytes: sent.bytes,
         duration_ns: sent.duration_ns,
         sent_bytes: sent.sent_bytes,
@@ -297,7 +306,7 @@ fn ask_transfer_from(
             max_bytes,
             packet_bytes: payload as u16,
             max_rate_bps: opts.max_rate_bps.map_or(0, |r| r.max(1.0) as u64),
-            raw: opts.estimator == RapidEstimator::Raw,
+            raw: opts.cc == SendCc::Rapid(RapidEstimator::Raw),
             seed: opts.seed,
         }),
     )
@@ -399,7 +408,7 @@ fn receive_from(
         reverse: true,
         authenticated: cs.authenticated,
         limits: cs.limits,
-        estimator: opts.estimator,
+        cc: opts.cc,
         bytes: got.bytes,
         duration_ns: now - start,
         sent_bytes: totals.sent_bytes,

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 
 use tightlink_core::channel::ChannelError;
-use tightlink_core::rapid::{PacketTag, RapidController, RapidEstimator, RapidParams, RapidUpdate};
+use tightlink_core::rapid::{PacketTag, RapidUpdate};
 use tightlink_core::stats::median_i64;
 use tightlink_core::Bound;
 use tightlink_sys::sockopt;
@@ -17,6 +17,7 @@ use tightlink_wire::control::{
 use tightlink_wire::data::{DataRepr, HEADER_LEN};
 
 use super::book::{DataSource, Next, SendBook};
+use super::pacer::{Due, Pacer, SendCc};
 use super::progress::{err, hex, TransferEvent, TransferInterval};
 use crate::clock;
 use crate::ctl::{ctl_err, io_err, refused};
@@ -40,7 +41,7 @@ pub(crate) struct SendPlan {
     /// The receiver holds this much past what it delivered in order.
     pub window: u64,
     pub max_bps: f64,
-    pub estimator: RapidEstimator,
+    pub cc: SendCc,
     /// Bytes to send; `None`: until `stop_at_ns` or the receiver's
     /// `TransferStop`.
     pub bytes: Option<u64>,
@@ -83,7 +84,6 @@ pub(crate) fn send<R: Read, W: Write>(
     send_udp: &mut dyn FnMut(&[u8]) -> Result<(), ChannelError>,
     on_event: &mut dyn FnMut(TransferEvent),
 ) -> Result<Sent, ChannelError> {
-    let params = RapidParams::paper(plan.max_bps, plan.frame_bytes, plan.estimator);
     let chunk = (plan.payload as usize - HEADER_LEN) as u16;
     let start = clock::monotonic_ns();
     let mut x = Sending {
@@ -91,8 +91,7 @@ pub(crate) fn send<R: Read, W: Write>(
         writer,
         ctl_fd,
         plan,
-        per_stream: (params.sub_streams * params.per_rate) as u32,
-        ctl: RapidController::new(params),
+        ctl: Pacer::new(plan.cc, plan.max_bps, plan.frame_bytes),
         book: SendBook::new(
             DataSource { seed: plan.seed },
             chunk,
@@ -143,7 +142,13 @@ pub(crate) fn send<R: Read, W: Write>(
             x.nothing_to_send()?;
             continue;
         };
-        let due = x.ctl.next_send_ns(now);
+        let due = match x.ctl.next_send(now) {
+            Due::At(t) => t,
+            Due::WindowFull => {
+                x.window_full()?;
+                continue;
+            }
+        };
         if due > now {
             x.wait_until(now, due)?;
             continue;
@@ -178,9 +183,7 @@ struct Sending<'a, R, W> {
     writer: &'a mut W,
     ctl_fd: i32,
     plan: &'a SendPlan,
-    /// Packets in one of the controller's streams.
-    per_stream: u32,
-    ctl: RapidController,
+    ctl: Pacer,
     book: SendBook,
     l: Loop,
     start: i64,
@@ -203,7 +206,7 @@ impl<R: Read, W: Write> Sending<'_, R, W> {
             let since = *self.l.ctl_ready_since.get_or_insert(now);
             let due_soon = !held
                 && self.book.peek().is_some()
-                && self.ctl.next_send_ns(now) - now < SEND_SLACK_NS;
+                && matches!(self.ctl.next_send(now), Due::At(t) if t - now < SEND_SLACK_NS);
             !due_soon || now - since > MAX_FEEDBACK_DEFER_NS
         } else {
             self.l.ctl_ready_since = None;
@@ -267,6 +270,16 @@ impl<R: Read, W: Write> Sending<'_, R, W> {
         Ok(())
     }
 
+    /// The window is full: a report frees it. When everything in flight
+    /// is the stream being sent, that stream ends so its report comes.
+    fn window_full(&mut self) -> Result<(), ChannelError> {
+        if self.ctl.waiting_on_open_stream() {
+            return self.nothing_to_send();
+        }
+        sockopt::wait_fd(self.ctl_fd, libc::POLLIN, 5).map_err(io_err("control"))?;
+        Ok(())
+    }
+
     /// Towards the next packet's time: sleeping on the control socket
     /// when it is milliseconds away, spinning (100 us at most) when near.
     fn wait_until(&self, now: i64, due: i64) -> Result<(), ChannelError> {
@@ -283,18 +296,20 @@ impl<R: Read, W: Write> Sending<'_, R, W> {
     /// a stream's last packet (or the first of the next) closes it.
     fn send_packet(&mut self, next: Next) -> Result<(), ChannelError> {
         let at = clock::monotonic_ns();
-        let tag: PacketTag = self.ctl.sent(at);
+        let len = next.chunk.len as usize;
+        // A short last chunk is a shorter frame.
+        let frame = self.plan.frame_bytes - (self.plan.payload - (HEADER_LEN + len) as u32);
+        let (tag, count): (PacketTag, u32) = self.ctl.sent(at, frame);
         if let Some(s) = self.l.open_stream {
             if s != tag.stream {
                 send_ctl(self.writer, &Message::StreamSent { stream: s as u32 })?;
             }
         }
-        let len = next.chunk.len as usize;
         DataRepr {
             session: self.plan.session,
             stream: tag.stream as u32,
             index: tag.index,
-            count: self.per_stream,
+            count,
             offset: next.chunk.offset,
             len: next.chunk.len,
         }
@@ -306,7 +321,7 @@ impl<R: Read, W: Write> Sending<'_, R, W> {
         if tag.index == 0 {
             self.l.streams += 1;
         }
-        if tag.index + 1 == self.per_stream {
+        if tag.index + 1 == count {
             let stream = tag.stream as u32;
             send_ctl(self.writer, &Message::StreamSent { stream })?;
             self.l.open_stream = None;
@@ -429,7 +444,7 @@ impl Loop {
     fn handle(
         &mut self,
         m: Message,
-        ctl: &mut RapidController,
+        ctl: &mut Pacer,
         book: &mut SendBook,
         now: i64,
     ) -> Result<Vec<RapidUpdate>, ChannelError> {
@@ -453,25 +468,14 @@ impl Loop {
                 }
                 let got = self.pending.remove(&stream).unwrap_or_default();
                 let s = stream as u64;
-                for &(i, t) in &got {
+                for &(i, _) in &got {
                     book.feedback(s, i, true);
-                    let tag = PacketTag {
-                        stream: s,
-                        index: i,
-                    };
-                    out.extend(ctl.feedback(tag, Some(t), now));
                 }
-                for i in book.unreported(s) {
+                let missing = book.unreported(s);
+                for &i in &missing {
                     book.feedback(s, i, false);
-                    out.extend(ctl.feedback(
-                        PacketTag {
-                            stream: s,
-                            index: i,
-                        },
-                        None,
-                        now,
-                    ));
                 }
+                out.extend(ctl.report(s, &got, &missing, now));
                 if let Some(t) = self.last_send_ns.remove(&s) {
                     self.rtts.push(now - t);
                 }
@@ -503,7 +507,7 @@ impl Mark {
         start: i64,
         now: i64,
         book: &SendBook,
-        ctl: &RapidController,
+        ctl: &Pacer,
         estimate: Option<f64>,
         rtts: &[i64],
     ) -> TransferInterval {
@@ -514,7 +518,7 @@ impl Mark {
             sent_bytes: book.sent_bytes - self.sent,
             retransmitted_bytes: book.retransmitted_bytes - self.retransmitted,
             rate_bps: ctl.rate_bps(),
-            estimate_bps: estimate,
+            estimate_bps: estimate.or(ctl.estimate_bps()),
             rtt_ns: median_i64(&rtts[self.rtts_seen.min(rtts.len())..]),
             total_delivered_bytes: book.delivered(),
         };

@@ -18,6 +18,8 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use tightlink_core::rapid::RapidEstimator;
+
+use super::pacer::SendCc;
 use tightlink_sys::sockopt;
 use tightlink_wire::control::{write_message, Limits, Message, TransferFrom};
 use tightlink_wire::data::HEADER_LEN;
@@ -193,11 +195,11 @@ pub fn send(
         frame_bytes: payload + overhead,
         window,
         max_bps: limit.min(asked).min(host_limit_bps),
-        estimator: if ask.raw {
+        cc: SendCc::Rapid(if ask.raw {
             RapidEstimator::Raw
         } else {
             RapidEstimator::Bass
-        },
+        }),
         bytes: Some(ask.max_bytes),
         seed: ask.seed,
         stop_at_ns: None,
