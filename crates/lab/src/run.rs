@@ -563,7 +563,7 @@ fn replay_file(lab: &Lab, capture: &str) -> Result<String, String> {
         .map_err(|e| format!("cross.capture = \"{capture}\": {e}"))?;
     let dir = std::path::Path::new(crate::topology::DELAY_STATUS_DIR);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let file = dir.join(format!("{}-replay.pcap", lab.ns("xs")));
+    let file = lab.replay_path();
     std::fs::write(&file, bytes).map_err(|e| format!("{}: {e}", file.display()))?;
     Ok(file.display().to_string())
 }

@@ -229,6 +229,12 @@ impl Lab {
         std::path::Path::new(DELAY_STATUS_DIR).join(format!("{ns}.json"))
     }
 
+    /// Where the capture tcpreplay sends is written for this lab's cross
+    /// traffic; `down` removes it.
+    pub fn replay_path(&self) -> std::path::PathBuf {
+        replay_path_for(&self.name)
+    }
+
     fn has_cross(&self) -> bool {
         self.scenario.cross.is_some()
     }
@@ -716,15 +722,28 @@ fn held_names(dir: &Path) -> Vec<HeldName> {
     held
 }
 
-/// Removes lab namespaces and their delay lines' status files.
+/// Removes lab namespaces, their delay lines' status files and the
+/// labs' replay captures (tens of MB each).
 fn remove_labs(found: Vec<String>) -> Result<Vec<String>, LabError> {
     remove_namespaces(&found)?;
     for ns in &found {
         let status = Lab::delay_status_path(ns);
         let _ = std::fs::remove_file(status.with_extension("log"));
         let _ = std::fs::remove_file(status);
+        if let Some(name) = lab_name_of(ns) {
+            let _ = std::fs::remove_file(replay_path_for(name));
+        }
     }
     Ok(found)
+}
+
+fn replay_path_for(name: &str) -> std::path::PathBuf {
+    Path::new(DELAY_STATUS_DIR).join(format!("{PREFIX}{name}-xs-replay.pcap"))
+}
+
+/// The lab a namespace `tllab-NAME-NODE` belongs to.
+fn lab_name_of(ns: &str) -> Option<&str> {
+    Some(ns.strip_prefix(PREFIX)?.rsplit_once('-')?.0)
 }
 
 pub fn existing_with_prefix(prefix: &str) -> Result<Vec<String>, LabError> {
@@ -822,6 +841,20 @@ mod tests {
         assert!(s.contains("ip -n tllab-t2-r1 route add 10.77.3.0/24 via 10.77.10.2"));
         assert!(s.contains("ip -n tllab-t2-far route add 10.77.3.0/24 via 10.77.11.1"));
         assert!(!s.contains("ingress"), "no loss filter");
+    }
+
+    /// `down` finds a lab's replay capture from any of its namespaces,
+    /// names with dashes included; the run writes it there.
+    #[test]
+    fn the_replay_capture_is_found_from_a_namespace() {
+        assert_eq!(lab_name_of("tllab-my-lab-snd"), Some("my-lab"));
+        assert_eq!(lab_name_of("tllab-mix-d1"), Some("mix"));
+        assert_eq!(lab_name_of("other-snd"), None);
+        let lab = Lab::new("my-lab", Scenario::load("tcpreplay-mix").unwrap()).unwrap();
+        assert_eq!(
+            lab.replay_path(),
+            Path::new("/run/tightlink-lab/tllab-my-lab-xs-replay.pcap")
+        );
     }
 
     /// 1 % loss: threshold 0.01 * (2^32 - 1).
