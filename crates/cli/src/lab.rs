@@ -92,8 +92,9 @@ pub enum LabCommand {
     )]
     Tcp(TcpArgs),
     /// Rate controllers in turn over the lab's path and cross traffic:
-    /// Rapid with and without BASS (`transfer`), the kernel's CUBIC, BBR
-    /// or Reno (one TCP flow); throughput per bin and overall as a share of
+    /// Rapid with and without BASS or TCP Westwood BBE's window
+    /// (`transfer`), the kernel's CUBIC, BBR or Reno (one TCP flow);
+    /// throughput per bin and overall as a share of
     /// the available bandwidth (hop rate minus the cross traffic offered),
     /// loss and RTT.
     #[command(

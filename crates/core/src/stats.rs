@@ -97,9 +97,30 @@ pub fn median_order_interval(sorted: &[f64], coverage: f64) -> Option<(f64, f64)
     (k >= 1).then(|| (sorted[k - 1], sorted[n - k]))
 }
 
+/// Jain's fairness index of the flows' throughputs,
+/// `(sum x)^2 / (n sum x^2)`: 1 when all are equal, `1/n` when one has
+/// everything; 1 for none (or all zero).
+pub fn jain_index(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let s2: f64 = x.iter().map(|v| v * v).sum();
+    if s2 == 0.0 {
+        return 1.0;
+    }
+    s * s / (x.len() as f64 * s2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jain_index_by_hand() {
+        assert_eq!(jain_index(&[1.0, 1.0]), 1.0);
+        assert_eq!(jain_index(&[1.0, 0.0]), 0.5);
+        // (3 + 1)^2 / (2 (9 + 1)) = 0.8
+        assert!((jain_index(&[3.0, 1.0]) - 0.8).abs() < 1e-12);
+        assert_eq!(jain_index(&[]), 1.0);
+    }
 
     #[test]
     fn medians_by_hand() {

@@ -138,7 +138,7 @@ impl FriendlinessCell {
     /// Jain's fairness index of the two goodputs: 1 for an even split,
     /// 0.5 where one flow has everything.
     pub fn jain(&self) -> f64 {
-        jain(&self.flows.each_ref().map(|f| f.delivered_bytes as f64))
+        tightlink_core::stats::jain_index(&self.flows.each_ref().map(|f| f.delivered_bytes as f64))
     }
 
     /// Both flows' delivered bytes so far at the end of each bin.
@@ -158,16 +158,6 @@ impl FriendlinessCell {
     pub fn utilisation(&self) -> f64 {
         (self.flows[0].goodput_bps() + self.flows[1].goodput_bps()) / FRIENDLY_CAPACITY_BPS
     }
-}
-
-/// Jain's index, `(sum x)^2 / (n sum x^2)`.
-pub fn jain(x: &[f64]) -> f64 {
-    let s: f64 = x.iter().sum();
-    let s2: f64 = x.iter().map(|v| v * v).sum();
-    if s2 == 0.0 {
-        return 1.0;
-    }
-    s * s / (x.len() as f64 * s2)
 }
 
 /// Every pair on the friendliness path, at each loss rate.
@@ -231,14 +221,6 @@ pub fn bbe_trace(seed: u64, duration_ns: f64) -> BbeTrace {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn jain_by_hand() {
-        assert_eq!(jain(&[1.0, 1.0]), 1.0);
-        assert_eq!(jain(&[1.0, 0.0]), 0.5);
-        // (3 + 1)^2 / (2 (9 + 1)) = 0.8
-        assert!((jain(&[3.0, 1.0]) - 0.8).abs() < 1e-12);
-    }
 
     #[test]
     fn the_paths_are_what_they_say() {

@@ -4,7 +4,9 @@
 //! (`tightlink transfer` to the lab's server), and the
 //! kernel's CUBIC, BBR and Reno (one TCP bulk flow to a sink on the
 //! receiver; Reno is the reference TCPW BBE is judged against),
-//! each for the same time. Throughput is what the last router delivered
+//! each for the same time; or several together (`bbe+reno`), each
+//! flow's throughput from its own report and Jain's index over them
+//! (\[TCPW\] section 4's friendliness). Throughput is what the last router delivered
 //! to the receiver per bin (frames, as tbf counts); the available
 //! bandwidth per bin is each shaped hop's rate minus the cross traffic
 //! *offered* at its entry router, so a flow that only takes what the
@@ -21,11 +23,14 @@ use crate::run::{
 use crate::sampler::Sampler;
 use crate::topology::{Lab, LabError, RCV_IP};
 use crate::truth;
-use tightlink_core::stats::median;
+use tightlink_core::stats::{jain_index, median};
 use tightlink_sys::clock::realtime_ns;
 
 /// The controllers, in the order they run.
 pub const CONTROLLERS: [&str; 6] = ["rapid", "rapid-raw", "bbe", "cubic", "bbr", "reno"];
+
+/// Flows run together at most.
+pub const MAX_TOGETHER: usize = 4;
 
 /// Whether `controller` is one of tightlink's own (a `tightlink transfer`
 /// run), not a kernel TCP flow.
@@ -70,6 +75,19 @@ pub struct CcRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_restarted: Option<String>,
     pub error: Option<String>,
+    /// Flows run together (`A+B`): each one's throughput by its own
+    /// report (payload delivered for tightlink's, bytes written for a
+    /// kernel TCP flow), and Jain's index over them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<FlowShare>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jain: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FlowShare {
+    pub controller: String,
+    pub throughput_bps: Option<f64>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -82,6 +100,12 @@ pub struct CcSummary {
     pub median_available_bps: Option<f64>,
     pub median_loss: Option<f64>,
     pub median_rtt_ms: Option<f64>,
+    /// Flows run together: each one's median throughput, and the median
+    /// of the runs' Jain's indices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub median_flows: Vec<FlowShare>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_jain: Option<f64>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -125,6 +149,21 @@ pub fn summarise(scenario: &str, order: &[String], runs: &[CcRun]) -> Vec<CcSumm
                 median_available_bps: med(&|r| r.available_bps),
                 median_loss: med(&|r| r.loss),
                 median_rtt_ms: med(&|r| r.rtt_ms),
+                median_flows: flows_of(c)
+                    .ok()
+                    .filter(|f| f.len() > 1)
+                    .map(|f| {
+                        (0..f.len())
+                            .map(|k| FlowShare {
+                                controller: f[k].to_string(),
+                                throughput_bps: med(&|r| {
+                                    r.flows.get(k).and_then(|x| x.throughput_bps)
+                                }),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                median_jain: med(&|r| r.jain),
             }
         })
         .collect()
@@ -139,12 +178,7 @@ pub fn cc(
 ) -> Result<CcReport, LabError> {
     let err = LabError::Command;
     for c in &opts.controllers {
-        if !CONTROLLERS.contains(&c.as_str()) {
-            return Err(err(format!(
-                "controller '{c}': expected one of {}",
-                CONTROLLERS.join(", ")
-            )));
-        }
+        flows_of(c).map_err(err)?;
     }
     let secs = opts.duration.as_secs().max(1);
     let total = secs * (opts.repeat * opts.controllers.len()) as u64 + 30;
@@ -206,6 +240,88 @@ pub fn cc(
     })
 }
 
+/// The controllers of a `--cc` entry: one, or up to [`MAX_TOGETHER`]
+/// joined by `+` to run together.
+fn flows_of(entry: &str) -> Result<Vec<&str>, String> {
+    let flows: Vec<&str> = entry.split('+').collect();
+    if flows.len() > MAX_TOGETHER {
+        return Err(format!(
+            "'{entry}': at most {MAX_TOGETHER} controllers run together"
+        ));
+    }
+    for f in &flows {
+        if !CONTROLLERS.contains(f) {
+            return Err(format!(
+                "controller '{f}'{}: expected one of {} (or several joined by '+' to run together)",
+                if flows.len() > 1 {
+                    format!(" in '{entry}'")
+                } else {
+                    String::new()
+                },
+                CONTROLLERS.join(", ")
+            ));
+        }
+    }
+    Ok(flows)
+}
+
+/// One flow's command: a `tightlink transfer` to the lab's server or a
+/// kernel TCP flow to its sink, for `secs`.
+fn flow_command(lab: &Lab, opts: &CcOptions, controller: &str, tcp_sink: &str) -> Command {
+    let secs = opts.duration.as_secs().max(1);
+    let mut cmd: Command = in_ns(lab, "snd", &opts.exe);
+    if is_tightlinks(controller) {
+        // CPU 0: the routers' receive work is on CPU 1 (RPS), and a
+        // sender spinning there read the path 30 % high.
+        cmd.args(["transfer", RCV_IP, "--cpu", "0", "--cc", controller])
+            .args(["--json", "--time"])
+            .arg(format!("{secs}s"));
+    } else {
+        cmd.args(["cross", tcp_sink, "--traffic", "none", "--tcp", "1"])
+            .args(["--tcp-congestion", controller])
+            .args(["--duration", &format!("{secs}s")]);
+    }
+    cmd
+}
+
+/// What one flow's report said.
+#[derive(Debug, Default, PartialEq)]
+struct FlowOutcome {
+    throughput_bps: Option<f64>,
+    loss: Option<f64>,
+    rtt_ms: Option<f64>,
+    error: Option<String>,
+}
+
+/// Reads a flow's JSON report (`transfer --json` or `cross`'s).
+fn flow_outcome(
+    controller: &str,
+    secs: u64,
+    out: Result<(String, String, bool), String>,
+) -> FlowOutcome {
+    let mut o = FlowOutcome::default();
+    match out {
+        Ok((out, _, true)) => match serde_json::from_str::<serde_json::Value>(out.trim()) {
+            Ok(j) if is_tightlinks(controller) => {
+                let (lost, sent) = (j["lost_packets"].as_f64(), j["sent_packets"].as_f64());
+                o.loss = lost.zip(sent).map(|(l, s)| l / s.max(1.0));
+                o.rtt_ms = j["rtt_median_ms"].as_f64();
+                o.throughput_bps = j["goodput_bps"].as_f64();
+            }
+            Ok(j) => {
+                let (re, segs) = (j["tcp_retransmitted"].as_f64(), j["tcp_segments"].as_f64());
+                o.loss = re.zip(segs).map(|(x, s)| x / s.max(1.0));
+                o.rtt_ms = j["tcp_rtt_ms"].as_f64();
+                o.throughput_bps = j["tcp_bytes"].as_f64().map(|b| b * 8.0 / secs as f64);
+            }
+            Err(e) => o.error = Some(format!("its JSON: {e}")),
+        },
+        Ok((_, stderr, false)) => o.error = Some(format!("failed: {}", stderr.trim())),
+        Err(e) => o.error = Some(e),
+    }
+    o
+}
+
 fn one_run(
     lab: &Lab,
     opts: &CcOptions,
@@ -227,40 +343,55 @@ fn one_run(
         delay_line: None,
         line_restarted: None,
         error: None,
+        flows: Vec::new(),
+        jain: None,
     };
-    let mut cmd: Command = in_ns(lab, "snd", &opts.exe);
-    if is_tightlinks(controller) {
-        // CPU 0: the routers' receive work is on CPU 1 (RPS), and a
-        // sender spinning there read the path 30 % high.
-        cmd.args(["transfer", RCV_IP, "--cpu", "0", "--cc", controller])
-            .args(["--json", "--time"])
-            .arg(format!("{secs}s"));
-    } else {
-        cmd.args(["cross", tcp_sink, "--traffic", "none", "--tcp", "1"])
-            .args(["--tcp-congestion", controller])
-            .args(["--duration", &format!("{secs}s")]);
-    }
+    // Checked before the runs.
+    let flows = flows_of(controller).unwrap_or_default();
     let lines_before = fresh_line_counts(lab);
     let start_ns = realtime_ns();
-    let out = run_child(cmd, Duration::from_secs(secs * 2 + 30));
+    let outs: Vec<FlowOutcome> = std::thread::scope(|s| {
+        let running: Vec<_> = flows
+            .iter()
+            .map(|&c| {
+                let cmd = flow_command(lab, opts, c, tcp_sink);
+                s.spawn(move || {
+                    let out = run_child(cmd, Duration::from_secs(secs * 2 + 30));
+                    flow_outcome(c, secs, out)
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| FlowOutcome {
+                    error: Some("its thread panicked".into()),
+                    ..FlowOutcome::default()
+                })
+            })
+            .collect()
+    });
     let end_ns = realtime_ns();
     r.delay_line = line_counts_since(lab, lines_before);
-    match out {
-        Ok((out, _, true)) => match serde_json::from_str::<serde_json::Value>(out.trim()) {
-            Ok(j) if is_tightlinks(controller) => {
-                let (lost, sent) = (j["lost_packets"].as_f64(), j["sent_packets"].as_f64());
-                r.loss = lost.zip(sent).map(|(l, s)| l / s.max(1.0));
-                r.rtt_ms = j["rtt_median_ms"].as_f64();
-            }
-            Ok(j) => {
-                let (re, segs) = (j["tcp_retransmitted"].as_f64(), j["tcp_segments"].as_f64());
-                r.loss = re.zip(segs).map(|(x, s)| x / s.max(1.0));
-                r.rtt_ms = j["tcp_rtt_ms"].as_f64();
-            }
-            Err(e) => r.error = Some(format!("its JSON: {e}")),
-        },
-        Ok((_, stderr, false)) => r.error = Some(format!("failed: {}", stderr.trim())),
-        Err(e) => r.error = Some(e),
+    let errors: Vec<String> = flows
+        .iter()
+        .zip(&outs)
+        .filter_map(|(c, o)| Some(format!("{c}: {}", o.error.as_ref()?)))
+        .collect();
+    if let [one] = outs.as_slice() {
+        (r.loss, r.rtt_ms, r.error) = (one.loss, one.rtt_ms, one.error.clone());
+    } else {
+        r.error = (!errors.is_empty()).then(|| errors.join("; "));
+        r.flows = flows
+            .iter()
+            .zip(&outs)
+            .map(|(c, o)| FlowShare {
+                controller: c.to_string(),
+                throughput_bps: o.throughput_bps,
+            })
+            .collect();
+        let each: Option<Vec<f64>> = outs.iter().map(|o| o.throughput_bps).collect();
+        r.jain = each.map(|x| jain_index(&x));
     }
     let samples = samples_until(sampler, end_ns);
     let bin_ns = opts.bin.as_nanos() as i64;
@@ -310,7 +441,73 @@ mod tests {
             delay_line: None,
             line_restarted: None,
             error: None,
+            flows: Vec::new(),
+            jain: None,
         }
+    }
+
+    /// `A+B` runs together; a name it does not know, or too many, is
+    /// refused with what it takes.
+    #[test]
+    fn entries_name_one_flow_or_several_together() {
+        assert_eq!(flows_of("bbe"), Ok(vec!["bbe"]));
+        assert_eq!(flows_of("bbe+reno"), Ok(vec!["bbe", "reno"]));
+        let e = flows_of("bbe+vegas").unwrap_err();
+        assert!(
+            e.contains("controller 'vegas' in 'bbe+vegas': expected one of rapid"),
+            "{e}"
+        );
+        let e = flows_of("reno+reno+reno+reno+reno").unwrap_err();
+        assert!(e.contains("at most 4"), "{e}");
+    }
+
+    /// Each flow's throughput from its own report: a transfer's goodput,
+    /// a TCP flow's bytes over the run's seconds; a failed flow says why.
+    #[test]
+    fn each_flow_reads_its_own_report() {
+        let transfer = r#"{"goodput_bps": 1.5e8, "lost_packets": 10, "sent_packets": 1000, "rtt_median_ms": 30.5}"#;
+        let o = flow_outcome("bbe", 20, Ok((transfer.into(), String::new(), true)));
+        assert_eq!(
+            (o.throughput_bps, o.loss, o.rtt_ms),
+            (Some(1.5e8), Some(0.01), Some(30.5))
+        );
+        let cross = r#"{"tcp_bytes": 25000000, "tcp_segments": 2000, "tcp_retransmitted": 4, "tcp_rtt_ms": 31.0}"#;
+        let o = flow_outcome("reno", 20, Ok((cross.into(), String::new(), true)));
+        assert_eq!(
+            (o.throughput_bps, o.loss, o.rtt_ms),
+            (Some(10e6), Some(0.002), Some(31.0))
+        );
+        let o = flow_outcome("reno", 20, Ok((String::new(), "no route".into(), false)));
+        assert_eq!(o.error.as_deref(), Some("failed: no route"));
+    }
+
+    /// Runs of flows together: each flow's median throughput and the
+    /// median Jain's index, in the entry's order.
+    #[test]
+    fn summaries_of_flows_together() {
+        let pair = |a: f64, b: f64| {
+            let mut r = run("bbe+reno", 0.9, 0.0);
+            r.flows = vec![
+                FlowShare {
+                    controller: "bbe".into(),
+                    throughput_bps: Some(a),
+                },
+                FlowShare {
+                    controller: "reno".into(),
+                    throughput_bps: Some(b),
+                },
+            ];
+            r.jain = Some(jain_index(&[a, b]));
+            r
+        };
+        let runs = vec![pair(120.0, 60.0), pair(100.0, 100.0), pair(150.0, 30.0)];
+        let s = summarise("x", &["bbe+reno".into()], &runs);
+        let each: Vec<_> = s[0].median_flows.iter().map(|f| f.throughput_bps).collect();
+        assert_eq!(each, vec![Some(120.0), Some(60.0)]);
+        // 180^2 / (2 (120^2 + 60^2)) = 0.9
+        assert!((s[0].median_jain.unwrap() - 0.9).abs() < 1e-12);
+        let one = summarise("x", &["bbe".into()], &[run("bbe", 0.9, 0.0)]);
+        assert!(one[0].median_flows.is_empty() && one[0].median_jain.is_none());
     }
 
     /// The first bin is start-up and left out: bins 50, 90, 110 of 100

@@ -278,7 +278,7 @@ impl Display for CheckReport {
 /// One `lab cc` run as its progress line says it.
 pub fn cc_progress_line(run: &CcRun) -> String {
     format!(
-        "{} run {}: {} of {} available{}{}",
+        "{} run {}: {} of {} available{}{}{}",
         run.controller,
         run.run + 1,
         run.throughput_bps
@@ -286,6 +286,7 @@ pub fn cc_progress_line(run: &CcRun) -> String {
         run.available_bps
             .map_or("-".into(), |t| format!("{:.1} Mbit/s", t / 1e6)),
         line_drops(run.delay_line),
+        flow_shares(&run.flows, run.jain),
         run.error
             .as_ref()
             .map_or(String::new(), |e| format!(" ({e})"))
@@ -294,8 +295,36 @@ pub fn cc_progress_line(run: &CcRun) -> String {
     })
 }
 
+/// Flows run together: " (bbe 120.1, reno 60.2 Mbit/s; Jain's index
+/// 0.90)"; nothing for one flow.
+fn flow_shares(flows: &[crate::cc::FlowShare], jain: Option<f64>) -> String {
+    if flows.is_empty() {
+        return String::new();
+    }
+    format!(
+        " ({}; Jain's index {})",
+        each_flow(flows),
+        jain.map_or("-".into(), |j| format!("{j:.3}"))
+    )
+}
+
+/// "bbe 120.1, reno 60.2 Mbit/s".
+fn each_flow(flows: &[crate::cc::FlowShare]) -> String {
+    let each: Vec<String> = flows
+        .iter()
+        .map(|f| {
+            let t = f
+                .throughput_bps
+                .map_or("-".into(), |t| format!("{:.1}", t / 1e6));
+            format!("{} {t}", f.controller)
+        })
+        .collect();
+    format!("{} Mbit/s", each.join(", "))
+}
+
 impl Display for CcReport {
-    /// `lab cc`'s table: one row per controller.
+    /// `lab cc`'s table: one row per controller (or flows run together),
+    /// then, where flows ran together, each one's throughput.
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         writeln!(f, "| scenario | controller | runs | throughput (median) | available (median) | share (median) | loss (median) | RTT (median) |")?;
         writeln!(f, "|---|---|---:|---:|---:|---:|---:|---:|")?;
@@ -313,6 +342,27 @@ impl Display for CcReport {
                     .map_or("-".into(), |v| format!("{:.2} %", v * 100.0)),
                 s.median_rtt_ms.map_or("-".into(), |v| format!("{v:.2} ms")),
             )?;
+        }
+        let together: Vec<_> = self
+            .summaries
+            .iter()
+            .filter(|s| !s.median_flows.is_empty())
+            .collect();
+        if !together.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "| scenario | flows together | runs | each flow's throughput (median) | Jain's index (median) |")?;
+            writeln!(f, "|---|---|---:|---|---:|")?;
+            for s in together {
+                writeln!(
+                    f,
+                    "| {} | {} | {} | {} | {} |",
+                    s.scenario,
+                    s.controller,
+                    s.runs,
+                    each_flow(&s.median_flows),
+                    s.median_jain.map_or("-".into(), |j| format!("{j:.3}"))
+                )?;
+            }
         }
         Ok(())
     }
