@@ -30,8 +30,8 @@ def test_window_controllers_run_on_the_simulated_path(cli):
     assert bbe["cc"] == "bbe" and reno["cc"] == "newreno"
     # Random losses on an empty pipe: BBE keeps its window, NewReno halves.
     assert bbe["goodput_bps"] > 2 * reno["goodput_bps"]
-    with pytest.raises(tightlink.TightlinkError, match="simulated path"):
-        tightlink.transfer("127.0.0.1:9", cc="bbe", time_s=1.0)
+    with pytest.raises(tightlink.TightlinkError, match="the simulator's model"):
+        tightlink.transfer("127.0.0.1:9", cc="newreno", time_s=1.0)
 
 
 def test_bad_arguments_say_what_is_wrong():
@@ -76,6 +76,15 @@ def test_a_real_transfer_arrives_whole_both_ways(server):
     assert down["reverse"] and not up["reverse"]
     # The same seeded bytes, whoever sent them.
     assert up["sha256"] == down["sha256"]
+
+
+def test_bbe_sends_to_a_real_server(server):
+    r = tightlink.transfer(server, cc="bbe", bytes=5_000_000, max_rate_bps=300e6, seed=9)
+    assert r["cc"] == "bbe" and r["bytes"] == 5_000_000 and len(r["sha256"]) == 64
+    # The server's limit and the rate asked for hold the window's pacing.
+    assert r["goodput_bps"] <= 300e6
+    with pytest.raises(tightlink.TightlinkError, match="a server sends with Rapid only"):
+        tightlink.transfer(server, cc="bbe", bytes=1_000_000, reverse=True)
 
 
 def test_intervals_come_as_the_transfer_goes(server):

@@ -266,8 +266,9 @@ fn a_timed_transfer_ends_at_the_session_limit_both_ways() {
 
 /// BBE's window drives the same engine: every byte arrives, the window's
 /// pacing keeps under the rate asked for, and the intervals carry its
-/// BE; the server does not send with it (`-R` is refused before a
-/// session opens).
+/// rate; the server does not send with it (`-R` is refused before a
+/// session opens). (BE needs a bottleneck that spreads a pair: the
+/// lab's tests.)
 #[test]
 fn a_bbe_transfer_arrives_intact_under_the_rate_asked_for() {
     let (addr, _) = spawn_server(quiet()).unwrap();
@@ -291,7 +292,10 @@ fn a_bbe_transfer_arrives_intact_under_the_rate_asked_for() {
     // 20 MB (and each packet's headers) at 200 Mbit/s takes 0.8 s at least.
     assert!(s.duration_ns >= 800_000_000, "{} ns", s.duration_ns);
     assert!(s.goodput_bps() <= 200e6, "{}", s.goodput_bps());
-    assert!(intervals.iter().any(|iv| iv.estimate_bps.is_some()));
+    assert!(
+        intervals.iter().all(|iv| iv.rate_bps > 0.0),
+        "{intervals:?}"
+    );
     let e = transfer::run(
         &addr.to_string(),
         &TransferOptions {

@@ -15,9 +15,11 @@
 //! - A report frees the window: a packet counts in flight until its
 //!   stream's report comes, so up to one stream more is held back than a
 //!   TCP sender would hold.
-//! - Streams are a sixteenth of the window in packets, 8 to 128: a
-//!   handful of reports a round trip, and a window is never one open
-//!   stream (the sender ends a stream early only when it is).
+//! - Streams are a sixteenth of the window in packets, 8 to 1024: a
+//!   handful of reports a round trip, so the sender's limit on streams
+//!   awaiting their reports (64) never caps the window, and a window is
+//!   never one open stream (the sender ends a stream early only when it
+//!   is).
 //! - Packets are paced, as Linux paces TCP: at twice cwnd over the RTT
 //!   in slow start and 1.2 times in congestion avoidance (the
 //!   `tcp_pacing_ss_ratio` and `tcp_pacing_ca_ratio` defaults, 200 and
@@ -43,7 +45,7 @@ pub const PACING_AVOIDANCE_RATIO: f64 = 1.2;
 
 /// Stream length bounds, packets.
 pub const MIN_STREAM_PACKETS: u32 = 8;
-pub const MAX_STREAM_PACKETS: u32 = 128;
+pub const MAX_STREAM_PACKETS: u32 = 1024;
 
 #[derive(Debug, Clone, Copy)]
 struct Flight {
@@ -119,23 +121,26 @@ impl StreamWindow {
             || (self.in_flight_bytes + self.frame_bytes as u64) as f64 <= self.cc.cwnd_bytes()
     }
 
-    /// The pacing gap before the next packet: 0 for a pair's second
-    /// (and before an RTT); else two packets' time at the window over the
-    /// latest RTT, times the ratio of the phase.
-    pub fn send_gap_ns(&self) -> i64 {
-        let Some(rtt) = self.cc.rtt_now_ns().filter(|r| *r > 0.0) else {
-            return 0;
-        };
+    /// The pacing gap before the next packet: 0 for a pair's second;
+    /// else two packets' time at the window over the latest RTT, times
+    /// the ratio of the phase (0 before an RTT), and at least twice
+    /// `least_gap_ns` (a rate cap holds over each pair, not each packet,
+    /// so a pair still leaves back to back).
+    pub fn send_gap_ns(&self, least_gap_ns: i64) -> i64 {
         if self.next_seq % 2 == 1 {
             return 0;
         }
+        let floor = 2 * least_gap_ns.max(0);
+        let Some(rtt) = self.cc.rtt_now_ns().filter(|r| *r > 0.0) else {
+            return floor;
+        };
         let ratio = if self.cc.cwnd_bytes() < self.cc.ssthresh_bytes() {
             PACING_SLOW_START_RATIO
         } else {
             PACING_AVOIDANCE_RATIO
         };
         let rate_bps = ratio * self.cc.cwnd_bytes() * 8e9 / rtt;
-        (2.0 * self.frame_bytes as f64 * 8e9 / rate_bps) as i64
+        ((2.0 * self.frame_bytes as f64 * 8e9 / rate_bps) as i64).max(floor)
     }
 
     /// Packets in the next stream: a sixteenth of the window.
@@ -332,17 +337,23 @@ mod tests {
     /// 15.6 ms x 2000 / (2 cwnd), its second at once.
     #[test]
     fn the_pacing_gap_by_hand() {
-        assert_eq!(window().send_gap_ns(), 0, "no RTT yet: no pacing");
+        assert_eq!(window().send_gap_ns(0), 0, "no RTT yet: no pacing");
+        assert_eq!(window().send_gap_ns(7), 14, "but the rate cap, over a pair");
         let mut w = reported();
         let cwnd = w.controller().cwnd_bytes();
         assert!(cwnd < w.controller().ssthresh_bytes());
         let want = 15.6e6 * 2000.0 / (2.0 * cwnd);
-        assert!((w.send_gap_ns() as f64 - want).abs() <= 1.0);
-        assert!((1_150_000..1_250_000).contains(&w.send_gap_ns()));
+        assert!((w.send_gap_ns(0) as f64 - want).abs() <= 1.0);
+        assert!((1_150_000..1_250_000).contains(&w.send_gap_ns(0)));
+        assert_eq!(
+            w.send_gap_ns(1_000_000),
+            2_000_000,
+            "a cap above the pacing"
+        );
         w.sent(17 * MS, FRAME);
-        assert_eq!(w.send_gap_ns(), 0, "the pair's second");
+        assert_eq!(w.send_gap_ns(1_000_000), 0, "the pair's second");
         w.sent(17 * MS, FRAME);
-        assert!(w.send_gap_ns() > 0);
+        assert!(w.send_gap_ns(0) > 0);
     }
 
     /// Eight packets sent 0.05 ms apart and reported (see

@@ -32,8 +32,9 @@ pub(crate) enum Pacer {
     },
     Window {
         w: StreamWindow,
-        /// Never faster than the plan's rate (the server's limit among
-        /// them), whatever the window's pacing allows.
+        /// A packet's time at the plan's rate (the server's limit among
+        /// them): never faster, over each pair, whatever the window's
+        /// pacing allows.
         min_gap_ns: i64,
         last_send_ns: Option<i64>,
     },
@@ -83,7 +84,7 @@ impl Pacer {
                 min_gap_ns,
                 last_send_ns,
             } if w.may_send() => {
-                let gap = (*min_gap_ns).max(w.send_gap_ns());
+                let gap = w.send_gap_ns(*min_gap_ns);
                 Due::At(last_send_ns.map_or(now_ns, |l| (l + gap).max(now_ns)))
             }
             Pacer::Window { .. } => Due::WindowFull,
