@@ -17,7 +17,7 @@
 //!   TCP sender would hold.
 //! - Streams are a sixteenth of the window in packets, 8 to 1024: a
 //!   handful of reports a round trip, so the sender's limit on streams
-//!   awaiting their reports (64) never caps the window, and a window is
+//!   awaiting their reports (128) never caps the window, and a window is
 //!   never one open stream (the sender ends a stream early only when it
 //!   is).
 //! - Packets are paced, as Linux paces TCP: at twice cwnd over the RTT
