@@ -393,8 +393,27 @@ fn one_run(
         let each: Option<Vec<f64>> = outs.iter().map(|o| o.throughput_bps).collect();
         r.jain = each.map(|x| jain_index(&x));
     }
+    r.bins = bins(lab, sampler, opts.bin, start_ns, end_ns);
+    if let Some((thr, avail)) = means(&r.bins) {
+        r.throughput_bps = Some(thr);
+        r.available_bps = Some(avail);
+        r.share = (avail > 0.0).then(|| thr / avail);
+    }
+    r
+}
+
+/// (bin start s, delivered bit/s, available bit/s) over the run, from
+/// the hops' counters: each shaped hop's rate less the cross traffic
+/// offered at its entry router, the least of them.
+fn bins(
+    lab: &Lab,
+    sampler: &Sampler,
+    bin: Duration,
+    start_ns: i64,
+    end_ns: i64,
+) -> Vec<(f64, f64, f64)> {
     let samples = samples_until(sampler, end_ns);
-    let bin_ns = opts.bin.as_nanos() as i64;
+    let bin_ns = bin.as_nanos() as i64;
     let rates: Vec<f64> = lab.scenario.hops.iter().map(|h| h.rate_bps).collect();
     let crossed = |k: usize| {
         lab.scenario
@@ -402,6 +421,7 @@ fn one_run(
             .as_ref()
             .is_some_and(|c| k >= c.entry_hop)
     };
+    let mut out = Vec::new();
     let mut t = start_ns;
     while t + bin_ns <= end_ns {
         if let Some((delivered, offered)) = truth::delivered_and_offered(&samples, t, t + bin_ns) {
@@ -411,17 +431,11 @@ fn one_run(
                 .map(|(k, &c)| if crossed(k) { c - offered } else { c })
                 .fold(f64::INFINITY, f64::min)
                 .max(0.0);
-            r.bins
-                .push(((t - start_ns) as f64 / 1e9, delivered, available));
+            out.push(((t - start_ns) as f64 / 1e9, delivered, available));
         }
         t += bin_ns;
     }
-    if let Some((thr, avail)) = means(&r.bins) {
-        r.throughput_bps = Some(thr);
-        r.available_bps = Some(avail);
-        r.share = (avail > 0.0).then(|| thr / avail);
-    }
-    r
+    out
 }
 
 #[cfg(test)]

@@ -421,8 +421,18 @@ impl Display for TransferReport {
             self.loss() * 100.0,
             self.retransmitted_bytes
         )?;
-        // A window controller reads no streams and keeps no rate.
-        if self.streams > 0 || self.final_rate_bps.is_some() {
+        let window = matches!(self.cc, "bbe" | "newreno");
+        let last = self.intervals.last();
+        if let (true, Some(rate)) = (window, last.and_then(|iv| iv.rate_bps)) {
+            // On real packets: the window over RTTmin and BE at the end.
+            writeln!(
+                f,
+                "window      last rate {} (the window over the least RTT), BE {}",
+                format_rate(rate),
+                last.and_then(|iv| iv.estimate_bps)
+                    .map_or("-".into(), format_rate)
+            )?;
+        } else if !window && (self.streams > 0 || self.final_rate_bps.is_some()) {
             writeln!(
                 f,
                 "estimates   {} streams read, median exact estimate {}, last rate {}",

@@ -70,6 +70,18 @@ enum Fleet {
     Grey,
 }
 
+/// The next fleet's rate, Pathload's way: halfway across the part of
+/// `rmin..rmax` still unknown, above the grey region first; `None` once
+/// every part is within `res`.
+fn next_rate(grey: Option<(f64, f64)>, rmin: f64, rmax: f64, res: f64) -> Option<f64> {
+    match grey {
+        None => (rmax - rmin > res).then_some(0.5 * (rmin + rmax)),
+        Some((_, gmax)) if rmax - gmax > res => Some(0.5 * (gmax + rmax)),
+        Some((gmin, _)) if gmin - rmin > res => Some(0.5 * (rmin + gmin)),
+        Some(_) => None,
+    }
+}
+
 pub fn run(
     s: &mut Session,
     p: PathloadSearchParams,
@@ -122,37 +134,18 @@ pub fn run(
                 grey = Some(grey.map_or((rate, rate), |(a, b)| (a.min(rate), b.max(rate))));
             }
         }
-        // Next rate, Pathload's way: search above the grey region first.
-        rate = match grey {
-            None => {
-                if rmax - rmin <= res {
-                    break;
-                }
-                0.5 * (rmin + rmax)
-            }
-            Some((gmin, gmax)) => {
-                if rmax - gmax > res {
-                    0.5 * (gmax + rmax)
-                } else if gmin - rmin > res {
-                    0.5 * (rmin + gmin)
-                } else {
-                    break;
-                }
-            }
+        let Some(next) = next_rate(grey, rmin, rmax, res) else {
+            break;
         };
+        rate = next;
     }
     let (lo, hi) = grey.unwrap_or((rmin, rmax));
     let bound = match (seen_inc, seen_no) {
         (true, true) => Bound::Exact,
         (false, true) => Bound::AtLeast,
         (true, false) => Bound::AtMost,
-        (false, false) => {
-            if grey.is_some() {
-                Bound::Exact
-            } else {
-                Bound::None
-            }
-        }
+        (false, false) if grey.is_some() => Bound::Exact,
+        (false, false) => Bound::None,
     };
     let value = match bound {
         Bound::AtLeast => lo,
@@ -213,6 +206,17 @@ fn standing_under(
 mod tests {
     use super::*;
     use crate::Budget;
+
+    /// Rmin 40, Rmax 100, resolution 5 (Mbit/s): halfway, 70; with a grey
+    /// region 60-80 above it first (90), then under it (50), then done.
+    #[test]
+    fn the_next_rate_by_hand() {
+        assert_eq!(next_rate(None, 40.0, 100.0, 5.0), Some(70.0));
+        assert_eq!(next_rate(None, 40.0, 44.0, 5.0), None);
+        assert_eq!(next_rate(Some((60.0, 80.0)), 40.0, 100.0, 5.0), Some(90.0));
+        assert_eq!(next_rate(Some((60.0, 80.0)), 40.0, 84.0, 5.0), Some(50.0));
+        assert_eq!(next_rate(Some((60.0, 80.0)), 56.0, 84.0, 5.0), None);
+    }
     use tightlink_core::channel::{Channel, ChannelError, ChannelInfo, Probed, StreamRequest};
     use tightlink_core::ProbeStream;
 
