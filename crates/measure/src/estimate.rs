@@ -498,9 +498,22 @@ pub fn small_head_warning(e: &Report) -> Option<String> {
 }
 
 /// Pathload's fleets over a queue that stood under nearly every stream:
-/// why there is no answer.
+/// why there is no answer; multi-rate streams whose lowest rates met it:
+/// why the answer may be well off.
 pub fn standing_queue_warning(e: &Report) -> Option<String> {
     let q = e.standing_queue?;
+    if e.bound != Bound::None {
+        return Some(format!(
+            "a queue stood under the lowest rates of {} of {} streams (their median delay \
+             {:.2} ms above the empty path's): cross traffic that fills the buffer whatever \
+             the probes' rate, as a TCP flow with data to send does; what it leaves free \
+             moves as the probes load the path, so the answer is what the streams met and \
+             may be well off either way",
+            q.stood,
+            q.streams,
+            q.median_depth_ns / 1e6,
+        ));
+    }
     Some(format!(
         "a queue stood under {} of {} streams (their median delay {:.2} ms above the \
          empty path's, at every rate tried): cross traffic that fills the buffer whatever \
@@ -1181,6 +1194,13 @@ mod tests {
         });
         let w = standing_queue_warning(&r.estimate).unwrap();
         for part in ["42 of 43 streams", "2.56 ms", "no answer"] {
+            assert!(w.contains(part), "{part}: {w}");
+        }
+        // An exact answer over it (multi-rate streams) stays, and says why
+        // it may be off.
+        r.estimate.bound = Bound::Exact;
+        let w = standing_queue_warning(&r.estimate).unwrap();
+        for part in ["lowest rates of 42 of 43 streams", "well off either way"] {
             assert!(w.contains(part), "{part}: {w}");
         }
     }

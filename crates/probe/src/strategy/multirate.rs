@@ -194,8 +194,60 @@ pub fn run(
 }
 
 /// The strategy from its wide scan on (`None`: the budget had no room for
-/// it).
+/// it), and whether a queue stood under the streams' lowest rates.
 pub fn after_scan(
+    s: &mut Session,
+    params: MultirateParams,
+    analysis: &AnalysisParams,
+    scan: Option<WideScan>,
+) -> Result<Report, StrategyError> {
+    let mut r = search(s, params, analysis, scan)?;
+    r.standing_queue = standing_under_low_rates(s, &r, params.size_bytes);
+    Ok(r)
+}
+
+/// A queue that stood under the lowest rates of (nearly) every stream
+/// after the scan ([`standing::LOW_RATES_STOOD_SHARE`]): cross traffic
+/// that fills the buffer whatever the probes' rate. The answer stays
+/// (the streams read the queue's growth with the rate, which a standing
+/// queue does not hide as it hides a trend), but what such traffic
+/// leaves free moves as the probes load the path: the warning says so.
+fn standing_under_low_rates(
+    s: &Session,
+    r: &Report,
+    size_bytes: u32,
+) -> Option<tightlink_core::decision::standing::StandingQueue> {
+    use tightlink_core::decision::standing;
+    if r.bound != Bound::Exact || r.available_bandwidth_bps <= 0.0 {
+        return None;
+    }
+    let streams = s.streams();
+    let empty_ns = standing::empty_path_ns(streams.iter().filter_map(standing::delay_level))?;
+    // After the scan, and not the shaper trains (back to back at the
+    // line rate: no low rates).
+    let low: Vec<standing::DelayLevel> = streams
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| *k > 0 && !r.check_streams.contains(k))
+        .filter_map(|(_, st)| standing::first_part_level(st, 0.25))
+        .collect();
+    let scan = streams.first()?;
+    let batch = scan.receive_batch_interval_ns();
+    // Two of the packets sent (the channel may have sized them) at the
+    // answer's rate: at most the dispersion rate, so no shallower than
+    // the pathload search's depth.
+    let size = scan.packets.first().map_or(size_bytes, |p| p.size_bytes);
+    let depth_ns = standing::depth_threshold_ns(size, r.available_bandwidth_bps, batch);
+    Some(standing::standing_queue(&low, empty_ns, depth_ns)).filter(|q| {
+        q.held_at(
+            standing::LOW_RATES_STOOD_SHARE,
+            standing::LOW_RATES_MIN_STREAMS,
+        )
+    })
+}
+
+/// The search after the scan.
+fn search(
     s: &mut Session,
     params: MultirateParams,
     analysis: &AnalysisParams,
@@ -905,6 +957,7 @@ fn median_interval_sorted(s: &[f64]) -> (f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tightlink_core::decision::standing;
 
     /// A 10 Gbit/s hop with 5 Gbit/s of fluid cross traffic (no receive
     /// batches); the streams `hit` picks by their index (the scan is 0)
@@ -959,6 +1012,98 @@ mod tests {
             stream_packet_limit: None,
             stream_span_limit_ns: None,
         }
+    }
+
+    /// The 10 Gbit/s hop with 5 Gbit/s of fluid cross traffic; with
+    /// `standing`, from the second stream on a flow that fills the buffer
+    /// keeps 2 ms of queue under every packet (a standing queue: no gap
+    /// changes, every delay does).
+    struct StandingHop {
+        standing: bool,
+        sent: usize,
+        now_ns: i64,
+    }
+
+    impl tightlink_core::channel::Channel for StandingHop {
+        fn probe(
+            &mut self,
+            req: &StreamRequest,
+        ) -> Result<tightlink_core::channel::Probed, tightlink_core::channel::ChannelError>
+        {
+            let path = tightlink_core::synth::SynthPath::ten_gig(5e9);
+            let send: Vec<i64> = req.offsets_ns.iter().map(|o| self.now_ns + o).collect();
+            let mut st = path.stream(0, &send, req.sizes[0]);
+            if self.standing && self.sent > 0 {
+                for p in &mut st.packets {
+                    p.recv_ns = p.recv_ns.map(|r| r + 2_000_000);
+                }
+            }
+            self.sent += 1;
+            self.now_ns += 20_000_000;
+            Ok(tightlink_core::channel::Probed::on_time(st, None))
+        }
+        fn info(&self) -> tightlink_core::channel::ChannelInfo {
+            hop_info("standing hop")
+        }
+        fn elapsed_ns(&self) -> i64 {
+            self.now_ns
+        }
+    }
+
+    fn run_standing(standing: bool) -> Report {
+        let mut hop = StandingHop {
+            standing,
+            sent: 0,
+            now_ns: 0,
+        };
+        let mut progress = |_: f64| {};
+        let mut s = Session::start(&mut hop, crate::Budget::default(), &mut progress).unwrap();
+        run(
+            &mut s,
+            MultirateParams::default(),
+            &AnalysisParams::default(),
+        )
+        .unwrap()
+    }
+
+    /// The same answer either way (a standing queue changes no gap), but
+    /// over the standing queue every stream after the scan met it under
+    /// its lowest rates, 2 ms deep, and the report says so; on the free
+    /// path the lowest rates met none.
+    #[test]
+    fn a_queue_that_stood_under_the_lowest_rates_is_said() {
+        let free = run_standing(false);
+        let held = run_standing(true);
+        assert_eq!(free.standing_queue, None, "{free:?}");
+        assert_eq!(held.bound, Bound::Exact, "{held:?}");
+        assert!(
+            (held.available_bandwidth_bps - 5e9).abs() < 0.25e9,
+            "{held:?}"
+        );
+        assert_eq!(held.available_bandwidth_bps, free.available_bandwidth_bps);
+        let q = held
+            .standing_queue
+            .unwrap_or_else(|| panic!("the queue stood: {held:?}"));
+        assert_eq!(q.stood, q.streams, "{q:?}");
+        assert!(q.streams >= standing::LOW_RATES_MIN_STREAMS, "{q:?}");
+        assert!((q.median_depth_ns - 2e6).abs() < 0.1e6, "{q:?}");
+        // Through the whole method, the shaper trains after the streams
+        // included: the trains leave the answer and keep what it said.
+        let mut hop = StandingHop {
+            standing: true,
+            sent: 0,
+            now_ns: 0,
+        };
+        let whole = super::super::Method::Multirate
+            .run(
+                &mut hop,
+                &AnalysisParams::default(),
+                crate::Budget::default(),
+                &mut |_| {},
+            )
+            .unwrap();
+        assert!(!whole.check_streams.is_empty(), "the trains ran: {whole:?}");
+        assert_eq!(whole.standing_queue, held.standing_queue, "{whole:?}");
     }
 
     fn run_on(hit: fn(usize) -> bool) -> Report {

@@ -71,6 +71,7 @@ impl Check<'_> {
         Report {
             swung_bps: r.swung_bps,
             busy: r.busy,
+            standing_queue: r.standing_queue,
             ..s.report(
                 r.method,
                 r.available_bandwidth_bps,
@@ -573,6 +574,69 @@ fn small_head(t: &ShaperTrain, answer_bps: f64) -> Option<SmallHead> {
 mod tests {
     use super::*;
     use tightlink_core::capacity::shaper::TrainShape;
+    use tightlink_core::channel::{Channel, ChannelError, ChannelInfo, Probed, StreamRequest};
+
+    /// A channel never probed: a session to build reports from.
+    struct Unprobed;
+
+    impl Channel for Unprobed {
+        fn probe(&mut self, _: &StreamRequest) -> Result<Probed, ChannelError> {
+            Err(ChannelError::Io("not probed".into()))
+        }
+        fn info(&self) -> ChannelInfo {
+            ChannelInfo {
+                description: "unprobed".into(),
+                max_rate_bps: 1e9,
+                probe_size_bytes: None,
+                byte_limit: None,
+                stream_packet_limit: None,
+                stream_span_limit_ns: None,
+            }
+        }
+        fn elapsed_ns(&self) -> i64 {
+            0
+        }
+    }
+
+    /// Trains that leave the answer keep what the streams said of it:
+    /// the swing, and a queue that stood under their lowest rates.
+    #[test]
+    fn an_unchanged_answer_keeps_what_the_streams_said() {
+        let mut channel = Unprobed;
+        let mut progress = |_: f64| {};
+        let s = Session::start(&mut channel, crate::Budget::default(), &mut progress).unwrap();
+        let mut r = s.report(
+            super::super::super::Method::Multirate,
+            75e6,
+            Bound::Exact,
+            60e6,
+            90e6,
+            Stop::Swings,
+        );
+        r.swung_bps = Some((60e6, 90e6));
+        r.standing_queue = Some(tightlink_core::decision::standing::StandingQueue {
+            stood: 8,
+            streams: 8,
+            median_depth_ns: 1.7e6,
+        });
+        let c = Check {
+            report: &r,
+            answer: 75e6,
+            top: 1e9,
+            rate: 150e6,
+            size_bytes: 1514,
+            tail_share: 0.97,
+            fifo_most_bps: 1e9,
+        };
+        let u = c.unchanged(&s);
+        assert_eq!(
+            (u.available_bandwidth_bps, u.bound, u.stop),
+            (75e6, Bound::Exact, Stop::Swings)
+        );
+        assert_eq!((u.low_bps, u.high_bps), (60e6, 90e6));
+        assert_eq!(u.swung_bps, r.swung_bps);
+        assert_eq!(u.standing_queue, r.standing_queue);
+    }
 
     /// A short train sent at 442 Mbit/s of 1514-byte packets whose tail
     /// came at `tail_bps` after `ahead` packets at `head_bps`.
