@@ -84,6 +84,7 @@ mod estimate_json;
 pub mod hops;
 pub mod passive;
 pub mod report;
+mod report_warnings;
 mod save;
 pub mod simulate;
 pub mod target;
