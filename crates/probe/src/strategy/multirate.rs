@@ -1050,20 +1050,24 @@ mod tests {
         }
     }
 
-    fn run_standing(standing: bool) -> Report {
-        let mut hop = StandingHop {
-            standing,
-            sent: 0,
-            now_ns: 0,
-        };
+    /// The strategy with its defaults over `channel`.
+    fn run_over(channel: &mut dyn tightlink_core::channel::Channel) -> Report {
         let mut progress = |_: f64| {};
-        let mut s = Session::start(&mut hop, crate::Budget::default(), &mut progress).unwrap();
+        let mut s = Session::start(channel, crate::Budget::default(), &mut progress).unwrap();
         run(
             &mut s,
             MultirateParams::default(),
             &AnalysisParams::default(),
         )
         .unwrap()
+    }
+
+    fn run_standing(standing: bool) -> Report {
+        run_over(&mut StandingHop {
+            standing,
+            sent: 0,
+            now_ns: 0,
+        })
     }
 
     /// The same answer either way (a standing queue changes no gap), but
@@ -1111,20 +1115,12 @@ mod tests {
     }
 
     fn run_on_hop(hit: fn(usize) -> bool, at_once: bool) -> Report {
-        let mut hop = BurstyHop {
+        run_over(&mut BurstyHop {
             hit,
             at_once,
             sent: 0,
             now_ns: 0,
-        };
-        let mut progress = |_: f64| {};
-        let mut s = Session::start(&mut hop, crate::Budget::default(), &mut progress).unwrap();
-        run(
-            &mut s,
-            MultirateParams::default(),
-            &AnalysisParams::default(),
-        )
-        .unwrap()
+        })
     }
 
     /// Without bursts the streams agree on 5 Gbit/s and stop `stable`.
