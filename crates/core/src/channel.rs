@@ -112,6 +112,21 @@ pub struct ChannelInfo {
     pub stream_span_limit_ns: Option<i64>,
 }
 
+impl ChannelInfo {
+    /// A channel that says nothing of its probe size and sets no limit
+    /// of bytes, packets or span.
+    pub fn without_limits(description: impl Into<String>, max_rate_bps: f64) -> Self {
+        ChannelInfo {
+            description: description.into(),
+            max_rate_bps,
+            probe_size_bytes: None,
+            byte_limit: None,
+            stream_packet_limit: None,
+            stream_span_limit_ns: None,
+        }
+    }
+}
+
 /// What a real channel learned about the sending host and its own link
 /// (\[HOST\] section 3: a tool must say when the host, not the path,
 /// limits it).

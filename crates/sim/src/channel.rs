@@ -64,20 +64,16 @@ impl Channel for SimChannel {
     }
 
     fn info(&self) -> ChannelInfo {
-        ChannelInfo {
-            description: self.description.clone(),
-            max_rate_bps: self
-                .path
-                .spec()
-                .hops
-                .first()
-                .map_or(0.0, |h| h.hop.capacity_bps)
-                .min(self.rate_cap_bps.unwrap_or(f64::INFINITY)),
-            probe_size_bytes: None,
-            byte_limit: None,
-            stream_packet_limit: None,
-            stream_span_limit_ns: None,
-        }
+        let first_hop_bps = self
+            .path
+            .spec()
+            .hops
+            .first()
+            .map_or(0.0, |h| h.hop.capacity_bps);
+        ChannelInfo::without_limits(
+            self.description.clone(),
+            first_hop_bps.min(self.rate_cap_bps.unwrap_or(f64::INFINITY)),
+        )
     }
 
     fn elapsed_ns(&self) -> i64 {

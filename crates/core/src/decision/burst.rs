@@ -537,10 +537,10 @@ pub fn bursts_swing(bursts: usize, streams: usize) -> bool {
 /// of them at least. A single-rate stream holds one rate, so a step in
 /// it is a batch or a pause, never the probes' own queue. The pathload
 /// mode's fleets met steps in at most 8 % of their streams on the lab's
-/// CBR and timer-paced UDP paths (one run in twelve of the CBR path more,
-/// when its generator stalled) and in 23-36 % under a replayed capture
-/// of real flows, where their answer read a quarter high; under a
-/// quarter, one such run in ten said nothing.
+/// CBR and timer-paced UDP paths (one CBR run in 28 more, when its
+/// generator stalled) and in 23-36 % under a replayed capture of real
+/// flows, where their answer read a quarter high; with a quarter as the
+/// bar, one such run in ten said nothing.
 pub fn steps_met_often(stepped: usize, streams: usize) -> bool {
     stepped >= 2 && 5 * stepped >= streams
 }

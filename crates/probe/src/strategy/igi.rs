@@ -237,14 +237,7 @@ mod tests {
             ))
         }
         fn info(&self) -> ChannelInfo {
-            ChannelInfo {
-                description: "fluid link".into(),
-                max_rate_bps: self.c,
-                probe_size_bytes: None,
-                byte_limit: None,
-                stream_packet_limit: None,
-                stream_span_limit_ns: None,
-            }
+            ChannelInfo::without_limits("fluid link", self.c)
         }
         fn elapsed_ns(&self) -> i64 {
             self.now_ns

@@ -1004,14 +1004,7 @@ mod tests {
 
     /// A test hop behind a 10 Gbit/s sender, no other limits.
     fn hop_info(description: &str) -> tightlink_core::channel::ChannelInfo {
-        tightlink_core::channel::ChannelInfo {
-            description: description.into(),
-            max_rate_bps: 10e9,
-            probe_size_bytes: None,
-            byte_limit: None,
-            stream_packet_limit: None,
-            stream_span_limit_ns: None,
-        }
+        tightlink_core::channel::ChannelInfo::without_limits(description, 10e9)
     }
 
     /// The 10 Gbit/s hop with 5 Gbit/s of fluid cross traffic; with

@@ -264,14 +264,7 @@ mod tests {
             ))
         }
         fn info(&self) -> ChannelInfo {
-            ChannelInfo {
-                description: "a link".into(),
-                max_rate_bps: 1e9,
-                probe_size_bytes: None,
-                byte_limit: None,
-                stream_packet_limit: None,
-                stream_span_limit_ns: None,
-            }
+            ChannelInfo::without_limits("a link", 1e9)
         }
         fn elapsed_ns(&self) -> i64 {
             self.now_ns

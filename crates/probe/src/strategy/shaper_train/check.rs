@@ -584,14 +584,7 @@ mod tests {
             Err(ChannelError::Io("not probed".into()))
         }
         fn info(&self) -> ChannelInfo {
-            ChannelInfo {
-                description: "unprobed".into(),
-                max_rate_bps: 1e9,
-                probe_size_bytes: None,
-                byte_limit: None,
-                stream_packet_limit: None,
-                stream_span_limit_ns: None,
-            }
+            ChannelInfo::without_limits("unprobed", 1e9)
         }
         fn elapsed_ns(&self) -> i64 {
             0
