@@ -10,7 +10,7 @@ use tightlink_core::warning::{Warning, WarningCode};
 
 use anyhow::{Context, Result};
 use tightlink_core::channel::{Channel, ChannelInfo, HostFindings, Recorder};
-use tightlink_core::decision::burst::{bursts_swing, steps_met_often, Held};
+use tightlink_core::decision::burst::{bursts_swing, steps_met_often, steps_under_answer, Held};
 use tightlink_core::units::format_rate;
 use tightlink_core::{AnalysisParams, Bound, ProbeStream};
 use tightlink_probe::strategy::bart::{self, BartStrategyParams, BartUpdate};
@@ -300,7 +300,9 @@ fn stream_warnings(
         warnings.push((WarningCode::Swing, Some(swing_warning(estimate, kept))));
     }
     // Each stream is analysed once for both.
-    let held = held_streams(&options.analysis, kept, kept_late);
+    let answer_bps = (estimate.bound != Bound::None && estimate.available_bandwidth_bps > 0.0)
+        .then_some(estimate.available_bandwidth_bps);
+    let held = held_streams(&options.analysis, kept, kept_late, answer_bps);
     warnings.extend([
         (WarningCode::Burst, held.burst_warning()),
         (WarningCode::Pause, held.pause_warning()),
@@ -476,7 +478,7 @@ pub fn burst_warning(
     streams: &[ProbeStream],
     late: &[bool],
 ) -> Option<String> {
-    held_streams(analysis, streams, late).burst_warning()
+    held_streams(analysis, streams, late, None).burst_warning()
 }
 
 /// Multi-rate streams the path held at once (`analyze`'s note: one step
@@ -490,17 +492,20 @@ pub fn pause_warning(
     streams: &[ProbeStream],
     late: &[bool],
 ) -> Option<String> {
-    held_streams(analysis, streams, late).pause_warning()
+    held_streams(analysis, streams, late, None).pause_warning()
 }
 
 /// The multi-rate streams of a run, and what held those of them whose
 /// sender kept to schedule; the single-rate streams, and how many of
-/// those that kept to schedule met a step of queue (`without_steps`).
+/// those that kept to schedule met a step of queue (`without_steps`),
+/// over all and among those sent under the answer.
 struct HeldStreams {
     multi: usize,
     held: Vec<Held>,
     single: usize,
     stepped_single: usize,
+    under_answer: usize,
+    stepped_under_answer: usize,
 }
 
 impl HeldStreams {
@@ -530,18 +535,33 @@ impl HeldStreams {
 
     fn single_step_warning(&self) -> Option<String> {
         let n = self.stepped_single;
-        steps_met_often(n, self.single).then(|| format!(
-            "{n} of {} single-rate streams met the queue rising in steps: batches of cross traffic that came at once, or pauses of the path; the decisions count each step's time as a batch's, which a pause is not, and the trend tests were not made for either",
-            self.single
+        if steps_met_often(n, self.single) {
+            return Some(format!(
+                "{n} of {} single-rate streams met the queue rising in steps: batches of cross traffic that came at once, or pauses of the path; the decisions count each step's time as a batch's, which a pause is not, and the trend tests were not made for either",
+                self.single
+            ));
+        }
+        let u = self.stepped_under_answer;
+        steps_under_answer(u, self.under_answer).then(|| format!(
+            "{u} of the {} single-rate streams sent under the answer met the queue rising in steps, where the probes alone build none: batches of cross traffic that came at once, or pauses of the path; which streams they hit decided the answer",
+            self.under_answer
         ))
     }
 }
 
 /// The multi-rate streams among `streams`, and what held those of them
-/// whose sender kept to schedule (`late` flags the others).
-fn held_streams(analysis: &AnalysisParams, streams: &[ProbeStream], late: &[bool]) -> HeldStreams {
+/// whose sender kept to schedule (`late` flags the others). A
+/// single-rate stream is under `answer_bps` when sent more than
+/// [`UNDER_ANSWER`] below it (the pathload mode's resolution is 2 %).
+fn held_streams(
+    analysis: &AnalysisParams,
+    streams: &[ProbeStream],
+    late: &[bool],
+    answer_bps: Option<f64>,
+) -> HeldStreams {
     let mut held = Vec::new();
     let (mut multi, mut single, mut stepped_single) = (0usize, 0usize, 0usize);
+    let (mut under_answer, mut stepped_under_answer) = (0usize, 0usize);
     for (k, s) in streams.iter().enumerate() {
         let on_time = !late.get(k).copied().unwrap_or(false);
         match s.infer_kind(analysis.gap_tolerance) {
@@ -549,9 +569,17 @@ fn held_streams(analysis: &AnalysisParams, streams: &[ProbeStream], late: &[bool
             tightlink_core::StreamKind::SingleRate => {
                 single += 1;
                 let window = analysis.multipass.window;
-                stepped_single += usize::from(
-                    on_time && tightlink_core::decision::burst::without_steps(s, window).is_some(),
+                let stepped =
+                    on_time && tightlink_core::decision::burst::without_steps(s, window).is_some();
+                stepped_single += usize::from(stepped);
+                let under = matches!(
+                    (answer_bps, s.avg_rate_bps()),
+                    (Some(a), Some(r)) if r < (1.0 - UNDER_ANSWER) * a
                 );
+                if under && on_time {
+                    under_answer += 1;
+                    stepped_under_answer += usize::from(stepped);
+                }
                 continue;
             }
             _ => continue,
@@ -573,8 +601,14 @@ fn held_streams(analysis: &AnalysisParams, streams: &[ProbeStream], late: &[bool
         held,
         single,
         stepped_single,
+        under_answer,
+        stepped_under_answer,
     }
 }
+
+/// How far under the answer a single-rate stream is sent to count as
+/// under it.
+const UNDER_ANSWER: f64 = 0.03;
 
 /// Pathload's trend tests on streams a coalescing receiver stamped in
 /// batches: after its burst filter the kept delays beat with the
@@ -1221,7 +1255,7 @@ mod tests {
         let run = |stepped: usize, calm: usize| {
             let mut v = vec![h.clone(); stepped];
             v.extend(std::iter::repeat_n(c.clone(), calm));
-            held_streams(&p, &v, &[]).single_step_warning()
+            held_streams(&p, &v, &[], None).single_step_warning()
         };
         let w = run(2, 7).unwrap();
         assert!(
@@ -1233,10 +1267,36 @@ mod tests {
         assert_eq!(run(0, 9), None);
         let late = [true, false, false, false, false];
         assert_eq!(
-            held_streams(&p, &[h.clone(), h.clone(), c.clone(), c.clone(), c], &late)
-                .single_step_warning(),
+            held_streams(
+                &p,
+                &[h.clone(), h.clone(), c.clone(), c.clone(), c.clone()],
+                &late,
+                None
+            )
+            .single_step_warning(),
             None,
             "a stream whose sender fell behind does not count"
+        );
+        // Under the answer a sixth is the bar: two of eleven streams at 3
+        // Gbit/s under an answer of 5 are said, not under one of 3.05.
+        let mut v = vec![h.clone(); 2];
+        v.extend(std::iter::repeat_n(c.clone(), 9));
+        let w = held_streams(&p, &v, &[], Some(5e9))
+            .single_step_warning()
+            .unwrap();
+        assert!(
+            w.starts_with("2 of the 11 single-rate streams sent under the answer met the queue rising in steps"),
+            "{w}"
+        );
+        assert_eq!(
+            held_streams(&p, &v, &[], Some(3.05e9)).single_step_warning(),
+            None
+        );
+        v.extend([c.clone(), c.clone()]);
+        assert_eq!(
+            held_streams(&p, &v, &[], Some(5e9)).single_step_warning(),
+            None,
+            "2 of 13"
         );
     }
 
