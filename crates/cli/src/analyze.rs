@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use tightlink_core::units::parse_rate;
+use tightlink_core::units::Rate;
 use tightlink_core::{AnalysisParams, StreamKind};
 use tightlink_measure::analyze::{analyze_trace, trace_capacity_bps, AnalysisSettings, Methods};
 
@@ -71,7 +71,7 @@ pub struct AnalyzeArgs {
     /// gaps, the rate the pairs were sent at); `multirate` meets the queue
     /// fit halfway with it.
     #[arg(long)]
-    pub capacity: Option<String>,
+    pub capacity: Option<Rate>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -104,11 +104,7 @@ fn params_from(args: &AnalyzeArgs) -> Result<AnalysisParams> {
             ConsistencyArg::Cumulative => "cumulative",
         }
         .into(),
-        capacity_bps: args
-            .capacity
-            .as_deref()
-            .map(|s| parse_rate(s).with_context(|| format!("--capacity {s}")))
-            .transpose()?,
+        capacity_bps: args.capacity.map(|c| c.bps),
     }
     .params(&|n| format!("--{n}"))
 }

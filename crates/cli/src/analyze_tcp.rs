@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use tightlink_core::tcp::BbeParams;
-use tightlink_core::units::parse_rate;
+use tightlink_core::units::Rate;
 use tightlink_measure::passive::{analyze_tcp, TcpOptions};
 use tightlink_measure::text::TcpSeriesCsv;
 
@@ -26,7 +26,7 @@ pub struct AnalyzeTcpArgs {
     /// The bottleneck capacity for the buffer estimate (e.g. 200M), when
     /// known better than the flow's own TCPProbe figure.
     #[arg(long)]
-    pub capacity: Option<String>,
+    pub capacity: Option<Rate>,
     /// Also draw the paper's figures into this PNG: RTT histograms overall
     /// and right before losses; BE, RE and ERE over time.
     #[arg(long)]
@@ -46,11 +46,7 @@ pub enum Format {
 pub fn run(a: AnalyzeTcpArgs) -> Result<()> {
     let options = TcpOptions {
         flow: a.flow.clone(),
-        capacity_bps: a
-            .capacity
-            .as_deref()
-            .map(|s| parse_rate(s).map_err(|e| anyhow::anyhow!("--capacity {s}: {e}")))
-            .transpose()?,
+        capacity_bps: a.capacity.map(|c| c.bps),
         congested_level: a.congested_level,
     };
     let j = analyze_tcp(&a.capture, &options)?;

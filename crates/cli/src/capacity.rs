@@ -30,7 +30,7 @@ pub struct CapacityArgs {
     pub key_file: Option<std::path::PathBuf>,
     /// Never send a stream faster on average than this (on `sim:` too).
     #[arg(long)]
-    pub max_rate: Option<String>,
+    pub max_rate: Option<tightlink_core::units::Rate>,
     /// Real servers: udp, packet or xdp (as for `estimate`).
     #[arg(long, default_value = "udp")]
     pub backend: String,
@@ -49,7 +49,7 @@ pub fn run(a: CapacityArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("--method {e}"))?;
     let options = CapacityOptions {
         methods,
-        real: real_options(a.reverse, &a.key_file, &a.max_rate, &a.backend)?,
+        real: real_options(a.reverse, &a.key_file, a.max_rate, &a.backend)?,
         save_trace: a.save_trace.clone(),
     };
     let target = Target::parse(&a.target)?;

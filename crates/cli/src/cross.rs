@@ -4,10 +4,12 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use tightlink_core::units::Time;
+
+use crate::flags::{secs, time_within};
 
 #[derive(Args)]
 pub struct CrossArgs {
@@ -20,8 +22,8 @@ pub struct CrossArgs {
     #[arg(long, default_value = "cbr:10M")]
     pub traffic: String,
     /// How long to send (or listen), e.g. 10s or 1500ms; at most 1 hour.
-    #[arg(long, default_value = "10s")]
-    pub duration: String,
+    #[arg(long, default_value = "10s", value_parser = time_within(Time { ns: 1 }, secs(3600), "cross traffic needs some time, at most 1 hour"))]
+    pub duration: Time,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// TCP bulk flows beside the UDP traffic.
@@ -37,18 +39,7 @@ pub struct CrossArgs {
 }
 
 pub fn run(args: CrossArgs) -> Result<()> {
-    let ns = tightlink_core::units::parse_time_ns(&args.duration)
-        .with_context(|| format!("--duration {}", args.duration))?;
-    let duration = Duration::from_nanos(ns as u64);
-    if duration.is_zero() {
-        tightlink_measure::bad_input!(
-            "--duration {}: cross traffic needs some time",
-            args.duration
-        );
-    }
-    if duration > tightlink_lab::cross::MAX_DURATION {
-        tightlink_measure::bad_input!("--duration {}: at most 1 hour", args.duration);
-    }
+    let duration = args.duration.duration();
     let stop = AtomicBool::new(false);
     if let Some(bind) = args.sink {
         let r = tightlink_lab::cross::sink(bind, duration, &stop)

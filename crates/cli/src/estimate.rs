@@ -4,9 +4,9 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use tightlink_core::units::parse_rate;
+use tightlink_core::units::{Rate, Size, Time};
 use tightlink_core::AnalysisParams;
 use tightlink_measure::text::{stream_event_json, update_event_json, update_line};
 use tightlink_measure::{
@@ -49,7 +49,7 @@ pub struct EstimateArgs {
     /// Most probe bytes to send (e.g. 10MB; default 100 MB): a run that
     /// reaches it answers from the streams it has, with stop `budget`
     #[arg(long)]
-    pub max_bytes: Option<String>,
+    pub max_bytes: Option<Size>,
     /// Track the available bandwidth with `bart` (implies --method bart)
     /// for --max-streams streams, one line per stream: path time, the
     /// tracker's estimate and its standard deviation (and the truth on
@@ -59,7 +59,7 @@ pub struct EstimateArgs {
     /// With --follow: start a stream every DURATION (e.g. 200ms, up to
     /// 5s) instead of back to back: the probe load of watching a path.
     #[arg(long, requires = "follow")]
-    pub interval: Option<String>,
+    pub interval: Option<Time>,
     /// Write every stream of the run as a probe trace (format v1; gzip when
     /// the name ends in `.gz`); `tightlink estimate trace:FILE` replays it.
     #[arg(long)]
@@ -85,11 +85,11 @@ pub struct EstimateArgs {
     /// needs it; `igi`, `ptr` and `spruce` use it instead of measuring
     /// one; the other methods refuse it (they would not read it).
     #[arg(long)]
-    pub capacity: Option<String>,
+    pub capacity: Option<Rate>,
     /// Never probe faster than this (e.g. 500M); on `sim:` a ceiling
     /// below the simulated sender's link.
     #[arg(long)]
-    pub max_rate: Option<String>,
+    pub max_rate: Option<Rate>,
     /// Real servers: how this host sends (forward) or receives (-R)
     /// probes: udp (a UDP socket), packet (AF_PACKET; TPACKET_V3 ring to
     /// receive) or xdp (AF_XDP copy mode, send only). packet and xdp need
@@ -111,33 +111,14 @@ impl EstimateArgs {
         Ok(EstimateOptions {
             method,
             max_streams: self.max_streams,
-            max_bytes: self
-                .max_bytes
-                .as_deref()
-                .map(|b| {
-                    tightlink_core::units::parse_bytes(b)
-                        .map_err(|e| anyhow::anyhow!("--max-bytes {b}: {e}"))
-                })
-                .transpose()?,
-            real: real_options(self.reverse, &self.key_file, &self.max_rate, &self.backend)?,
+            max_bytes: self.max_bytes.map(|b| b.bytes),
+            real: real_options(self.reverse, &self.key_file, self.max_rate, &self.backend)?,
             save_trace: self.save_trace.clone(),
             save_truth: self.save_truth.clone(),
             follow: self.follow,
-            follow_interval_ns: self
-                .interval
-                .as_deref()
-                .map(|i| {
-                    tightlink_core::units::parse_time_ns(i)
-                        .with_context(|| format!("--interval {i}"))
-                })
-                .transpose()?
-                .unwrap_or(0),
+            follow_interval_ns: self.interval.map_or(0, |i| i.ns),
             analysis: AnalysisParams {
-                capacity_bps: self
-                    .capacity
-                    .as_deref()
-                    .map(|c| parse_rate(c).with_context(|| format!("--capacity {c}")))
-                    .transpose()?,
+                capacity_bps: self.capacity.map(|c| c.bps),
                 ..AnalysisParams::default()
             },
         })
@@ -148,16 +129,13 @@ impl EstimateArgs {
 pub fn real_options(
     reverse: bool,
     key_file: &Option<PathBuf>,
-    max_rate: &Option<String>,
+    max_rate: Option<Rate>,
     backend: &str,
 ) -> Result<RealOptions> {
     Ok(RealOptions {
         reverse,
         key_file: key_file.clone(),
-        max_rate_bps: max_rate
-            .as_deref()
-            .map(|r| parse_rate(r).with_context(|| format!("--max-rate {r}")))
-            .transpose()?,
+        max_rate_bps: max_rate.map(|r| r.bps),
         backend: backend
             .parse()
             .map_err(|e| anyhow::anyhow!("--backend: {e}"))?,

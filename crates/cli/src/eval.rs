@@ -20,15 +20,12 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Worker threads (default: all cores).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::count_within(1, 4096))]
     pub jobs: Option<usize>,
 }
 
 pub fn run(args: EvalArgs) -> Result<()> {
     if let Some(j) = args.jobs {
-        if j == 0 {
-            tightlink_measure::bad_input!("--jobs 0: must be 1 or more");
-        }
         rayon::ThreadPoolBuilder::new()
             .num_threads(j)
             .build_global()

@@ -4,7 +4,7 @@
 
 use anyhow::{anyhow, Result};
 use clap::Args;
-use tightlink_core::units::{parse_bytes, parse_time_ns};
+use tightlink_core::units::{parse_bytes, Time};
 use tightlink_measure::hops::{hops, HopsOptions, DEFAULT_TARGET};
 use tightlink_measure::Target;
 
@@ -34,10 +34,10 @@ pub struct HopsArgs {
     pub max_ttl: u8,
     /// A probe without a reply by then counts as lost.
     #[arg(long, default_value = "1s")]
-    pub timeout: String,
+    pub timeout: Time,
     /// Idle time after each probe's reply (routers rate-limit ICMP).
     #[arg(long, default_value = "1ms")]
-    pub gap: String,
+    pub gap: Time,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Run on this CPU only: the head must leave faster than the first
@@ -95,8 +95,8 @@ pub fn run(a: HopsArgs) -> Result<()> {
         repeats: a.repeats,
         first_ttl: a.first_ttl,
         max_ttl: a.max_ttl,
-        timeout_ns: parse_time_ns(&a.timeout).map_err(|e| anyhow!("--timeout: {e}"))?,
-        gap_ns: parse_time_ns(&a.gap).map_err(|e| anyhow!("--gap: {e}"))?,
+        timeout_ns: a.timeout.ns,
+        gap_ns: a.gap.ns,
         seed: a.seed,
         behind: a.behind,
         save_samples: a.save_samples.clone(),

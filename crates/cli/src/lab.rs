@@ -8,8 +8,10 @@ use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
 use tightlink_lab::Scenario;
 
+use crate::flags::{bytes, count_within, ms, secs, size_within, time_within};
 use crate::lab_run::{run_lab, RunArgs};
 use crate::lab_target::{lab_of, need_root, LabTarget};
+use tightlink_core::units::{Size, Time};
 use tightlink_lab::text::{cc_progress_line, pct};
 
 #[derive(Args)]
@@ -129,8 +131,9 @@ pub struct AdversityArgs {
     #[arg(long, default_value = "0,2", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(0..=64))]
     pub hogs: Vec<u16>,
     /// The bottleneck's token bucket, a pass each (1500 B to 10 MB each).
-    #[arg(long, default_value = "3KB,12KB,64KB", value_delimiter = ',')]
-    pub buckets: Vec<String>,
+    #[arg(long, default_value = "3KB,12KB,64KB", value_delimiter = ',',
+        value_parser = size_within(bytes(1500), bytes(10_000_000), "each from 1500 B to 10 MB"))]
+    pub buckets: Vec<Size>,
     /// Far ends and directions, in turn.
     #[arg(
         long,
@@ -148,18 +151,18 @@ pub struct CcArgs {
     #[command(flatten)]
     pub target: LabTarget,
     /// How long each controller sends (e.g. 30s).
-    #[arg(long, default_value = "30s")]
-    pub time: String,
+    #[arg(long, default_value = "30s", value_parser = time_within(secs(1), secs(3600), "must be within 1s..1h"))]
+    pub time: Time,
     /// Runs of each controller (interleaved).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count_within(1, 100))]
     pub repeat: usize,
     /// Comma-separated: rapid, rapid-raw, bbe (TCP Westwood BBE's window),
     /// cubic, bbr, reno (the kernel's NewReno).
     #[arg(long, default_value = "rapid,rapid-raw,cubic,bbr")]
     pub cc: String,
     /// Bin width for throughput (e.g. 500ms).
-    #[arg(long, default_value = "500ms")]
-    pub bin: String,
+    #[arg(long, default_value = "500ms", value_parser = time_within(ms(10), secs(3600), "must be within 10ms..--time"))]
+    pub bin: Time,
     /// The whole report as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -174,13 +177,13 @@ pub struct TcpArgs {
     #[command(flatten)]
     pub target: LabTarget,
     /// Transfer length (e.g. 3s).
-    #[arg(long, default_value = "3s")]
-    pub duration: String,
+    #[arg(long, default_value = "3s", value_parser = time_within(ms(200), secs(60), "must be within 200ms..60s"))]
+    pub duration: Time,
     /// The transfer's congestion control.
     #[arg(long, default_value = "cubic")]
     pub congestion: String,
     /// Transfers, one after the other (a fresh lab each).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count_within(1, 100))]
     pub repeat: usize,
     /// Keep the captures in this directory.
     #[arg(long)]
@@ -198,14 +201,14 @@ pub struct DelayLineArgs {
     pub b: String,
     /// One way, each direction (e.g. 15ms).
     #[arg(long)]
-    pub delay: String,
+    pub delay: Time,
     /// Each frame's delay uniform in delay +- jitter; frames keep their
     /// order.
     #[arg(long, default_value = "0")]
-    pub jitter: String,
+    pub jitter: Time,
     /// Most bytes held per direction; beyond, frames are dropped.
     #[arg(long, default_value = "64MB")]
-    pub queue_limit: String,
+    pub queue_limit: Size,
     /// Rewrite the counters to this JSON file every second.
     #[arg(long)]
     pub status: Option<PathBuf>,
@@ -216,11 +219,11 @@ pub struct TrackArgs {
     #[command(flatten)]
     pub target: LabTarget,
     /// Streams to follow for.
-    #[arg(long, default_value_t = 160)]
+    #[arg(long, default_value_t = 160, value_parser = count_within(3, 10_000))]
     pub streams: usize,
     /// A stream every DURATION (estimate --interval).
-    #[arg(long, default_value = "100ms")]
-    pub interval: String,
+    #[arg(long, default_value = "100ms", value_parser = time_within(ms(1), Time { ns: tightlink_measure::estimate::MAX_FOLLOW_INTERVAL_NS }, "must be within 1ms..5s"))]
+    pub interval: Time,
     /// The whole series and summary as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -249,15 +252,10 @@ pub struct DownArgs {
 
 fn delay_line(a: DelayLineArgs) -> Result<()> {
     use std::io::Write;
-    use tightlink_core::units::{parse_bytes, parse_time_ns};
     use tightlink_lab::delay::{self, DelaySpec};
-    let delay_ns = parse_time_ns(&a.delay).with_context(|| format!("--delay {}", a.delay))?;
-    let jitter_ns = parse_time_ns(&a.jitter).with_context(|| format!("--jitter {}", a.jitter))?;
-    let limit =
-        parse_bytes(&a.queue_limit).with_context(|| format!("--queue-limit {}", a.queue_limit))?;
     let spec = DelaySpec {
-        queue_limit_bytes: usize::try_from(limit).context("--queue-limit")?,
-        ..DelaySpec::new(delay_ns, jitter_ns)
+        queue_limit_bytes: usize::try_from(a.queue_limit.bytes).context("--queue-limit")?,
+        ..DelaySpec::new(a.delay.ns, a.jitter.ns)
     };
     let status = a.status.clone();
     delay::run(
@@ -381,27 +379,17 @@ fn check(target: &LabTarget, json: bool) -> Result<()> {
 }
 
 fn cc_lab(a: CcArgs) -> Result<()> {
-    let time_ns = tightlink_core::units::parse_time_ns(&a.time)
-        .with_context(|| format!("--time {}", a.time))?;
-    if !(1_000_000_000..=3_600_000_000_000).contains(&time_ns) {
-        tightlink_measure::bad_input!("--time {}: must be within 1s..1h", a.time);
-    }
-    let bin_ns =
-        tightlink_core::units::parse_time_ns(&a.bin).with_context(|| format!("--bin {}", a.bin))?;
-    if !(10_000_000..=time_ns).contains(&bin_ns) {
-        tightlink_measure::bad_input!("--bin {}: must be within 10ms..--time", a.bin);
-    }
-    if !(1..=100).contains(&a.repeat) {
-        tightlink_measure::bad_input!("--repeat {}: must be within 1..100", a.repeat);
+    if a.bin > a.time {
+        tightlink_measure::bad_input!("--bin: must be within 10ms..--time");
     }
     let lab = lab_of(&a.target)?;
     need_root()?;
     let opts = tightlink_lab::cc::CcOptions {
         exe: std::env::current_exe()?,
-        duration: Duration::from_nanos(time_ns as u64),
+        duration: a.time.duration(),
         repeat: a.repeat,
         controllers: a.cc.split(',').map(|c| c.trim().to_string()).collect(),
-        bin: Duration::from_nanos(bin_ns as u64),
+        bin: a.bin.duration(),
         sample_period: Duration::from_millis(1),
     };
     let quiet = a.json;
@@ -464,20 +452,12 @@ fn plot_cc(p: &std::path::Path, r: &tightlink_lab::cc::CcReport) -> Result<()> {
 }
 
 fn track_lab(a: TrackArgs) -> Result<()> {
-    let ns = tightlink_core::units::parse_time_ns(&a.interval)
-        .with_context(|| format!("--interval {}", a.interval))?;
-    if !(1_000_000..=tightlink_measure::estimate::MAX_FOLLOW_INTERVAL_NS).contains(&ns) {
-        tightlink_measure::bad_input!("--interval {}: must be within 1ms..5s", a.interval);
-    }
-    if !(3..=10_000).contains(&a.streams) {
-        tightlink_measure::bad_input!("--streams {}: must be within 3..10000", a.streams);
-    }
     let lab = lab_of(&a.target)?;
     need_root()?;
     let opts = tightlink_lab::track::TrackOptions {
         exe: std::env::current_exe()?,
         streams: a.streams,
-        interval: Duration::from_nanos(ns as u64),
+        interval: a.interval.duration(),
         sample_period: Duration::from_millis(1),
         save_trace: a.save_trace.clone(),
     };
@@ -514,15 +494,7 @@ fn track_lab(a: TrackArgs) -> Result<()> {
 
 fn tcp_lab(a: TcpArgs) -> Result<()> {
     need_root()?;
-    let ns = tightlink_core::units::parse_time_ns(&a.duration)
-        .with_context(|| format!("--duration {}", a.duration))?;
-    let duration = Duration::from_nanos(ns as u64);
-    if !(Duration::from_millis(200)..=Duration::from_secs(60)).contains(&duration) {
-        tightlink_measure::bad_input!("--duration {}: must be within 200ms..60s", a.duration);
-    }
-    if !(1..=100).contains(&a.repeat) {
-        tightlink_measure::bad_input!("--repeat {}: must be within 1..100", a.repeat);
-    }
+    let duration = a.duration.duration();
     let lab = lab_of(&a.target)?;
     let exe = std::env::current_exe()?;
     for i in 0..a.repeat {
@@ -550,21 +522,13 @@ fn tcp_lab(a: TcpArgs) -> Result<()> {
 fn adversity_lab(a: AdversityArgs) -> Result<()> {
     use tightlink_lab::adversity::{adversity, table, AdversityOptions};
     use tightlink_lab::text::{adversity_progress_line, AdversityTable};
-    let mut buckets_bytes = Vec::new();
-    for b in &a.buckets {
-        let n = tightlink_core::units::parse_bytes(b).with_context(|| format!("--buckets {b}"))?;
-        if !(1500..=10_000_000).contains(&n) {
-            tightlink_measure::bad_input!("--buckets {b}: each from 1500 B to 10 MB");
-        }
-        buckets_bytes.push(n);
-    }
     let lab = lab_of(&a.target)?;
     need_root()?;
     let opts = AdversityOptions {
         exe: std::env::current_exe()?,
         runs: a.runs as usize,
         hogs: a.hogs.iter().map(|&h| h as usize).collect(),
-        buckets_bytes,
+        buckets_bytes: a.buckets.iter().map(|b| b.bytes).collect(),
         far_ends: a.far_ends.clone(),
     };
     let quiet = a.json;

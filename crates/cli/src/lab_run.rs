@@ -18,7 +18,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub target: LabTarget,
     /// Estimates per method (default: the scenario's, else 10).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flags::count_within(1, 1000))]
     pub repeat: Option<usize>,
     /// Comma-separated tightlink methods (default: the scenario's).
     #[arg(long, short)]
@@ -54,7 +54,7 @@ pub struct RunArgs {
     #[arg(long, requires = "tool")]
     pub tool_at_receiver: bool,
     /// Counter sampling period in microseconds.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(200..=100_000))]
     pub sample_us: u64,
     /// `lab compare`: the peer tools to run, comma-separated
     /// (`peer:pathload,peer:spruce`; `none` for none); default: every
@@ -152,12 +152,6 @@ fn tools_of(a: &RunArgs, compare: bool) -> Result<Vec<Tool>> {
 
 /// The runs of one scenario, every method and tool interleaved.
 fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSummary>> {
-    if let Some(n) = a.repeat.filter(|n| !(1..=1000).contains(n)) {
-        tightlink_measure::bad_input!("--repeat {n}: must be within 1..1000");
-    }
-    if !(200..=100_000).contains(&a.sample_us) {
-        tightlink_measure::bad_input!("--sample-us {}: must be within 200..100000", a.sample_us);
-    }
     let methods = tightlink_lab::presets::methods(a.method.as_deref(), compare, &lab.scenario)?;
     let tools = tools_of(a, compare)?;
     // `lab run --tool` runs the tool alone; `lab compare` runs it beside

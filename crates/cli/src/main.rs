@@ -11,6 +11,7 @@ mod cross;
 mod doctor;
 mod estimate;
 mod eval;
+mod flags;
 mod generate;
 mod history;
 mod hops;

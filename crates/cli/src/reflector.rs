@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use tightlink_core::units::{Rate, Size};
 use tightlink_net::reflector::TWAMP_PORT;
+
+use crate::flags::{bytes, count_within, rate_above_zero, size_within};
 use tightlink_net::{Reflector, ReflectorConfig};
 
 #[derive(Args)]
@@ -19,19 +22,19 @@ pub struct ReflectorArgs {
     #[arg(long, short, default_value_t = TWAMP_PORT)]
     pub port: u16,
     /// Reply rate per sender (frame layer, e.g. 1G) ...
-    #[arg(long, default_value = "1G")]
-    pub peer_rate: String,
+    #[arg(long, default_value = "1G", value_parser = rate_above_zero(ZERO))]
+    pub peer_rate: Rate,
     /// ... and the burst a sender may reply-to at once (e.g. 16MB).
-    #[arg(long, default_value = "16MB")]
-    pub peer_burst: String,
+    #[arg(long, default_value = "16MB", value_parser = size_within(bytes(1), bytes(u64::MAX), ZERO))]
+    pub peer_burst: Size,
     /// Reply rate over all senders (e.g. 4G).
-    #[arg(long, default_value = "4G")]
-    pub total_rate: String,
+    #[arg(long, default_value = "4G", value_parser = rate_above_zero(ZERO))]
+    pub total_rate: Rate,
     /// Senders tracked at once.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = count_within(1, u32::MAX as u64))]
     pub max_peers: usize,
     /// Seconds after which a silent sender is forgotten (and logged).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub idle: u64,
     /// Do not answer test packets of 14-40 bytes (their 41-byte reply is
     /// longer than the request).
@@ -50,28 +53,15 @@ pub struct ReflectorArgs {
     pub key_file: Option<std::path::PathBuf>,
 }
 
+/// A limit of zero reflects nothing: a mistake, not a setting.
+const ZERO: &str = "must be above zero";
+
 pub fn run(args: ReflectorArgs) -> Result<()> {
     // As PID 1 in a container the kernel would drop SIGTERM: stop on it.
     tightlink_net::exit_on_stop_signals().context("stop signals")?;
-    let rate = |flag: &str, v: &str| {
-        tightlink_core::units::parse_rate(v).with_context(|| format!("{flag} {v}"))
-    };
-    let peer_rate_bps = rate("--peer-rate", &args.peer_rate)?;
-    let total_rate_bps = rate("--total-rate", &args.total_rate)?;
-    let peer_burst_bytes = tightlink_core::units::parse_bytes(&args.peer_burst)
-        .with_context(|| format!("--peer-burst {}", args.peer_burst))?
-        as f64;
-    // A limit of zero reflects nothing: a mistake, not a setting.
-    let zero = [
-        ("--peer-rate", &args.peer_rate, peer_rate_bps <= 0.0),
-        ("--total-rate", &args.total_rate, total_rate_bps <= 0.0),
-        ("--peer-burst", &args.peer_burst, peer_burst_bytes <= 0.0),
-    ];
-    for (flag, text, is_zero) in zero {
-        if is_zero {
-            tightlink_measure::bad_input!("{flag} {text}: must be above zero");
-        }
-    }
+    let peer_rate_bps = args.peer_rate.bps;
+    let total_rate_bps = args.total_rate.bps;
+    let peer_burst_bytes = args.peer_burst.bytes as f64;
     for (flag, v) in [
         ("--short-rate", args.short_rate),
         ("--short-total-rate", args.short_total_rate),
@@ -79,14 +69,6 @@ pub fn run(args: ReflectorArgs) -> Result<()> {
         if !(v >= 0.0 && v.is_finite()) {
             tightlink_measure::bad_input!("{flag} {v}: packets per second, 0 or more");
         }
-    }
-    if args.max_peers == 0 || args.idle == 0 {
-        let flag = if args.max_peers == 0 {
-            "--max-peers"
-        } else {
-            "--idle"
-        };
-        tightlink_measure::bad_input!("{flag} 0: must be at least 1");
     }
     let config = ReflectorConfig {
         bind: SocketAddr::new(args.bind, args.port),

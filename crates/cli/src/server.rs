@@ -6,7 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use tightlink_core::units::{Rate, Size};
 use tightlink_net::{Server, ServerConfig};
+
+use crate::flags::{bytes, count_within, rate_above_zero, size_within};
 
 #[derive(Args)]
 pub struct ServerArgs {
@@ -23,9 +26,9 @@ pub struct ServerArgs {
     #[arg(long, requires = "key_file")]
     pub require_key: bool,
     /// Concurrent sessions in all / per client address.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = count_within(1, MANY))]
     pub max_sessions: usize,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = count_within(1, MANY))]
     pub max_sessions_per_ip: usize,
     /// Of --max-sessions, slots only clients with the key may take (with
     /// --key-file).
@@ -33,26 +36,32 @@ pub struct ServerArgs {
     pub reserved_keyed_sessions: usize,
     /// Connections still in their handshake, in all / per client address;
     /// beyond these the oldest is cut.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = count_within(1, MANY))]
     pub max_pending: usize,
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = count_within(1, MANY))]
     pub max_pending_per_ip: usize,
     /// Most probe rate of a session without a key (e.g. 1G).
-    #[arg(long, default_value = "1G")]
-    pub max_rate: String,
+    #[arg(long, default_value = "1G", value_parser = rate_above_zero(KEYLESS_ZERO))]
+    pub max_rate: Rate,
     /// Most probe bytes of a session without a key (e.g. 50MB).
-    #[arg(long, default_value = "50MB")]
-    pub max_session_bytes: String,
+    #[arg(long, default_value = "50MB", value_parser = size_within(bytes(1), bytes(u64::MAX), KEYLESS_ZERO))]
+    pub max_session_bytes: Size,
     /// Longest session without a key, seconds.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_duration: u32,
     /// Receive buffer of each session's probe socket (e.g. 16MB): what a
     /// stream may queue while this host is busy elsewhere; datagrams it
     /// cannot hold are dropped, counted and reported to the client as this
     /// host's losses.
-    #[arg(long, default_value = "16MB")]
-    pub probe_rcvbuf: String,
+    #[arg(long, default_value = "16MB", value_parser = size_within(bytes(1), bytes(i32::MAX as u64), "must be above zero (the kernel's smallest is about 2 KB), and a socket buffer holds at most 2147483647 bytes"))]
+    pub probe_rcvbuf: Size,
 }
+
+/// What a limit of zero hears: it would serve nobody.
+const KEYLESS_ZERO: &str = "must be above zero (--require-key turns keyless clients away)";
+
+/// No bound of our own on a count but that it is one or more.
+const MANY: u64 = u32::MAX as u64;
 
 pub fn run(args: ServerArgs) -> Result<()> {
     // As PID 1 in a container the kernel would drop SIGTERM: stop on it.
@@ -73,23 +82,11 @@ pub fn run(args: ServerArgs) -> Result<()> {
                 .with_context(|| format!("--key-file {}", f.display()))?,
         );
     }
-    config.open_limits.max_rate_bps = tightlink_core::units::parse_rate(&args.max_rate)
-        .with_context(|| format!("--max-rate {}", args.max_rate))?
-        as u64;
-    config.open_limits.max_session_bytes =
-        tightlink_core::units::parse_bytes(&args.max_session_bytes)
-            .with_context(|| format!("--max-session-bytes {}", args.max_session_bytes))?;
+    config.open_limits.max_rate_bps = args.max_rate.bps as u64;
+    config.open_limits.max_session_bytes = args.max_session_bytes.bytes;
     config.open_limits.max_session_ms = args.max_duration.saturating_mul(1000);
-    let rcvbuf = tightlink_core::units::parse_bytes(&args.probe_rcvbuf)
-        .with_context(|| format!("--probe-rcvbuf {}", args.probe_rcvbuf))?;
-    config.probe_rcvbuf_bytes = i32::try_from(rcvbuf).ok().with_context(|| {
-        format!(
-            "--probe-rcvbuf {}: a socket buffer holds at most {} bytes",
-            args.probe_rcvbuf,
-            i32::MAX
-        )
-    })?;
-    refuse_empty_limits(&args, &config)?;
+    // Within i32 by the flag's range.
+    config.probe_rcvbuf_bytes = args.probe_rcvbuf.bytes as i32;
     let server =
         Server::bind(config.clone()).with_context(|| format!("listen on {}", config.bind))?;
     let l = config.open_limits;
@@ -119,46 +116,5 @@ pub fn run(args: ServerArgs) -> Result<()> {
         eprintln!("tightlink server: warning: {w}");
     }
     server.serve().context("server")?;
-    Ok(())
-}
-
-/// A limit of zero serves nobody: say so rather than start a server that
-/// refuses every session (`--require-key` is how to turn keyless clients
-/// away).
-fn refuse_empty_limits(args: &ServerArgs, config: &ServerConfig) -> Result<()> {
-    let l = &config.open_limits;
-    let zero = [
-        ("--max-rate", &args.max_rate, l.max_rate_bps == 0),
-        (
-            "--max-session-bytes",
-            &args.max_session_bytes,
-            l.max_session_bytes == 0,
-        ),
-    ];
-    for (flag, text, is_zero) in zero {
-        if is_zero {
-            tightlink_measure::bad_input!(
-                "{flag} {text}: must be above zero (--require-key turns keyless clients away)"
-            );
-        }
-    }
-    if config.probe_rcvbuf_bytes <= 0 {
-        tightlink_measure::bad_input!(
-            "--probe-rcvbuf {}: must be above zero (the kernel's smallest is about 2 KB)",
-            args.probe_rcvbuf
-        );
-    }
-    let counts = [
-        ("--max-duration", args.max_duration as usize),
-        ("--max-sessions", config.max_sessions),
-        ("--max-sessions-per-ip", config.max_sessions_per_ip),
-        ("--max-pending", config.max_pending),
-        ("--max-pending-per-ip", config.max_pending_per_ip),
-    ];
-    for (flag, n) in counts {
-        if n == 0 {
-            tightlink_measure::bad_input!("{flag} 0: must be at least 1");
-        }
-    }
     Ok(())
 }

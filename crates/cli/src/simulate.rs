@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
-use tightlink_core::units::parse_rate;
+use tightlink_core::units::{Rate, Time};
 use tightlink_measure::simulate::{simulate, RateOutside, Schedule, SimulateOptions};
 use tightlink_measure::Target;
 
@@ -43,14 +43,14 @@ pub struct SimulateArgs {
     pub size: u32,
     /// Single-rate: the probing rates (e.g. `5G,6G,7G`), used in turn.
     #[arg(long, value_delimiter = ',', default_value = "7G")]
-    pub rate: Vec<String>,
+    pub rate: Vec<Rate>,
     /// Single-rate: packets per stream.
     #[arg(long, default_value_t = 64)]
     pub packets: usize,
     /// Multi-rate: centre of the rates (default: the path's nominal
     /// available bandwidth, capacity minus mean cross traffic).
     #[arg(long)]
-    pub centre: Option<String>,
+    pub centre: Option<Rate>,
     /// Multi-rate: Range, the rates spread over centre * (1 +- range).
     #[arg(long, default_value_t = 0.3)]
     pub range: f64,
@@ -62,10 +62,10 @@ pub struct SimulateArgs {
     pub per_rate: usize,
     /// Chirp: the first gap's rate (default: a tenth of the sender's link).
     #[arg(long)]
-    pub low: Option<String>,
+    pub low: Option<Rate>,
     /// Chirp: the last gap's rate at least (default: the sender's link).
     #[arg(long)]
-    pub high: Option<String>,
+    pub high: Option<Rate>,
     /// Chirp: each gap this many times shorter than the one before
     /// (pathChirp's spread factor).
     #[arg(long, default_value_t = 1.2)]
@@ -81,12 +81,12 @@ pub struct SimulateArgs {
     /// Pairs: the rate a pair's gap stands for (default: the path's
     /// narrow link, as Spruce sends at the capacity).
     #[arg(long)]
-    pub capacity: Option<String>,
+    pub capacity: Option<Rate>,
     /// Pairs: mean time between pair starts, exponentially spread (at
     /// least what keeps the pairs under 5 % of the capacity; Spruce's
     /// default is 100ms).
     #[arg(long, default_value = "10ms")]
-    pub mean_gap: String,
+    pub mean_gap: Time,
 }
 
 /// Each kind's own flags (clap's ids) and the kind they shape.
@@ -124,46 +124,25 @@ pub fn run(args: SimulateArgs, typed: &dyn Fn(&str) -> bool) -> Result<()> {
     let target = Target::parse(&args.target)?;
     let schedule = match args.kind {
         SimKind::Single => Schedule::Single {
-            rates_bps: args
-                .rate
-                .iter()
-                .map(|s| parse_rate(s).with_context(|| format!("--rate {s}")))
-                .collect::<Result<Vec<f64>>>()?,
+            rates_bps: args.rate.iter().map(|r| r.bps).collect(),
             packets: args.packets,
         },
         SimKind::Multi => Schedule::Multi {
-            centre_bps: args
-                .centre
-                .as_deref()
-                .map(|s| parse_rate(s).with_context(|| format!("--centre {s}")))
-                .transpose()?,
+            centre_bps: args.centre.map(|r| r.bps),
             range: args.range,
             rates: args.rates,
             per_rate: args.per_rate,
         },
-        SimKind::Chirp => {
-            let rate = |flag: &str, v: &Option<String>| {
-                v.as_deref()
-                    .map(|s| parse_rate(s).with_context(|| format!("{flag} {s}")))
-                    .transpose()
-            };
-            Schedule::Chirp {
-                low_bps: rate("--low", &args.low)?,
-                high_bps: rate("--high", &args.high)?,
-                spread: args.spread,
-                jumbo: args.jumbo,
-            }
-        }
+        SimKind::Chirp => Schedule::Chirp {
+            low_bps: args.low.map(|r| r.bps),
+            high_bps: args.high.map(|r| r.bps),
+            spread: args.spread,
+            jumbo: args.jumbo,
+        },
         SimKind::Pairs => Schedule::Pairs {
             pairs: args.pairs,
-            capacity_bps: args
-                .capacity
-                .as_deref()
-                .map(|s| parse_rate(s).with_context(|| format!("--capacity {s}")))
-                .transpose()?,
-            mean_gap_ns: tightlink_core::units::parse_time_ns(&args.mean_gap)
-                .with_context(|| format!("--mean-gap {}", args.mean_gap))?
-                as f64,
+            capacity_bps: args.capacity.map(|r| r.bps),
+            mean_gap_ns: args.mean_gap.ns as f64,
         },
     };
     let options = SimulateOptions {
@@ -172,10 +151,10 @@ pub fn run(args: SimulateArgs, typed: &dyn Fn(&str) -> bool) -> Result<()> {
         schedule,
     };
     let sim = simulate(&target, &options).map_err(|e| {
-        // Name the rate as the user typed it.
+        // Name the flag; the message names the rate.
         let index = e.downcast_ref::<RateOutside>().map(|r| r.index);
         match index {
-            Some(Some(i)) => e.context(format!("--rate {}", args.rate[i])),
+            Some(Some(_)) => e.context("--rate"),
             Some(None) if args.kind == SimKind::Chirp => e.context("--low/--high"),
             Some(None) if args.kind == SimKind::Pairs => e.context("--capacity"),
             Some(None) => e.context("--centre/--range (lowest or highest rate)"),

@@ -7,13 +7,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use tightlink_core::units::{parse_bytes, parse_time_ns};
+use tightlink_core::units::{Rate, Size, Time};
 use tightlink_measure::transfer::{
     transfer, Controller, TransferEvent, TransferInterval, TransferOptions,
 };
 use tightlink_measure::Target;
 
 use crate::estimate::{json_event, real_options};
+use crate::flags::{bytes, size_within, time_within};
 
 #[derive(Args)]
 pub struct TransferArgs {
@@ -28,11 +29,11 @@ pub struct TransferArgs {
     #[arg(long, default_value = "rapid")]
     pub cc: String,
     /// Bytes to send (e.g. 200MB, 1GB); without it, for --time.
-    #[arg(long)]
-    pub bytes: Option<String>,
+    #[arg(long, value_parser = size_within(bytes(1), bytes(u64::MAX), "a transfer needs at least one byte"))]
+    pub bytes: Option<Size>,
     /// How long to send (e.g. 10s); the default when --bytes is not given.
-    #[arg(long, conflicts_with = "bytes")]
-    pub time: Option<String>,
+    #[arg(long, conflicts_with = "bytes", value_parser = time_within(Time { ns: 1 }, Time { ns: i64::MAX }, "a transfer needs some time"))]
+    pub time: Option<Time>,
     /// Receive instead (the server sends).
     #[arg(long, short = 'R')]
     pub reverse: bool,
@@ -52,10 +53,10 @@ pub struct TransferArgs {
     pub key_file: Option<PathBuf>,
     /// Never send faster than this (e.g. 500M).
     #[arg(long)]
-    pub max_rate: Option<String>,
+    pub max_rate: Option<Rate>,
     /// The simulated path's round-trip time.
-    #[arg(long, default_value = "30ms")]
-    pub rtt: String,
+    #[arg(long, default_value = "30ms", value_parser = time_within(Time { ns: 1 }, Time { ns: i64::MAX }, "the simulated path's round trip must be above zero"))]
+    pub rtt: Time,
     /// The simulated flow's packets, bytes on the wire (576-9000; 1514
     /// to compare with a kernel TCP flow on a 1500-byte MTU).
     #[arg(long, default_value_t = tightlink_measure::transfer::SIM_PACKET_BYTES)]
@@ -76,29 +77,8 @@ impl TransferArgs {
             Ok(c) => c,
             Err(e) => tightlink_measure::bad_input!("--cc {e}"),
         };
-        let bytes = self
-            .bytes
-            .as_deref()
-            .map(|b| parse_bytes(b).with_context(|| format!("--bytes {b}")))
-            .transpose()?;
-        let time_ns = self
-            .time
-            .as_deref()
-            .map(|t| parse_time_ns(t).with_context(|| format!("--time {t}")))
-            .transpose()?;
-        if let (Some(0), Some(b)) = (bytes, &self.bytes) {
-            tightlink_measure::bad_input!("--bytes {b}: a transfer needs at least one byte");
-        }
-        if let (Some(0), Some(t)) = (time_ns, &self.time) {
-            tightlink_measure::bad_input!("--time {t}: a transfer needs some time");
-        }
-        let sim_rtt_ns = parse_time_ns(&self.rtt).with_context(|| format!("--rtt {}", self.rtt))?;
-        if sim_rtt_ns <= 0 {
-            tightlink_measure::bad_input!(
-                "--rtt {}: the simulated path's round trip must be above zero",
-                self.rtt
-            );
-        }
+        let bytes = self.bytes.map(|b| b.bytes);
+        let time_ns = self.time.map(|t| t.ns);
         let interval_s: f64 = self
             .interval
             .parse()
@@ -118,8 +98,8 @@ impl TransferArgs {
                 (_, t) => t,
             },
             interval_ns: (interval_s * 1e9) as i64,
-            real: real_options(self.reverse, &self.key_file, &self.max_rate, "udp")?,
-            sim_rtt_ns,
+            real: real_options(self.reverse, &self.key_file, self.max_rate, "udp")?,
+            sim_rtt_ns: self.rtt.ns,
             sim_packet_bytes: self.packet_bytes,
             seed: self.seed,
         })

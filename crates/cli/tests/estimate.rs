@@ -101,7 +101,11 @@ fn human_output_and_errors() {
         "{err}"
     );
     let o = tightlink(&["estimate", "--method", "queue-fit", "--capacity", "ten"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--capacity ten"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("'ten' for '--capacity <CAPACITY>': 'ten' is not a rate"),
+        "{err}"
+    );
 }
 
 /// `--max-bytes` caps the probe bytes: the default path's run spends
@@ -122,7 +126,10 @@ fn max_bytes_caps_the_probe_cost() {
     let o = tightlink(&["estimate", "--max-bytes", "lots"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--max-bytes lots"), "{err}");
+    assert!(
+        err.contains("'lots' for '--max-bytes <MAX_BYTES>'"),
+        "{err}"
+    );
 }
 
 /// The child's stderr, line by line, as a thread reads it.
@@ -259,8 +266,8 @@ fn a_server_socket_that_overflows_is_named() {
         "{dropped}: {log}"
     );
     for (flag, says) in [
-        ("3GB", "--probe-rcvbuf 3GB: a socket buffer holds at most"),
-        ("lots", "--probe-rcvbuf lots: 'lots' is not a size"),
+        ("3GB", "'3GB' for '--probe-rcvbuf <PROBE_RCVBUF>': must be above zero (the kernel's smallest is about 2 KB), and a socket buffer holds at most"),
+        ("lots", "'lots' for '--probe-rcvbuf <PROBE_RCVBUF>': 'lots' is not a size"),
     ] {
         let o = tightlink(&["server", "--probe-rcvbuf", flag]);
         assert!(!o.status.success());
@@ -590,11 +597,12 @@ fn zero_limits_are_refused_with_the_flag() {
         let args = [&[command][..], before, &[&flag_value]].concat();
         let o = tightlink(&args);
         let err = String::from_utf8_lossy(&o.stderr);
-        let want = format!("{flag} {value}");
-        assert!(
-            !o.status.success() && err.contains(&want),
-            "{args:?}: {err}"
-        );
+        // Ours say `--flag value: why`; clap's, for values its parsers
+        // refuse, `invalid value 'value' for '--flag <FLAG>': why`.
+        let named = err.contains(&format!("{flag} {value}"))
+            || err.contains(&format!("'{value}' for '{flag} "));
+        assert!(!o.status.success() && named, "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
     }
 }
 

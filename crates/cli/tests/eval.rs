@@ -99,5 +99,5 @@ fn eval_flags_are_checked() {
         .output()
         .unwrap();
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--jobs 0"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("'0' for '--jobs <JOBS>'"));
 }

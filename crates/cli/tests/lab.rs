@@ -593,7 +593,10 @@ fn bad_scenarios_and_names_are_refused_with_reasons() {
     // Were clamped to 1 run and to 200 us.
     for (flag, value) in [("--repeat", "0"), ("--sample-us", "5")] {
         let (ok, _, err) = tightlink(&["lab", "run", "quiet", flag, value]);
-        assert!(!ok && err.contains(&format!("{flag} {value}")), "{err}");
+        assert!(
+            !ok && err.contains(&format!("'{value}' for '{flag} ")),
+            "{err}"
+        );
     }
 }
 

@@ -110,11 +110,11 @@ fn bad_simulate_flags_say_which() {
     for (args, needle) in [
         (
             vec!["simulate", "-o", o, "--kind", "single", "--rate", "20G"],
-            "--rate 20G",
+            "--rate: 20.000 Gbit/s is outside what the sender's link sends",
         ),
         (
             vec!["simulate", "-o", o, "--kind", "single", "--rate", "fast"],
-            "--rate fast",
+            "'fast' for '--rate <RATE>': 'fast' is not a rate",
         ),
         (vec!["simulate", "-o", o, "--range", "1.5"], "--range"),
         // Another kind's flag would shape nothing: refused, not ignored.

@@ -92,6 +92,58 @@ pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
     .map(|v| v.round() as u64)
 }
 
+/// A rate as typed (`10G`, `800M`; [`parse_rate`]): what a rate flag
+/// or setting holds.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Rate {
+    pub bps: f64,
+}
+
+impl std::str::FromStr for Rate {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        parse_rate(s).map(|bps| Rate { bps })
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_rate(self.bps))
+    }
+}
+
+/// A size as typed (`64KB`; [`parse_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Size {
+    pub bytes: u64,
+}
+
+impl std::str::FromStr for Size {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        parse_bytes(s).map(|bytes| Size { bytes })
+    }
+}
+
+/// A time as typed (`125us`, `10s`; [`parse_time_ns`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Time {
+    pub ns: i64,
+}
+
+impl Time {
+    pub fn duration(self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.ns.max(0) as u64)
+    }
+}
+
+impl std::str::FromStr for Time {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, UnitError> {
+        parse_time_ns(s).map(|ns| Time { ns })
+    }
+}
+
 /// A rate for people: `10.000 Gbit/s` from 1 Gbit/s up, else `978.0 Mbit/s`.
 pub fn format_rate(bps: f64) -> String {
     if bps >= 1e9 {
@@ -139,6 +191,24 @@ mod tests {
         assert!(parse_time_ns("soon").unwrap_err().0.contains("125us"));
         assert!(parse_time_ns("1e300s").unwrap_err().0.contains("too long"));
         assert!(parse_bytes("big").unwrap_err().0.contains("64KB"));
+    }
+
+    #[test]
+    fn typed_values_parse_as_the_functions_do() {
+        assert_eq!("800M".parse::<Rate>(), Ok(Rate { bps: 800e6 }));
+        assert_eq!("64KB".parse::<Size>(), Ok(Size { bytes: 64_000 }));
+        assert_eq!("125us".parse::<Time>(), Ok(Time { ns: 125_000 }));
+        assert_eq!(
+            "1.5s".parse::<Time>().map(Time::duration),
+            Ok(std::time::Duration::from_millis(1500))
+        );
+        assert_eq!(
+            "fast".parse::<Rate>().unwrap_err().to_string(),
+            "'fast' is not a rate (like 10G or 800M)"
+        );
+        assert!("big".parse::<Size>().is_err());
+        assert_eq!("2.5G".parse::<Rate>().unwrap().to_string(), "2.500 Gbit/s");
+        assert!("soon".parse::<Time>().is_err());
     }
 
     #[test]
