@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use tightlink_capture::live::{capture_to_pcap, LiveOptions};
 use tightlink_core::units::Time;
 
-use crate::flags::{count_within, secs, time_within};
+use crate::flags::{count_within, secs, within};
 
 #[derive(Args)]
 pub struct CaptureArgs {
@@ -20,7 +20,7 @@ pub struct CaptureArgs {
     pub write: PathBuf,
     /// How long to capture (e.g. 10s, 500ms); SIGINT or SIGTERM ends it
     /// earlier with a complete file.
-    #[arg(long, default_value = "10s", value_parser = time_within(Time { ns: 1 }, secs(3600), "a capture needs some time, at most 1 hour"))]
+    #[arg(long, default_value = "10s", value_parser = within(Time { ns: 1 }, secs(3600), "a capture needs some time, at most 1 hour"))]
     pub duration: Time,
     /// Stop after this many packets.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]

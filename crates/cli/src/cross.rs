@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tightlink_core::units::Time;
 
-use crate::flags::{secs, time_within};
+use crate::flags::{secs, within};
 
 #[derive(Args)]
 pub struct CrossArgs {
@@ -22,7 +22,7 @@ pub struct CrossArgs {
     #[arg(long, default_value = "cbr:10M")]
     pub traffic: String,
     /// How long to send (or listen), e.g. 10s or 1500ms; at most 1 hour.
-    #[arg(long, default_value = "10s", value_parser = time_within(Time { ns: 1 }, secs(3600), "cross traffic needs some time, at most 1 hour"))]
+    #[arg(long, default_value = "10s", value_parser = within(Time { ns: 1 }, secs(3600), "cross traffic needs some time, at most 1 hour"))]
     pub duration: Time,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

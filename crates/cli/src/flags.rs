@@ -2,32 +2,22 @@
 //! range: clap parses and checks them before anything runs, and its
 //! error names the flag and the value.
 
+use std::str::FromStr;
+
 use tightlink_core::units::{Rate, Size, Time, UnitError};
 
-/// A time within `lo..=hi`; `refusal` is what a value outside hears.
-pub fn time_within(
-    lo: Time,
-    hi: Time,
+/// A value with units (a [`Time`] or [`Size`]) within `lo..=hi`;
+/// `refusal` is what a value outside hears.
+pub fn within<T>(
+    lo: T,
+    hi: T,
     refusal: &'static str,
-) -> impl Fn(&str) -> Result<Time, String> + Clone + Send + Sync + 'static {
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: FromStr<Err = UnitError> + PartialOrd + Copy + Send + Sync + 'static,
+{
     move |s: &str| {
-        let t: Time = s.parse().map_err(|e: UnitError| e.to_string())?;
-        if (lo..=hi).contains(&t) {
-            Ok(t)
-        } else {
-            Err(refusal.to_string())
-        }
-    }
-}
-
-/// A size within `lo..=hi`; `refusal` is what a value outside hears.
-pub fn size_within(
-    lo: Size,
-    hi: Size,
-    refusal: &'static str,
-) -> impl Fn(&str) -> Result<Size, String> + Clone + Send + Sync + 'static {
-    move |s: &str| {
-        let v: Size = s.parse().map_err(|e: UnitError| e.to_string())?;
+        let v: T = s.parse().map_err(|e: UnitError| e.to_string())?;
         if (lo..=hi).contains(&v) {
             Ok(v)
         } else {
@@ -73,13 +63,13 @@ mod tests {
 
     #[test]
     fn ranges_by_hand() {
-        let p = time_within(ms(10), secs(1), "must be within 10ms..1s");
+        let p = within(ms(10), secs(1), "must be within 10ms..1s");
         assert_eq!(p("10ms"), Ok(ms(10)));
         assert_eq!(p("1s"), Ok(secs(1)));
         assert_eq!(p("9ms"), Err("must be within 10ms..1s".to_string()));
         assert_eq!(p("1001ms"), Err("must be within 10ms..1s".to_string()));
         assert!(p("soon").unwrap_err().contains("is not a time"));
-        let p = size_within(
+        let p = within(
             bytes(1500),
             bytes(10_000_000),
             "must be within 1500 B..10 MB",

@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
 use tightlink_lab::Scenario;
 
-use crate::flags::{bytes, count_within, ms, secs, size_within, time_within};
+use crate::flags::{bytes, count_within, ms, secs, within};
 use crate::lab_run::{run_lab, RunArgs};
 use crate::lab_target::{lab_of, need_root, LabTarget};
 use tightlink_core::units::{Size, Time};
@@ -132,7 +132,7 @@ pub struct AdversityArgs {
     pub hogs: Vec<u16>,
     /// The bottleneck's token bucket, a pass each (1500 B to 10 MB each).
     #[arg(long, default_value = "3KB,12KB,64KB", value_delimiter = ',',
-        value_parser = size_within(bytes(1500), bytes(10_000_000), "each from 1500 B to 10 MB"))]
+        value_parser = within(bytes(1500), bytes(10_000_000), "each from 1500 B to 10 MB"))]
     pub buckets: Vec<Size>,
     /// Far ends and directions, in turn.
     #[arg(
@@ -151,7 +151,7 @@ pub struct CcArgs {
     #[command(flatten)]
     pub target: LabTarget,
     /// How long each controller sends (e.g. 30s).
-    #[arg(long, default_value = "30s", value_parser = time_within(secs(1), secs(3600), "must be within 1s..1h"))]
+    #[arg(long, default_value = "30s", value_parser = within(secs(1), secs(3600), "must be within 1s..1h"))]
     pub time: Time,
     /// Runs of each controller (interleaved).
     #[arg(long, default_value_t = 1, value_parser = count_within(1, 100))]
@@ -161,7 +161,7 @@ pub struct CcArgs {
     #[arg(long, default_value = "rapid,rapid-raw,cubic,bbr")]
     pub cc: String,
     /// Bin width for throughput (e.g. 500ms).
-    #[arg(long, default_value = "500ms", value_parser = time_within(ms(10), secs(3600), "must be within 10ms..--time"))]
+    #[arg(long, default_value = "500ms", value_parser = within(ms(10), secs(3600), "must be within 10ms..--time"))]
     pub bin: Time,
     /// The whole report as one JSON object.
     #[arg(long)]
@@ -177,7 +177,7 @@ pub struct TcpArgs {
     #[command(flatten)]
     pub target: LabTarget,
     /// Transfer length (e.g. 3s).
-    #[arg(long, default_value = "3s", value_parser = time_within(ms(200), secs(60), "must be within 200ms..60s"))]
+    #[arg(long, default_value = "3s", value_parser = within(ms(200), secs(60), "must be within 200ms..60s"))]
     pub duration: Time,
     /// The transfer's congestion control.
     #[arg(long, default_value = "cubic")]
@@ -222,7 +222,7 @@ pub struct TrackArgs {
     #[arg(long, default_value_t = 160, value_parser = count_within(3, 10_000))]
     pub streams: usize,
     /// A stream every DURATION (estimate --interval).
-    #[arg(long, default_value = "100ms", value_parser = time_within(ms(1), Time { ns: tightlink_measure::estimate::MAX_FOLLOW_INTERVAL_NS }, "must be within 1ms..5s"))]
+    #[arg(long, default_value = "100ms", value_parser = within(ms(1), Time { ns: tightlink_measure::estimate::MAX_FOLLOW_INTERVAL_NS }, "must be within 1ms..5s"))]
     pub interval: Time,
     /// The whole series and summary as one JSON object.
     #[arg(long)]

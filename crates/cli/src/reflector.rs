@@ -9,7 +9,7 @@ use clap::Args;
 use tightlink_core::units::{Rate, Size};
 use tightlink_net::reflector::TWAMP_PORT;
 
-use crate::flags::{bytes, count_within, rate_above_zero, size_within};
+use crate::flags::{bytes, count_within, rate_above_zero, within};
 use tightlink_net::{Reflector, ReflectorConfig};
 
 #[derive(Args)]
@@ -25,7 +25,7 @@ pub struct ReflectorArgs {
     #[arg(long, default_value = "1G", value_parser = rate_above_zero(ZERO))]
     pub peer_rate: Rate,
     /// ... and the burst a sender may reply-to at once (e.g. 16MB).
-    #[arg(long, default_value = "16MB", value_parser = size_within(bytes(1), bytes(u64::MAX), ZERO))]
+    #[arg(long, default_value = "16MB", value_parser = within(bytes(1), bytes(u64::MAX), ZERO))]
     pub peer_burst: Size,
     /// Reply rate over all senders (e.g. 4G).
     #[arg(long, default_value = "4G", value_parser = rate_above_zero(ZERO))]

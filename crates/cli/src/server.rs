@@ -9,7 +9,7 @@ use clap::Args;
 use tightlink_core::units::{Rate, Size};
 use tightlink_net::{Server, ServerConfig};
 
-use crate::flags::{bytes, count_within, rate_above_zero, size_within};
+use crate::flags::{bytes, count_within, rate_above_zero, within};
 
 #[derive(Args)]
 pub struct ServerArgs {
@@ -44,7 +44,7 @@ pub struct ServerArgs {
     #[arg(long, default_value = "1G", value_parser = rate_above_zero(KEYLESS_ZERO))]
     pub max_rate: Rate,
     /// Most probe bytes of a session without a key (e.g. 50MB).
-    #[arg(long, default_value = "50MB", value_parser = size_within(bytes(1), bytes(u64::MAX), KEYLESS_ZERO))]
+    #[arg(long, default_value = "50MB", value_parser = within(bytes(1), bytes(u64::MAX), KEYLESS_ZERO))]
     pub max_session_bytes: Size,
     /// Longest session without a key, seconds.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
@@ -53,7 +53,7 @@ pub struct ServerArgs {
     /// stream may queue while this host is busy elsewhere; datagrams it
     /// cannot hold are dropped, counted and reported to the client as this
     /// host's losses.
-    #[arg(long, default_value = "16MB", value_parser = size_within(bytes(1), bytes(i32::MAX as u64), "must be above zero (the kernel's smallest is about 2 KB), and a socket buffer holds at most 2147483647 bytes"))]
+    #[arg(long, default_value = "16MB", value_parser = within(bytes(1), bytes(i32::MAX as u64), "must be above zero (the kernel's smallest is about 2 KB), and a socket buffer holds at most 2147483647 bytes"))]
     pub probe_rcvbuf: Size,
 }
 

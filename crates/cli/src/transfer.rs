@@ -14,7 +14,7 @@ use tightlink_measure::transfer::{
 use tightlink_measure::Target;
 
 use crate::estimate::{json_event, real_options};
-use crate::flags::{bytes, size_within, time_within};
+use crate::flags::{bytes, within};
 
 #[derive(Args)]
 pub struct TransferArgs {
@@ -29,10 +29,10 @@ pub struct TransferArgs {
     #[arg(long, default_value = "rapid")]
     pub cc: String,
     /// Bytes to send (e.g. 200MB, 1GB); without it, for --time.
-    #[arg(long, value_parser = size_within(bytes(1), bytes(u64::MAX), "a transfer needs at least one byte"))]
+    #[arg(long, value_parser = within(bytes(1), bytes(u64::MAX), "a transfer needs at least one byte"))]
     pub bytes: Option<Size>,
     /// How long to send (e.g. 10s); the default when --bytes is not given.
-    #[arg(long, conflicts_with = "bytes", value_parser = time_within(Time { ns: 1 }, Time { ns: i64::MAX }, "a transfer needs some time"))]
+    #[arg(long, conflicts_with = "bytes", value_parser = within(Time { ns: 1 }, Time { ns: i64::MAX }, "a transfer needs some time"))]
     pub time: Option<Time>,
     /// Receive instead (the server sends).
     #[arg(long, short = 'R')]
@@ -55,7 +55,7 @@ pub struct TransferArgs {
     #[arg(long)]
     pub max_rate: Option<Rate>,
     /// The simulated path's round-trip time.
-    #[arg(long, default_value = "30ms", value_parser = time_within(Time { ns: 1 }, Time { ns: i64::MAX }, "the simulated path's round trip must be above zero"))]
+    #[arg(long, default_value = "30ms", value_parser = within(Time { ns: 1 }, Time { ns: i64::MAX }, "the simulated path's round trip must be above zero"))]
     pub rtt: Time,
     /// The simulated flow's packets, bytes on the wire (576-9000; 1514
     /// to compare with a kernel TCP flow on a 1500-byte MTU).
