@@ -83,6 +83,9 @@ pub struct Detail {
     /// Multi-rate: the rate the top sub-stream's second half arrived at,
     /// where it bounded the answer (a token bucket's rate).
     pub top_tail_bps: Option<f64>,
+    /// Multi-rate: what an answer read as the link less the batches of
+    /// cross traffic counted, where nothing crossed between them.
+    pub batches: Option<crate::decision::burst::BatchCount>,
 }
 
 pub(super) fn none_with(base: Analysis, reason: impl Into<String>) -> Analysis {

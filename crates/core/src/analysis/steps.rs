@@ -148,6 +148,10 @@ pub(super) fn less_the_batches(
         e / 1e9,
         left / 1e9
     );
+    let mut detail = a.detail;
+    if a.bound == Bound::AtLeast {
+        detail.batches = u.batch_count(e, fastest_bps);
+    }
     Some(Analysis {
         abw_bps: Some(left),
         bound,
@@ -155,6 +159,7 @@ pub(super) fn less_the_batches(
             Some(r) => format!("{r}; {note}"),
             None => note,
         }),
+        detail,
         ..a
     })
 }
