@@ -16,13 +16,8 @@
 //! is that median; when the budget runs out first, the same median with
 //! stop reason `budget`, or the bound the last stream gave when no stream
 //! gave an exact estimate. Exact answers that were the link less batches
-//! of cross traffic (a kernel TCP sender's windows, a video frame) enter
-//! these with the share the batches held over all such streams of the
-//! run, not each stream's own ([`BatchCount`]): under windows further
-//! apart than a stream lasts, the streams that read this way are those
-//! that caught a whole one (against `lab run iperf3-cubic60`, 40 runs
-//! each in turn with the build before: median error 5.7 -> 4.0 %, p90
-//! 13.3 -> 7.7 %; the A/B figures are in docs/evaluation.md). The range reported with it is where the
+//! of cross traffic (TCP windows, video frames) enter these at the share
+//! the batches held over all such streams of the run ([`BatchCount`]). The range reported with it is where the
 //! available bandwidth lies, not only where the median of the answers
 //! does (see [`answer_range`]): the notch is narrower than the error of
 //! one stream's method, and a tbf that every stream reads alike gives it
@@ -356,10 +351,8 @@ fn values(a: &[(Bound, f64)]) -> Vec<f64> {
 
 impl Search {
     /// The share of the time batches held the link over every stream
-    /// after the scan that read the link less them (see [`BatchCount`]:
-    /// a stream's own count follows the streams that caught a whole
-    /// window or frame). The scan's own count is left out: one frame can
-    /// take half its 4 ms.
+    /// after the scan that read the link less them ([`BatchCount`]; one
+    /// frame can take half the scan's 4 ms).
     fn pooled_share(&self) -> Option<f64> {
         pooled_share(self.exact_batches.iter().flatten().copied())
     }
