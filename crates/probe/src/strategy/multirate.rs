@@ -1028,12 +1028,7 @@ mod tests {
                 }
             }
             self.sent += 1;
-            let send: Vec<i64> = req.offsets_ns.iter().map(|o| self.now_ns + o).collect();
-            self.now_ns += 20_000_000;
-            Ok(tightlink_core::channel::Probed::on_time(
-                path.stream(0, &send, req.sizes[0]),
-                None,
-            ))
+            Ok(through(&path, req, &mut self.now_ns, 20_000_000))
         }
         fn info(&self) -> tightlink_core::channel::ChannelInfo {
             hop_info("bursty hop")
@@ -1046,6 +1041,19 @@ mod tests {
     /// A test hop behind a 10 Gbit/s sender, no other limits.
     fn hop_info(description: &str) -> tightlink_core::channel::ChannelInfo {
         tightlink_core::channel::ChannelInfo::without_limits(description, 10e9)
+    }
+
+    /// Sends `req` through `path` from the test clock's `now_ns`, then
+    /// moves the clock on by `step_ns`.
+    fn through(
+        path: &tightlink_core::synth::SynthPath,
+        req: &StreamRequest,
+        now_ns: &mut i64,
+        step_ns: i64,
+    ) -> tightlink_core::channel::Probed {
+        let send: Vec<i64> = req.offsets_ns.iter().map(|o| *now_ns + o).collect();
+        *now_ns += step_ns;
+        tightlink_core::channel::Probed::on_time(path.stream(0, &send, req.sizes[0]), None)
     }
 
     /// The 10 Gbit/s hop with 5 Gbit/s of fluid cross traffic; with
@@ -1119,12 +1127,7 @@ mod tests {
                 }
                 start += self.period_ns;
             }
-            let send: Vec<i64> = req.offsets_ns.iter().map(|o| self.now_ns + o).collect();
-            self.now_ns += 20_000_000;
-            Ok(tightlink_core::channel::Probed::on_time(
-                path.stream(0, &send, req.sizes[0]),
-                None,
-            ))
+            Ok(through(&path, req, &mut self.now_ns, 20_000_000))
         }
         fn info(&self) -> tightlink_core::channel::ChannelInfo {
             hop_info("windowed hop")
@@ -1312,12 +1315,8 @@ mod tests {
                     .flat_map(|k| [(k as f64 * 4e6, 10e9), (k as f64 * 4e6 + 1e6, 0.0)])
                     .collect();
             }
-            let send: Vec<i64> = req.offsets_ns.iter().map(|o| self.now_ns + o).collect();
-            self.now_ns += req.offsets_ns.last().copied().unwrap_or(0) + 10_000_000;
-            Ok(tightlink_core::channel::Probed::on_time(
-                path.stream(0, &send, req.sizes[0]),
-                None,
-            ))
+            let step_ns = req.offsets_ns.last().copied().unwrap_or(0) + 10_000_000;
+            Ok(through(&path, req, &mut self.now_ns, step_ns))
         }
         fn info(&self) -> tightlink_core::channel::ChannelInfo {
             hop_info("idle hop")
