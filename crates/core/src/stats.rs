@@ -59,6 +59,24 @@ pub fn median(v: &[f64]) -> Option<f64> {
     quantile(v, 0.5)
 }
 
+/// The mean of a sorted slice less `round(share n)` values at each end
+/// (a trimmed mean: one value far out moves it no more than a value at
+/// the edge of the rest would), where at least three values stay; the
+/// plain mean where fewer would. `None` when empty.
+pub fn trimmed_mean_sorted(sorted: &[f64], share: f64) -> Option<f64> {
+    let n = sorted.len();
+    if n == 0 {
+        return None;
+    }
+    let k = (share.clamp(0.0, 0.5) * n as f64).round() as usize;
+    let kept = if n >= 2 * k + 3 {
+        &sorted[k..n - k]
+    } else {
+        sorted
+    };
+    Some(kept.iter().sum::<f64>() / kept.len() as f64)
+}
+
 /// Median of integers (nanosecond gaps and the like), rounded toward
 /// negative infinity for an even count; `None` when empty.
 pub fn median_i64(v: &[i64]) -> Option<i64> {
@@ -148,6 +166,24 @@ mod tests {
     }
 
     #[test]
+    fn trimmed_means_by_hand() {
+        // 10 values, a fifth: 2 left off at each end, 3..=8 stay.
+        let s: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(trimmed_mean_sorted(&s, 0.2), Some(5.5));
+        let far = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 100.0];
+        assert_eq!(trimmed_mean_sorted(&far, 0.2), Some(5.5));
+        assert_eq!(trimmed_mean_sorted(&far, 0.0), Some(14.5));
+        // 8 values: round(1.6) = 2 at each end, 4 stay.
+        assert_eq!(
+            trimmed_mean_sorted(&[1.0, 2.0, 4.0, 4.0, 6.0, 6.0, 9.0, 50.0], 0.2),
+            Some(5.0)
+        );
+        // 4 values: leaving 1 at each end would keep 2, so none is left off.
+        assert_eq!(trimmed_mean_sorted(&[1.0, 2.0, 3.0, 10.0], 0.2), Some(4.0));
+        assert_eq!(trimmed_mean_sorted(&[], 0.2), None);
+    }
+
+    #[test]
     fn median_order_interval_by_hand() {
         let s: Vec<f64> = (1..=20).map(f64::from).collect();
         // n = 4: the whole sample covers 1 - 2/16 = 87.5 % only.
@@ -163,6 +199,27 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn a_trimmed_mean_stays_in_the_sample_and_ignores_how_far_its_ends_go(
+            v in proptest::collection::vec(-1e9f64..1e9, 1..60),
+            share in 0.0f64..0.5,
+            out in 0.0f64..1e12,
+        ) {
+            let s = sorted(&v);
+            let m = trimmed_mean_sorted(&s, share).unwrap();
+            let eps = 1e-9 * (1.0 + s[0].abs().max(s[s.len() - 1].abs()));
+            proptest::prop_assert!(s[0] - eps <= m && m <= s[s.len() - 1] + eps);
+            let n = s.len();
+            let k = (share * n as f64).round() as usize;
+            if k >= 1 && n >= 2 * k + 3 {
+                // The largest value moved further out leaves it as it was.
+                let mut t = s.clone();
+                t[n - 1] += out;
+                let moved = trimmed_mean_sorted(&t, share).unwrap();
+                proptest::prop_assert!((moved - m).abs() <= eps, "{moved} {m}");
+            }
+        }
+
         #[test]
         fn median_order_interval_holds_the_median_and_stays_in_the_sample(
             v in proptest::collection::vec(-1e12f64..1e12, 5..60),
