@@ -1224,6 +1224,17 @@ mod tests {
         now_ns: i64,
     }
 
+    impl IdleHop {
+        fn new(busy: bool, cross_bps: f64) -> IdleHop {
+            IdleHop {
+                busy,
+                cross_bps,
+                watched: 0,
+                now_ns: 0,
+            }
+        }
+    }
+
     impl tightlink_core::channel::Channel for IdleHop {
         fn probe(
             &mut self,
@@ -1257,12 +1268,7 @@ mod tests {
     /// 5.0, where the plain mean read 4.69.
     #[test]
     fn a_futile_swing_leaves_off_the_answers_far_out() {
-        let mut hop = IdleHop {
-            busy: false,
-            cross_bps: 0.0,
-            watched: 0,
-            now_ns: 0,
-        };
+        let mut hop = IdleHop::new(false, 0.0);
         let mut progress = |_: f64| {};
         let mut s = Session::start(&mut hop, crate::Budget::default(), &mut progress).unwrap();
         let mut q = Search::new(&s, MultirateParams::default(), None);
@@ -1278,12 +1284,7 @@ mod tests {
     }
 
     fn run_idle(busy: bool, cross_bps: f64) -> (Report, usize) {
-        let mut hop = IdleHop {
-            busy,
-            cross_bps,
-            watched: 0,
-            now_ns: 0,
-        };
+        let mut hop = IdleHop::new(busy, cross_bps);
         let mut progress = |_: f64| {};
         let mut s = Session::start(&mut hop, crate::Budget::default(), &mut progress).unwrap();
         let r = run(
@@ -1328,12 +1329,7 @@ mod tests {
     /// as it was rebuilds the report, and dropped it before.
     #[test]
     fn the_busy_watch_outlives_the_closing_shaper_trains() {
-        let mut hop = IdleHop {
-            busy: false,
-            cross_bps: 0.0,
-            watched: 0,
-            now_ns: 0,
-        };
+        let mut hop = IdleHop::new(false, 0.0);
         let mut progress = |_: f64| {};
         let mut s = Session::start(&mut hop, crate::Budget::default(), &mut progress).unwrap();
         let watch = BusyWatch {
