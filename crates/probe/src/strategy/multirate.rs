@@ -34,12 +34,12 @@
 //! available bandwidth over the run is their mean, not their median: on
 //! the lab's ON/OFF source the median read 10.6 % off, the mean 6.5 %;
 //! but one stream's error is heavy-tailed), with the answers' 10th to
-//! 90th percentiles as its
-//! range (how far the available bandwidth swung between streams). The
-//! horizon keeps a swinging path from spending the budget: the lab's
-//! bursty paths, whose answers scatter by 10-20 % from stream to stream,
-//! went on to 16-40 streams before. Three answers near the ceiling after one that
-//! found the path below it stop the same way when they disagree. Without
+//! 90th percentiles as its range (how far the available bandwidth swung
+//! between streams). The horizon keeps a swinging path from spending
+//! the budget: the lab's bursty paths, whose answers scatter by 10-20 %
+//! from stream to stream, went on to 16-40 streams before. Three answers
+//! near the ceiling after one that found the path below it stop the
+//! same way when they disagree. Without
 //! this, a link that cross traffic saturates for milliseconds at a time
 //! read "at least the ceiling" from three idle moments, or spent the
 //! budget answering bounds up and down.
