@@ -13,6 +13,8 @@ use tightlink_measure::{
     estimate, estimate_both, EstimateOptions, Event, Method, RealOptions, Target,
 };
 
+use crate::out::{self, json_event};
+
 #[derive(Args)]
 pub struct EstimateArgs {
     /// `HOST[:PORT]` of a `tightlink server` (port 7447 by default);
@@ -176,19 +178,13 @@ fn run_estimate(args: EstimateArgs, printed: &mut bool) -> Result<()> {
             let _ = writeln!(std::io::stdout().lock(), "{}", update_line(&u));
         }
         if let (true, Event::Progress(f)) = (show, e) {
-            let n = (f * 30.0).round() as usize;
-            eprint!(
-                "\r[{}{}] {:3.0} %",
-                "=".repeat(n),
-                " ".repeat(30 - n.min(30)),
-                f * 100.0
-            );
+            out::progress_bar(f);
         }
     };
     if args.both {
         let both = estimate_both(&target, &options, &mut on_event);
         if show {
-            eprint!("\r{}\r", " ".repeat(40));
+            out::clear_progress();
         }
         let (forward, reverse) = both?;
         let mut out = std::io::stdout().lock();
@@ -217,27 +213,9 @@ fn run_estimate(args: EstimateArgs, printed: &mut bool) -> Result<()> {
     }
     let report = estimate(&target, &options, &mut on_event);
     if show {
-        eprint!("\r{}\r", " ".repeat(40));
+        out::clear_progress();
     }
-    let report = report?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        write!(out, "{report}")?;
-    }
-    Ok(())
-}
-
-/// One `--json-stream` line (`{"event": ..., "data": ...}`), flushed: a
-/// reader sees it as it happens.
-pub(crate) fn json_event(event: &str, data: serde_json::Value) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer(&mut out, &serde_json::json!({"event": event, "data": data}))?;
-    writeln!(out)?;
-    out.flush()?;
-    Ok(())
+    out::report(args.json, &report?)
 }
 
 fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
@@ -266,13 +244,7 @@ fn run_json_stream(target: &Target, options: &EstimateOptions) -> Result<()> {
     if let Some(e) = failed {
         return Err(e.context("writing --json-stream"));
     }
-    match report {
-        Ok(r) => json_event("end", serde_json::to_value(&r)?),
-        Err(e) => {
-            json_event("error", serde_json::json!(format!("{e:#}")))?;
-            Err(e)
-        }
-    }
+    out::json_end(report)
 }
 
 /// `--method`'s help: every registered strategy.

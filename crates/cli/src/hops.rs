@@ -110,10 +110,5 @@ pub fn run(a: HopsArgs) -> Result<()> {
             eprintln!("ttl {ttl}: {total} probes sent");
         }
     })?;
-    if a.json {
-        println!("{}", serde_json::to_string(&result)?);
-    } else {
-        print!("{result}");
-    }
-    Ok(())
+    crate::out::report(a.json, &result)
 }

@@ -370,12 +370,7 @@ fn check(target: &LabTarget, json: bool) -> Result<()> {
     let lab = lab_of(target)?;
     let exe = std::env::current_exe()?;
     let r = tightlink_lab::check::check(&lab, &exe, Duration::from_millis(1))?;
-    if json {
-        println!("{}", serde_json::to_string(&r)?);
-        return Ok(());
-    }
-    print!("{r}");
-    Ok(())
+    crate::out::report(json, &r)
 }
 
 fn cc_lab(a: CcArgs) -> Result<()> {
@@ -401,16 +396,13 @@ fn cc_lab(a: CcArgs) -> Result<()> {
     if let Some(p) = &a.plot {
         plot_cc(p, &r)?;
     }
-    if a.json {
-        println!("{}", serde_json::to_string(&r)?);
-        return Ok(());
+    if !a.json {
+        println!(
+            "scenario {}: {}",
+            lab.scenario.name, lab.scenario.description
+        );
     }
-    println!(
-        "scenario {}: {}",
-        lab.scenario.name, lab.scenario.description
-    );
-    print!("{r}");
-    Ok(())
+    crate::out::report(a.json, &r)
 }
 
 /// The first run of each controller: its throughput per bin as a share
@@ -480,16 +472,13 @@ fn track_lab(a: TrackArgs) -> Result<()> {
         )
         .map_err(|e| anyhow!("--plot {}: {e}", p.display()))?;
     }
-    if a.json {
-        println!("{}", serde_json::to_string(&r)?);
-        return Ok(());
+    if !a.json {
+        println!(
+            "scenario {}: {}",
+            lab.scenario.name, lab.scenario.description
+        );
     }
-    println!(
-        "scenario {}: {}",
-        lab.scenario.name, lab.scenario.description
-    );
-    print!("{r}");
-    Ok(())
+    crate::out::report(a.json, &r)
 }
 
 fn tcp_lab(a: TcpArgs) -> Result<()> {
@@ -509,12 +498,7 @@ fn tcp_lab(a: TcpArgs) -> Result<()> {
                 }
             }),
         };
-        let r = tightlink_lab::passive::tcp_run(&lab, &exe, &o)?;
-        if a.json {
-            println!("{}", serde_json::to_string(&r)?);
-            continue;
-        }
-        print!("{r}");
+        crate::out::report(a.json, &tightlink_lab::passive::tcp_run(&lab, &exe, &o)?)?;
     }
     Ok(())
 }

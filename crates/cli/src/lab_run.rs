@@ -88,7 +88,7 @@ pub(crate) fn run_lab(a: RunArgs, compare: bool) -> Result<()> {
         }
         let results = run_scenario(&a, compare, &lab)?;
         if a.json_stream {
-            crate::estimate::json_event("end", serde_json::to_value(&results)?)?;
+            crate::out::json_event("end", serde_json::to_value(&results)?)?;
         }
         all.extend(results);
     }
@@ -176,7 +176,7 @@ fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSumma
     };
     let quiet = a.json || a.json_stream;
     let line = |event: &str, data: serde_json::Value| {
-        let _ = crate::estimate::json_event(event, data);
+        let _ = crate::out::json_event(event, data);
     };
     if a.json_stream {
         line(
@@ -213,7 +213,7 @@ fn run_scenario(a: &RunArgs, compare: bool, lab: &Lab) -> Result<Vec<MethodSumma
 /// the table and its notes.
 fn render_one(a: &RunArgs, lab: &Lab, results: &[MethodSummary]) -> Result<()> {
     let line = |event: &str, data: serde_json::Value| {
-        let _ = crate::estimate::json_event(event, data);
+        let _ = crate::out::json_event(event, data);
     };
     if let Some(p) = &a.plot {
         let series: Vec<(String, Vec<(f64, f64)>)> = results

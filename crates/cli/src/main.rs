@@ -19,8 +19,8 @@ mod lab;
 mod lab_run;
 mod lab_target;
 mod mesh;
+mod out;
 mod reflector;
-
 mod server;
 mod simulate;
 mod transfer;

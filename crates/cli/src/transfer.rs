@@ -13,8 +13,9 @@ use tightlink_measure::transfer::{
 };
 use tightlink_measure::Target;
 
-use crate::estimate::{json_event, real_options};
+use crate::estimate::real_options;
 use crate::flags::{bytes, within};
+use crate::out::{self, json_event};
 
 #[derive(Args)]
 pub struct TransferArgs {
@@ -128,13 +129,7 @@ pub fn run(args: TransferArgs) -> Result<()> {
                 ),
             };
         });
-        return match r {
-            Ok(r) => json_event("end", serde_json::json!(r)),
-            Err(e) => {
-                json_event("error", serde_json::json!(format!("{e:#}")))?;
-                Err(e)
-            }
-        };
+        return out::json_end(r);
     }
     let bar = std::io::stderr().is_terminal() && !args.json;
     let total = options.bytes;
@@ -153,27 +148,19 @@ pub fn run(args: TransferArgs) -> Result<()> {
             return;
         }
         if bar {
-            eprint!("\r{}\r", " ".repeat(40));
+            out::clear_progress();
         }
         let _ = writeln!(out, "{iv}");
         if bar {
-            let f = match (total, duration) {
+            out::progress_bar(match (total, duration) {
                 (Some(t), _) => done_bytes / t as f64,
                 (None, Some(d)) => iv.end_s * 1e9 / d as f64,
                 _ => 0.0,
-            }
-            .clamp(0.0, 1.0);
-            let n = (f * 30.0).round() as usize;
-            eprint!(
-                "[{}{}] {:3.0} %",
-                "=".repeat(n),
-                " ".repeat(30 - n),
-                f * 100.0
-            );
+            });
         }
     });
     if bar {
-        eprint!("\r{}\r", " ".repeat(40));
+        out::clear_progress();
     }
     let r = r?;
     if args.json {
