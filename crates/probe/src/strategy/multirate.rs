@@ -579,7 +579,7 @@ impl Search {
                         return Ok(Some(w));
                     }
                 }
-                let (lo, hi) = reach_bounds(answer_range(&exact, &params), self.after_scan());
+                let (lo, hi) = self.range_of(&exact);
                 return Ok(Some(s.report(
                     method,
                     m,
@@ -605,9 +605,11 @@ impl Search {
         Ok(futile.map(|w| w.trimmed(&judged).report(s, method)))
     }
 
-    /// The answers of the streams after the wide scan.
-    fn after_scan(&self) -> &[(Bound, f64)] {
-        &self.answers[self.scan_answers..]
+    /// The range of an answer from `exact` ([`answer_range`]), reaching
+    /// the bounds the streams after the wide scan gave beyond it.
+    fn range_of(&self, exact: &[f64]) -> (f64, f64) {
+        let after_scan = &self.answers[self.scan_answers..];
+        reach_bounds(answer_range(exact, &self.params), after_scan)
     }
 
     /// The answer when the budget ran out first.
@@ -616,7 +618,7 @@ impl Search {
         if !self.exact.is_empty() {
             let exact = self.pooled_exact();
             let m = stats::median(&exact).unwrap_or(f64::NAN);
-            let (lo, hi) = reach_bounds(answer_range(&exact, &self.params), self.after_scan());
+            let (lo, hi) = self.range_of(&exact);
             // The budget ran out while the streams still climbed (or fell)
             // past every exact answer: the last two streams' bounds are the
             // newer evidence. At 100 Gbit/s a scan misread at 10 Gbit/s left
